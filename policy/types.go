@@ -1,0 +1,331 @@
+package policy
+
+import "time"
+
+// NodeID is a node's gossip name, unique in a cluster.
+type NodeID string
+
+// JobID is a job's stable identifier; it survives restarts and moves.
+type JobID string
+
+// TrafficClass is the class a flow's packets are marked with (SPEC P3.1).
+type TrafficClass uint8
+
+const (
+	// ClassNone is traffic ReclaimNet leaves exactly as it is.
+	ClassNone TrafficClass = iota
+	// ClassEmergency is emergency metadata, DSCP EF (46).
+	ClassEmergency
+	// ClassMigration is a planned migration (hand-off), DSCP AF41 (34).
+	ClassMigration
+	// ClassPresync is background pre-sync and periodic checkpoints, DSCP CS1 (8).
+	ClassPresync
+)
+
+// DSCP returns the DSCP code point of the class (0 for ClassNone).
+func (c TrafficClass) DSCP() uint8 {
+	switch c {
+	case ClassEmergency:
+		return 46
+	case ClassMigration:
+		return 34
+	case ClassPresync:
+		return 8
+	}
+	return 0
+}
+
+func (c TrafficClass) String() string {
+	switch c {
+	case ClassEmergency:
+		return "emergency"
+	case ClassMigration:
+		return "migration"
+	case ClassPresync:
+		return "presync"
+	}
+	return "none"
+}
+
+// HazardProfile is a time-of-day intensity: Rates[k] is the hazard (1/s) in
+// bucket k of equal width covering one day, UTC. An empty profile means a
+// hazard of zero everywhere (callers that decide use an upper bound that is
+// never zero; see HazardEstimator).
+type HazardProfile struct {
+	Rates []float64
+}
+
+// GPU describes one kind of GPU on a node.
+type GPU struct {
+	Model      string  // e.g. "A100-80GB"
+	VRAM       int64   // bytes per GPU
+	Capability float64 // CUDA compute capability, e.g. 8.0
+}
+
+// Node is one machine as the leader sees it in a control period.
+type Node struct {
+	ID       NodeID
+	Building string
+	GPU      GPU // the node's GPU kind (nodes are homogeneous inside)
+	GPUs     int // total GPUs
+	FreeGPUs int // GPUs not used by ReclaimNet jobs
+	Load     float64
+	// Emergency is the upper confidence bound λ̂⁺ of the node's emergency
+	// hazard by time of day (SPEC P1.7a); P1 uses it.
+	Emergency HazardProfile
+	// Departure is the node's hazard of any departure, scheduled or not
+	// (SPEC P2.5); P2's survival uses it.
+	Departure HazardProfile
+	// AccessLink is the ID of the link from the node to its building switch.
+	AccessLink string
+	// Leaving is set while a reclaim of this node is pending or done; a
+	// leaving node is never a destination, standby or placement.
+	Leaving bool
+}
+
+// Link is one edge of the campus graph (SPEC P2.1). Links are full duplex:
+// Capacity and the bandwidth figures are per direction, and flows are
+// accounted per direction (A→B separately from B→A).
+type Link struct {
+	ID   string
+	A, B string // endpoint vertices: node IDs, building switches, "core"
+	// Capacity is the link's rate, bytes/s.
+	Capacity float64
+	// Available is the smoothed bandwidth available to migration, bytes/s
+	// (capacity minus non-migration traffic, SPEC P1.7); AvailableLow is
+	// its lower confidence bound, used for deadline checks.
+	Available, AvailableLow float64
+}
+
+// JobState is where a job is in its life.
+type JobState uint8
+
+const (
+	JobPending    JobState = iota // waiting for a placement
+	JobRunning                    // running on Job.Node
+	JobMigrating                  // a hand-off is under way
+	JobRecovering                 // lost its node; waiting to restart from a replica
+	JobDone                       // finished or cancelled
+)
+
+func (s JobState) String() string {
+	switch s {
+	case JobPending:
+		return "pending"
+	case JobRunning:
+		return "running"
+	case JobMigrating:
+		return "migrating"
+	case JobRecovering:
+		return "recovering"
+	case JobDone:
+		return "done"
+	}
+	return "unknown"
+}
+
+// Job is one training job as the leader sees it.
+type Job struct {
+	ID    JobID
+	State JobState
+	Node  NodeID // host; empty when pending or recovering
+	// CheckpointBytes is C, the payload of one checkpoint.
+	CheckpointBytes int64
+	// Standby is the node receiving background pre-sync; StandbyHas the
+	// bytes of the current state it already holds, so a hand-off to it
+	// moves only CheckpointBytes − StandbyHas (SPEC P1.6).
+	Standby    NodeID
+	StandbyHas int64
+	// Replicas are the nodes holding the freshest committed checkpoint
+	// completely (never the host alone: a version counts once off-node).
+	Replicas []NodeID
+	// LossBudget is Lmax, the tolerated expected loss per emergency.
+	LossBudget time.Duration
+	GPUs       int
+	VRAM       int64   // bytes per GPU the job needs
+	Capability float64 // minimum CUDA capability
+	// RestartTime is Tr, measured on the job's last restart.
+	RestartTime time.Duration
+	// Remaining is the expected remaining runtime (Trem, SPEC P2.5).
+	Remaining time.Duration
+	// WriteCap is W_i, the cap on the job's checkpoint bandwidth (disk,
+	// NIC, admin), bytes/s; 0 means no cap beyond the network.
+	WriteCap float64
+}
+
+// Reclaim is an owner's pending reclaim of a node.
+type Reclaim struct {
+	Node      NodeID
+	Announced time.Time
+	// Deadline is when the node leaves; equal to Announced for an
+	// emergency (τ = 0).
+	Deadline time.Time
+}
+
+// Emergency reports whether the reclaim gave no notice.
+func (r Reclaim) Emergency() bool { return !r.Deadline.After(r.Announced) }
+
+// Flow is an admitted migration flow carried over from an earlier period.
+type Flow struct {
+	ID       string
+	Job      JobID
+	From, To NodeID
+	Class    TrafficClass
+	// Remaining is the bytes the flow still has to move.
+	Remaining int64
+	Deadline  time.Time
+	Start     time.Time
+	Rate      float64
+}
+
+// Switches turns each protocol on or off (the paper's ablation, SPEC §5).
+type Switches struct {
+	// P1 off: every job checkpoints at FixedInterval with an equal share.
+	P1 bool
+	// P2 off: destinations are chosen at random among feasible candidates
+	// (seeded by Params.Seed and the job ID, so Tick stays deterministic).
+	P2 bool
+	// P3 off: no admission, no reservation, no ceilings.
+	P3 bool
+}
+
+// Params are the tunables of one control period. DefaultParams gives the
+// paper's values.
+type Params struct {
+	BetaP1        float64       // β, checkpoint share of a job's slice (P1.5), 0.2
+	BetaP3        float64       // β3, reserved share of each link (P3.2), 0.3
+	Bmin          float64       // floor of the reservation, bytes/s (P3.2)
+	Alpha         float64       // weight of re-migration risk (P2.5), 1.0
+	KMin          int           // locality threshold (P2.4), 2
+	MaxLoad       float64       // θ, highest load of a destination (P2.3), 0.8
+	CeilingFactor float64       // enforcement ceiling / assigned rate (P3.5), 1.1
+	MinBurst      int64         // smallest token-bucket burst, bytes, 256 KiB
+	FixedInterval time.Duration // interval when P1 is off, 10 min
+	Switches      Switches
+	Seed          uint64 // for the P2-off random choice
+}
+
+// DefaultParams returns the paper's parameters with all protocols on.
+func DefaultParams() Params {
+	return Params{
+		BetaP1:        0.2,
+		BetaP3:        0.3,
+		Bmin:          0,
+		Alpha:         1.0,
+		KMin:          2,
+		MaxLoad:       0.8,
+		CeilingFactor: 1.1,
+		MinBurst:      256 << 10,
+		FixedInterval: 10 * time.Minute,
+		Switches:      Switches{P1: true, P2: true, P3: true},
+	}
+}
+
+// Snapshot is everything Tick needs about the cluster in one period.
+type Snapshot struct {
+	Nodes    []Node
+	Links    []Link
+	Jobs     []Job
+	Reclaims []Reclaim
+	Flows    []Flow
+	Params   Params
+}
+
+// RejectReason says why P2 did not consider a node for a job.
+type RejectReason string
+
+const (
+	RejectSource     RejectReason = "is the source"
+	RejectLeaving    RejectReason = "is leaving"
+	RejectVRAM       RejectReason = "not enough VRAM"
+	RejectCapability RejectReason = "CUDA capability too low"
+	RejectGPUs       RejectReason = "not enough free GPUs"
+	RejectLoad       RejectReason = "load above threshold"
+	RejectDeadline   RejectReason = "cannot finish before the deadline"
+	RejectNoPath     RejectReason = "no path"
+	RejectLocality   RejectReason = "other building (enough local candidates)"
+)
+
+// Candidate is one node P2 scored, or rejected with a reason.
+type Candidate struct {
+	Node NodeID
+	// Score is σ_d in seconds (lower is better); Transfer, Survival and
+	// Remigration its parts: C/bw, S_d(Trem), and T̄mig(d).
+	Score       float64
+	Transfer    time.Duration
+	Survival    float64
+	Remigration time.Duration
+	Bottleneck  float64 // bw(s,d), bytes/s
+	Rejected    RejectReason
+}
+
+// JobDecision is P1's result for one job.
+type JobDecision struct {
+	Job       JobID
+	Bandwidth float64       // b_i, bytes/s
+	Interval  time.Duration // Δ_i
+	// LossBudgetInfeasible is set when the network cannot checkpoint often
+	// enough to meet the job's loss budget (P1.5).
+	LossBudgetInfeasible bool
+	// Hazard is the λ̂⁺ used, 1/s.
+	Hazard float64
+	// Standby is where pre-sync should go (P2.6), empty if none.
+	Standby NodeID
+}
+
+// HandoffDecision is the outcome for a job on a node with a pending reclaim.
+type HandoffDecision struct {
+	Job  JobID
+	From NodeID
+	// To is the destination; empty when the hand-off is infeasible.
+	To NodeID
+	// FinalCheckpoint orders a zero-loss final checkpoint (P1.6 feasible);
+	// otherwise the job recovers from its freshest committed replica.
+	FinalCheckpoint bool
+	// Bytes is what the destination still lacks.
+	Bytes    int64
+	Deadline time.Time
+	// Degraded is set when the job will recover from an older replica;
+	// Reason says why (no candidate, not admitted, not enough time).
+	Degraded   bool
+	Reason     string
+	Candidates []Candidate
+}
+
+// Placement puts a pending or recovering job on a node (P2.6 / emergency).
+type Placement struct {
+	Job JobID
+	To  NodeID
+	// From is the replica holder the job restores from (empty for a new job).
+	From       NodeID
+	Candidates []Candidate
+}
+
+// FlowDecision is an admitted flow with its rate (P3).
+type FlowDecision struct {
+	ID       string
+	Job      JobID
+	From, To NodeID
+	Class    TrafficClass
+	// Rate is the sender's pacing rate; Ceiling and Burst the kernel
+	// enforcement bucket (≈ CeilingFactor·Rate, burst ≥ MinBurst).
+	Rate, Ceiling float64
+	Burst         int64
+	// MinRate is r_min from the flow's actual start (P3.4b).
+	MinRate float64
+	// Start is when the flow may start (staggered, never past its slack).
+	Start    time.Time
+	Deadline time.Time // zero for pre-sync / periodic checkpoints
+	Links    []string  // the links the flow crosses
+}
+
+// Decisions is Tick's output for one control period.
+type Decisions struct {
+	Jobs       []JobDecision
+	Handoffs   []HandoffDecision
+	Placements []Placement
+	Flows      []FlowDecision
+	// CheckpointBudget is Bckpt, what P3 left for P1 (bytes/s, summed over
+	// the bottlenecks that P1 allocates on).
+	CheckpointBudget float64
+}

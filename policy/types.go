@@ -203,6 +203,11 @@ type Params struct {
 	FixedInterval time.Duration // interval when P1 is off, 10 min
 	Switches      Switches
 	Seed          uint64 // for the P2-off random choice
+	// MaxCandidates bounds each Candidates list Tick returns: the best
+	// MaxCandidates scored nodes, then up to MaxCandidates rejected ones
+	// (by node ID). 0 keeps every node. The choice is always made over all
+	// nodes; the bound only keeps decisions small at thousands of nodes.
+	MaxCandidates int
 }
 
 // DefaultParams returns the paper's parameters with all protocols on.
@@ -218,6 +223,7 @@ func DefaultParams() Params {
 		MinBurst:      256 << 10,
 		FixedInterval: 10 * time.Minute,
 		Switches:      Switches{P1: true, P2: true, P3: true},
+		MaxCandidates: 20,
 	}
 }
 
@@ -244,6 +250,8 @@ const (
 	RejectDeadline   RejectReason = "cannot finish before the deadline"
 	RejectNoPath     RejectReason = "no path"
 	RejectLocality   RejectReason = "other building (enough local candidates)"
+	// RejectBandwidth: the path has no migration bandwidth left this period.
+	RejectBandwidth RejectReason = "no migration bandwidth on the path"
 )
 
 // Candidate is one node P2 scored, or rejected with a reason.
@@ -297,7 +305,10 @@ type Placement struct {
 	Job JobID
 	To  NodeID
 	// From is the replica holder the job restores from (empty for a new job).
-	From       NodeID
+	From NodeID
+	// Recovery is set when the job restores from a replica (or, with From
+	// empty, restarts from the beginning because no replica survives).
+	Recovery   bool
 	Candidates []Candidate
 }
 

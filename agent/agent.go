@@ -1,0 +1,579 @@
+package agent
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/reclaimnet/reclaimnet/gpu"
+	"github.com/reclaimnet/reclaimnet/mesh"
+	"github.com/reclaimnet/reclaimnet/pki"
+	"github.com/reclaimnet/reclaimnet/policy"
+)
+
+// Version is reported in the status; the CLI sets it from its own.
+var Version = "dev"
+
+// Subsystem is an optional part of the node (job supervisor, transfers,
+// BPF enforcement, status page) that the agent starts after the control
+// plane and stops before it, in reverse order of Subsystems.
+type Subsystem interface {
+	Name() string
+	Start(ctx context.Context) error
+	Stop(ctx context.Context) error
+}
+
+// Agent is one running node.
+type Agent struct {
+	// Subsystems are started in order by Run and stopped in reverse order
+	// during shutdown. Set them between New and Run.
+	Subsystems []Subsystem
+	// HTTPMux serves the HTTP address; subsystems may add handlers to it
+	// between New and Run (/v1/status and /metrics are registered).
+	HTTPMux *http.ServeMux
+
+	// Constant after New.
+	cfg        Config
+	logger     *slog.Logger
+	started    time.Time
+	lock       *dirLock
+	tmpDir     string // removed at shutdown (--dev)
+	tls        *pki.Bundle
+	gossipKeys [][]byte
+	mesh       *mesh.Mesh
+	coord      coordinator // nil until the coordinator is wired in
+	registry   *prometheus.Registry
+	ctlLn      net.Listener
+	raftLn     net.Listener // handed to the coordinator by Run
+	httpLn     net.Listener
+	httpSrv    *http.Server
+	info       Info
+	gpus       int // GPUs found at start
+
+	wg sync.WaitGroup // every goroutine the agent starts
+
+	// abandon makes shutdown skip the graceful steps (leadership
+	// transfer, gossip leave): an emergency reclaim, where the provider's
+	// right to the machine comes before the cluster.
+	abandon atomic.Bool
+
+	mu     sync.Mutex
+	joined bool // a join (or a join by a peer) succeeded
+}
+
+// New prepares a node: validates cfg, locks the data dir, loads the TLS
+// material, starts gossip and opens the control socket and HTTP listener.
+// Nothing is served until Run. On error everything opened is closed.
+func New(cfg Config, logger *slog.Logger) (_ *Agent, err error) {
+	if logger == nil {
+		logger = slog.Default()
+	}
+	a := &Agent{cfg: cfg, logger: logger, started: time.Now(), HTTPMux: http.NewServeMux()}
+	defer func() {
+		if err != nil {
+			a.closeAll()
+		}
+	}()
+	if err := a.cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	if a.cfg.Dev {
+		if err := a.prepareDev(); err != nil {
+			return nil, err
+		}
+	}
+	if a.lock, err = lockDataDir(a.cfg.DataDir); err != nil {
+		return nil, err
+	}
+	if a.tls == nil {
+		if a.tls, err = pki.LoadNode(a.cfg.TLSDir); err != nil {
+			return nil, fmt.Errorf("load TLS material from %s: %w", a.cfg.TLSDir, err)
+		}
+	}
+	if a.tls.Node != a.cfg.Name {
+		return nil, fmt.Errorf("certificate in %s is for node %q, not %q (issue one with 'reclaimnet tls cert create --node %s')", a.cfg.TLSDir, a.tls.Node, a.cfg.Name, a.cfg.Name)
+	}
+	if a.gossipKeys == nil {
+		k, _ := DecodeGossipKey(a.cfg.GossipKey)
+		a.gossipKeys = [][]byte{k}
+	}
+	if a.ctlLn, err = listenControl(a.cfg.DataDir); err != nil {
+		return nil, err
+	}
+	if a.cfg.HTTPAddr != "" {
+		if a.httpLn, err = net.Listen("tcp", a.cfg.HTTPAddr); err != nil {
+			return nil, fmt.Errorf("http listener: %w", err)
+		}
+	}
+	if a.raftLn, err = a.listenRaft(); err != nil {
+		return nil, err
+	}
+	a.cfg.RaftPort = a.raftLn.Addr().(*net.TCPAddr).Port
+	if err := a.startMesh(); err != nil {
+		return nil, err
+	}
+	a.registry = a.newRegistry()
+	a.routes()
+	return a, nil
+}
+
+// prepareDev fills in what --dev makes up: a temporary data dir, a gossip
+// key, a throwaway CA and certificate, loopback, fast gossip.
+func (a *Agent) prepareDev() error {
+	c := &a.cfg
+	if c.DataDir == "" {
+		dir, err := os.MkdirTemp("", "reclaimnet-dev-")
+		if err != nil {
+			return fmt.Errorf("dev data dir: %w", err)
+		}
+		c.DataDir, a.tmpDir = dir, dir
+	}
+	if c.GossipKey == "" {
+		k := make([]byte, 32)
+		rand.Read(k)
+		a.gossipKeys = [][]byte{k}
+	}
+	if c.TLSDir == "" {
+		dev, err := pki.NewDev()
+		if err != nil {
+			return fmt.Errorf("dev CA: %w", err)
+		}
+		if a.tls, err = dev.Node(c.Name); err != nil {
+			return fmt.Errorf("dev certificate: %w", err)
+		}
+	}
+	c.LocalTimings = true
+	return nil
+}
+
+func (a *Agent) startMesh() error {
+	mc := mesh.DefaultConfig()
+	if a.cfg.LocalTimings {
+		mc = mesh.DefaultLocalConfig()
+	}
+	mc.Name = a.cfg.Name
+	mc.BindAddr = a.cfg.BindAddr
+	mc.BindPort = a.cfg.GossipPort
+	mc.AdvertiseAddr = a.cfg.AdvertiseAddr
+	mc.GossipKeys = a.gossipKeys
+	mc.Logger = a.logger.With("subsystem", "mesh")
+	// Every node may vote for now: raft.Member has no eligibility field
+	// yet, so a non-voter role would not be honoured.
+	role := mesh.RoleVoterEligible
+	model, count := a.discoverGPUs()
+	mc.Meta = mesh.Meta{
+		GPUs:          uint16(min(count, 65535)),
+		GPUModel:      truncate(model.Model, mesh.MaxGPUModelLen),
+		GPUVRAMMiB:    uint32(min(model.VRAM>>20, 1<<32-1)),
+		GPUCapability: uint8(min(model.Capability*10+0.5, 255)),
+		Building:      a.cfg.Building,
+		RaftPort:      uint16(a.cfg.RaftPort),
+		TransferPort:  uint16(a.cfg.TransferPort),
+		HTTPPort:      uint16(a.httpPort()),
+		Role:          role,
+		Started:       a.started,
+	}
+	m, err := mesh.Create(mc)
+	if err != nil {
+		return fmt.Errorf("gossip: %w", err)
+	}
+	a.mesh = m
+	return nil
+}
+
+// discoverGPUs returns the node's GPU kind and count: the declared ones,
+// else what NVML or nvidia-smi report, else none.
+func (a *Agent) discoverGPUs() (policy.GPU, int) {
+	var specs gpu.SpecList
+	for _, g := range a.cfg.GPUs {
+		specs.Set(g) // checked by Validate
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	inv, err := gpu.Auto(gpu.Options{Declared: specs.Devices}).Discover(ctx)
+	if err != nil {
+		a.logger.Warn("gpu discovery", "err", err)
+		return policy.GPU{}, 0
+	}
+	model, count := inv.Summary()
+	a.gpus = count
+	return model, count
+}
+
+func truncate(s string, n int) string {
+	if len(s) > n {
+		return s[:n]
+	}
+	return s
+}
+
+func (a *Agent) httpPort() int {
+	if a.httpLn == nil {
+		return 0
+	}
+	return a.httpLn.Addr().(*net.TCPAddr).Port
+}
+
+// Mesh is the node's gossip layer (for subsystems and tests).
+func (a *Agent) Mesh() *mesh.Mesh { return a.mesh }
+
+// DataDir is the data dir in use (a temporary one with --dev).
+func (a *Agent) DataDir() string { return a.cfg.DataDir }
+
+// HTTPAddr is the bound HTTP address, or "" when HTTP is off.
+func (a *Agent) HTTPAddr() string {
+	if a.httpLn == nil {
+		return ""
+	}
+	return a.httpLn.Addr().String()
+}
+
+// Join asks gossip to join peers (bare hosts use the default gossip port).
+func (a *Agent) Join(peers []string) (int, error) {
+	addrs := make([]string, len(peers))
+	for i, p := range peers {
+		addrs[i] = joinAddr(p)
+	}
+	n, err := a.mesh.Join(addrs)
+	if err != nil {
+		return 0, fmt.Errorf("join %s: %w", strings.Join(peers, ", "), err)
+	}
+	a.mu.Lock()
+	a.joined = true
+	a.mu.Unlock()
+	return n, nil
+}
+
+// Run serves until ctx is cancelled, then shuts down in the documented
+// order and returns. ready, if not nil, is called once the node serves.
+func (a *Agent) Run(ctx context.Context, ready func(Info)) error {
+	defer a.closeAll()
+	runCtx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+
+	// The coordinator first: the loops and handlers below read a.coord.
+	ln := a.raftLn
+	a.raftLn = nil // the coordinator owns it from here
+	if err := a.startCoordinator(ln); err != nil {
+		ln.Close()
+		return err
+	}
+	if a.httpLn != nil {
+		a.httpSrv = &http.Server{Handler: a.HTTPMux, ReadHeaderTimeout: 10 * time.Second}
+		a.wg.Go(func() {
+			if err := a.httpSrv.Serve(a.httpLn); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				a.logger.Error("http server", "err", err)
+			}
+		})
+	}
+	ctlLn := a.ctlLn
+	a.wg.Go(func() { a.serveControl(ctlLn) })
+	a.wg.Go(func() { a.telemetryLoop(runCtx) })
+	a.wg.Go(func() { a.eventLoop(runCtx) })
+	if len(a.cfg.Join) > 0 {
+		a.wg.Go(func() { a.retryJoin(runCtx) })
+	}
+	var startErr error
+	var startedSubs []Subsystem
+	for _, s := range a.Subsystems {
+		if err := s.Start(runCtx); err != nil {
+			startErr = fmt.Errorf("start %s: %w", s.Name(), err)
+			break
+		}
+		startedSubs = append(startedSubs, s)
+	}
+	if startErr == nil {
+		a.reconcile()
+		a.info = a.makeInfo()
+		if err := a.writeInfo(); err != nil {
+			a.logger.Warn("write agent info", "err", err)
+		}
+		a.logger.Info("agent running", "node", a.cfg.Name, "gossip", a.info.GossipAddr, "http", a.info.HTTPAddr, "data_dir", a.cfg.DataDir)
+		if ready != nil {
+			ready(a.info)
+		}
+		<-ctx.Done()
+		a.logger.Info("shutting down", "node", a.cfg.Name)
+	}
+	a.shutdown(startedSubs, cancel)
+	return startErr
+}
+
+// Abandon makes the coming shutdown skip leadership transfer and the
+// gossip leave, so peers see a failure (an emergency departure). Call it
+// before cancelling Run's context.
+func (a *Agent) Abandon() { a.abandon.Store(true) }
+
+// shutdown runs the documented order (see the package comment).
+func (a *Agent) shutdown(subs []Subsystem, cancelLoops context.CancelFunc) {
+	timeout := time.Duration(a.cfg.LeaveTimeout)
+	if timeout <= 0 {
+		timeout = 5 * time.Second
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*timeout)
+	defer cancel()
+	graceful := !a.abandon.Load()
+	// 1. Leadership transfer, so the cluster does not wait for an election.
+	if a.coord != nil && graceful {
+		if err := a.coord.LeaveLeadership(); err != nil {
+			a.logger.Warn("leadership transfer", "err", err)
+		}
+	}
+	// Stop the loops first: a telemetry report published after the
+	// leave intent would hide it.
+	cancelLoops()
+	// 2. Gossip leave: peers see a departure, not a failure.
+	if graceful {
+		if err := a.mesh.Leave(timeout); err != nil {
+			a.logger.Warn("gossip leave", "err", err)
+		}
+	}
+	// 3. Raft, 4. gossip.
+	if a.coord != nil {
+		if err := a.coord.Shutdown(); err != nil {
+			a.logger.Warn("coordinator shutdown", "err", err)
+		}
+	}
+	a.mesh.Shutdown()
+	// 5. Optional subsystems, newest first.
+	for i := len(subs) - 1; i >= 0; i-- {
+		if err := subs[i].Stop(ctx); err != nil {
+			a.logger.Warn("stop subsystem", "name", subs[i].Name(), "err", err)
+		}
+	}
+	// 6. Control socket, then HTTP.
+	a.ctlLn.Close()
+	if a.httpSrv != nil {
+		a.httpSrv.Shutdown(ctx)
+	}
+	a.wg.Wait()
+	a.logger.Info("agent stopped", "node", a.cfg.Name)
+}
+
+// closeAll releases what New opened; safe after a partial New and after
+// shutdown.
+func (a *Agent) closeAll() {
+	if a.mesh != nil {
+		a.mesh.Shutdown()
+	}
+	if a.ctlLn != nil {
+		a.ctlLn.Close()
+	}
+	if a.raftLn != nil {
+		a.raftLn.Close()
+	}
+	if a.httpLn != nil {
+		a.httpLn.Close()
+	}
+	if a.cfg.DataDir != "" && a.lock != nil {
+		os.Remove(filepath.Join(a.cfg.DataDir, InfoFile))
+	}
+	a.lock.release()
+	a.lock = nil
+	if a.tmpDir != "" {
+		os.RemoveAll(a.tmpDir)
+		a.tmpDir = ""
+	}
+}
+
+func (a *Agent) makeInfo() Info {
+	ip, port := a.mesh.LocalAddr()
+	host := ip.String()
+	return Info{
+		PID:          os.Getpid(),
+		Node:         a.cfg.Name,
+		GossipAddr:   net.JoinHostPort(host, strconv.Itoa(int(port))),
+		RaftAddr:     a.raftAddr(),
+		TransferAddr: net.JoinHostPort(host, strconv.Itoa(a.cfg.TransferPort)),
+		HTTPAddr:     a.HTTPAddr(),
+		Socket:       filepath.Join(a.cfg.DataDir, SocketFile),
+	}
+}
+
+func (a *Agent) raftAddr() string {
+	if a.coord != nil {
+		return a.coord.Addr()
+	}
+	ip, _ := a.mesh.LocalAddr()
+	return net.JoinHostPort(ip.String(), strconv.Itoa(a.cfg.RaftPort))
+}
+
+// writeInfo writes InfoFile atomically.
+func (a *Agent) writeInfo() error {
+	b, err := json.MarshalIndent(a.info, "", "  ")
+	if err != nil {
+		return err
+	}
+	path := filepath.Join(a.cfg.DataDir, InfoFile)
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, append(b, '\n'), 0o600); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}
+
+// retryJoin joins the configured peers, retrying every 2 s until one
+// answers (a node restarted before its peers, or peers not up yet).
+func (a *Agent) retryJoin(ctx context.Context) {
+	delay := 2 * time.Second
+	for {
+		n, err := a.Join(a.cfg.Join)
+		if err == nil {
+			a.logger.Info("joined cluster", "contacted", n)
+			return
+		}
+		a.logger.Warn("join failed; retrying", "err", err, "in", delay)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(delay):
+		}
+	}
+}
+
+// telemetryLoop publishes this node's report every TelemetryInterval.
+func (a *Agent) telemetryLoop(ctx context.Context) {
+	interval := time.Duration(a.cfg.TelemetryInterval)
+	if interval <= 0 {
+		interval = time.Second
+	}
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		now := time.Now()
+		if err := a.mesh.PublishTelemetry(a.localTelemetry(), now); err != nil {
+			a.logger.Warn("publish telemetry", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// localTelemetry samples this node. Bandwidth estimates come from the
+// transfer/BPF subsystems once they are plugged in.
+func (a *Agent) localTelemetry() mesh.Telemetry {
+	// Free GPUs: all of them until the job supervisor reports its use.
+	t := mesh.Telemetry{Load: hostLoad(), FreeGPUs: uint16(min(a.gpus, 65535))}
+	if a.coord != nil {
+		t.Hazard = a.coord.Hazard(a.cfg.Name)
+	}
+	return t
+}
+
+// hostLoad is the 1-minute load average per CPU (0 if unreadable).
+func hostLoad() float64 {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return 0
+	}
+	fields := strings.Fields(string(b))
+	if len(fields) == 0 {
+		return 0
+	}
+	v, err := strconv.ParseFloat(fields[0], 64)
+	if err != nil || v < 0 {
+		return 0
+	}
+	return v / float64(runtime.NumCPU())
+}
+
+// eventLoop takes gossip events off memberlist's goroutines; the leader
+// reconciles the Raft configuration on each, and every few seconds anyway
+// (events may be dropped when the agent lags).
+func (a *Agent) eventLoop(ctx context.Context) {
+	t := time.NewTicker(5 * time.Second)
+	defer t.Stop()
+	events := a.mesh.Events()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case ev, ok := <-events:
+			if !ok {
+				return
+			}
+			a.logger.Info("member "+ev.Kind.String(), "member", ev.Member.Name, "building", ev.Member.Meta.Building)
+			if ev.Kind == mesh.EventJoin && ev.Member.Name != a.cfg.Name {
+				a.mu.Lock()
+				a.joined = true
+				a.mu.Unlock()
+			}
+		case <-t.C:
+		}
+		a.reconcile()
+	}
+}
+
+func (a *Agent) reconcile() {
+	if a.coord == nil || !a.coord.IsLeader() {
+		return
+	}
+	if err := a.coord.Reconcile(time.Now()); err != nil {
+		a.logger.Warn("reconcile raft membership", "err", err)
+	}
+}
+
+// Status returns the node's view of the cluster.
+func (a *Agent) Status() Status {
+	ip, port := a.mesh.LocalAddr()
+	st := Status{
+		Node:         a.cfg.Name,
+		Building:     a.cfg.Building,
+		Version:      Version,
+		Started:      a.started,
+		GossipAddr:   net.JoinHostPort(ip.String(), strconv.Itoa(int(port))),
+		RaftAddr:     a.raftAddr(),
+		TransferAddr: net.JoinHostPort(ip.String(), strconv.Itoa(a.cfg.TransferPort)),
+		HTTPAddr:     a.HTTPAddr(),
+		Encrypted:    len(a.gossipKeys) > 0,
+		Gossip:       a.mesh.Stats(),
+		Raft:         RaftStatus{Role: "none"},
+	}
+	roles := map[string]string{}
+	if a.coord != nil {
+		st.Raft = a.coord.Status(a.cfg.Name)
+		roles = a.coord.Roles()
+	}
+	for _, m := range a.mesh.Members() {
+		role := roles[m.Name]
+		if role == "" {
+			role = "-"
+		}
+		v := MemberView{
+			Name:     m.Name,
+			Building: m.Meta.Building,
+			State:    string(m.State),
+			Role:     role,
+			Addr:     net.JoinHostPort(m.Addr.String(), strconv.Itoa(int(m.Port))),
+			GPUs:     int(m.Meta.GPUs),
+			GPUModel: m.Meta.GPUModel,
+		}
+		if m.HasTelemetry {
+			v.FreeGPUs = int(m.Telemetry.FreeGPUs)
+			v.Load = m.Telemetry.Load
+			v.Hazard = m.Telemetry.Hazard
+			v.Bandwidth = m.Telemetry.Bandwidth
+			v.ReportedAt = m.Telemetry.Sent
+		}
+		st.Members = append(st.Members, v)
+	}
+	return st
+}

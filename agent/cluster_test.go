@@ -1,0 +1,478 @@
+package agent
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/reclaimnet/reclaimnet/pki"
+	"github.com/reclaimnet/reclaimnet/policy"
+	"github.com/reclaimnet/reclaimnet/raft"
+)
+
+func testLogger() *slog.Logger {
+	if os.Getenv("AGENT_TEST_LOG") != "" {
+		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	return slog.New(slog.NewTextHandler(io.Discard, nil))
+}
+
+// testNode is one in-process agent with its Run goroutine.
+type testNode struct {
+	agent  *Agent
+	info   Info
+	cancel context.CancelFunc
+	done   chan error
+}
+
+// stop shuts the node down (gracefully unless abandon) and waits.
+func (n *testNode) stop(t *testing.T, abandon bool) {
+	t.Helper()
+	if n.done == nil {
+		return
+	}
+	if abandon {
+		n.agent.Abandon()
+	}
+	n.cancel()
+	select {
+	case err := <-n.done:
+		if err != nil {
+			t.Errorf("%s: Run: %v", n.info.Node, err)
+		}
+	case <-time.After(60 * time.Second):
+		t.Errorf("%s: shutdown did not finish", n.info.Node)
+	}
+	n.done = nil
+}
+
+type testCluster struct {
+	t     *testing.T
+	ca    *pki.CA
+	key   string
+	nodes []*testNode
+}
+
+func newTestCluster(t *testing.T) *testCluster {
+	dev, err := pki.NewDev()
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := make([]byte, 32)
+	rand.Read(k)
+	c := &testCluster{t: t, ca: dev.CA, key: base64.StdEncoding.EncodeToString(k)}
+	t.Cleanup(func() {
+		var wg sync.WaitGroup
+		for _, n := range c.nodes {
+			wg.Go(func() { n.stop(t, true) })
+		}
+		wg.Wait()
+	})
+	return c
+}
+
+// config returns a loopback configuration with its own data and TLS dirs.
+func (c *testCluster) config(name string) Config {
+	c.t.Helper()
+	root := c.t.TempDir()
+	tlsDir := filepath.Join(root, "tls")
+	nc, err := c.ca.Issue(name, nil, time.Hour, time.Now())
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	if err := nc.Write(tlsDir); err != nil {
+		c.t.Fatal(err)
+	}
+	cfg := DefaultConfig()
+	cfg.Name = name
+	cfg.DataDir = filepath.Join(root, "data")
+	cfg.BindAddr = "127.0.0.1"
+	cfg.GossipPort, cfg.RaftPort, cfg.TransferPort = 0, 0, 0
+	cfg.HTTPAddr = "127.0.0.1:0"
+	cfg.GossipKey = c.key
+	cfg.TLSDir = tlsDir
+	cfg.LocalTimings = true
+	cfg.LeaveTimeout = Duration(2 * time.Second)
+	cfg.TelemetryInterval = Duration(200 * time.Millisecond)
+	return cfg
+}
+
+// start runs an agent; joins node 0 unless it is the first.
+func (c *testCluster) start(cfg Config) *testNode {
+	c.t.Helper()
+	if len(c.nodes) > 0 && cfg.Join == nil {
+		cfg.Join = []string{c.nodes[0].info.GossipAddr}
+	}
+	a, err := New(cfg, testLogger().With("node", cfg.Name))
+	if err != nil {
+		c.t.Fatalf("New %s: %v", cfg.Name, err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	n := &testNode{agent: a, cancel: cancel, done: make(chan error, 1)}
+	ready := make(chan Info, 1)
+	go func() { n.done <- a.Run(ctx, func(i Info) { ready <- i }) }()
+	select {
+	case n.info = <-ready:
+	case err := <-n.done:
+		c.t.Fatalf("%s stopped before ready: %v", cfg.Name, err)
+	case <-time.After(30 * time.Second):
+		c.t.Fatalf("%s not ready", cfg.Name)
+	}
+	c.nodes = append(c.nodes, n)
+	return n
+}
+
+func (c *testCluster) startN(n int, building func(i int) string) {
+	for i := range n {
+		cfg := c.config(fmt.Sprintf("node-%02d", i))
+		if building != nil {
+			cfg.Building = building(i)
+		}
+		c.start(cfg)
+	}
+}
+
+func waitUntil(t *testing.T, within time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within %v", what, within)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// leader returns the running node that leads, or nil.
+func (c *testCluster) leader() *testNode {
+	for _, n := range c.nodes {
+		if n.done != nil && n.agent.coord != nil && n.agent.coord.IsLeader() {
+			return n
+		}
+	}
+	return nil
+}
+
+// waitConfig waits until the leader's Raft configuration has want servers
+// of which voters are voters.
+func (c *testCluster) waitConfig(want, voters int, within time.Duration) {
+	c.t.Helper()
+	waitUntil(c.t, within, fmt.Sprintf("raft config with %d servers, %d voters", want, voters), func() bool {
+		l := c.leader()
+		if l == nil {
+			return false
+		}
+		servers, err := l.agent.Coordinator().Servers()
+		if err != nil || len(servers) != want {
+			return false
+		}
+		v := 0
+		for _, s := range servers {
+			if s.Role == raft.RoleVoter {
+				v++
+			}
+		}
+		return v == voters
+	})
+}
+
+func TestClusterOfThree(t *testing.T) {
+	c := newTestCluster(t)
+	c.startN(3, func(i int) string { return []string{"physics", "chemistry", "library"}[i] })
+	c.waitConfig(3, 3, 60*time.Second)
+	n2 := c.nodes[2]
+	waitUntil(t, 30*time.Second, "node-02 sees everyone's telemetry and roles", func() bool {
+		st := n2.agent.Status()
+		if len(st.Members) != 3 {
+			return false
+		}
+		leaders := 0
+		for _, m := range st.Members {
+			if m.State != "alive" || m.ReportedAt.IsZero() {
+				return false
+			}
+			if m.Role == "leader" {
+				leaders++
+			} else if m.Role != "voter" {
+				return false
+			}
+		}
+		return leaders == 1
+	})
+	st := n2.agent.Status()
+	if st.Members[1].Building != "chemistry" {
+		t.Errorf("node-01 building seen by node-02: got %q, want chemistry", st.Members[1].Building)
+	}
+	if !st.Raft.Running || st.Raft.Leader == "" || len(st.Raft.Voters) != 3 {
+		t.Errorf("raft status: got %+v, want a leader and 3 voters", st.Raft)
+	}
+
+	// HTTP: /v1/status is the same document; /metrics is Prometheus text.
+	resp, err := http.Get("http://" + n2.info.HTTPAddr + "/v1/status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var httpStatus Status
+	if err := json.NewDecoder(resp.Body).Decode(&httpStatus); err != nil {
+		t.Fatalf("decode /v1/status: %v", err)
+	}
+	resp.Body.Close()
+	if httpStatus.Node != "node-02" || len(httpStatus.Members) != 3 {
+		t.Errorf("/v1/status: got node %q with %d members, want node-02 with 3", httpStatus.Node, len(httpStatus.Members))
+	}
+	resp, err = http.Get("http://" + n2.info.HTTPAddr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if want := `reclaimnet_gossip_members{node="node-02"} 3`; !strings.Contains(string(body), want) {
+		t.Errorf("/metrics lacks %q", want)
+	}
+
+	// Control socket: mode 0600, answers status and join.
+	fi, err := os.Stat(n2.info.Socket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if mode := fi.Mode().Perm(); mode != 0o600 {
+		t.Errorf("control socket mode: got %o, want 600", mode)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	r, err := Call(ctx, n2.agent.DataDir(), Request{Op: OpStatus})
+	if err != nil || r.Status == nil || r.Status.Node != "node-02" {
+		t.Fatalf("Call status: %+v, %v", r, err)
+	}
+	r, err = Call(ctx, n2.agent.DataDir(), Request{Op: OpJoin, Peers: []string{"127.0.0.1:1"}})
+	if err != nil || r.Kind != KindPeerUnreachable {
+		t.Errorf("join unreachable peer: got kind %q (%s), err %v; want %q", r.Kind, r.Error, err, KindPeerUnreachable)
+	}
+
+	// A graceful stop is seen as a departure ("left"), not a failure.
+	c.nodes[1].stop(t, false)
+	waitUntil(t, 30*time.Second, "node-01 shown as left", func() bool {
+		for _, m := range n2.agent.Status().Members {
+			if m.Name == "node-01" {
+				return m.State == "left"
+			}
+		}
+		return false
+	})
+}
+
+func TestDataDirLocked(t *testing.T) {
+	c := newTestCluster(t)
+	cfg := c.config("node-a")
+	c.start(cfg)
+	cfg2 := cfg
+	cfg2.HTTPAddr = "127.0.0.1:0"
+	_, err := New(cfg2, testLogger())
+	if !errors.Is(err, ErrDataDirLocked) {
+		t.Fatalf("second agent on the same data dir: got %v, want ErrDataDirLocked", err)
+	}
+	if !strings.Contains(err.Error(), fmt.Sprint(os.Getpid())) {
+		t.Errorf("error %q does not name the holder's pid %d", err, os.Getpid())
+	}
+}
+
+func TestNoAgent(t *testing.T) {
+	_, err := Call(context.Background(), t.TempDir(), Request{Op: OpStatus})
+	if !errors.Is(err, ErrNoAgent) {
+		t.Fatalf("Call without an agent: got %v, want ErrNoAgent", err)
+	}
+}
+
+func TestWrongGossipKeyCannotJoin(t *testing.T) {
+	c := newTestCluster(t)
+	c.startN(1, nil)
+	cfg := c.config("intruder")
+	other := make([]byte, 32)
+	rand.Read(other)
+	cfg.GossipKey = base64.StdEncoding.EncodeToString(other)
+	cfg.Join = []string{} // join by hand below
+	n := c.start(cfg)
+	_, err := n.agent.Join([]string{c.nodes[0].info.GossipAddr})
+	if err == nil || !strings.Contains(err.Error(), "gossip key") {
+		t.Fatalf("join with another gossip key: got %v, want an error naming the gossip key", err)
+	}
+	if got := len(c.nodes[0].agent.Status().Members); got != 1 {
+		t.Errorf("members of node-00 after the attempt: got %d, want 1", got)
+	}
+}
+
+func TestConfigFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "agent.json")
+	os.WriteFile(path, []byte(`{"name":"from-file","building":"physics","join":["10.0.0.1"],"leave_timeout":"7s"}`), 0o600)
+	cfg, err := LoadConfigFile(path, DefaultConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Name != "from-file" || cfg.Building != "physics" || len(cfg.Join) != 1 ||
+		time.Duration(cfg.LeaveTimeout) != 7*time.Second || cfg.GossipPort != DefaultGossipPort {
+		t.Errorf("loaded config: got %+v", cfg)
+	}
+	os.WriteFile(path, []byte(`{"nmae":"typo"}`), 0o600)
+	if _, err := LoadConfigFile(path, DefaultConfig()); err == nil || !strings.Contains(err.Error(), "nmae") {
+		t.Errorf("unknown field: got %v, want an error naming it", err)
+	}
+	bad := DefaultConfig()
+	bad.GossipKey = "short"
+	bad.TLSDir = "x"
+	if err := bad.Validate(); err == nil {
+		t.Errorf("Validate with a bad gossip key: no error")
+	}
+	noKey := DefaultConfig()
+	noKey.TLSDir = "x"
+	if err := noKey.Validate(); err == nil || !strings.Contains(err.Error(), "keygen") {
+		t.Errorf("Validate without a gossip key: got %v, want a hint to keygen", err)
+	}
+}
+
+// After 7 non-voters leave at once without notice, the cluster still has
+// a leader, the leader keeps ticking, and a new command commits within 2 s.
+func TestSevenEmergencyDeparturesOfNonVoters(t *testing.T) {
+	if testing.Short() {
+		t.Skip("10-node cluster")
+	}
+	c := newTestCluster(t)
+	c.startN(10, func(i int) string { return fmt.Sprintf("b%d", i%3) })
+	c.waitConfig(10, 3, 120*time.Second)
+	servers, _ := c.leader().agent.Coordinator().Servers()
+	role := map[string]raft.Role{}
+	for _, s := range servers {
+		role[string(s.ID)] = s.Role
+	}
+	var victims []*testNode
+	for _, n := range c.nodes {
+		if role[n.info.Node] == raft.RoleNonvoter {
+			victims = append(victims, n)
+		}
+	}
+	if len(victims) != 7 {
+		t.Fatalf("non-voters: got %d, want 7", len(victims))
+	}
+	var wg sync.WaitGroup
+	for _, n := range victims {
+		wg.Go(func() { n.stop(t, true) })
+	}
+	wg.Wait()
+	departed := time.Now()
+
+	l := c.leader()
+	if l == nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		for _, n := range c.nodes {
+			if n.done != nil {
+				if _, err := n.agent.Coordinator().WaitLeader(ctx); err != nil {
+					t.Fatalf("no leader after the departures: %v", err)
+				}
+				break
+			}
+		}
+		l = c.leader()
+	}
+	ticks := l.agent.Coordinator().Ticks()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	start := time.Now()
+	job := raft.JobRecord{Job: policy.Job{ID: "after-departures", CheckpointBytes: 1 << 20, GPUs: 1}, Spec: raft.JobSpec{Command: []string{"true"}}}
+	// Submit from a surviving voter that may not lead: forwarding included.
+	var from *testNode
+	for _, n := range c.nodes {
+		if n.done != nil && n != l {
+			from = n
+		}
+	}
+	if _, err := from.agent.Coordinator().Submit(ctx, raft.SubmitJob{Job: job}); err != nil {
+		t.Fatalf("submit %v after the departures: %v", time.Since(departed), err)
+	}
+	t.Logf("command committed %v after submit, %v after the 7 departures", time.Since(start), time.Since(departed))
+	waitUntil(t, 10*time.Second, "leader keeps ticking", func() bool {
+		l := c.leader()
+		return l != nil && l.agent.Coordinator().Ticks() > ticks+2
+	})
+}
+
+// A TLS dir whose node certificate was signed by another CA, or names
+// another node, is refused at start with an error that says so.
+func TestBadCertificates(t *testing.T) {
+	c := newTestCluster(t)
+	cfg := c.config("node-a")
+	other, err := pki.NewDev()
+	if err != nil {
+		t.Fatal(err)
+	}
+	foreign, err := other.CA.Issue("node-a", nil, time.Hour, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Keep our ca.pem, replace node.pem and node-key.pem.
+	os.WriteFile(filepath.Join(cfg.TLSDir, pki.NodeFile), foreign.CertPEM, 0o600)
+	os.WriteFile(filepath.Join(cfg.TLSDir, pki.NodeKeyFile), foreign.KeyPEM, 0o600)
+	if _, err := New(cfg, testLogger()); !errors.Is(err, pki.ErrForeignCA) {
+		t.Errorf("foreign certificate: got %v, want pki.ErrForeignCA", err)
+	}
+
+	cfg = c.config("node-b")
+	cfg.Name = "node-c"
+	if _, err := New(cfg, testLogger()); err == nil || !strings.Contains(err.Error(), `for node "node-b", not "node-c"`) {
+		t.Errorf("certificate for another node: got %v", err)
+	}
+	// A failed New leaves nothing behind: the data dir is free again.
+	cfg.Name = "node-b"
+	n := c.start(cfg)
+	if n.info.Node != "node-b" {
+		t.Errorf("started %q, want node-b", n.info.Node)
+	}
+}
+
+// Clusters of 5 and 20 agents with real memberlist on loopback and real
+// Raft: every node sees every other node's telemetry, and the voter set
+// grows to 5 once 20 nodes are eligible.
+func TestClusterConverges(t *testing.T) {
+	for _, tc := range []struct{ nodes, voters int }{{5, 3}, {20, 5}} {
+		t.Run(fmt.Sprintf("%d nodes", tc.nodes), func(t *testing.T) {
+			if testing.Short() && tc.nodes > 5 {
+				t.Skip("20-node cluster")
+			}
+			c := newTestCluster(t)
+			c.startN(tc.nodes, func(i int) string { return fmt.Sprintf("b%d", i%4) })
+			c.waitConfig(tc.nodes, tc.voters, 120*time.Second)
+			// Every node holds a report from every node, sent after this point.
+			mark := time.Now()
+			waitUntil(t, 60*time.Second, "fresh telemetry from every node everywhere", func() bool {
+				for _, n := range c.nodes {
+					st := n.agent.Status()
+					if len(st.Members) != tc.nodes {
+						return false
+					}
+					for _, m := range st.Members {
+						if m.State != "alive" || m.ReportedAt.Before(mark) {
+							return false
+						}
+					}
+				}
+				return true
+			})
+			// The building of the last node, as the first one sees it.
+			last := c.nodes[0].agent.Status().Members[tc.nodes-1]
+			if want := fmt.Sprintf("b%d", (tc.nodes-1)%4); last.Building != want {
+				t.Errorf("%s building: got %q, want %q", last.Name, last.Building, want)
+			}
+		})
+	}
+}

@@ -1,0 +1,190 @@
+package agent
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"strconv"
+	"time"
+
+	"github.com/reclaimnet/reclaimnet/gpu"
+)
+
+// Default ports (ARCHITECTURE.md, "Ports and addresses").
+const (
+	DefaultGossipPort   = 7946
+	DefaultRaftPort     = 7947
+	DefaultTransferPort = 7948
+	DefaultHTTPAddr     = "127.0.0.1:7949"
+)
+
+// Config is one agent's configuration. It can be read from a JSON file
+// (LoadConfigFile) and overridden by flags; New never modifies it.
+type Config struct {
+	// Name is the node's unique name (default: the host name).
+	Name string `json:"name"`
+	// DataDir holds the lock, the control socket, Raft state and
+	// checkpoints.
+	DataDir string `json:"data_dir"`
+	// BindAddr is the one address gossip, Raft and transfers listen on.
+	BindAddr string `json:"bind_addr"`
+	// AdvertiseAddr is the address peers use (default: BindAddr; must be
+	// set when BindAddr is 0.0.0.0 on a multi-homed host).
+	AdvertiseAddr string `json:"advertise_addr"`
+	Building      string `json:"building"`
+	// Join lists peers ("host" or "host:gossip-port") to join at start.
+	Join         []string `json:"join"`
+	GossipPort   int      `json:"gossip_port"`
+	RaftPort     int      `json:"raft_port"`
+	TransferPort int      `json:"transfer_port"`
+	// HTTPAddr serves /v1/status and /metrics; empty disables it.
+	HTTPAddr string `json:"http_addr"`
+	// GossipKey is the base64 symmetric gossip key (reclaimnet keygen).
+	GossipKey string `json:"gossip_key"`
+	// TLSDir holds ca.pem, node.pem, node-key.pem (reclaimnet tls ...).
+	TLSDir string `json:"tls_dir"`
+	// Dev runs a throwaway single node: temporary data dir, generated key
+	// and CA, loopback, fast timings.
+	Dev bool `json:"dev"`
+	// GPUs declares this node's GPUs ("MODEL:VRAM:CAP[:xN]", as
+	// 'reclaimnet gpus --gpu'); empty discovers them (NVML, nvidia-smi).
+	GPUs []string `json:"gpus"`
+	// LeaveTimeout bounds the graceful part of shutdown.
+	LeaveTimeout Duration `json:"leave_timeout"`
+	// TelemetryInterval is how often this node gossips its report.
+	TelemetryInterval Duration `json:"telemetry_interval"`
+	// LocalTimings uses fast gossip and Raft timings (memberlist's and
+	// raft's DefaultLocalConfig) for clusters on one machine.
+	LocalTimings bool `json:"local_timings"`
+}
+
+// Duration is a time.Duration that reads "5s" from JSON.
+type Duration time.Duration
+
+func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(time.Duration(d).String()) }
+
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return fmt.Errorf("duration: want a string like \"5s\": %w", err)
+	}
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		return fmt.Errorf("duration: %w", err)
+	}
+	*d = Duration(v)
+	return nil
+}
+
+// DefaultConfig returns the defaults of a production node; the caller sets
+// at least the gossip key and TLS dir.
+func DefaultConfig() Config {
+	host, _ := os.Hostname()
+	return Config{
+		Name:              host,
+		DataDir:           "/var/lib/reclaimnet",
+		BindAddr:          "0.0.0.0",
+		GossipPort:        DefaultGossipPort,
+		RaftPort:          DefaultRaftPort,
+		TransferPort:      DefaultTransferPort,
+		HTTPAddr:          DefaultHTTPAddr,
+		LeaveTimeout:      Duration(5 * time.Second),
+		TelemetryInterval: Duration(time.Second),
+	}
+}
+
+// LoadConfigFile reads a JSON config file over base (fields absent from the
+// file keep base's value). Unknown fields are an error, so a typo is not
+// silently ignored.
+func LoadConfigFile(path string, base Config) (Config, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return base, fmt.Errorf("read config: %w", err)
+	}
+	defer f.Close()
+	dec := json.NewDecoder(f)
+	dec.DisallowUnknownFields()
+	cfg := base
+	cfg.Join = append([]string(nil), base.Join...)
+	cfg.GPUs = append([]string(nil), base.GPUs...)
+	if err := dec.Decode(&cfg); err != nil {
+		return base, fmt.Errorf("config file %s: %w", path, err)
+	}
+	return cfg, nil
+}
+
+// Validate reports the first problem with c. A Dev config may leave out
+// the gossip key and TLS dir.
+func (c Config) Validate() error {
+	if c.Name == "" {
+		return errors.New("node name is empty (set --name)")
+	}
+	if c.DataDir == "" && !c.Dev {
+		return errors.New("data dir is empty (set --data-dir)")
+	}
+	if net.ParseIP(c.BindAddr) == nil {
+		return fmt.Errorf("bind address %q is not an IP address", c.BindAddr)
+	}
+	if c.AdvertiseAddr != "" && net.ParseIP(c.AdvertiseAddr) == nil {
+		return fmt.Errorf("advertise address %q is not an IP address", c.AdvertiseAddr)
+	}
+	for name, p := range map[string]int{"gossip": c.GossipPort, "raft": c.RaftPort, "transfer": c.TransferPort} {
+		if p < 0 || p > 65535 {
+			return fmt.Errorf("%s port %d out of range", name, p)
+		}
+	}
+	if c.HTTPAddr != "" {
+		if _, err := netip.ParseAddrPort(c.HTTPAddr); err != nil {
+			return fmt.Errorf("http address %q: want ip:port: %w", c.HTTPAddr, err)
+		}
+	}
+	if c.GossipKey != "" {
+		if _, err := DecodeGossipKey(c.GossipKey); err != nil {
+			return err
+		}
+	} else if !c.Dev {
+		return errors.New("no gossip key (create one with 'reclaimnet keygen' and pass --gossip-key)")
+	}
+	if c.TLSDir == "" && !c.Dev {
+		return errors.New("no TLS dir (create one with 'reclaimnet tls ca create' and 'reclaimnet tls cert create', pass --tls-dir)")
+	}
+	var specs gpu.SpecList
+	for _, g := range c.GPUs {
+		if err := specs.Set(g); err != nil {
+			return fmt.Errorf("gpu %q: %w", g, err)
+		}
+	}
+	for _, p := range c.Join {
+		if p == "" {
+			return errors.New("empty --join address")
+		}
+	}
+	if c.LeaveTimeout < 0 || c.TelemetryInterval < 0 {
+		return errors.New("negative duration")
+	}
+	return nil
+}
+
+// DecodeGossipKey parses a base64 gossip key of 16, 24 or 32 bytes.
+func DecodeGossipKey(s string) ([]byte, error) {
+	k, err := base64.StdEncoding.DecodeString(s)
+	if err != nil {
+		return nil, fmt.Errorf("gossip key is not base64: %w", err)
+	}
+	if n := len(k); n != 16 && n != 24 && n != 32 {
+		return nil, fmt.Errorf("gossip key is %d bytes, want 16, 24 or 32 (create one with 'reclaimnet keygen')", n)
+	}
+	return k, nil
+}
+
+// joinAddr adds the default gossip port to a bare host.
+func joinAddr(peer string) string {
+	if _, _, err := net.SplitHostPort(peer); err == nil {
+		return peer
+	}
+	return net.JoinHostPort(peer, strconv.Itoa(DefaultGossipPort))
+}

@@ -1,0 +1,5 @@
+package agent
+
+import "syscall"
+
+func errConnRefused() error { return syscall.ECONNREFUSED }

@@ -1,0 +1,56 @@
+package agent
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+)
+
+// ErrDataDirLocked is wrapped by New when another agent holds the data dir.
+var ErrDataDirLocked = errors.New("data dir is locked by another agent")
+
+// LockFile is the lock's name inside the data dir.
+const LockFile = "agent.lock"
+
+// dirLock is an exclusive flock on DataDir/agent.lock. The kernel drops it
+// when the process dies, so a crashed agent never leaves a stale lock.
+type dirLock struct{ f *os.File }
+
+func lockDataDir(dir string) (*dirLock, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("create data dir: %w", err)
+	}
+	path := filepath.Join(dir, LockFile)
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("open lock: %w", err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		b, _ := os.ReadFile(path)
+		f.Close()
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			holder := strings.TrimSpace(string(b))
+			if holder == "" {
+				holder = "unknown"
+			}
+			return nil, fmt.Errorf("%w: %s (held by pid %s)", ErrDataDirLocked, dir, holder)
+		}
+		return nil, fmt.Errorf("lock data dir: %w", err)
+	}
+	f.Truncate(0)
+	f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
+	return &dirLock{f: f}, nil
+}
+
+func (l *dirLock) release() {
+	if l == nil || l.f == nil {
+		return
+	}
+	syscall.Flock(int(l.f.Fd()), syscall.LOCK_UN)
+	l.f.Close()
+	l.f = nil
+}

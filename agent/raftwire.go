@@ -1,0 +1,142 @@
+package agent
+
+import (
+	"fmt"
+	"net"
+	"strconv"
+	"time"
+
+	"github.com/reclaimnet/reclaimnet/policy"
+	"github.com/reclaimnet/reclaimnet/raft"
+)
+
+// raftCoordinator adapts *raft.Coordinator to the agent's coordinator.
+type raftCoordinator struct {
+	c   *raft.Coordinator
+	tel meshTelemetry
+}
+
+// listenRaft binds the Raft port before gossip starts, so the port in the
+// node's metadata is the one actually bound (port 0 in tests).
+func (a *Agent) listenRaft() (net.Listener, error) {
+	ln, err := net.Listen("tcp", net.JoinHostPort(a.cfg.BindAddr, strconv.Itoa(a.cfg.RaftPort)))
+	if err != nil {
+		return nil, fmt.Errorf("raft listener: %w", err)
+	}
+	return ln, nil
+}
+
+// startCoordinator opens the Raft coordinator on ln. A node started
+// without --join bootstraps a one-voter cluster if it has no Raft state
+// yet; a node with --join never bootstraps (the leader adds it).
+func (a *Agent) startCoordinator(ln net.Listener) error {
+	rc := raft.DefaultConfig()
+	if a.cfg.LocalTimings {
+		rc = raft.DefaultLocalConfig()
+	}
+	rc.NodeID = policy.NodeID(a.cfg.Name)
+	rc.DataDir = a.cfg.DataDir
+	rc.Listener = ln
+	adv := a.cfg.AdvertiseAddr
+	if adv == "" {
+		ip, _ := a.mesh.LocalAddr()
+		adv = ip.String()
+	}
+	rc.AdvertiseAddr = net.JoinHostPort(adv, strconv.Itoa(ln.Addr().(*net.TCPAddr).Port))
+	rc.TLS = a.tls
+	rc.Bootstrap = len(a.cfg.Join) == 0
+	rc.Telemetry = meshTelemetry{mesh: a.mesh}
+	rc.Logger = a.logger.With("subsystem", "raft")
+	c, err := raft.Open(rc)
+	if err != nil {
+		return fmt.Errorf("coordinator: %w", err)
+	}
+	a.coord = &raftCoordinator{c: c, tel: meshTelemetry{mesh: a.mesh}}
+	return nil
+}
+
+func (r *raftCoordinator) Addr() string   { return r.c.Addr() }
+func (r *raftCoordinator) IsLeader() bool { return r.c.IsLeader() }
+func (r *raftCoordinator) Reconcile(now time.Time) error {
+	return r.c.Reconcile(r.tel.Members(), now)
+}
+func (r *raftCoordinator) LeaveLeadership() error {
+	if !r.c.IsLeader() {
+		return nil
+	}
+	servers, err := r.c.Servers()
+	if err != nil {
+		return err
+	}
+	voters := 0
+	for _, s := range servers {
+		if s.Role == raft.RoleVoter {
+			voters++
+		}
+	}
+	if voters < 2 {
+		return nil // nobody to hand over to
+	}
+	return r.c.TransferLeadership()
+}
+func (r *raftCoordinator) Shutdown() error { return r.c.Shutdown() }
+
+func (r *raftCoordinator) Status(node string) RaftStatus {
+	st := RaftStatus{Running: true, Role: "none"}
+	id, _ := r.c.Leader()
+	st.Leader = string(id)
+	servers, err := r.c.Servers()
+	if err != nil {
+		return st
+	}
+	for _, s := range servers {
+		if s.Role == raft.RoleVoter {
+			st.Voters = append(st.Voters, string(s.ID))
+		}
+		if string(s.ID) == node {
+			st.Role = roleName(s)
+		}
+	}
+	return st
+}
+
+func (r *raftCoordinator) Roles() map[string]string {
+	out := map[string]string{}
+	servers, err := r.c.Servers()
+	if err != nil {
+		return out
+	}
+	for _, s := range servers {
+		out[string(s.ID)] = roleName(s)
+	}
+	if id, _ := r.c.Leader(); id != "" {
+		out[string(id)] = "leader"
+	}
+	return out
+}
+
+func roleName(s raft.Server) string {
+	if s.Leader {
+		return "leader"
+	}
+	return s.Role.String()
+}
+
+func (r *raftCoordinator) Hazard(node string) float64 {
+	hz, _ := r.c.FSM().Hazards()
+	h, ok := hz[policy.NodeID(node)]
+	if !ok {
+		return 0
+	}
+	// The point estimate λ̂e is what people read; decisions use the upper
+	// bound from the replicated state, not this gossiped figure.
+	return h.Emergency.At(time.Now())
+}
+
+// Coordinator is the node's Raft coordinator (nil before Run starts it).
+func (a *Agent) Coordinator() *raft.Coordinator {
+	if rc, ok := a.coord.(*raftCoordinator); ok {
+		return rc.c
+	}
+	return nil
+}

@@ -1,0 +1,51 @@
+package agent
+
+import (
+	"time"
+
+	"github.com/reclaimnet/reclaimnet/mesh"
+)
+
+// Status is the node's view of the cluster, served as JSON on /v1/status
+// and over the control socket.
+type Status struct {
+	Node         string       `json:"node"`
+	Building     string       `json:"building"`
+	Version      string       `json:"version"`
+	Started      time.Time    `json:"started"`
+	GossipAddr   string       `json:"gossip_addr"`
+	RaftAddr     string       `json:"raft_addr"`
+	TransferAddr string       `json:"transfer_addr"`
+	HTTPAddr     string       `json:"http_addr,omitempty"`
+	Encrypted    bool         `json:"gossip_encrypted"`
+	Raft         RaftStatus   `json:"raft"`
+	Members      []MemberView `json:"members"`
+	Gossip       mesh.Stats   `json:"gossip_stats"`
+}
+
+// RaftStatus is the coordinator as this node sees it.
+type RaftStatus struct {
+	// Running is false while no coordinator is wired in.
+	Running bool   `json:"running"`
+	Leader  string `json:"leader"`
+	// Role of this node: leader, voter, non-voter or none.
+	Role   string   `json:"role"`
+	Voters []string `json:"voters"`
+}
+
+// MemberView is one row of 'reclaimnet members'.
+type MemberView struct {
+	Name     string `json:"name"`
+	Building string `json:"building"`
+	State    string `json:"state"`
+	// Role is leader, voter, non-voter or "-" (not in the Raft config).
+	Role       string                   `json:"role"`
+	Addr       string                   `json:"addr"`
+	GPUs       int                      `json:"gpus"`
+	FreeGPUs   int                      `json:"free_gpus"`
+	GPUModel   string                   `json:"gpu_model,omitempty"`
+	Load       float64                  `json:"load"`
+	Hazard     float64                  `json:"hazard"`
+	Bandwidth  []mesh.BuildingBandwidth `json:"bandwidth,omitempty"`
+	ReportedAt time.Time                `json:"reported_at,omitzero"`
+}

@@ -1,0 +1,43 @@
+// Package ckpt holds checkpoints: versioned manifests of content-addressed
+// chunks and the on-disk chunk store that keeps them. The same types are what
+// package transfer moves between nodes (one definition, here).
+//
+// # Chunks
+//
+// A file is cut into chunks by content-defined chunking (FastCDC with a gear
+// rolling hash; min 128 KiB, average 512 KiB, max 2 MiB), so an insertion
+// that shifts later offsets changes only the chunks around it. A chunk is named
+// by the SHA-256 of its bytes ([Hash]).
+//
+// # Manifests
+//
+// A [Manifest] names one version of one job's checkpoint: job id, version
+// number, creation time and the files, each with its size, mode, SHA-256 and
+// ordered chunk list. Its canonical encoding is a small line-based text format
+// (see [Manifest.Encode]); the manifest hash is the SHA-256 of that encoding.
+// [ParseManifest] accepts only canonical input (parse then encode gives the
+// same bytes), so a hash names exactly one manifest.
+//
+// # Store
+//
+// A [Store] keeps, under its root directory:
+//
+//	chunks/ab/abcd…   chunk bytes, file name = hex SHA-256; mtime = last use (LRU)
+//	versions/<job>/<version>.manifest   committed versions
+//	pending/<job>/<version>.manifest    versions being received (their chunks are pinned)
+//	live/<job>        marker: the job is live (its newest version is pinned)
+//	tmp/              temporary files, removed at Open
+//
+// Every write goes to tmp/, is fsynced and renamed into place; a version is
+// committed (its manifest renamed into versions/) only after every chunk is
+// present and verified. Reads verify each chunk's hash; a corrupt chunk is
+// reported with [ErrCorruptChunk], removed so it can be fetched again, and
+// [Store.RestoreNewest] falls back to the previous complete version. State is
+// the files themselves, so the store survives a restart.
+//
+// The cache is capped at Config.MaxBytes: after a commit the least recently
+// used chunks are evicted (and every version that needed them is dropped),
+// except chunks of the newest committed version of a live job and of pending
+// versions. A write that hits a full disk returns [ErrDiskFull], removes what
+// the failed version wrote and commits nothing.
+package ckpt

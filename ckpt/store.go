@@ -1,0 +1,886 @@
+package ckpt
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// Errors callers act on (match with errors.Is).
+var (
+	// ErrChunkMissing: the store does not hold a chunk.
+	ErrChunkMissing = errors.New("chunk missing")
+	// ErrCorruptChunk: a stored chunk no longer matches its hash (it is
+	// removed so it can be fetched again).
+	ErrCorruptChunk = errors.New("corrupt chunk")
+	// ErrHashMismatch: bytes offered as a chunk do not match the hash claimed.
+	ErrHashMismatch = errors.New("chunk hash mismatch")
+	// ErrDiskFull: the disk ran out of space; nothing was committed.
+	ErrDiskFull = errors.New("disk full")
+	// ErrQuota: the store's size cap cannot fit the data even after evicting
+	// everything evictable.
+	ErrQuota = errors.New("store quota exceeded")
+	// ErrNoVersion: the job has no such committed version.
+	ErrNoVersion = errors.New("no such version")
+	// ErrIncomplete: a version cannot be committed because a chunk is absent
+	// or corrupt.
+	ErrIncomplete = errors.New("version incomplete")
+)
+
+// Config configures a Store.
+type Config struct {
+	// Root is the store's directory (created if absent).
+	Root string
+	// MaxBytes caps the bytes of chunks kept (the cache size and the
+	// receiver's disk quota); 0 means no cap.
+	MaxBytes int64
+	// Chunker cuts files in AddDir; zero means DefaultChunker.
+	Chunker Chunker
+	// Logger receives eviction and repair notes; nil means slog.Default().
+	Logger *slog.Logger
+	// Now is the clock for LRU times; nil means time.Now.
+	Now func() time.Time
+}
+
+type chunkInfo struct {
+	size int64
+	used time.Time
+}
+
+type versionKey struct {
+	job     string
+	version uint64
+}
+
+// Store is an on-disk content-addressed chunk store with versioned manifests.
+// It is safe for concurrent use.
+type Store struct {
+	// Constant after Open.
+	root    string
+	max     int64
+	chunker Chunker
+	log     *slog.Logger
+	now     func() time.Time
+
+	mu sync.Mutex
+	// chunks is every chunk file present; total is the sum of their sizes.
+	chunks map[Hash]*chunkInfo
+	total  int64
+	// committed and pending manifests by (job, version).
+	committed map[versionKey]*Manifest
+	pending   map[versionKey]*Manifest
+	live      map[string]bool
+	// inflight pins chunks that an AddDir in progress has written.
+	inflight map[Hash]int
+	// verified holds chunks hashed since this process opened the store, so a
+	// commit re-reads only chunks it has not seen verified.
+	verified map[Hash]bool
+	// dirtyDirs are chunk directories with renames not yet fsynced.
+	dirtyDirs map[string]bool
+}
+
+// Open opens (or creates) the store at cfg.Root and loads its state.
+func Open(cfg Config) (*Store, error) {
+	if cfg.Root == "" {
+		return nil, errors.New("ckpt: empty store root")
+	}
+	if cfg.MaxBytes < 0 {
+		return nil, fmt.Errorf("ckpt: negative MaxBytes %d", cfg.MaxBytes)
+	}
+	if cfg.Chunker == (Chunker{}) {
+		cfg.Chunker = DefaultChunker
+	}
+	if err := cfg.Chunker.Validate(); err != nil {
+		return nil, err
+	}
+	s := &Store{
+		root: cfg.Root, max: cfg.MaxBytes, chunker: cfg.Chunker, log: cfg.Logger, now: cfg.Now,
+		chunks: map[Hash]*chunkInfo{}, committed: map[versionKey]*Manifest{}, pending: map[versionKey]*Manifest{},
+		live: map[string]bool{}, inflight: map[Hash]int{}, verified: map[Hash]bool{}, dirtyDirs: map[string]bool{},
+	}
+	if s.log == nil {
+		s.log = slog.Default()
+	}
+	if s.now == nil {
+		s.now = time.Now
+	}
+	for _, d := range []string{"chunks", "versions", "pending", "live", "tmp"} {
+		if err := os.MkdirAll(filepath.Join(s.root, d), 0o755); err != nil {
+			return nil, fmt.Errorf("open store: %w", err)
+		}
+	}
+	// Temp files are leftovers of writes interrupted by a crash.
+	if err := os.RemoveAll(filepath.Join(s.root, "tmp")); err != nil {
+		return nil, fmt.Errorf("open store: clear tmp: %w", err)
+	}
+	if err := os.MkdirAll(filepath.Join(s.root, "tmp"), 0o755); err != nil {
+		return nil, fmt.Errorf("open store: %w", err)
+	}
+	if err := s.load(); err != nil {
+		return nil, fmt.Errorf("open store: %w", err)
+	}
+	return s, nil
+}
+
+func (s *Store) load() error {
+	err := filepath.WalkDir(filepath.Join(s.root, "chunks"), func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		h, perr := ParseHash(d.Name())
+		if perr != nil {
+			return nil // not ours
+		}
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		s.chunks[h] = &chunkInfo{size: info.Size(), used: info.ModTime()}
+		s.total += info.Size()
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	for _, kind := range []string{"versions", "pending"} {
+		target := s.committed
+		if kind == "pending" {
+			target = s.pending
+		}
+		jobs, err := os.ReadDir(filepath.Join(s.root, kind))
+		if err != nil {
+			return err
+		}
+		for _, j := range jobs {
+			files, err := os.ReadDir(filepath.Join(s.root, kind, j.Name()))
+			if err != nil {
+				return err
+			}
+			for _, f := range files {
+				p := filepath.Join(s.root, kind, j.Name(), f.Name())
+				b, err := os.ReadFile(p)
+				if err != nil {
+					return err
+				}
+				m, err := ParseManifest(b)
+				if err != nil || m.JobID != j.Name() || f.Name() != versionFile(m.Version) {
+					s.log.Warn("ckpt: ignoring unreadable manifest", "path", p, "err", err)
+					continue
+				}
+				target[versionKey{m.JobID, m.Version}] = m
+			}
+		}
+	}
+	lives, err := os.ReadDir(filepath.Join(s.root, "live"))
+	if err != nil {
+		return err
+	}
+	for _, l := range lives {
+		s.live[l.Name()] = true
+	}
+	return nil
+}
+
+// Close releases the store. It is safe to call more than once; the store
+// holds no open files between calls, so Close only syncs directories.
+func (s *Store) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.syncDirsLocked()
+}
+
+func versionFile(v uint64) string { return fmt.Sprintf("%020d.manifest", v) }
+
+func (s *Store) chunkPath(h Hash) string {
+	x := h.String()
+	return filepath.Join(s.root, "chunks", x[:2], x)
+}
+
+// Usage returns the bytes of chunks held.
+func (s *Store) Usage() int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.total
+}
+
+// Has reports whether the store holds chunk h.
+func (s *Store) Has(h Hash) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, ok := s.chunks[h]
+	return ok
+}
+
+// Missing returns the refs the store does not hold, in order.
+func (s *Store) Missing(refs []ChunkRef) []ChunkRef {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []ChunkRef
+	for _, r := range refs {
+		if _, ok := s.chunks[r.Hash]; !ok {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// PutChunk stores data as chunk h after checking that h is its SHA-256. It
+// is idempotent. When the size cap would be exceeded it first evicts least
+// recently used unpinned chunks, and fails with ErrQuota if that is not
+// enough; a full disk gives ErrDiskFull and leaves no partial file.
+func (s *Store) PutChunk(h Hash, data []byte) error {
+	if len(data) == 0 || len(data) > MaxChunkSize {
+		return fmt.Errorf("put chunk %s: size %d outside 1..%d", h, len(data), MaxChunkSize)
+	}
+	if Sum(data) != h {
+		return fmt.Errorf("put chunk %s: %w", h, ErrHashMismatch)
+	}
+	return s.putVerified(h, data)
+}
+
+func (s *Store) putVerified(h Hash, data []byte) error {
+	s.mu.Lock()
+	if ci, ok := s.chunks[h]; ok {
+		ci.used = s.now()
+		s.mu.Unlock()
+		return nil
+	}
+	if s.max > 0 && s.total+int64(len(data)) > s.max {
+		if err := s.evictLocked(s.max - int64(len(data))); err != nil {
+			s.mu.Unlock()
+			return fmt.Errorf("put chunk %s: %w", h, err)
+		}
+	}
+	// Reserve the space now so concurrent puts see it.
+	s.total += int64(len(data))
+	s.mu.Unlock()
+
+	dst := s.chunkPath(h)
+	// No fsync per chunk (it capped a receiver at a few dozen chunks per
+	// second): Commit flushes the file system once before the manifest
+	// lands, and a chunk torn by a crash before that is caught by the
+	// re-hash of unverified chunks at commit and by verify-on-read.
+	err := s.writeFileNoSync(dst, data, 0o444)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err != nil {
+		s.total -= int64(len(data))
+		return fmt.Errorf("put chunk %s: %w", h, err)
+	}
+	if _, ok := s.chunks[h]; ok {
+		s.total -= int64(len(data)) // a concurrent put won
+	} else {
+		s.chunks[h] = &chunkInfo{size: int64(len(data)), used: s.now()}
+	}
+	s.verified[h] = true
+	s.dirtyDirs[filepath.Dir(dst)] = true
+	return nil
+}
+
+// ReadChunk returns chunk h after verifying its hash. A corrupt chunk is
+// removed from the store and ErrCorruptChunk returned.
+func (s *Store) ReadChunk(h Hash) ([]byte, error) {
+	s.mu.Lock()
+	ci, ok := s.chunks[h]
+	s.mu.Unlock()
+	if !ok {
+		return nil, fmt.Errorf("read chunk %s: %w", h, ErrChunkMissing)
+	}
+	p := s.chunkPath(h)
+	b, err := os.ReadFile(p)
+	if errors.Is(err, os.ErrNotExist) {
+		s.forget(h)
+		return nil, fmt.Errorf("read chunk %s: %w", h, ErrChunkMissing)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read chunk %s: %w", h, err)
+	}
+	if int64(len(b)) != ci.size || Sum(b) != h {
+		s.log.Warn("ckpt: corrupt chunk removed", "chunk", h.String())
+		s.forget(h)
+		os.Remove(p)
+		return nil, fmt.Errorf("read chunk %s: %w", h, ErrCorruptChunk)
+	}
+	now := s.now()
+	s.mu.Lock()
+	ci.used = now
+	s.verified[h] = true
+	s.mu.Unlock()
+	// The file's mtime is the LRU time that survives a restart.
+	_ = os.Chtimes(p, now, now)
+	return b, nil
+}
+
+// forget drops h from the index (its file is gone or bad).
+func (s *Store) forget(h Hash) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if ci, ok := s.chunks[h]; ok {
+		s.total -= ci.size
+		delete(s.chunks, h)
+	}
+	delete(s.verified, h)
+}
+
+// writeFile writes data to path atomically: temp file in tmp/, fsync, rename.
+// ENOSPC becomes ErrDiskFull; the temp file is always removed on failure.
+func (s *Store) writeFile(path string, data []byte, perm os.FileMode) error {
+	return s.writeFileOpt(path, data, perm, true)
+}
+
+func (s *Store) writeFileNoSync(path string, data []byte, perm os.FileMode) error {
+	return s.writeFileOpt(path, data, perm, false)
+}
+
+func (s *Store) writeFileOpt(path string, data []byte, perm os.FileMode, sync bool) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return diskErr(err)
+	}
+	f, err := os.CreateTemp(filepath.Join(s.root, "tmp"), "w-*")
+	if err != nil {
+		return diskErr(err)
+	}
+	tmp := f.Name()
+	fail := func(err error) error {
+		f.Close()
+		os.Remove(tmp)
+		return diskErr(err)
+	}
+	if _, err := f.Write(data); err != nil {
+		return fail(err)
+	}
+	if err := f.Chmod(perm); err != nil {
+		return fail(err)
+	}
+	if sync {
+		if err := f.Sync(); err != nil {
+			return fail(err)
+		}
+	}
+	if err := f.Close(); err != nil {
+		os.Remove(tmp)
+		return diskErr(err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		os.Remove(tmp)
+		return diskErr(err)
+	}
+	return nil
+}
+
+func diskErr(err error) error {
+	if errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) {
+		return fmt.Errorf("%w: %w", ErrDiskFull, err)
+	}
+	return err
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}
+
+// syncDirsLocked makes every chunk written since the last call durable:
+// one syncfs(2) of the store's file system covers the chunk files and their
+// directory entries.
+func (s *Store) syncDirsLocked() error {
+	if len(s.dirtyDirs) == 0 {
+		return nil
+	}
+	if err := syncFS(s.root); err != nil {
+		return fmt.Errorf("sync %s: %w", s.root, err)
+	}
+	clear(s.dirtyDirs)
+	return nil
+}
+
+// BeginPending records m as a version being received: its chunks are pinned
+// against eviction (across restarts too) until Commit or AbortPending. It
+// makes room for the missing chunks now and fails with ErrQuota if they cannot
+// fit under the cap.
+func (s *Store) BeginPending(m *Manifest) error {
+	if err := m.Validate(); err != nil {
+		return err
+	}
+	k := versionKey{m.JobID, m.Version}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.committed[k]; ok {
+		return nil // already complete; Commit will be a no-op
+	}
+	p := filepath.Join(s.root, "pending", m.JobID, versionFile(m.Version))
+	if err := s.writeFile(p, m.Encode(), 0o644); err != nil {
+		return fmt.Errorf("begin %s v%d: %w", m.JobID, m.Version, err)
+	}
+	s.pending[k] = m
+	if s.max > 0 {
+		var need int64
+		for _, c := range m.Chunks() {
+			if _, ok := s.chunks[c.Hash]; !ok {
+				need += c.Size
+			}
+		}
+		if s.total+need > s.max {
+			if err := s.evictLocked(s.max - need); err != nil {
+				delete(s.pending, k)
+				os.Remove(p)
+				return fmt.Errorf("begin %s v%d: need %d bytes: %w", m.JobID, m.Version, need, err)
+			}
+		}
+	}
+	return nil
+}
+
+// Pending returns the manifests being received (for resume after restart).
+func (s *Store) Pending() []*Manifest {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]*Manifest, 0, len(s.pending))
+	for _, m := range s.pending {
+		out = append(out, m)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].JobID != out[j].JobID {
+			return out[i].JobID < out[j].JobID
+		}
+		return out[i].Version < out[j].Version
+	})
+	return out
+}
+
+// AbortPending forgets a pending version and removes the chunks it brought
+// that no other version uses: the partial data is gone, nothing committed.
+func (s *Store) AbortPending(job string, version uint64) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	k := versionKey{job, version}
+	m, ok := s.pending[k]
+	if !ok {
+		return nil
+	}
+	delete(s.pending, k)
+	if err := os.Remove(filepath.Join(s.root, "pending", job, versionFile(version))); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("abort %s v%d: %w", job, version, err)
+	}
+	s.removeUnreferencedLocked(m.Chunks())
+	return nil
+}
+
+// removeUnreferencedLocked deletes those of refs that no committed or pending
+// version and no AddDir in progress uses.
+func (s *Store) removeUnreferencedLocked(refs []ChunkRef) {
+	used := s.referencedLocked()
+	for _, c := range refs {
+		if used[c.Hash] || s.inflight[c.Hash] > 0 {
+			continue
+		}
+		if ci, ok := s.chunks[c.Hash]; ok {
+			os.Remove(s.chunkPath(c.Hash))
+			s.total -= ci.size
+			delete(s.chunks, c.Hash)
+			delete(s.verified, c.Hash)
+		}
+	}
+}
+
+func (s *Store) referencedLocked() map[Hash]bool {
+	used := map[Hash]bool{}
+	for _, set := range []map[versionKey]*Manifest{s.committed, s.pending} {
+		for _, m := range set {
+			for _, f := range m.Files {
+				for _, c := range f.Chunks {
+					used[c.Hash] = true
+				}
+			}
+		}
+	}
+	return used
+}
+
+// Commit makes version m durable: every chunk must be present with the right
+// size and verified (chunks not verified by this process are re-hashed), then
+// the manifest is written atomically. It ends any pending state for m and
+// then trims the cache to its cap.
+func (s *Store) Commit(m *Manifest) error {
+	if err := m.Validate(); err != nil {
+		return err
+	}
+	k := versionKey{m.JobID, m.Version}
+	s.mu.Lock()
+	if old, ok := s.committed[k]; ok {
+		s.mu.Unlock()
+		if old.Hash() == m.Hash() {
+			return nil
+		}
+		return fmt.Errorf("commit %s v%d: a different manifest is already committed", m.JobID, m.Version)
+	}
+	var unverified []ChunkRef
+	for _, c := range m.Chunks() {
+		ci, ok := s.chunks[c.Hash]
+		if !ok || ci.size != c.Size {
+			s.mu.Unlock()
+			return fmt.Errorf("commit %s v%d: chunk %s: %w", m.JobID, m.Version, c.Hash, ErrIncomplete)
+		}
+		if !s.verified[c.Hash] {
+			unverified = append(unverified, c)
+		}
+	}
+	s.mu.Unlock()
+	for _, c := range unverified {
+		if _, err := s.ReadChunk(c.Hash); err != nil {
+			return fmt.Errorf("commit %s v%d: %w: %w", m.JobID, m.Version, ErrIncomplete, err)
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.syncDirsLocked(); err != nil {
+		return fmt.Errorf("commit %s v%d: %w", m.JobID, m.Version, diskErr(err))
+	}
+	dir := filepath.Join(s.root, "versions", m.JobID)
+	if err := s.writeFile(filepath.Join(dir, versionFile(m.Version)), m.Encode(), 0o644); err != nil {
+		return fmt.Errorf("commit %s v%d: %w", m.JobID, m.Version, err)
+	}
+	if err := syncDir(dir); err != nil {
+		return fmt.Errorf("commit %s v%d: %w", m.JobID, m.Version, diskErr(err))
+	}
+	s.committed[k] = m
+	now := s.now()
+	for _, c := range m.Chunks() {
+		s.chunks[c.Hash].used = now
+		// mtime is the LRU time that survives a restart.
+		_ = os.Chtimes(s.chunkPath(c.Hash), now, now)
+	}
+	if _, ok := s.pending[k]; ok {
+		delete(s.pending, k)
+		os.Remove(filepath.Join(s.root, "pending", m.JobID, versionFile(m.Version)))
+	}
+	if s.max > 0 && s.total > s.max {
+		if err := s.evictLocked(s.max); err != nil {
+			s.log.Warn("ckpt: cache over its cap after commit", "usage", s.total, "cap", s.max, "err", err)
+		}
+	}
+	return nil
+}
+
+// Manifest returns committed version v of job.
+func (s *Store) Manifest(job string, version uint64) (*Manifest, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	m, ok := s.committed[versionKey{job, version}]
+	if !ok {
+		return nil, fmt.Errorf("%s v%d: %w", job, version, ErrNoVersion)
+	}
+	return m, nil
+}
+
+// Versions returns the committed versions of job, ascending.
+func (s *Store) Versions(job string) []uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.versionsLocked(job)
+}
+
+func (s *Store) versionsLocked(job string) []uint64 {
+	var vs []uint64
+	for k := range s.committed {
+		if k.job == job {
+			vs = append(vs, k.version)
+		}
+	}
+	sort.Slice(vs, func(i, j int) bool { return vs[i] < vs[j] })
+	return vs
+}
+
+// Latest returns the newest committed version of job.
+func (s *Store) Latest(job string) (*Manifest, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	vs := s.versionsLocked(job)
+	if len(vs) == 0 {
+		return nil, fmt.Errorf("%s: %w", job, ErrNoVersion)
+	}
+	return s.committed[versionKey{job, vs[len(vs)-1]}], nil
+}
+
+// Jobs returns the ids of jobs with a committed version, sorted.
+func (s *Store) Jobs() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	seen := map[string]bool{}
+	for k := range s.committed {
+		seen[k.job] = true
+	}
+	out := make([]string, 0, len(seen))
+	for j := range seen {
+		out = append(out, j)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// SetLive marks job live (its newest committed version is never evicted) or
+// not. The mark is kept on disk.
+func (s *Store) SetLive(job string, live bool) error {
+	if err := ValidJobID(job); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	p := filepath.Join(s.root, "live", job)
+	if live {
+		if err := s.writeFile(p, nil, 0o644); err != nil {
+			return fmt.Errorf("set live %s: %w", job, err)
+		}
+		s.live[job] = true
+		return nil
+	}
+	if err := os.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("set live %s: %w", job, err)
+	}
+	delete(s.live, job)
+	return nil
+}
+
+// DropVersion removes committed version v of job and the chunks only it used.
+func (s *Store) DropVersion(job string, version uint64) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	k := versionKey{job, version}
+	m, ok := s.committed[k]
+	if !ok {
+		return fmt.Errorf("%s v%d: %w", job, version, ErrNoVersion)
+	}
+	if err := os.Remove(filepath.Join(s.root, "versions", job, versionFile(version))); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("drop %s v%d: %w", job, version, err)
+	}
+	delete(s.committed, k)
+	s.removeUnreferencedLocked(m.Chunks())
+	return nil
+}
+
+// pinnedLocked returns the chunks eviction must keep: the newest committed
+// version of each live job, every pending version, AddDirs in progress.
+func (s *Store) pinnedLocked() map[Hash]bool {
+	pinned := map[Hash]bool{}
+	add := func(m *Manifest) {
+		for _, f := range m.Files {
+			for _, c := range f.Chunks {
+				pinned[c.Hash] = true
+			}
+		}
+	}
+	for job := range s.live {
+		if vs := s.versionsLocked(job); len(vs) > 0 {
+			add(s.committed[versionKey{job, vs[len(vs)-1]}])
+		}
+	}
+	for _, m := range s.pending {
+		add(m)
+	}
+	for h, n := range s.inflight {
+		if n > 0 {
+			pinned[h] = true
+		}
+	}
+	return pinned
+}
+
+// Evict trims the store to its cap now.
+func (s *Store) Evict() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.max == 0 {
+		return nil
+	}
+	return s.evictLocked(s.max)
+}
+
+// evictLocked removes least recently used unpinned chunks until total <=
+// target, and drops every committed version that needed a removed chunk. If
+// the target cannot be reached it evicts nothing and returns ErrQuota.
+func (s *Store) evictLocked(target int64) error {
+	if s.total <= target {
+		return nil
+	}
+	pinned := s.pinnedLocked()
+	type cand struct {
+		h Hash
+		*chunkInfo
+	}
+	var cands []cand
+	var free int64
+	for h, ci := range s.chunks {
+		if !pinned[h] {
+			cands = append(cands, cand{h, ci})
+			free += ci.size
+		}
+	}
+	if s.total-free > target {
+		return fmt.Errorf("%w: %d bytes pinned, %d wanted under cap %d", ErrQuota, s.total-free, target, s.max)
+	}
+	sort.Slice(cands, func(i, j int) bool {
+		if !cands[i].used.Equal(cands[j].used) {
+			return cands[i].used.Before(cands[j].used)
+		}
+		return bytes.Compare(cands[i].h[:], cands[j].h[:]) < 0
+	})
+	gone := map[Hash]bool{}
+	for _, c := range cands {
+		if s.total <= target {
+			break
+		}
+		os.Remove(s.chunkPath(c.h))
+		s.total -= c.size
+		delete(s.chunks, c.h)
+		delete(s.verified, c.h)
+		gone[c.h] = true
+	}
+	// A version missing a chunk can no longer be restored: drop it.
+	for k, m := range s.committed {
+		for _, c := range m.Chunks() {
+			if gone[c.Hash] {
+				os.Remove(filepath.Join(s.root, "versions", k.job, versionFile(k.version)))
+				delete(s.committed, k)
+				s.log.Info("ckpt: evicted version", "job", k.job, "version", k.version)
+				break
+			}
+		}
+	}
+	return nil
+}
+
+// AddDir chunks every regular file under dir, stores the chunks and commits
+// them as version of job, created at now. On any error (ErrDiskFull, ErrQuota,
+// a read error) the chunks it wrote that nothing else uses are removed and
+// nothing is committed.
+func (s *Store) AddDir(job string, version uint64, dir string, now time.Time) (*Manifest, error) {
+	if err := ValidJobID(job); err != nil {
+		return nil, err
+	}
+	m := &Manifest{JobID: job, Version: version, Created: time.Unix(0, now.UnixNano()).UTC()}
+	var written []ChunkRef
+	var pinnedHere []Hash
+	unpin := func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		for _, h := range pinnedHere {
+			if s.inflight[h]--; s.inflight[h] <= 0 {
+				delete(s.inflight, h)
+			}
+		}
+		pinnedHere = nil
+	}
+	defer unpin()
+	fail := func(err error) (*Manifest, error) {
+		unpin()
+		s.mu.Lock()
+		s.removeUnreferencedLocked(written)
+		s.mu.Unlock()
+		return nil, fmt.Errorf("add %s v%d: %w", job, version, err)
+	}
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			return nil
+		}
+		if !d.Type().IsRegular() {
+			return fmt.Errorf("%s: not a regular file", p)
+		}
+		rel, err := filepath.Rel(dir, p)
+		if err != nil {
+			return err
+		}
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		f := File{Path: filepath.ToSlash(rel), Mode: uint32(info.Mode().Perm())}
+		r, err := os.Open(p)
+		if err != nil {
+			return err
+		}
+		defer r.Close()
+		whole := sha256.New()
+		err = s.chunker.Split(r, func(chunk []byte) error {
+			whole.Write(chunk)
+			h := Sum(chunk)
+			s.mu.Lock()
+			s.inflight[h]++
+			_, had := s.chunks[h]
+			s.mu.Unlock()
+			pinnedHere = append(pinnedHere, h)
+			if !had {
+				if err := s.putVerified(h, chunk); err != nil {
+					return err
+				}
+				written = append(written, ChunkRef{h, int64(len(chunk))})
+			} else {
+				s.touch(h)
+			}
+			f.Chunks = append(f.Chunks, ChunkRef{Hash: h, Size: int64(len(chunk))})
+			f.Size += int64(len(chunk))
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("%s: %w", rel, err)
+		}
+		copy(f.Hash[:], whole.Sum(nil))
+		m.Files = append(m.Files, f)
+		return nil
+	})
+	if err != nil {
+		return fail(err)
+	}
+	sortFiles(m.Files)
+	if err := s.Commit(m); err != nil {
+		return fail(err)
+	}
+	return m, nil
+}
+
+func (s *Store) touch(h Hash) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if ci, ok := s.chunks[h]; ok {
+		ci.used = s.now()
+	}
+}
+
+// NextVersion returns one more than the newest version of job ever seen
+// (committed or pending), starting at 1.
+func (s *Store) NextVersion(job string) uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var v uint64
+	for _, set := range []map[versionKey]*Manifest{s.committed, s.pending} {
+		for k := range set {
+			if k.job == job && k.version > v {
+				v = k.version
+			}
+		}
+	}
+	return v + 1
+}
+
+// String describes the store for logs.
+func (s *Store) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return "ckpt store " + s.root + " (" + strconv.FormatInt(s.total, 10) + " bytes, " + strconv.Itoa(len(s.committed)) + " versions)"
+}

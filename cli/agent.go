@@ -1,0 +1,157 @@
+package cli
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+
+	"github.com/reclaimnet/reclaimnet/agent"
+)
+
+func init() {
+	register(&command{
+		name:     "agent",
+		synopsis: "run the node agent (gossip, coordinator, control socket, status)",
+		usage: `reclaimnet agent [--dev] [--name NAME] [--data-dir DIR] [--bind IP] [--building B] [--join PEER]... [flags]
+
+Runs one node until SIGINT or SIGTERM, then leaves the cluster gracefully.
+--dev runs a complete throwaway node: temporary data dir, generated gossip
+key and CA, loopback addresses. Flags override the --config file (JSON,
+field names as in 'reclaimnet agent --print-config').`,
+		run: runAgent,
+	})
+}
+
+// listFlag is a repeatable string flag.
+type listFlag []string
+
+func (l *listFlag) String() string { return strings.Join(*l, ",") }
+func (l *listFlag) Set(v string) error {
+	*l = append(*l, v)
+	return nil
+}
+
+func runAgent(ctx context.Context, env *Env, args []string) error {
+	fs := newFlagSet(env, "agent")
+	fc := agent.DefaultConfig()
+	var joins listFlag
+	configPath := fs.String("config", "", "JSON config file; flags override it")
+	fs.StringVar(&fc.Name, "name", fc.Name, "node name, unique in the cluster")
+	fs.StringVar(&fc.DataDir, "data-dir", fc.DataDir, "state directory (lock, control socket, raft, checkpoints)")
+	fs.StringVar(&fc.BindAddr, "bind", fc.BindAddr, "address gossip, raft and transfers listen on")
+	fs.StringVar(&fc.AdvertiseAddr, "advertise", fc.AdvertiseAddr, "address peers use to reach this node (default: --bind)")
+	fs.StringVar(&fc.Building, "building", fc.Building, "building this node is in")
+	fs.Var(&joins, "join", "peer to join, host or host:port (repeatable)")
+	var gpus listFlag
+	fs.Var(&gpus, "gpu", "declare GPUs as MODEL:VRAM:CAP[:xN], e.g. A100-80GB:80GiB:8.0:x4 (repeatable; default: discover)")
+	fs.IntVar(&fc.GossipPort, "gossip-port", fc.GossipPort, "gossip port (TCP and UDP)")
+	fs.IntVar(&fc.RaftPort, "raft-port", fc.RaftPort, "raft port (TCP)")
+	fs.IntVar(&fc.TransferPort, "transfer-port", fc.TransferPort, "checkpoint transfer port (QUIC/UDP)")
+	fs.StringVar(&fc.HTTPAddr, "http", fc.HTTPAddr, "status and metrics address (empty: off)")
+	fs.StringVar(&fc.GossipKey, "gossip-key", fc.GossipKey, "base64 gossip key (reclaimnet keygen)")
+	fs.StringVar(&fc.TLSDir, "tls-dir", fc.TLSDir, "directory with ca.pem, node.pem, node-key.pem")
+	fs.BoolVar(&fc.LocalTimings, "local-timings", fc.LocalTimings, "fast gossip and raft timings for one machine (tests)")
+	fs.BoolVar(&fc.Dev, "dev", fc.Dev, "run a throwaway single node on loopback")
+	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
+	printConfig := fs.Bool("print-config", false, "print the effective configuration as JSON and exit")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return usagef("unexpected argument %q", fs.Arg(0))
+	}
+	fc.Join = joins
+	fc.GPUs = gpus
+
+	cfg := agent.DefaultConfig()
+	if *configPath != "" {
+		var err error
+		if cfg, err = agent.LoadConfigFile(*configPath, cfg); err != nil {
+			return err
+		}
+	}
+	fs.Visit(func(f *flag.Flag) { applyAgentFlag(&cfg, &fc, f.Name) })
+	if cfg.Dev {
+		devDefaults(&cfg, fs)
+	}
+	if *printConfig {
+		return printJSON(env.Stdout, cfg)
+	}
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
+		return usagef("--log-level %q: want debug, info, warn or error", *logLevel)
+	}
+	logger := slog.New(slog.NewTextHandler(env.Stderr, &slog.HandlerOptions{Level: level}))
+	agent.Version = Version
+	a, err := agent.New(cfg, logger)
+	if err != nil {
+		return err
+	}
+	return a.Run(ctx, func(info agent.Info) {
+		if cfg.Dev {
+			fmt.Fprintf(env.Stdout, "ReclaimNet dev agent %q is running (Ctrl-C stops it and deletes its state).\n", info.Node)
+		} else {
+			fmt.Fprintf(env.Stdout, "ReclaimNet agent %q is running.\n", info.Node)
+		}
+		if info.HTTPAddr != "" {
+			fmt.Fprintf(env.Stdout, "  status page: http://%s/v1/status\n  metrics:     http://%s/metrics\n", info.HTTPAddr, info.HTTPAddr)
+		}
+		fmt.Fprintf(env.Stdout, "  gossip:      %s\n  data dir:    %s\n", info.GossipAddr, a.DataDir())
+		fmt.Fprintf(env.Stdout, "In another terminal:\n  export %s=%s\n  reclaimnet members\n", DataDirEnv, a.DataDir())
+	})
+}
+
+// applyAgentFlag copies one explicitly set flag from fc over cfg.
+func applyAgentFlag(cfg, fc *agent.Config, name string) {
+	switch name {
+	case "name":
+		cfg.Name = fc.Name
+	case "data-dir":
+		cfg.DataDir = fc.DataDir
+	case "bind":
+		cfg.BindAddr = fc.BindAddr
+	case "advertise":
+		cfg.AdvertiseAddr = fc.AdvertiseAddr
+	case "building":
+		cfg.Building = fc.Building
+	case "join":
+		cfg.Join = fc.Join
+	case "gpu":
+		cfg.GPUs = fc.GPUs
+	case "gossip-port":
+		cfg.GossipPort = fc.GossipPort
+	case "raft-port":
+		cfg.RaftPort = fc.RaftPort
+	case "transfer-port":
+		cfg.TransferPort = fc.TransferPort
+	case "http":
+		cfg.HTTPAddr = fc.HTTPAddr
+	case "gossip-key":
+		cfg.GossipKey = fc.GossipKey
+	case "tls-dir":
+		cfg.TLSDir = fc.TLSDir
+	case "local-timings":
+		cfg.LocalTimings = fc.LocalTimings
+	case "dev":
+		cfg.Dev = fc.Dev
+	}
+}
+
+// devDefaults: loopback and a temporary data dir unless flags said
+// otherwise.
+func devDefaults(cfg *agent.Config, fs *flag.FlagSet) {
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if !set["bind"] {
+		cfg.BindAddr = "127.0.0.1"
+	}
+	if !set["data-dir"] {
+		cfg.DataDir = "" // agent makes a temporary one
+	}
+	if cfg.Name == "" {
+		cfg.Name, _ = os.Hostname()
+	}
+}

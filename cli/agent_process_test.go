@@ -1,0 +1,229 @@
+package cli
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/reclaimnet/reclaimnet/agent"
+)
+
+// processCluster runs real reclaimnet processes built from this tree.
+type processCluster struct {
+	t    *testing.T
+	bin  string
+	root string
+	key  string
+	proc map[string]*exec.Cmd
+}
+
+func buildBinary(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "reclaimnet")
+	// Same build settings as the test binary, so the build cache serves
+	// almost everything.
+	cmd := exec.Command("go", "build", "-o", bin, "github.com/reclaimnet/reclaimnet")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// run runs a short reclaimnet command and returns its stdout.
+func (c *processCluster) run(args ...string) (string, error) {
+	cmd := exec.Command(c.bin, args...)
+	cmd.Dir = c.root
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	if err != nil {
+		return stdout.String(), fmt.Errorf("reclaimnet %s: %w: %s", strings.Join(args, " "), err, stderr.String())
+	}
+	return stdout.String(), nil
+}
+
+func (c *processCluster) mustRun(args ...string) string {
+	c.t.Helper()
+	out, err := c.run(args...)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	return out
+}
+
+func (c *processCluster) dataDir(name string) string { return filepath.Join(c.root, name, "data") }
+
+// startAgent starts one agent process and waits for its info file.
+func (c *processCluster) startAgent(name string, extra ...string) agent.Info {
+	c.t.Helper()
+	dir := c.dataDir(name)
+	os.Remove(filepath.Join(dir, agent.InfoFile))
+	args := append([]string{"agent", "--name", name, "--data-dir", dir, "--bind", "127.0.0.1",
+		"--http", "127.0.0.1:0", "--gossip-key", c.key, "--tls-dir", filepath.Join(c.root, name, "tls"),
+		"--local-timings", "--log-level", "debug"}, extra...)
+	cmd := exec.Command(c.bin, args...)
+	logf, err := os.OpenFile(filepath.Join(c.root, name+".log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		c.t.Fatal(err)
+	}
+	logf.Close()
+	c.proc[name] = cmd
+	var info agent.Info
+	waitUntilT(c.t, 30*time.Second, name+" writes its info file", func() bool {
+		b, err := os.ReadFile(filepath.Join(dir, agent.InfoFile))
+		return err == nil && json.Unmarshal(b, &info) == nil && info.PID == cmd.Process.Pid
+	})
+	return info
+}
+
+func (c *processCluster) status(name string) (agent.Status, error) {
+	out, err := c.run("status", "--json", "--data-dir", c.dataDir(name))
+	if err != nil {
+		return agent.Status{}, err
+	}
+	var st agent.Status
+	if err := json.Unmarshal([]byte(out), &st); err != nil {
+		return st, fmt.Errorf("status --json: %w", err)
+	}
+	return st, nil
+}
+
+func waitUntilT(t *testing.T, within time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within %v", what, within)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// Three agent processes on loopback form a cluster; the leader is killed
+// with SIGKILL; the other two elect a new leader; the killed one restarts
+// from its data dir and rejoins.
+func TestAgentProcesses(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary and runs three processes")
+	}
+	start := time.Now()
+	c := &processCluster{t: t, bin: buildBinary(t), root: t.TempDir(), proc: map[string]*exec.Cmd{}}
+	t.Logf("built the binary in %v", time.Since(start).Round(time.Millisecond))
+	t.Cleanup(func() {
+		for name, p := range c.proc {
+			p.Process.Kill()
+			p.Wait()
+			if t.Failed() {
+				b, _ := os.ReadFile(filepath.Join(c.root, name+".log"))
+				lines := strings.Split(string(b), "\n")
+				t.Logf("--- %s log (last 30 lines) ---\n%s", name, strings.Join(lines[max(0, len(lines)-30):], "\n"))
+			}
+		}
+	})
+	c.key = strings.TrimSpace(c.mustRun("keygen"))
+	c.mustRun("tls", "ca", "create", "--dir", "ca")
+	names := []string{"n0", "n1", "n2"}
+	for _, n := range names {
+		c.mustRun("tls", "cert", "create", "--node", n, "--ca-dir", "ca", "--out", filepath.Join(n, "tls"))
+	}
+
+	infos := map[string]agent.Info{}
+	infos["n0"] = c.startAgent("n0", "--gossip-port", "0", "--raft-port", "0")
+	for _, n := range names[1:] {
+		infos[n] = c.startAgent(n, "--gossip-port", "0", "--raft-port", "0", "--join", infos["n0"].GossipAddr)
+	}
+
+	// members shows all three, alive, one leader and two voters.
+	waitUntilT(t, 60*time.Second, "members table shows 3 alive nodes, a leader and 2 voters", func() bool {
+		out, err := c.run("members", "--data-dir", c.dataDir("n2"))
+		return err == nil && strings.Count(out, " alive ") == 3 && strings.Count(out, " leader ") == 1 && strings.Count(out, " voter ") == 2
+	})
+
+	st, err := c.status("n1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := st.Raft.Leader
+	if old == "" {
+		t.Fatal("no leader in status")
+	}
+	if err := c.proc[old].Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	c.proc[old].Wait()
+	delete(c.proc, old)
+	killed := time.Now()
+
+	var survivor string
+	for _, n := range names {
+		if n != old {
+			survivor = n
+		}
+	}
+	var newLeader string
+	waitUntilT(t, 60*time.Second, "a new leader among the survivors", func() bool {
+		st, err := c.status(survivor)
+		if err == nil && st.Raft.Leader != "" && st.Raft.Leader != old {
+			newLeader = st.Raft.Leader
+			return true
+		}
+		return false
+	})
+	t.Logf("leader %s killed; %s leads %v later (as seen by the CLI)", old, newLeader, time.Since(killed).Round(time.Millisecond))
+
+	// Restart the killed node on the ports it had: its Raft address is in
+	// the cluster's configuration.
+	_, gport, _ := strings.Cut(infos[old].GossipAddr, ":")
+	_, rport, _ := strings.Cut(infos[old].RaftAddr, ":")
+	if _, err := strconv.Atoi(rport); err != nil {
+		t.Fatalf("raft address %q", infos[old].RaftAddr)
+	}
+	c.startAgent(old, "--gossip-port", gport, "--raft-port", rport, "--join", infos[survivor].GossipAddr)
+	waitUntilT(t, 60*time.Second, "restarted node rejoins: sees 3 alive members and the leader", func() bool {
+		st, err := c.status(old)
+		if err != nil || st.Raft.Leader == "" {
+			return false
+		}
+		alive := 0
+		for _, m := range st.Members {
+			if m.State == "alive" {
+				alive++
+			}
+		}
+		return alive == 3
+	})
+	waitUntilT(t, 60*time.Second, "the survivors see the restarted node alive", func() bool {
+		st, err := c.status(survivor)
+		if err != nil {
+			return false
+		}
+		for _, m := range st.Members {
+			if m.Name == old {
+				return m.State == "alive"
+			}
+		}
+		return false
+	})
+
+	// Errors the CLI must explain.
+	if _, err := c.run("members", "--data-dir", filepath.Join(c.root, "nowhere")); err == nil || !strings.Contains(err.Error(), "no agent running") {
+		t.Errorf("members without an agent: got %v, want 'no agent running'", err)
+	}
+	_, err = c.run("agent", "--name", survivor, "--data-dir", c.dataDir(survivor), "--bind", "127.0.0.1", "--gossip-port", "0",
+		"--raft-port", "0", "--http", "", "--gossip-key", c.key, "--tls-dir", filepath.Join(c.root, survivor, "tls"))
+	if err == nil || !strings.Contains(err.Error(), "locked by another agent") {
+		t.Errorf("second agent on a data dir: got %v, want 'locked by another agent'", err)
+	}
+}

@@ -1,0 +1,84 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"text/tabwriter"
+
+	"github.com/reclaimnet/reclaimnet/gpu"
+)
+
+func init() {
+	register(&command{
+		name:     "gpus",
+		synopsis: "print this machine's GPU inventory",
+		usage: `reclaimnet gpus [--gpu MODEL:VRAM:CAP[:xN] ...] [--json]
+
+Prints the GPUs this machine offers. Sources, in order: the declared
+inventory (--gpu, repeatable; e.g. --gpu A100-80GB:80GiB:8.0:x4), NVML
+(binaries built with cgo), nvidia-smi on PATH, else none (said plainly).`,
+		run: runGPUs,
+	})
+}
+
+func runGPUs(ctx context.Context, env *Env, args []string) error {
+	fs := newFlagSet(env, "gpus")
+	var specs gpu.SpecList
+	fs.Var(&specs, "gpu", "declare GPUs as MODEL:VRAM:CAP[:xN], e.g. A100-80GB:80GiB:8.0:x4 (repeatable)")
+	asJSON := fs.Bool("json", false, "print the inventory as JSON")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return usagef("gpus takes no arguments, got %q", fs.Arg(0))
+	}
+	inv, err := gpu.Auto(gpu.Options{Declared: specs.Devices}).Discover(ctx)
+	if err != nil {
+		return fmt.Errorf("discover gpus: %w", err)
+	}
+	if *asJSON {
+		enc := json.NewEncoder(env.Stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(inv)
+	}
+	printInventory(env, inv)
+	return nil
+}
+
+func printInventory(env *Env, inv gpu.Inventory) {
+	fmt.Fprintf(env.Stdout, "source: %s\n", inv.Source)
+	for _, n := range inv.Notes {
+		fmt.Fprintf(env.Stdout, "note: %s\n", n)
+	}
+	if len(inv.Devices) == 0 {
+		fmt.Fprintln(env.Stdout, "no GPUs")
+		return
+	}
+	tw := tabwriter.NewWriter(env.Stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "INDEX\tMODEL\tVRAM TOTAL\tVRAM FREE\tCAPABILITY\tUTIL\tPROCESSES\tUUID")
+	for _, d := range inv.Devices {
+		util := "-"
+		if d.Utilization != gpu.Unknown {
+			util = strconv.Itoa(d.Utilization) + "%"
+		}
+		procs := "-"
+		if len(d.Processes) > 0 {
+			procs = ""
+			for i, p := range d.Processes {
+				if i > 0 {
+					procs += ","
+				}
+				procs += fmt.Sprintf("%d(%s)", p.PID, gpu.FormatBytes(p.UsedMemory))
+			}
+		}
+		uuid := d.UUID
+		if uuid == "" {
+			uuid = "-"
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", d.Index, d.Model,
+			gpu.FormatBytes(d.VRAMTotal), gpu.FormatBytes(d.VRAMFree), d.Capability, util, procs, uuid)
+	}
+	tw.Flush()
+}

@@ -1,0 +1,85 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/reclaimnet/reclaimnet/agent"
+	"github.com/reclaimnet/reclaimnet/mesh"
+)
+
+func init() {
+	register(&command{
+		name:     "members",
+		synopsis: "list the cluster's nodes as the local agent sees them",
+		usage:    "reclaimnet members [--data-dir DIR] [--json]",
+		run:      runMembers,
+	})
+}
+
+func runMembers(ctx context.Context, env *Env, args []string) error {
+	fs := newFlagSet(env, "members")
+	dir := dataDirFlag(fs)
+	asJSON := fs.Bool("json", false, "print JSON")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return usagef("members takes no arguments")
+	}
+	resp, err := callAgent(ctx, resolveDataDir(env, *dir), agent.Request{Op: agent.OpMembers})
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		return printJSON(env.Stdout, resp.Status.Members)
+	}
+	printMembers(env.Stdout, resp.Status.Members)
+	return nil
+}
+
+// printMembers writes the members table.
+func printMembers(w io.Writer, members []agent.MemberView) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "NAME\tBUILDING\tSTATE\tRAFT\tGPUS\tHAZARD\tBANDWIDTH\tADDRESS")
+	for _, m := range members {
+		building := m.Building
+		if building == "" {
+			building = "-"
+		}
+		gpus := fmt.Sprintf("%d/%d", m.FreeGPUs, m.GPUs)
+		if m.GPUModel != "" {
+			gpus += " " + m.GPUModel
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", m.Name, building, m.State, m.Role, gpus,
+			formatHazard(m.Hazard), formatBandwidth(m.Bandwidth), m.Addr)
+	}
+	tw.Flush()
+}
+
+// formatHazard shows a rate in 1/s as events per hour, the unit people
+// read ("0.99/h").
+func formatHazard(perSecond float64) string {
+	if perSecond == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.3g/h", perSecond*3600)
+}
+
+// formatBandwidth lists available bandwidth per destination building in
+// Mbit/s.
+func formatBandwidth(bw []mesh.BuildingBandwidth) string {
+	if len(bw) == 0 {
+		return "-"
+	}
+	parts := make([]string, 0, len(bw))
+	for _, b := range bw {
+		parts = append(parts, fmt.Sprintf("%s:%.0fMb/s", b.Building, b.Available*8/1e6))
+	}
+	sort.Strings(parts)
+	return strings.Join(parts, ",")
+}

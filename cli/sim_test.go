@@ -1,0 +1,84 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func runSimCLI(t *testing.T, args ...string) (int, string, string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	env := &Env{Stdin: strings.NewReader(""), Stdout: &out, Stderr: &errb, Getenv: func(string) string { return "" }}
+	code := run(context.Background(), env, append([]string{"reclaimnet"}, args...))
+	return code, out.String(), errb.String()
+}
+
+func TestSimCommandWritesTableJSONAndPlots(t *testing.T) {
+	dir := t.TempDir()
+	code, out, errs := runSimCLI(t, "sim", "-days", "2", "-nodes", "12", "-policies", "b1p,b2,reclaimnet,b6", "-out", dir, "-gen-out", filepath.Join(dir, "trace"))
+	if code != ExitOK {
+		t.Fatalf("exit %d, want 0; stderr: %s", code, errs)
+	}
+	for _, want := range []string{"| system | work loss GPU-h", "| B1' Slurm requeue |", "| ReclaimNet |", "| B6 oracle (hindsight) |"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	if !strings.Contains(errs, "sim: running reclaimnet") {
+		t.Errorf("no progress on stderr: %q", errs)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "results.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep struct {
+		Rows []struct {
+			Key string `json:"key"`
+		} `json:"rows"`
+	}
+	if err := json.Unmarshal(b, &rep); err != nil || len(rep.Rows) != 4 {
+		t.Fatalf("results.json: got %d rows (err %v), want 4", len(rep.Rows), err)
+	}
+	for _, f := range []string{"work_loss.svg", "downtime_cdf.svg", "hazard.svg", "trace/trace.jsonl"} {
+		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
+			t.Errorf("missing %s: %v", f, err)
+		}
+	}
+	// The written trace replays.
+	code, out2, errs := runSimCLI(t, "sim", "-q", "-trace", filepath.Join(dir, "trace"), "-policies", "b1p")
+	if code != ExitOK || !strings.Contains(out2, "| B1' Slurm requeue |") {
+		t.Fatalf("replay: exit %d, stderr %s, out %s", code, errs, out2)
+	}
+}
+
+func TestSimCommandBadTraceNamesFileAndLine(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "trace.jsonl")
+	body := `{"kind":"header","format":"reclaimnet-trace","version":1,"start":"2026-01-05T00:00:00Z","duration_s":100}
+{"kind":"return","t":5,"node":"ghost"}
+`
+	if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, _, errs := runSimCLI(t, "sim", "-trace", dir)
+	if code != ExitError || !strings.Contains(errs, "trace.jsonl:2:") || !strings.Contains(errs, `unknown node "ghost"`) {
+		t.Fatalf("exit %d, stderr %q; want exit 1 naming trace.jsonl:2 and the unknown node", code, errs)
+	}
+}
+
+func TestSimCommandUsageErrors(t *testing.T) {
+	for _, args := range [][]string{{"sim", "-seeds", "x"}, {"sim", "extra"}, {"sim", "-nodes", "1"}, {"sim", "-bogus"}} {
+		if code, _, _ := runSimCLI(t, args...); code != ExitUsage {
+			t.Errorf("%v: exit %d, want %d", args, code, ExitUsage)
+		}
+	}
+	code, _, errs := runSimCLI(t, "sim", "-policies", "b1p,nonsense")
+	if code != ExitUsage || !strings.Contains(errs, `unknown policy "nonsense"`) {
+		t.Fatalf("unknown policy: exit %d, stderr %q; want exit 2 naming it", code, errs)
+	}
+}

@@ -1,0 +1,273 @@
+package mesh
+
+import (
+	"errors"
+	"math"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/memberlist"
+)
+
+func sampleMeta() Meta {
+	return Meta{
+		ID: "gpu-07", Building: "physics", RaftPort: 7947, TransferPort: 7948, HTTPPort: 7949,
+		Role: RoleNonVoter, GPUs: 4, GPUModel: "A100-80GB", GPUVRAMMiB: 81920, GPUCapability: 80,
+		Started: time.Unix(1_780_000_000, 0),
+	}
+}
+
+func sampleTelemetry() Telemetry {
+	return Telemetry{
+		Node: "gpu-07", Seq: 42, Sent: time.Unix(1_780_000_000, 123456789), Load: 0.35, FreeGPUs: 2,
+		Hazard: 2.5e-4,
+		Bandwidth: []BuildingBandwidth{
+			{Building: "physics", Available: 102.5e6, AvailableLow: 80e6},
+			{Building: "chemistry", Available: 30e6, AvailableLow: 21e6},
+		},
+	}
+}
+
+func TestMetaRoundTrip(t *testing.T) {
+	for _, m := range []Meta{sampleMeta(), {ID: "x", Started: time.Unix(0, 0)}} {
+		b, err := m.Encode()
+		if err != nil {
+			t.Fatalf("Encode(%+v): %v", m, err)
+		}
+		got, err := DecodeMeta(b)
+		if err != nil {
+			t.Fatalf("DecodeMeta: %v", err)
+		}
+		if !reflect.DeepEqual(got, m) {
+			t.Errorf("round trip: got %+v, want %+v", got, m)
+		}
+	}
+}
+
+// The longest metadata the limits allow still fits memberlist's cap, and
+// one byte more in any string is refused by Encode instead of panicking
+// memberlist.
+func TestMetaLimits(t *testing.T) {
+	m := sampleMeta()
+	m.ID = strings.Repeat("n", MaxNodeNameLen)
+	m.Building = strings.Repeat("b", MaxBuildingLen)
+	m.GPUModel = strings.Repeat("g", MaxGPUModelLen)
+	m.GPUVRAMMiB = math.MaxUint32
+	b, err := m.Encode()
+	if err != nil {
+		t.Fatalf("Encode at the limits: %v", err)
+	}
+	if len(b) > memberlist.MetaMaxSize {
+		t.Fatalf("encoded size %d, want ≤ %d", len(b), memberlist.MetaMaxSize)
+	}
+	for name, mutate := range map[string]func(*Meta){
+		"name":     func(m *Meta) { m.ID += "n" },
+		"building": func(m *Meta) { m.Building += "b" },
+		"model":    func(m *Meta) { m.GPUModel += "g" },
+		"empty id": func(m *Meta) { m.ID = "" },
+	} {
+		mm := m
+		mutate(&mm)
+		if _, err := mm.Encode(); err == nil {
+			t.Errorf("%s over the limit: Encode returned no error", name)
+		}
+	}
+}
+
+// A newer node may append fields; this build must read the fields it knows.
+func TestMetaForwardCompatible(t *testing.T) {
+	m := sampleMeta()
+	b, _ := m.Encode()
+	newer := append([]byte{MetaVersion + 1}, b[1:]...)
+	newer = append(newer, 0xde, 0xad)
+	got, err := DecodeMeta(newer)
+	if err != nil {
+		t.Fatalf("DecodeMeta(version %d with extra fields): %v", MetaVersion+1, err)
+	}
+	if !reflect.DeepEqual(got, m) {
+		t.Errorf("got %+v, want %+v", got, m)
+	}
+	if _, err := DecodeMeta(append(b, 0)); !errors.Is(err, ErrMalformed) {
+		t.Errorf("same version with trailing bytes: got %v, want ErrMalformed", err)
+	}
+}
+
+func TestDecodeMetaRejects(t *testing.T) {
+	good, _ := sampleMeta().Encode()
+	cases := map[string][]byte{
+		"empty":        nil,
+		"version 0":    append([]byte{0}, good[1:]...),
+		"truncated":    good[:len(good)-1],
+		"only version": {1},
+		"huge length":  {1, 0xff, 0xff, 0xff, 0xff, 0x0f},
+		"bad utf8":     {1, 2, 0xff, 0xfe},
+		"too long":     make([]byte, memberlist.MetaMaxSize+1),
+	}
+	badRole := append([]byte(nil), good...)
+	badRole[1+1+len("gpu-07")+1+len("physics")+6] = 9
+	cases["unknown role"] = badRole
+	for name, b := range cases {
+		if _, err := DecodeMeta(b); !errors.Is(err, ErrMalformed) {
+			t.Errorf("%s: got %v, want an error wrapping ErrMalformed", name, err)
+		}
+	}
+}
+
+func TestTelemetryRoundTrip(t *testing.T) {
+	for _, tel := range []Telemetry{sampleTelemetry(), {Node: "a", Sent: time.Unix(0, 5)}} {
+		b, err := tel.Encode()
+		if err != nil {
+			t.Fatalf("Encode: %v", err)
+		}
+		got, err := DecodeTelemetry(b)
+		if err != nil {
+			t.Fatalf("DecodeTelemetry: %v", err)
+		}
+		if !got.Sent.Equal(tel.Sent) {
+			t.Errorf("Sent: got %v, want %v", got.Sent, tel.Sent)
+		}
+		got.Sent = tel.Sent
+		if !reflect.DeepEqual(got, tel) {
+			t.Errorf("round trip: got %+v, want %+v", got, tel)
+		}
+	}
+}
+
+func TestTelemetryRejects(t *testing.T) {
+	good, _ := sampleTelemetry().Encode()
+	nan := sampleTelemetry()
+	nan.Load = math.NaN()
+	nanBytes, _ := nan.Encode()
+	neg := sampleTelemetry()
+	neg.Hazard = -1
+	negBytes, _ := neg.Encode()
+	cases := map[string][]byte{
+		"empty":         nil,
+		"wrong type":    append([]byte{9}, good[1:]...),
+		"truncated":     good[:len(good)-3],
+		"trailing":      append(append([]byte(nil), good...), 1),
+		"nan load":      nanBytes,
+		"negative rate": negBytes,
+		"too large":     make([]byte, MaxTelemetrySize+1),
+	}
+	for name, b := range cases {
+		if _, err := DecodeTelemetry(b); !errors.Is(err, ErrMalformed) {
+			t.Errorf("%s: got %v, want an error wrapping ErrMalformed", name, err)
+		}
+	}
+	tooMany := sampleTelemetry()
+	tooMany.Bandwidth = make([]BuildingBandwidth, MaxBandwidthEntries+1)
+	if _, err := tooMany.Encode(); err == nil {
+		t.Errorf("Encode with %d bandwidth entries: no error", MaxBandwidthEntries+1)
+	}
+}
+
+func TestStateRoundTrip(t *testing.T) {
+	a, b := sampleTelemetry(), sampleTelemetry()
+	b.Node, b.Seq = "gpu-08", 7
+	got, err := decodeState(encodeState([]Telemetry{a, b}))
+	if err != nil {
+		t.Fatalf("decodeState: %v", err)
+	}
+	if len(got) != 2 || got[0].Node != "gpu-07" || got[1].Node != "gpu-08" || got[1].Seq != 7 {
+		t.Errorf("got %+v, want gpu-07 and gpu-08 (seq 7)", got)
+	}
+	if _, err := decodeState([]byte{1, 5}); !errors.Is(err, ErrMalformed) {
+		t.Errorf("count without reports: got %v, want ErrMalformed", err)
+	}
+}
+
+func FuzzDecodeMeta(f *testing.F) {
+	good, _ := sampleMeta().Encode()
+	f.Add(good)
+	f.Add([]byte{})
+	f.Add([]byte{1})
+	f.Add([]byte{2, 1, 'a'})
+	f.Add(good[:len(good)/2])
+	f.Fuzz(func(t *testing.T, b []byte) {
+		m, err := DecodeMeta(b)
+		if err != nil {
+			if !errors.Is(err, ErrMalformed) {
+				t.Fatalf("error %v does not wrap ErrMalformed", err)
+			}
+			return
+		}
+		// Whatever decodes must encode again within memberlist's limit.
+		out, err := m.Encode()
+		if err != nil {
+			t.Fatalf("decoded %+v but Encode fails: %v", m, err)
+		}
+		if len(out) > memberlist.MetaMaxSize {
+			t.Fatalf("re-encoded to %d bytes", len(out))
+		}
+	})
+}
+
+func FuzzDecodeTelemetry(f *testing.F) {
+	good, _ := sampleTelemetry().Encode()
+	f.Add(good)
+	f.Add([]byte{})
+	f.Add([]byte{msgTelemetry, 1})
+	f.Add(good[:len(good)-1])
+	f.Fuzz(func(t *testing.T, b []byte) {
+		tel, err := DecodeTelemetry(b)
+		if err != nil {
+			if !errors.Is(err, ErrMalformed) {
+				t.Fatalf("error %v does not wrap ErrMalformed", err)
+			}
+			return
+		}
+		if _, err := tel.Encode(); err != nil {
+			t.Fatalf("decoded %+v but Encode fails: %v", tel, err)
+		}
+	})
+}
+
+func FuzzDecodeState(f *testing.F) {
+	a := sampleTelemetry()
+	f.Add(encodeState([]Telemetry{a}))
+	f.Add(encodeState(nil))
+	f.Add([]byte{1, 0xff, 0xff, 0x03})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if _, err := decodeState(b); err != nil && !errors.Is(err, ErrMalformed) {
+			t.Fatalf("error %v does not wrap ErrMalformed", err)
+		}
+	})
+}
+
+// A hostile peer's bytes reach the delegate directly; it must count them
+// as bad and keep going.
+func TestDelegateIgnoresGarbage(t *testing.T) {
+	m := &Mesh{name: "self", reports: map[string]Telemetry{}, events: make(chan Event, 1)}
+	m.logger = discardLogger()
+	m.queue = &memberlist.TransmitLimitedQueue{NumNodes: func() int { return 1 }, RetransmitMult: 1}
+	d := (*delegate)(m)
+	d.NotifyMsg(nil)
+	d.NotifyMsg([]byte{msgTelemetry, 1, 0xff})
+	d.MergeRemoteState([]byte{1, 3, 0}, false)
+	if got := m.bad.Load(); got != 3 {
+		t.Errorf("bad messages counted: got %d, want 3", got)
+	}
+	good, _ := sampleTelemetry().Encode()
+	buf := append([]byte(nil), good...)
+	d.NotifyMsg(buf)
+	for i := range buf {
+		buf[i] = 0 // memberlist reuses its buffer: the stored report must not change
+	}
+	got, ok := m.Report("gpu-07")
+	if !ok || got.Seq != 42 || got.Bandwidth[1].Building != "chemistry" {
+		t.Fatalf("report after NotifyMsg: got %+v (found %v), want seq 42 with chemistry", got, ok)
+	}
+	older := sampleTelemetry()
+	older.Seq, older.Load = 41, 0.9
+	ob, _ := older.Encode()
+	d.NotifyMsg(ob)
+	if got, _ := m.Report("gpu-07"); got.Load != 0.35 {
+		t.Errorf("older report replaced newer: load %v, want 0.35", got.Load)
+	}
+	if q := m.queue.NumQueued(); q != 1 {
+		t.Errorf("queued broadcasts: got %d, want 1 (only the fresh report is passed on)", q)
+	}
+}

@@ -1,0 +1,139 @@
+package mesh
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/hashicorp/memberlist"
+)
+
+// MetaVersion is the metadata encoding this build writes. A decoder reads
+// the fields it knows from any version ≥ 1 and ignores fields appended by a
+// newer version, so nodes can be upgraded one by one.
+const MetaVersion = 1
+
+// Limits on metadata strings; with them an encoded Meta always fits in
+// memberlist.MetaMaxSize (512 bytes).
+const (
+	MaxNodeNameLen = 128
+	MaxBuildingLen = 64
+	MaxGPUModelLen = 64
+)
+
+// Role says what part of the control plane a node may take.
+type Role uint8
+
+const (
+	// RoleVoterEligible nodes may be chosen as Raft voters (the default).
+	RoleVoterEligible Role = iota
+	// RoleNonVoter nodes replicate the Raft log but never vote.
+	RoleNonVoter
+)
+
+func (r Role) String() string {
+	switch r {
+	case RoleVoterEligible:
+		return "voter-eligible"
+	case RoleNonVoter:
+		return "non-voter"
+	}
+	return fmt.Sprintf("role(%d)", uint8(r))
+}
+
+// Meta is what every member carries in its memberlist metadata: who it is
+// and how to reach its other services. It changes rarely (a node
+// re-announces it with Mesh.UpdateMeta).
+type Meta struct {
+	// ID is the node's name (equal to its memberlist name).
+	ID       string
+	Building string
+	// Ports of the node's other services on its advertised address.
+	RaftPort, TransferPort, HTTPPort uint16
+	Role                             Role
+	// GPU summary: how many, which model, VRAM per GPU in MiB, CUDA
+	// compute capability (8.6 is stored as 86).
+	GPUs          uint16
+	GPUModel      string
+	GPUVRAMMiB    uint32
+	GPUCapability uint8
+	// Started is when the agent started (uptime counts toward voter choice).
+	Started time.Time
+}
+
+// Encode returns the compact encoding of m, or an error if a string is
+// over its limit (so memberlist never sees more than MetaMaxSize bytes).
+func (m Meta) Encode() ([]byte, error) {
+	switch {
+	case len(m.ID) == 0 || len(m.ID) > MaxNodeNameLen:
+		return nil, fmt.Errorf("node name %q: want 1 to %d bytes", m.ID, MaxNodeNameLen)
+	case len(m.Building) > MaxBuildingLen:
+		return nil, fmt.Errorf("building %q: longer than %d bytes", m.Building, MaxBuildingLen)
+	case len(m.GPUModel) > MaxGPUModelLen:
+		return nil, fmt.Errorf("gpu model %q: longer than %d bytes", m.GPUModel, MaxGPUModelLen)
+	}
+	w := writer{buf: make([]byte, 0, 64)}
+	w.byte(MetaVersion)
+	w.string(m.ID)
+	w.string(m.Building)
+	w.uint16(m.RaftPort)
+	w.uint16(m.TransferPort)
+	w.uint16(m.HTTPPort)
+	w.byte(byte(m.Role))
+	w.uint16(m.GPUs)
+	w.string(m.GPUModel)
+	w.uvarint(uint64(m.GPUVRAMMiB))
+	w.byte(m.GPUCapability)
+	w.varint(m.Started.Unix())
+	if len(w.buf) > memberlist.MetaMaxSize {
+		return nil, fmt.Errorf("node metadata is %d bytes, over memberlist's %d", len(w.buf), memberlist.MetaMaxSize)
+	}
+	return w.buf, nil
+}
+
+// DecodeMeta parses metadata received from a peer. Malformed input returns
+// an error wrapping ErrMalformed.
+func DecodeMeta(b []byte) (Meta, error) {
+	if len(b) > memberlist.MetaMaxSize {
+		return Meta{}, fmt.Errorf("%w: metadata of %d bytes", ErrMalformed, len(b))
+	}
+	r := reader{buf: b}
+	v := r.byte("version")
+	if r.err == nil && v == 0 {
+		r.fail("metadata version 0")
+	}
+	var m Meta
+	m.ID = r.string("node name", MaxNodeNameLen)
+	m.Building = r.string("building", MaxBuildingLen)
+	m.RaftPort = r.uint16("raft port")
+	m.TransferPort = r.uint16("transfer port")
+	m.HTTPPort = r.uint16("http port")
+	m.Role = Role(r.byte("role"))
+	m.GPUs = r.uint16("gpu count")
+	m.GPUModel = r.string("gpu model", MaxGPUModelLen)
+	vram := r.uvarint("gpu vram")
+	m.GPUCapability = r.byte("gpu capability")
+	started := r.varint("start time")
+	if r.err != nil {
+		return Meta{}, r.err
+	}
+	if vram > 1<<32-1 {
+		return Meta{}, fmt.Errorf("%w: gpu vram %d MiB", ErrMalformed, vram)
+	}
+	if m.Role > RoleNonVoter {
+		return Meta{}, fmt.Errorf("%w: unknown role %d", ErrMalformed, m.Role)
+	}
+	if len(m.ID) == 0 {
+		return Meta{}, fmt.Errorf("%w: empty node name", ErrMalformed)
+	}
+	if v == MetaVersion && len(r.buf) != 0 {
+		return Meta{}, fmt.Errorf("%w: %d trailing bytes", ErrMalformed, len(r.buf))
+	}
+	m.GPUVRAMMiB = uint32(vram)
+	// Bound the time so a hostile value cannot overflow time arithmetic.
+	const maxUnix = 1 << 40
+	if started < -maxUnix || started > maxUnix {
+		return Meta{}, fmt.Errorf("%w: start time %d", ErrMalformed, started)
+	}
+	m.Started = time.Unix(started, 0)
+	return m, nil
+}

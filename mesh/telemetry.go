@@ -1,0 +1,200 @@
+package mesh
+
+import (
+	"fmt"
+	"time"
+)
+
+// TelemetryVersion is the telemetry encoding this build writes; like Meta,
+// newer versions only append fields.
+const TelemetryVersion = 1
+
+// Limits on one telemetry report. A report must fit in one gossip packet
+// next to memberlist's own messages, so it stays under 1 KiB.
+const (
+	MaxTelemetrySize         = 1024
+	MaxBandwidthEntries      = 16
+	maxStateEntries          = 4096 // reports in one push/pull exchange
+	maxStateSize             = 2 << 20
+	msgTelemetry        byte = 1 // first byte of a telemetry broadcast
+)
+
+// BuildingBandwidth is the bandwidth a node sees towards one destination
+// building, bytes/s: the smoothed estimate available to migration and its
+// lower confidence bound (SPEC P1.7).
+type BuildingBandwidth struct {
+	Building     string
+	Available    float64
+	AvailableLow float64
+}
+
+// Telemetry is one node's latest report. Reports from the same node are
+// ordered by Seq: a report replaces the one a peer holds only if its Seq is
+// higher.
+type Telemetry struct {
+	Node string
+	Seq  uint64
+	// Sent is when the node produced the report (its own clock).
+	Sent     time.Time
+	Load     float64 // 0..1 and above when overloaded
+	FreeGPUs uint16
+	// Hazard is the node's current emergency hazard λ̂⁺ (1/s) as last
+	// published by the leader.
+	Hazard    float64
+	Bandwidth []BuildingBandwidth
+	// Leaving is set in the last report of a node that leaves gracefully
+	// (Mesh.Leave), so peers tell a departure from a failure.
+	Leaving bool
+}
+
+// Telemetry flag bits.
+const flagLeaving byte = 1 << 0
+
+// Encode returns the broadcast form of t (message type, version, fields).
+func (t Telemetry) Encode() ([]byte, error) {
+	if len(t.Node) == 0 || len(t.Node) > MaxNodeNameLen {
+		return nil, fmt.Errorf("telemetry node name %q: want 1 to %d bytes", t.Node, MaxNodeNameLen)
+	}
+	if len(t.Bandwidth) > MaxBandwidthEntries {
+		return nil, fmt.Errorf("telemetry has %d bandwidth entries, over %d", len(t.Bandwidth), MaxBandwidthEntries)
+	}
+	w := writer{buf: make([]byte, 0, 128)}
+	w.byte(msgTelemetry)
+	w.byte(TelemetryVersion)
+	w.string(t.Node)
+	w.uvarint(t.Seq)
+	w.varint(t.Sent.UnixNano())
+	w.float64(t.Load)
+	w.uint16(t.FreeGPUs)
+	w.float64(t.Hazard)
+	var flags byte
+	if t.Leaving {
+		flags |= flagLeaving
+	}
+	w.byte(flags)
+	w.uvarint(uint64(len(t.Bandwidth)))
+	for _, b := range t.Bandwidth {
+		if len(b.Building) > MaxBuildingLen {
+			return nil, fmt.Errorf("telemetry building %q: longer than %d bytes", b.Building, MaxBuildingLen)
+		}
+		w.string(b.Building)
+		w.float64(b.Available)
+		w.float64(b.AvailableLow)
+	}
+	if len(w.buf) > MaxTelemetrySize {
+		return nil, fmt.Errorf("telemetry report is %d bytes, over %d", len(w.buf), MaxTelemetrySize)
+	}
+	return w.buf, nil
+}
+
+// DecodeTelemetry parses a telemetry broadcast from a peer. Malformed input
+// returns an error wrapping ErrMalformed.
+func DecodeTelemetry(b []byte) (Telemetry, error) {
+	if len(b) > MaxTelemetrySize {
+		return Telemetry{}, fmt.Errorf("%w: telemetry of %d bytes", ErrMalformed, len(b))
+	}
+	r := reader{buf: b}
+	if typ := r.byte("message type"); r.err == nil && typ != msgTelemetry {
+		return Telemetry{}, fmt.Errorf("%w: message type %d is not telemetry", ErrMalformed, typ)
+	}
+	v := r.byte("version")
+	if r.err == nil && v == 0 {
+		r.fail("telemetry version 0")
+	}
+	var t Telemetry
+	t.Node = r.string("node name", MaxNodeNameLen)
+	t.Seq = r.uvarint("sequence")
+	sent := r.varint("sent time")
+	t.Load = r.float64("load")
+	t.FreeGPUs = r.uint16("free gpus")
+	t.Hazard = r.float64("hazard")
+	flags := r.byte("flags")
+	if r.err == nil && v == TelemetryVersion && flags&^flagLeaving != 0 {
+		r.fail("unknown flags %#x", flags)
+	}
+	t.Leaving = flags&flagLeaving != 0
+	n := r.uvarint("bandwidth count")
+	if r.err == nil && n > MaxBandwidthEntries {
+		r.fail("%d bandwidth entries, over %d", n, MaxBandwidthEntries)
+	}
+	if r.err == nil && n > 0 {
+		t.Bandwidth = make([]BuildingBandwidth, 0, n)
+		for i := uint64(0); i < n && r.err == nil; i++ {
+			var bw BuildingBandwidth
+			bw.Building = r.string("building", MaxBuildingLen)
+			bw.Available = r.float64("available bandwidth")
+			bw.AvailableLow = r.float64("available bandwidth lower bound")
+			t.Bandwidth = append(t.Bandwidth, bw)
+		}
+	}
+	if r.err != nil {
+		return Telemetry{}, r.err
+	}
+	if len(t.Node) == 0 {
+		return Telemetry{}, fmt.Errorf("%w: telemetry without a node name", ErrMalformed)
+	}
+	if v == TelemetryVersion && len(r.buf) != 0 {
+		return Telemetry{}, fmt.Errorf("%w: %d trailing bytes", ErrMalformed, len(r.buf))
+	}
+	t.Sent = time.Unix(0, sent)
+	return t, nil
+}
+
+// encodeState packs reports for a push/pull exchange: version, count, then
+// each report with a length prefix. It stops before maxStateSize.
+func encodeState(reports []Telemetry) []byte {
+	w := writer{buf: make([]byte, 0, 64*len(reports)+8)}
+	w.byte(TelemetryVersion)
+	var body writer
+	n := 0
+	for _, t := range reports {
+		b, err := t.Encode()
+		if err != nil {
+			continue // our own reports were checked when stored
+		}
+		if n == maxStateEntries || len(body.buf)+len(b)+4 > maxStateSize {
+			break
+		}
+		body.uvarint(uint64(len(b)))
+		body.buf = append(body.buf, b...)
+		n++
+	}
+	w.uvarint(uint64(n))
+	w.buf = append(w.buf, body.buf...)
+	return w.buf
+}
+
+// decodeState parses a peer's push/pull state.
+func decodeState(b []byte) ([]Telemetry, error) {
+	if len(b) > maxStateSize+16 {
+		return nil, fmt.Errorf("%w: state of %d bytes", ErrMalformed, len(b))
+	}
+	r := reader{buf: b}
+	if v := r.byte("state version"); r.err == nil && v == 0 {
+		r.fail("state version 0")
+	}
+	n := r.uvarint("state count")
+	if r.err == nil && n > maxStateEntries {
+		r.fail("%d reports in state, over %d", n, maxStateEntries)
+	}
+	if r.err != nil {
+		return nil, r.err
+	}
+	out := make([]Telemetry, 0, min(n, 64))
+	for i := uint64(0); i < n; i++ {
+		size := r.uvarint("report length")
+		if r.err != nil {
+			return nil, r.err
+		}
+		if size > uint64(len(r.buf)) {
+			return nil, fmt.Errorf("%w: report %d truncated", ErrMalformed, i)
+		}
+		t, err := DecodeTelemetry(r.buf[:size])
+		if err != nil {
+			return nil, fmt.Errorf("report %d: %w", i, err)
+		}
+		r.buf = r.buf[size:]
+		out = append(out, t)
+	}
+	return out, nil
+}

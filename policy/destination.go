@@ -1,0 +1,355 @@
+package policy
+
+import (
+	"hash/fnv"
+	"math"
+	"slices"
+	"time"
+)
+
+// Request is one destination choice for P2 (SPEC P2.3–P2.6).
+type Request struct {
+	Job Job
+	// Source is the node the bytes come from: the host for a hand-off or a
+	// standby, a replica holder for a recovery; empty to place a new job
+	// (no transfer term, no locality filter).
+	Source NodeID
+	// Deadline is the reclaim deadline; zero for no deadline (standby,
+	// recovery, placement).
+	Deadline time.Time
+	// Recovery lets the source host the job itself (it holds the replica,
+	// so nothing moves).
+	Recovery bool
+	Now      time.Time
+}
+
+// SelectDestination ranks every node of the snapshot for one request
+// (SPEC P2): candidates that pass the filters of P2.3 (not the source, not
+// leaving, VRAM, CUDA capability, free GPUs, load ≤ θ, a path, and for a
+// deadline C/bw⁻ + Tr ≤ time left) and the locality filter of P2.4
+// (same-building candidates only when there are at least KMin) come first,
+// by score
+//
+//	σ_d = C_d/bw(s,d) + Tr + α·(1 − S_d(Trem))·T̄mig(d)
+//
+// (seconds, lower is better), then the rejected nodes with their reason.
+// C_d is what d still lacks: the job's checkpoint minus StandbyHas at its
+// standby. bw uses the migration share of each link (capacity minus the
+// reservation, at most the measured available rate) and the deadline filter
+// its lower bound; both are divided by the ceiling factor, as admission
+// counts flows at their ceiling. The first accepted candidate is the
+// choice; with P2 switched off it is a seeded random feasible one, moved to
+// the front. The list is bounded by Params.MaxCandidates.
+func SelectDestination(s Snapshot, req Request) []Candidate {
+	w := newWorld(s, req.Now, nil)
+	src := -1
+	if req.Source != "" {
+		i, ok := w.index[req.Source]
+		if !ok {
+			return nil
+		}
+		src = i
+	}
+	res := w.scan(scanRequest{job: &req.Job, src: src, deadline: req.Deadline, recovery: req.Recovery, list: true})
+	return res.list
+}
+
+// scanRequest is one P2 evaluation inside a period.
+type scanRequest struct {
+	job      *Job
+	src      int       // node index of the source, -1 for none
+	deadline time.Time // zero: none
+	recovery bool      // the source holds a replica and may host
+	list     bool      // build the Candidates list
+}
+
+// scanResult is P2's outcome: best is a node index (-1 when no candidate
+// passes), cand its scored entry.
+type scanResult struct {
+	best int
+	cand Candidate
+	list []Candidate
+}
+
+// lacking returns the bytes candidate i still needs for the request.
+func (w *world) lacking(r scanRequest, i int) int64 {
+	c := r.job.CheckpointBytes
+	if r.recovery {
+		if i == r.src {
+			return 0
+		}
+		return c
+	}
+	if r.src < 0 {
+		return 0
+	}
+	if r.job.Standby != "" && w.nodes[i].ID == r.job.Standby {
+		return max(0, c-r.job.StandbyHas)
+	}
+	return c
+}
+
+// staticReject applies the filters of P2.3 that do not depend on the
+// transfer (and P2.6's standby/placement uses).
+func (w *world) staticReject(r scanRequest, i int) RejectReason {
+	nd := w.nodes[i]
+	j := r.job
+	switch {
+	case i == r.src && !r.recovery:
+		return RejectSource
+	case w.leaving[i]:
+		return RejectLeaving
+	case nd.GPU.VRAM < j.VRAM:
+		return RejectVRAM
+	case nd.GPU.Capability < j.Capability:
+		return RejectCapability
+	case w.freeGPUs[i] < j.GPUs:
+		return RejectGPUs
+	case nd.Load > w.p.MaxLoad:
+		return RejectLoad
+	case w.vertex[i] < 0:
+		return RejectNoPath
+	}
+	return ""
+}
+
+// remigration returns T̄mig for a candidate in each building: the mean of
+// C/bw(b, b') + Tr over the other candidates, per building pair (SPEC
+// P2.5). Buildings with no bandwidth between them are left out of the
+// mean; a candidate with no other reachable candidate uses its own
+// building's figure, as if a peer were there.
+func (w *world) remigration(r scanRequest, count []int) []float64 {
+	nb := len(w.bldgs)
+	c := float64(r.job.CheckpointBytes)
+	tr := r.job.RestartTime.Seconds()
+	out := w.scratchTmig[:nb]
+	for b := range nb {
+		var sum, n float64
+		for b2 := range nb {
+			k := count[b2]
+			if b2 == b {
+				k-- // the candidate itself
+			}
+			bw := w.pairBW[b][b2]
+			if k <= 0 || bw <= 0 {
+				continue
+			}
+			sum += float64(k) * (c/bw + tr)
+			n += float64(k)
+		}
+		switch {
+		case n > 0:
+			out[b] = sum / n
+		case w.pairBW[b][b] > 0:
+			out[b] = c/w.pairBW[b][b] + tr
+		default:
+			out[b] = tr
+		}
+	}
+	return out
+}
+
+// scan evaluates every node for a request and returns the choice.
+func (w *world) scan(r scanRequest) scanResult {
+	n := len(w.nodes)
+	if len(w.scratchReasons) < n {
+		w.scratchReasons = make([]RejectReason, n)
+		w.scratchCands = make([]Candidate, n)
+	}
+	if len(w.scratchCount) < len(w.bldgs) {
+		w.scratchCount = make([]int, len(w.bldgs))
+		w.scratchTmig = make([]float64, len(w.bldgs))
+	}
+	reasons, cands, count := w.scratchReasons[:n], w.scratchCands[:n], w.scratchCount[:len(w.bldgs)]
+	if len(w.scratchEval) < n {
+		w.scratchEval = make([]bool, n)
+	}
+	evaluated := w.scratchEval[:n]
+	clear(count)
+	for i := range n {
+		evaluated[i] = false
+		reasons[i] = w.staticReject(r, i)
+		if reasons[i] == "" {
+			count[w.bldg[i]]++
+		}
+	}
+	tmig := w.remigration(r, count)
+	j := r.job
+	tr := j.RestartTime
+	var left time.Duration
+	if !r.deadline.IsZero() {
+		left = r.deadline.Sub(w.now)
+	}
+	// transfer applies the path, bandwidth and deadline filters to one
+	// candidate and records its transfer figures.
+	transfer := func(i int) {
+		evaluated[i] = true
+		bytes := w.lacking(r, i)
+		est, low := math.Inf(1), math.Inf(1)
+		if r.src >= 0 {
+			var ok bool
+			if est, low, ok = w.pathRate(r.src, i); !ok {
+				reasons[i] = RejectNoPath
+				cands[i] = Candidate{Node: w.nodes[i].ID}
+				return
+			}
+		}
+		if j.WriteCap > 0 {
+			est, low = math.Min(est, j.WriteCap), math.Min(low, j.WriteCap)
+		}
+		secs := 0.0
+		if bytes > 0 {
+			secs = float64(bytes) / est
+		}
+		cands[i] = Candidate{Node: w.nodes[i].ID, Transfer: secondsToDuration(secs), Score: secs, Bottleneck: est}
+		switch {
+		case bytes > 0 && est <= 0:
+			reasons[i] = RejectBandwidth
+		case !r.deadline.IsZero() && !FinalCheckpointFeasible(bytes, low, tr, left):
+			reasons[i] = RejectDeadline
+		}
+	}
+	// Locality (P2.4): same-building candidates are checked first; with at
+	// least KMin of them feasible the other buildings are set aside without
+	// computing their paths (that is what keeps a scan cheap at thousands
+	// of nodes). Not for a new job's placement, nor with P2 off.
+	localFirst := r.src >= 0 && w.p.KMin > 0 && w.p.Switches.P2
+	if localFirst {
+		local := 0
+		home := w.bldg[r.src]
+		for i := range n {
+			if reasons[i] == "" && w.bldg[i] == home {
+				if transfer(i); reasons[i] == "" {
+					local++
+				}
+			}
+		}
+		for i := range n {
+			if reasons[i] != "" || w.bldg[i] == home {
+				continue
+			}
+			if local >= w.p.KMin {
+				reasons[i] = RejectLocality
+			} else {
+				transfer(i)
+			}
+		}
+	} else {
+		for i := range n {
+			if reasons[i] == "" {
+				transfer(i)
+			}
+		}
+	}
+	remaining := j.Remaining.Seconds()
+	for i := range n {
+		if reasons[i] != "" && reasons[i] != RejectDeadline {
+			continue
+		}
+		surv := 1.0
+		if remaining > 0 {
+			surv = math.Exp(-w.survivalOf(i).span(w.nowSec, remaining))
+		}
+		remig := tmig[w.bldg[i]]
+		c := &cands[i]
+		c.Survival, c.Remigration = surv, secondsToDuration(remig)
+		c.Score += tr.Seconds() + w.p.Alpha*(1-surv)*remig
+	}
+	res := scanResult{best: -1}
+	if w.p.Switches.P2 {
+		for i := range n {
+			if reasons[i] == "" && (res.best < 0 || cands[i].Score < cands[res.best].Score) {
+				res.best = i
+			}
+		}
+	} else {
+		res.best = w.randomFeasible(r, reasons)
+	}
+	if res.best >= 0 {
+		res.cand = cands[res.best]
+	}
+	if r.list {
+		res.list = w.candidateList(cands, reasons, evaluated, res.best)
+	}
+	return res
+}
+
+// randomFeasible is P2 switched off: a seeded random choice among the
+// nodes that pass P2.3's filters (deadline included, locality ignored).
+func (w *world) randomFeasible(r scanRequest, reasons []RejectReason) int {
+	var feasible []int
+	for i, why := range reasons {
+		if why == "" || why == RejectLocality {
+			feasible = append(feasible, i)
+		}
+	}
+	if len(feasible) == 0 {
+		return -1
+	}
+	h := fnv.New64a()
+	var seed [8]byte
+	for k := range seed {
+		seed[k] = byte(w.p.Seed >> (8 * k))
+	}
+	h.Write(seed[:])
+	h.Write([]byte(r.job.ID))
+	return feasible[h.Sum64()%uint64(len(feasible))]
+}
+
+// candidateList returns the chosen node first, then the other accepted
+// candidates by score (ties by ID), then rejected nodes by ID with their
+// reason, each part bounded by MaxCandidates.
+func (w *world) candidateList(cands []Candidate, reasons []RejectReason, evaluated []bool, best int) []Candidate {
+	limit := w.p.MaxCandidates
+	var top []int // accepted, kept sorted, at most limit
+	var rejected []Candidate
+	better := func(a, b int) bool {
+		if cands[a].Score != cands[b].Score {
+			return cands[a].Score < cands[b].Score
+		}
+		return a < b
+	}
+	for i, why := range reasons {
+		if why != "" {
+			if limit <= 0 || len(rejected) < limit {
+				c := Candidate{Node: w.nodes[i].ID}
+				if evaluated[i] {
+					c = cands[i]
+				}
+				c.Rejected = why
+				rejected = append(rejected, c)
+			}
+			continue
+		}
+		if i == best {
+			continue
+		}
+		if limit > 0 && len(top) >= limit && !better(i, top[len(top)-1]) {
+			continue
+		}
+		pos, _ := slices.BinarySearchFunc(top, i, func(a, b int) int {
+			if better(a, b) {
+				return -1
+			}
+			if better(b, a) {
+				return 1
+			}
+			return 0
+		})
+		top = slices.Insert(top, pos, i)
+		if limit > 0 && len(top) > limit {
+			top = top[:limit]
+		}
+	}
+	out := make([]Candidate, 0, len(top)+len(rejected)+1)
+	if best >= 0 {
+		out = append(out, cands[best])
+	}
+	for _, i := range top {
+		if limit > 0 && len(out) >= limit {
+			break
+		}
+		out = append(out, cands[i])
+	}
+	return append(out, rejected...)
+}

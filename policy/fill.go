@@ -1,0 +1,176 @@
+package policy
+
+import "math"
+
+// fillFlow is one flow of a progressive filling: its rate grows as
+// base + weight·t with the common level t until a link it crosses is full
+// or it reaches cap.
+type fillFlow struct {
+	weight float64 // growth per unit of level; 0 keeps the flow at base
+	base   float64 // rate it already has (not charged to capacity here)
+	cap    float64 // highest rate; +Inf for none
+	links  []int   // indexes into the capacity slice
+}
+
+// progressiveFill is weighted max-min water-filling with caps: every flow
+// grows in proportion to its weight until one of its links is full or it
+// hits its cap, then it freezes and the rest keep growing. capacity holds
+// the room left on each link for growth above the bases (rate units); it is
+// reduced by what the fill uses. It returns each flow's rate.
+//
+// With one link and weights (λ_i·C_i)^(1/3) this is exactly SPEC P1.3 with
+// the box constraints of P1.4 (Lemma 2's water-filling): jobs that reach
+// their cap freeze there and the rest share the residual in proportion to
+// their weights. With weights 1 and floors as bases it is the max-min
+// sharing of P3.4a step 3. Events are processed from a heap, so the cost is
+// O((F + Σ|links|)·log) rather than a round per saturated link.
+func progressiveFill(flows []fillFlow, capacity []float64) []float64 {
+	rates := make([]float64, len(flows))
+	frozen := make([]bool, len(flows))
+	nl := len(capacity)
+	wsum := make([]float64, nl)
+	live := make([]int, nl)      // unfrozen flows with weight > 0 per link
+	spent := make([]float64, nl) // growth already frozen on the link
+	// Link → flows adjacency in CSR form.
+	start := make([]int, nl+1)
+	for _, f := range flows {
+		for _, l := range f.links {
+			start[l+1]++
+		}
+	}
+	for l := range nl {
+		start[l+1] += start[l]
+	}
+	adj := make([]int, start[nl])
+	fillPos := append([]int(nil), start[:nl]...)
+	for i, f := range flows {
+		for _, l := range f.links {
+			adj[fillPos[l]] = i
+			fillPos[l]++
+		}
+	}
+
+	h := &fillHeap{ev: make([]fillEvent, 0, len(flows)+nl)}
+	version := make([]int, nl)
+	for i, f := range flows {
+		rates[i] = f.base
+		if f.weight <= 0 || (len(f.links) == 0 && math.IsInf(f.cap, 1)) || f.cap <= f.base {
+			frozen[i] = true
+			if f.cap < f.base {
+				rates[i] = math.Max(f.cap, 0)
+			}
+			continue
+		}
+		for _, l := range f.links {
+			wsum[l] += f.weight
+			live[l]++
+		}
+		if !math.IsInf(f.cap, 1) {
+			h.push(fillEvent{level: (f.cap - f.base) / f.weight, flow: i, link: -1})
+		}
+	}
+	for l := range nl {
+		if live[l] > 0 {
+			h.push(fillEvent{level: math.Max(0, capacity[l]) / wsum[l], link: l})
+		}
+	}
+
+	freeze := func(i int, level float64) {
+		f := flows[i]
+		frozen[i] = true
+		grow := f.weight * level
+		rates[i] = f.base + grow
+		for _, l := range f.links {
+			spent[l] += grow
+			wsum[l] -= f.weight
+			live[l]--
+			version[l]++
+			if live[l] > 0 {
+				room := math.Max(0, capacity[l]-spent[l])
+				h.push(fillEvent{level: math.Max(level, room/wsum[l]), link: l, version: version[l]})
+			}
+		}
+	}
+	for h.Len() > 0 {
+		ev := h.pop()
+		if ev.link < 0 {
+			if !frozen[ev.flow] {
+				freeze(ev.flow, ev.level)
+			}
+			continue
+		}
+		if ev.version != version[ev.link] || live[ev.link] == 0 {
+			continue
+		}
+		for _, i := range adj[start[ev.link]:start[ev.link+1]] {
+			if !frozen[i] {
+				freeze(i, ev.level)
+			}
+		}
+	}
+	for l := range nl {
+		capacity[l] -= spent[l]
+	}
+	return rates
+}
+
+// fillEvent is the level at which a link fills (link ≥ 0) or a flow reaches
+// its cap (link < 0).
+type fillEvent struct {
+	level   float64
+	link    int
+	flow    int
+	version int
+}
+
+// fillHeap is a binary min-heap of events, typed so that pushing does not
+// box every event in an interface.
+type fillHeap struct{ ev []fillEvent }
+
+func (h *fillHeap) Len() int { return len(h.ev) }
+
+func (a fillEvent) before(b fillEvent) bool {
+	if a.level != b.level {
+		return a.level < b.level
+	}
+	// Deterministic order for equal levels: caps first, then links by index.
+	if a.link != b.link {
+		return a.link < b.link
+	}
+	return a.flow < b.flow
+}
+
+func (h *fillHeap) push(e fillEvent) {
+	h.ev = append(h.ev, e)
+	i := len(h.ev) - 1
+	for i > 0 {
+		p := (i - 1) / 2
+		if !h.ev[i].before(h.ev[p]) {
+			break
+		}
+		h.ev[i], h.ev[p] = h.ev[p], h.ev[i]
+		i = p
+	}
+}
+
+func (h *fillHeap) pop() fillEvent {
+	top := h.ev[0]
+	last := len(h.ev) - 1
+	h.ev[0] = h.ev[last]
+	h.ev = h.ev[:last]
+	i := 0
+	for {
+		l, r, m := 2*i+1, 2*i+2, i
+		if l < last && h.ev[l].before(h.ev[m]) {
+			m = l
+		}
+		if r < last && h.ev[r].before(h.ev[m]) {
+			m = r
+		}
+		if m == i {
+			return top
+		}
+		h.ev[i], h.ev[m] = h.ev[m], h.ev[i]
+		i = m
+	}
+}

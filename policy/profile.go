@@ -1,0 +1,127 @@
+package policy
+
+import (
+	"math"
+	"time"
+)
+
+const secondsPerDay = 86400.0
+
+// bucketWidth returns the width of one bucket in seconds.
+func (p HazardProfile) bucketWidth() float64 { return secondsPerDay / float64(len(p.Rates)) }
+
+// secondOfDay returns t's offset into its UTC day, in seconds.
+func secondOfDay(t time.Time) float64 {
+	u := t.UTC()
+	h, m, s := u.Clock()
+	return float64(h*3600+m*60+s) + float64(u.Nanosecond())/1e9
+}
+
+// At returns the hazard (1/s) at time t: Rates[k] for the bucket k that
+// holds t's UTC time of day. An empty profile returns 0.
+func (p HazardProfile) At(t time.Time) float64 { return p.atSecond(secondOfDay(t)) }
+
+// atSecond is At for an offset into the UTC day, in seconds.
+func (p HazardProfile) atSecond(sec float64) float64 {
+	n := len(p.Rates)
+	if n == 0 {
+		return 0
+	}
+	k := int(sec * float64(n) / secondsPerDay)
+	return p.Rates[max(0, min(k, n-1))]
+}
+
+// Mean returns the profile's average hazard over a day, 1/s.
+func (p HazardProfile) Mean() float64 {
+	if len(p.Rates) == 0 {
+		return 0
+	}
+	var s float64
+	for _, r := range p.Rates {
+		s += r
+	}
+	return s / float64(len(p.Rates))
+}
+
+// Integral returns ∫_from^to h(u) du, the expected number of events in
+// [from, to) (dimensionless). Whole days cost one pass over the buckets, so
+// a remaining runtime of weeks is as cheap as an hour. to ≤ from gives 0.
+func (p HazardProfile) Integral(from, to time.Time) float64 {
+	if len(p.Rates) == 0 || !to.After(from) {
+		return 0
+	}
+	return cumulativeOf(p).between(from, to)
+}
+
+// Survival returns exp(−∫_from^to h(u) du), the probability of no event in
+// [from, to) under the profile (SPEC P2.5).
+func (p HazardProfile) Survival(from, to time.Time) float64 {
+	return math.Exp(-p.Integral(from, to))
+}
+
+// cumulative is a profile's prefix integral over one day: cum[k] is the
+// integral from midnight to the start of bucket k; cum[n] the daily total.
+// Tick builds one per node so P2's survival costs O(1) per candidate.
+type cumulative struct {
+	cum   []float64
+	rates []float64
+	width float64
+}
+
+func cumulativeOf(p HazardProfile) cumulative {
+	c, _ := cumulativeInto(p, make([]float64, 0, len(p.Rates)+1))
+	return c
+}
+
+// cumulativeInto is cumulativeOf taking its prefix array from the end of
+// arena (grown in chunks), so a period's thousands of nodes cost a few
+// allocations. It returns the arena to pass to the next call.
+func cumulativeInto(p HazardProfile, arena []float64) (cumulative, []float64) {
+	n := len(p.Rates)
+	if cap(arena)-len(arena) < n+1 {
+		arena = make([]float64, 0, max(4096, n+1))
+	}
+	start := len(arena)
+	arena = arena[:start+n+1]
+	c := cumulative{cum: arena[start : start+n+1 : start+n+1], rates: p.Rates}
+	clear(c.cum)
+	if n == 0 {
+		return c, arena
+	}
+	c.width = p.bucketWidth()
+	for k, r := range p.Rates {
+		c.cum[k+1] = c.cum[k] + math.Max(r, 0)*c.width
+	}
+	return c, arena
+}
+
+// upTo returns the integral from midnight to sec seconds into the day.
+func (c cumulative) upTo(sec float64) float64 {
+	n := len(c.rates)
+	k := max(0, min(int(sec*float64(n)/secondsPerDay), n-1))
+	return c.cum[k] + math.Max(c.rates[k], 0)*(sec-float64(k)*c.width)
+}
+
+// between returns ∫_from^to of the profile.
+func (c cumulative) between(from, to time.Time) float64 {
+	if len(c.rates) == 0 || !to.After(from) {
+		return 0
+	}
+	return c.span(secondOfDay(from), to.Sub(from).Seconds())
+}
+
+// span returns the integral over span seconds starting a seconds into a
+// UTC day (a in [0, 86400)).
+func (c cumulative) span(a, span float64) float64 {
+	if len(c.rates) == 0 || span <= 0 {
+		return 0
+	}
+	days := math.Floor(span / secondsPerDay)
+	total := days * c.cum[len(c.rates)]
+	rest := span - days*secondsPerDay
+	b := a + rest
+	if b <= secondsPerDay {
+		return total + c.upTo(b) - c.upTo(a)
+	}
+	return total + c.cum[len(c.rates)] - c.upTo(a) + c.upTo(b-secondsPerDay)
+}

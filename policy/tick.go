@@ -1,0 +1,216 @@
+package policy
+
+import (
+	"cmp"
+	"math"
+	"slices"
+	"time"
+)
+
+// Degraded-recovery reasons a HandoffDecision may carry.
+const (
+	ReasonEmergency     = "emergency reclaim: recover from the freshest committed replica"
+	ReasonNoticeShort   = "notice not longer than the restart time"
+	ReasonNoDestination = "no destination can receive the checkpoint before the deadline"
+	ReasonNotAdmitted   = "migration not admitted: links full with earlier deadlines"
+	ReasonTooSlow       = "path too slow for a final checkpoint before the deadline"
+)
+
+// burstWindow is how much of a flow's ceiling its token bucket may burst
+// (10 ms), never below Params.MinBurst (SPEC P3.5).
+const burstWindow = 10 * time.Millisecond
+
+// migration is one planned or recovery transfer being decided this period.
+type migration struct {
+	id       string
+	job      *Job
+	from, to int
+	bytes    int64
+	start    time.Time
+	deadline time.Time // zero for a recovery restore
+	minRate  float64
+	rate     float64
+	links    []int
+}
+
+// Tick is the leader's control step (SPEC P1.9 and P3.4a), a pure function
+// of the snapshot and now. In order:
+//
+//  1. Planned migrations. Jobs on nodes with a pending scheduled reclaim,
+//     earliest deadline first: P2 picks a destination whose path still has
+//     room for r_min at the ceiling (carried flows keep theirs), starts are
+//     staggered within their slack (P3.4b), and P3 admits each flow at
+//     r_min = C/(deadline − start − Tr) if every link of its path holds it
+//     at its ceiling (P3.4, P3.4c). Admitted flows get a final-checkpoint
+//     order (P1.6); the others are degraded recoveries.
+//  2. Recoveries and placements. Jobs that lost their host (emergency
+//     reclaim, gone node, state Recovering) are placed by P2 from their
+//     freshest live replica and their restore flows share what is left
+//     of their paths max-min: a job that is down comes before the
+//     durability of the running ones. Pending jobs are placed by P2.6.
+//  3. P1. Every running job keeps (or gets from P2.6) a standby; what is
+//     left of each link is the checkpoint budget, split by the cube-root
+//     rule with caps (P1.3/P1.4; on several bottlenecks each job gets its
+//     weighted max-min share of its tightest link), and Δ_i follows from
+//     P1.5.
+//  4. What P1 could not use goes to the migrations of steps 1–2 by
+//     max-min water-filling, so they finish early.
+//
+// Links are per direction; every flow is counted at its ceiling
+// (CeilingFactor × rate) against each link's migration share, which is
+// never negative. The output is sorted (jobs, hand-offs and placements by
+// job ID, flows by ID), so the same input gives the same Decisions.
+// Start Params from DefaultParams: the zero Params has every protocol
+// switched off and a load threshold of 0.
+func Tick(s Snapshot, now time.Time) Decisions {
+	reclaims := map[NodeID]Reclaim{}
+	for _, r := range s.Reclaims {
+		// Several reclaims of one node: the earliest deadline counts, and
+		// among equal deadlines the earliest announcement (the longest
+		// notice), so input order never matters.
+		if old, ok := reclaims[r.Node]; !ok || r.Deadline.Before(old.Deadline) ||
+			r.Deadline.Equal(old.Deadline) && r.Announced.Before(old.Announced) {
+			reclaims[r.Node] = r
+		}
+	}
+	reclaimed := make(map[NodeID]bool, len(reclaims))
+	for id := range reclaims {
+		reclaimed[id] = true
+	}
+	w := newWorld(s, now, reclaimed)
+
+	jobs := make([]*Job, 0, len(s.Jobs))
+	for i := range s.Jobs {
+		if s.Jobs[i].State != JobDone {
+			jobs = append(jobs, &s.Jobs[i])
+		}
+	}
+	slices.SortStableFunc(jobs, func(a, b *Job) int { return cmp.Compare(a.ID, b.ID) })
+
+	var d Decisions
+	var recover, running []*Job
+	var handoffs []handoffReq
+	carried := map[JobID]*Flow{}
+	for i := range s.Flows {
+		f := &s.Flows[i]
+		if f.Class == ClassMigration && f.Remaining > 0 {
+			if old, ok := carried[f.Job]; !ok || f.ID < old.ID {
+				carried[f.Job] = f
+			}
+		}
+	}
+	for _, j := range jobs {
+		host, hostOK := w.index[j.Node]
+		switch {
+		case j.State == JobPending:
+			continue // placed in step 2
+		case j.State == JobRecovering || j.Node == "" || !hostOK:
+			recover = append(recover, j)
+		case reclaimed[j.Node]:
+			r := reclaims[j.Node]
+			if r.Emergency() {
+				d.Handoffs = append(d.Handoffs, HandoffDecision{Job: j.ID, From: j.Node, Deadline: r.Deadline, Degraded: true, Reason: ReasonEmergency})
+				recover = append(recover, j)
+				continue
+			}
+			handoffs = append(handoffs, handoffReq{job: j, reclaim: r, carried: carried[j.ID]})
+		case w.nodes[host].Leaving:
+			recover = append(recover, j) // the node left without a reclaim on record
+		default:
+			running = append(running, j)
+		}
+	}
+
+	// Step 1: planned migrations, earliest deadline first.
+	planned := w.handoffs(handoffs, &d)
+	if !s.Params.Switches.P3 && len(planned) > 0 {
+		// P3 off: no admission and no reservation; migrations simply
+		// share the links max-min, ahead of checkpoints.
+		w.share(planned)
+	}
+
+	// Step 2: recoveries from replicas, then new jobs.
+	restores := w.recoveries(recover, &d)
+	if len(restores) > 0 {
+		w.share(restores)
+	}
+	w.placeNew(jobs, &d)
+
+	// Step 3: P1 on what is left.
+	var paths [][]int
+	d.Jobs, paths, d.CheckpointBudget = w.checkpoints(running)
+	d.Flows = make([]FlowDecision, 0, len(d.Jobs)+len(planned)+len(restores))
+	for i := range d.Jobs {
+		jd := &d.Jobs[i]
+		if jd.Standby == "" || jd.Bandwidth <= 0 {
+			continue
+		}
+		j := running[i]
+		from, to := w.index[j.Node], w.index[jd.Standby]
+		d.Flows = append(d.Flows, w.flowDecision(&migration{
+			id: "ckpt/" + string(j.ID), job: j, from: from, to: to, rate: jd.Bandwidth,
+			start: now, links: paths[i],
+		}, ClassPresync))
+	}
+
+	// Step 4: the rest to migrations, max-min.
+	all := append(planned, restores...)
+	if len(all) > 0 {
+		w.share(all)
+	}
+	for _, m := range all {
+		d.Flows = append(d.Flows, w.flowDecision(m, ClassMigration))
+	}
+	slices.SortFunc(d.Flows, func(a, b FlowDecision) int { return cmp.Compare(a.ID, b.ID) })
+	slices.SortStableFunc(d.Handoffs, func(a, b HandoffDecision) int { return cmp.Compare(a.Job, b.Job) })
+	slices.SortStableFunc(d.Placements, func(a, b Placement) int { return cmp.Compare(a.Job, b.Job) })
+	return d
+}
+
+// share raises the flows' rates by max-min water-filling over the room
+// left on their links (in both estimates) and charges what they get.
+func (w *world) share(ms []*migration) {
+	base := make([]float64, len(ms))
+	links := make([][]int, len(ms))
+	for i, m := range ms {
+		base[i], links[i] = m.rate, m.links
+	}
+	before := slices.Clone(w.est)
+	rates := MaxMinShare(base, links, w.est, w.cf)
+	for i, m := range ms {
+		m.rate = rates[i]
+	}
+	for l := range w.low {
+		w.low[l] = math.Max(0, w.low[l]-(before[l]-w.est[l]))
+	}
+}
+
+// flowDecision turns a decided transfer into its enforcement entry.
+func (w *world) flowDecision(m *migration, class TrafficClass) FlowDecision {
+	f := FlowDecision{
+		ID: m.id, Job: m.job.ID, From: w.nodes[m.from].ID, To: w.nodes[m.to].ID, Class: class,
+		Rate: m.rate, MinRate: m.minRate, Start: m.start, Deadline: m.deadline, Links: w.linkIDs(m.links),
+	}
+	if w.p.Switches.P3 {
+		f.Ceiling = m.rate * w.cf
+		f.Burst = max(w.p.MinBurst, int64(f.Ceiling*burstWindow.Seconds()))
+	}
+	return f
+}
+
+// transferTime is bytes/rate as a Duration (MaxInterval when rate ≤ 0).
+func transferTime(bytes int64, rate float64) time.Duration {
+	if bytes <= 0 {
+		return 0
+	}
+	if rate <= 0 {
+		return MaxInterval
+	}
+	return secondsToDuration(float64(bytes) / rate)
+}
+
+func sortedReplicas(r []NodeID) []NodeID {
+	out := slices.Clone(r)
+	slices.Sort(out)
+	return slices.Compact(out)
+}

@@ -1,0 +1,250 @@
+package policy
+
+import (
+	"cmp"
+	"math"
+	"slices"
+	"time"
+)
+
+// world is one control period's view of the cluster, built once per Tick:
+// nodes sorted by ID, the routing tree, each node's cumulative departure
+// hazard, and the migration bandwidth left on every directed link.
+type world struct {
+	p    Params
+	now  time.Time
+	cf   float64 // ceiling factor (1 when P3 is off)
+	topo *Topology
+
+	nodes    []*Node // sorted by ID, pointing into the snapshot
+	index    map[NodeID]int
+	vertex   []int // topology vertex of each node, -1 if absent
+	leaving  []bool
+	freeGPUs []int
+	survival []cumulative // per node, departure hazard, built on first use
+	bldg     []int        // building index per node
+	bldgs    []string
+
+	// Remaining migration room per directed link (index dirIndex), in
+	// ceiling units (bytes/s a flow's ceiling may take): est from the
+	// smoothed estimate, low from its lower bound.
+	est, low []float64
+
+	pairBW [][]float64 // building → building representative bandwidth
+	nowSec float64     // now's offset into its UTC day, seconds
+
+	// Scratch space reused by every scan (scan is not reentrant).
+	scratchReasons []RejectReason
+	scratchCands   []Candidate
+	scratchCount   []int
+	scratchTmig    []float64
+	scratchEval    []bool
+	intArena       []int
+	cumArena       []float64
+	strArena       []string
+}
+
+// newWorld builds the period's view. reclaimed marks nodes with a pending
+// reclaim (they are leaving too).
+func newWorld(s Snapshot, now time.Time, reclaimed map[NodeID]bool) *world {
+	p := s.Params
+	w := &world{p: p, now: now, cf: 1, topo: NewTopology(s.Links), nowSec: secondOfDay(now)}
+	if p.Switches.P3 && p.CeilingFactor > 1 {
+		w.cf = p.CeilingFactor
+	}
+	// Sort by ID through a permutation (a Node is large to move); the
+	// first of several entries with one ID wins.
+	perm := make([]int, len(s.Nodes))
+	for i := range perm {
+		perm[i] = i
+	}
+	byID := func(a, b int) int { return cmp.Or(cmp.Compare(s.Nodes[a].ID, s.Nodes[b].ID), cmp.Compare(a, b)) }
+	if !slices.IsSortedFunc(perm, byID) {
+		slices.SortFunc(perm, byID)
+	}
+	w.nodes = make([]*Node, 0, len(perm))
+	for k, i := range perm {
+		if k > 0 && s.Nodes[perm[k-1]].ID == s.Nodes[i].ID {
+			continue
+		}
+		w.nodes = append(w.nodes, &s.Nodes[i])
+	}
+	n := len(w.nodes)
+	w.index = make(map[NodeID]int, n)
+	w.vertex = make([]int, n)
+	w.leaving = make([]bool, n)
+	w.freeGPUs = make([]int, n)
+	w.survival = make([]cumulative, n)
+	w.intArena = make([]int, 0, 4*len(s.Jobs)+64)
+	w.strArena = make([]string, 0, 4*len(s.Jobs)+64)
+	w.bldg = make([]int, n)
+	bIndex := map[string]int{}
+	for i, nd := range w.nodes {
+		w.index[nd.ID] = i
+		v, ok := w.topo.vertex[string(nd.ID)]
+		if !ok {
+			v = -1
+		}
+		w.vertex[i] = v
+		w.leaving[i] = nd.Leaving || reclaimed[nd.ID]
+		w.freeGPUs[i] = nd.FreeGPUs
+		b, ok := bIndex[nd.Building]
+		if !ok {
+			b = len(w.bldgs)
+			bIndex[nd.Building] = b
+			w.bldgs = append(w.bldgs, nd.Building)
+		}
+		w.bldg[i] = b
+	}
+	nl := len(w.topo.links)
+	w.est = make([]float64, 2*nl)
+	w.low = make([]float64, 2*nl)
+	for i, l := range w.topo.links {
+		var e, lo float64
+		if p.Switches.P3 {
+			e = MigrationShare(l.Capacity, l.Available, p.BetaP3, p.Bmin)
+			lo = MigrationShare(l.Capacity, l.AvailableLow, p.BetaP3, p.Bmin)
+		} else {
+			e, lo = math.Max(0, l.Available), math.Max(0, l.AvailableLow)
+		}
+		lo = math.Min(lo, e)
+		w.est[2*i], w.est[2*i+1] = e, e
+		w.low[2*i], w.low[2*i+1] = lo, lo
+	}
+	w.buildPairs()
+	return w
+}
+
+// buildPairs computes, for every pair of buildings, the representative
+// bandwidth T̄mig uses (SPEC P2.5: per building pair, not per node pair):
+// the smaller of the two buildings' mean access rate and the bottleneck
+// between their switches.
+func (w *world) buildPairs() {
+	nb := len(w.bldgs)
+	access := make([]float64, nb)
+	count := make([]int, nb)
+	sw := make([]int, nb)
+	for i := range sw {
+		sw[i] = -1
+	}
+	for i := range w.nodes {
+		v := w.vertex[i]
+		if v < 0 || w.topo.parent[v] < 0 {
+			continue
+		}
+		b := w.bldg[i]
+		li := w.topo.parentLink[v]
+		access[b] += math.Min(w.est[2*li], w.est[2*li+1]) / w.cf
+		count[b]++
+		if sw[b] < 0 {
+			sw[b] = w.topo.parent[v]
+		}
+	}
+	for b := range nb {
+		if count[b] > 0 {
+			access[b] /= float64(count[b])
+		}
+	}
+	w.pairBW = make([][]float64, nb)
+	var buf []int
+	for a := range nb {
+		w.pairBW[a] = make([]float64, nb)
+		for b := range nb {
+			bw := math.Min(access[a], access[b])
+			if sw[a] < 0 || sw[b] < 0 {
+				w.pairBW[a][b] = 0
+				continue
+			}
+			var ok bool
+			buf, ok = w.topo.path(sw[a], sw[b], buf[:0])
+			if !ok {
+				bw = 0
+			}
+			for _, d := range buf {
+				bw = math.Min(bw, w.est[d]/w.cf)
+			}
+			w.pairBW[a][b] = bw
+		}
+	}
+}
+
+// pathRate returns the rate a new flow could get on the path from node a to
+// node b (bytes/s, the tightest link's room divided by the ceiling factor)
+// from the estimate and from the lower bound; ok is false without a path.
+func (w *world) pathRate(a, b int) (est, low float64, ok bool) {
+	va, vb := w.vertex[a], w.vertex[b]
+	if va < 0 || vb < 0 {
+		return 0, 0, false
+	}
+	if va == vb {
+		return math.Inf(1), math.Inf(1), true
+	}
+	t := w.topo
+	if t.root[va] != t.root[vb] {
+		return 0, 0, false
+	}
+	est, low = math.Inf(1), math.Inf(1)
+	visit := func(d int) {
+		est = math.Min(est, w.est[d])
+		low = math.Min(low, w.low[d])
+	}
+	for t.depth[va] > t.depth[vb] {
+		visit(dirIndex(t.parentLink[va], t.upForward[va]))
+		va = t.parent[va]
+	}
+	for t.depth[vb] > t.depth[va] {
+		visit(dirIndex(t.parentLink[vb], !t.upForward[vb]))
+		vb = t.parent[vb]
+	}
+	for va != vb {
+		visit(dirIndex(t.parentLink[va], t.upForward[va]))
+		va = t.parent[va]
+		visit(dirIndex(t.parentLink[vb], !t.upForward[vb]))
+		vb = t.parent[vb]
+	}
+	return est / w.cf, low / w.cf, true
+}
+
+// pathLinks returns the directed links from node a to node b. The slices
+// share one arena per period (capacity-limited, so an append by a caller
+// never writes into a neighbour).
+func (w *world) pathLinks(a, b int) []int {
+	start := len(w.intArena)
+	w.intArena, _ = w.topo.path(w.vertex[a], w.vertex[b], w.intArena)
+	end := len(w.intArena)
+	return w.intArena[start:end:end]
+}
+
+// linkIDs names the directed links of a path (arena-backed like pathLinks).
+func (w *world) linkIDs(dirs []int) []string {
+	start := len(w.strArena)
+	for _, d := range dirs {
+		w.strArena = append(w.strArena, w.topo.links[d/2].ID)
+	}
+	end := len(w.strArena)
+	return w.strArena[start:end:end]
+}
+
+// charge takes rate·cf from every link of a path in both estimates.
+func (w *world) charge(dirs []int, rate float64) {
+	need := rate * w.cf
+	for _, d := range dirs {
+		w.est[d] = math.Max(0, w.est[d]-need)
+		w.low[d] = math.Max(0, w.low[d]-need)
+	}
+}
+
+// survivalOf returns node i's cumulative departure hazard, computing it
+// on first use: most periods score only a few nodes.
+func (w *world) survivalOf(i int) cumulative {
+	if w.survival[i].cum == nil {
+		w.survival[i], w.cumArena = cumulativeInto(w.nodes[i].Departure, w.cumArena)
+	}
+	return w.survival[i]
+}
+
+// hazardNow returns the λ̂⁺ P1 uses for a job on node i: its emergency
+// bound at now, never below MinHazard.
+func (w *world) hazardNow(i int) float64 {
+	return math.Max(w.nodes[i].Emergency.atSecond(w.nowSec), MinHazard)
+}

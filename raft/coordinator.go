@@ -1,0 +1,501 @@
+package raft
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/boltdb/bolt"
+	"github.com/hashicorp/go-hclog"
+	hraft "github.com/hashicorp/raft"
+	raftboltdb "github.com/hashicorp/raft-boltdb"
+
+	"github.com/reclaimnet/reclaimnet/policy"
+)
+
+// ErrDataDirLocked is returned by Open when another process holds the Raft
+// log of the data dir.
+var ErrDataDirLocked = errors.New("raft data dir is locked by another process")
+
+// ErrClosed is returned by calls on a coordinator that was shut down.
+var ErrClosed = errors.New("coordinator is shut down")
+
+// Coordinator is one node's part of the coordinator: its Raft server, its
+// copy of the state machine and, while it leads, the control loop.
+type Coordinator struct {
+	// Constant after Open.
+	cfg    Config
+	logger *slog.Logger
+	fsm    *FSM
+	raft   *hraft.Raft
+	trans  *hraft.NetworkTransport
+	mux    *mux
+	bolt   *raftboltdb.BoltStore // nil when in memory
+	addr   string
+	notify chan bool
+
+	kick         chan struct{} // buffered(1): request an immediate tick
+	stop         chan struct{}
+	wg           sync.WaitGroup
+	shutdownOnce sync.Once
+	shutdownErr  error
+
+	ticks    atomic.Uint64 // policy ticks run on this node as leader
+	commits  atomic.Uint64 // decision sets committed by this node
+	leading  atomic.Bool   // the leader loop runs (after its barrier)
+	lastTick atomic.Int64  // unix nanos of the last tick (Clock time)
+
+	reconcileMu sync.Mutex // one reconcile at a time
+
+	mu sync.Mutex
+	// The following are guarded by mu.
+	members       []Member
+	failedSince   map[policy.NodeID]time.Time
+	hazardsPublAt time.Time
+	health        map[policy.NodeID]*peerHealth
+}
+
+// Open starts a coordinator: it opens (or creates) the Raft log under
+// cfg.DataDir, listens for peers, and bootstraps a one-voter cluster when
+// cfg.Bootstrap is set and the node has no Raft state.
+func Open(cfg Config) (*Coordinator, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	c := &Coordinator{
+		cfg: cfg, fsm: NewFSM(), notify: make(chan bool, 16), kick: make(chan struct{}, 1),
+		stop: make(chan struct{}), failedSince: map[policy.NodeID]time.Time{}, health: map[policy.NodeID]*peerHealth{},
+	}
+	c.logger = cfg.Logger
+	if c.logger == nil {
+		c.logger = slog.New(slog.DiscardHandler)
+	}
+	c.logger = c.logger.With("node", string(cfg.NodeID))
+	if c.cfg.Dial == nil {
+		c.cfg.Dial = net.DialTimeout
+	}
+	hlog := newHCLogger(c.logger, cfg.RaftLogLevel)
+
+	var (
+		logs   hraft.LogStore
+		stable hraft.StableStore
+		snaps  hraft.SnapshotStore
+		err    error
+	)
+	if cfg.DataDir == "" {
+		mem := hraft.NewInmemStore()
+		logs, stable, snaps = mem, mem, hraft.NewInmemSnapshotStore()
+	} else {
+		dir := filepath.Join(cfg.DataDir, "raft")
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return nil, fmt.Errorf("create raft dir: %w", err)
+		}
+		c.bolt, err = raftboltdb.New(raftboltdb.Options{
+			Path:        filepath.Join(dir, "raft.db"),
+			BoltOptions: &bolt.Options{Timeout: time.Second},
+		})
+		if err != nil {
+			if errors.Is(err, bolt.ErrTimeout) {
+				return nil, fmt.Errorf("open %s: %w", dir, ErrDataDirLocked)
+			}
+			return nil, fmt.Errorf("open raft log: %w", err)
+		}
+		cache, err := hraft.NewLogCache(512, c.bolt)
+		if err != nil {
+			_ = c.bolt.Close()
+			return nil, fmt.Errorf("raft log cache: %w", err)
+		}
+		logs, stable = cache, c.bolt
+		snaps, err = hraft.NewFileSnapshotStoreWithLogger(dir, cfg.SnapshotRetain, hlog)
+		if err != nil {
+			_ = c.bolt.Close()
+			return nil, fmt.Errorf("raft snapshot store: %w", err)
+		}
+	}
+	fail := func(err error) (*Coordinator, error) {
+		if c.mux != nil {
+			_ = c.mux.Close()
+		}
+		if c.bolt != nil {
+			_ = c.bolt.Close()
+		}
+		return nil, err
+	}
+
+	ln := cfg.Listener
+	if ln == nil {
+		ln, err = net.Listen("tcp", cfg.BindAddr)
+		if err != nil {
+			return fail(fmt.Errorf("listen on %s: %w", cfg.BindAddr, err))
+		}
+	}
+	c.addr = cfg.AdvertiseAddr
+	if c.addr == "" {
+		c.addr = ln.Addr().String()
+		if ta, ok := ln.Addr().(*net.TCPAddr); ok && ta.IP.IsUnspecified() {
+			_ = ln.Close()
+			return fail(fmt.Errorf("raft listener bound to %s: set an advertise address peers can reach", c.addr))
+		}
+	}
+	c.mux = newMux(ln, advertiseAddr(c.addr), cfg.TLS.ServerTLS(alpnRaft), cfg.TLS.ClientTLS("", alpnRaft), c.cfg.Dial, c.logger)
+	c.trans = hraft.NewNetworkTransportWithConfig(&hraft.NetworkTransportConfig{
+		Stream:  streamLayer{m: c.mux},
+		MaxPool: 3,
+		Timeout: 10 * time.Second,
+		Logger:  hlog,
+	})
+	c.mux.start(func(conn net.Conn) { serveForward(conn, c.applyForwarded) })
+
+	rc := hraft.DefaultConfig()
+	rc.LocalID = hraft.ServerID(cfg.NodeID)
+	rc.HeartbeatTimeout = cfg.HeartbeatTimeout
+	rc.ElectionTimeout = cfg.ElectionTimeout
+	rc.LeaderLeaseTimeout = cfg.LeaderLeaseTimeout
+	rc.CommitTimeout = cfg.CommitTimeout
+	rc.SnapshotThreshold = cfg.SnapshotThreshold
+	rc.SnapshotInterval = cfg.SnapshotInterval
+	rc.NotifyCh = c.notify
+	rc.Logger = hlog
+	if err := hraft.ValidateConfig(rc); err != nil {
+		_ = c.trans.Close()
+		return fail(fmt.Errorf("raft config: %w", err))
+	}
+
+	hasState, err := hraft.HasExistingState(logs, stable, snaps)
+	if err != nil {
+		_ = c.trans.Close()
+		return fail(fmt.Errorf("read raft state: %w", err))
+	}
+	c.raft, err = hraft.NewRaft(rc, c.fsm, logs, stable, snaps, c.trans)
+	if err != nil {
+		_ = c.trans.Close()
+		return fail(fmt.Errorf("start raft: %w", err))
+	}
+	if cfg.Bootstrap && !hasState {
+		boot := hraft.Configuration{Servers: []hraft.Server{{
+			Suffrage: hraft.Voter, ID: rc.LocalID, Address: hraft.ServerAddress(c.addr),
+		}}}
+		if err := c.raft.BootstrapCluster(boot).Error(); err != nil && !errors.Is(err, hraft.ErrCantBootstrap) {
+			_ = c.Shutdown()
+			return nil, fmt.Errorf("bootstrap: %w", err)
+		}
+	}
+	obs := make(chan hraft.Observation, 64)
+	observer := hraft.NewObserver(obs, false, func(o *hraft.Observation) bool {
+		switch o.Data.(type) {
+		case hraft.FailedHeartbeatObservation, hraft.ResumedHeartbeatObservation:
+			return true
+		}
+		return false
+	})
+	c.raft.RegisterObserver(observer)
+	c.wg.Go(func() {
+		defer c.raft.DeregisterObserver(observer)
+		c.watchHeartbeats(obs)
+	})
+	c.wg.Go(c.watchLeadership)
+	return c, nil
+}
+
+// ID is the node's ID.
+func (c *Coordinator) ID() policy.NodeID { return c.cfg.NodeID }
+
+// Addr is the address peers dial to reach this coordinator.
+func (c *Coordinator) Addr() string { return c.addr }
+
+// FSM is this node's copy of the replicated state.
+func (c *Coordinator) FSM() *FSM { return c.fsm }
+
+// IsLeader reports whether this node is the Raft leader now.
+func (c *Coordinator) IsLeader() bool { return c.raft.State() == hraft.Leader }
+
+// Leader returns the current leader's ID and address, empty if unknown.
+func (c *Coordinator) Leader() (policy.NodeID, string) {
+	addr, id := c.raft.LeaderWithID()
+	return policy.NodeID(id), string(addr)
+}
+
+// Ticks is how many control periods this node ran as leader.
+func (c *Coordinator) Ticks() uint64 { return c.ticks.Load() }
+
+// DecisionCommits is how many changed decision sets this node committed.
+func (c *Coordinator) DecisionCommits() uint64 { return c.commits.Load() }
+
+// LastTick is the (Clock) time of this node's last tick; zero if none.
+func (c *Coordinator) LastTick() time.Time {
+	n := c.lastTick.Load()
+	if n == 0 {
+		return time.Time{}
+	}
+	return time.Unix(0, n)
+}
+
+// Kick asks the leader loop for an immediate tick (no-op elsewhere).
+func (c *Coordinator) Kick() {
+	select {
+	case c.kick <- struct{}{}:
+	default:
+	}
+}
+
+// Server is one entry of the Raft configuration.
+type Server struct {
+	ID     policy.NodeID
+	Addr   string
+	Role   Role
+	Leader bool
+}
+
+// Servers returns the Raft configuration as this node knows it.
+func (c *Coordinator) Servers() ([]Server, error) {
+	f := c.raft.GetConfiguration()
+	if err := f.Error(); err != nil {
+		return nil, fmt.Errorf("raft configuration: %w", err)
+	}
+	_, leader := c.raft.LeaderWithID()
+	var out []Server
+	for _, s := range f.Configuration().Servers {
+		role := RoleNonvoter
+		if s.Suffrage == hraft.Voter {
+			role = RoleVoter
+		}
+		out = append(out, Server{ID: policy.NodeID(s.ID), Addr: string(s.Address), Role: role, Leader: s.ID == leader})
+	}
+	return out, nil
+}
+
+// WaitLeader blocks until some leader is known and returns its ID.
+func (c *Coordinator) WaitLeader(ctx context.Context) (policy.NodeID, error) {
+	for {
+		if _, id := c.raft.LeaderWithID(); id != "" {
+			return policy.NodeID(id), nil
+		}
+		select {
+		case <-ctx.Done():
+			return "", fmt.Errorf("wait for leader: %w", ErrNoLeader)
+		case <-c.stop:
+			return "", ErrClosed
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}
+
+// Submit commits cmd through the leader and returns its log index. Any node
+// may call it: a follower forwards the command to the leader over TLS and
+// retries (commands are idempotent) until the leader answers or ctx ends.
+// Without a deadline in ctx, ApplyTimeout bounds the call.
+func (c *Coordinator) Submit(ctx context.Context, cmd Command) (uint64, error) {
+	b, err := EncodeCommand(cmd)
+	if err != nil {
+		return 0, err
+	}
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, c.cfg.ApplyTimeout)
+		defer cancel()
+	}
+	backoff := 10 * time.Millisecond
+	var last error
+	for {
+		select {
+		case <-c.stop:
+			return 0, ErrClosed
+		default:
+		}
+		idx, err := c.submitOnce(ctx, b)
+		if err == nil || !retryable(err) {
+			return idx, err
+		}
+		last = err
+		select {
+		case <-ctx.Done():
+			return 0, fmt.Errorf("submit %s: %w (last: %w)", cmd.Kind(), ctx.Err(), last)
+		case <-c.stop:
+			return 0, ErrClosed
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 250*time.Millisecond)
+	}
+}
+
+// retryable reports whether a submit error may succeed on another try:
+// leadership moved, or the leader could not be reached.
+func retryable(err error) bool {
+	var re *RemoteError
+	switch {
+	case errors.Is(err, ErrNotLeader), errors.Is(err, ErrNoLeader),
+		errors.Is(err, hraft.ErrNotLeader), errors.Is(err, hraft.ErrLeadershipLost),
+		errors.Is(err, hraft.ErrLeadershipTransferInProgress), errors.Is(err, hraft.ErrEnqueueTimeout):
+		return true
+	case errors.As(err, &re):
+		return false // the leader decided
+	case errors.Is(err, hraft.ErrRaftShutdown), errors.Is(err, ErrClosed):
+		return false
+	}
+	var ne net.Error
+	return errors.As(err, &ne) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, net.ErrClosed) || errors.Is(err, errMuxClosed) || strings.Contains(err.Error(), "dial ")
+}
+
+func (c *Coordinator) submitOnce(ctx context.Context, b []byte) (uint64, error) {
+	if c.raft.State() == hraft.Leader {
+		return c.applyLocal(b)
+	}
+	addr, id := c.raft.LeaderWithID()
+	if id == "" {
+		return 0, ErrNoLeader
+	}
+	deadline, _ := ctx.Deadline()
+	conn, err := c.mux.dialKind(string(addr), muxForward, time.Until(deadline))
+	if err != nil {
+		return 0, err
+	}
+	defer conn.Close()
+	stop := context.AfterFunc(ctx, func() { _ = conn.Close() })
+	defer stop()
+	return forwardOnce(conn, string(id), b, deadline)
+}
+
+// applyLocal applies an encoded command on this node as leader.
+func (c *Coordinator) applyLocal(b []byte) (uint64, error) {
+	f := c.raft.Apply(b, c.cfg.ApplyTimeout)
+	if err := f.Error(); err != nil {
+		return 0, err
+	}
+	if resp, ok := f.Response().(error); ok && resp != nil {
+		return f.Index(), resp
+	}
+	return f.Index(), nil
+}
+
+// applyForwarded serves a command another node forwarded to this leader.
+func (c *Coordinator) applyForwarded(b []byte) (uint64, error) {
+	if c.raft.State() != hraft.Leader {
+		return 0, ErrNotLeader
+	}
+	if _, err := DecodeCommand(b); err != nil {
+		return 0, err
+	}
+	idx, err := c.applyLocal(b)
+	if errors.Is(err, hraft.ErrNotLeader) || errors.Is(err, hraft.ErrLeadershipLost) ||
+		errors.Is(err, hraft.ErrLeadershipTransferInProgress) {
+		return 0, fmt.Errorf("%w: %w", ErrNotLeader, err)
+	}
+	return idx, err
+}
+
+// TransferLeadership hands leadership to another voter if this node leads
+// (the first step of a graceful shutdown or a reclaim of this node).
+func (c *Coordinator) TransferLeadership() error {
+	if c.raft.State() != hraft.Leader {
+		return nil
+	}
+	if err := c.raft.LeadershipTransfer().Error(); err != nil {
+		return fmt.Errorf("transfer leadership: %w", err)
+	}
+	return nil
+}
+
+// Shutdown stops the control loop, Raft and the listener, and closes the
+// log. It is safe to call more than once. It does not leave the cluster:
+// a graceful exit calls TransferLeadership first and leaves gossip.
+func (c *Coordinator) Shutdown() error {
+	c.shutdownOnce.Do(func() {
+		close(c.stop)
+		var errs []error
+		if err := c.raft.Shutdown().Error(); err != nil {
+			errs = append(errs, fmt.Errorf("raft shutdown: %w", err))
+		}
+		c.wg.Wait()
+		_ = c.trans.Close()
+		_ = c.mux.Close()
+		if c.bolt != nil {
+			if err := c.bolt.Close(); err != nil {
+				errs = append(errs, fmt.Errorf("close raft log: %w", err))
+			}
+		}
+		c.shutdownErr = errors.Join(errs...)
+	})
+	return c.shutdownErr
+}
+
+// newHCLogger routes hashicorp/raft's logs into slog at level and above.
+func newHCLogger(l *slog.Logger, level slog.Level) hclog.Logger {
+	hl := hclog.Warn
+	switch {
+	case level <= slog.LevelDebug:
+		hl = hclog.Debug
+	case level <= slog.LevelInfo:
+		hl = hclog.Info
+	case level >= slog.LevelError:
+		hl = hclog.Error
+	}
+	return hclog.New(&hclog.LoggerOptions{Name: "raft", Level: hl, Output: slogWriter{l}, DisableTime: true})
+}
+
+// slogWriter turns hclog lines into slog records.
+type slogWriter struct{ l *slog.Logger }
+
+func (w slogWriter) Write(p []byte) (int, error) {
+	line := strings.TrimSpace(string(p))
+	level := slog.LevelInfo
+	switch {
+	case strings.Contains(line, "[ERROR]"):
+		level = slog.LevelError
+	case strings.Contains(line, "[WARN]"):
+		level = slog.LevelWarn
+	case strings.Contains(line, "[DEBUG]"), strings.Contains(line, "[TRACE]"):
+		level = slog.LevelDebug
+	}
+	w.l.Log(context.Background(), level, line)
+	return len(p), nil
+}
+
+// Status is a point-in-time summary of this node's coordinator, for the
+// status page, /v1/status and `reclaimnet members`.
+type Status struct {
+	ID         policy.NodeID
+	Addr       string
+	RaftState  string // "Leader", "Follower", "Candidate" or "Shutdown"
+	Role       Role   // in the configuration as this node knows it
+	LeaderID   policy.NodeID
+	LeaderAddr string
+	Term       uint64
+	// AppliedIndex is Raft's; StateIndex the last entry that changed the
+	// state machine.
+	AppliedIndex    uint64
+	StateIndex      uint64
+	Ticks           uint64
+	DecisionCommits uint64
+	LastTick        time.Time
+	Servers         []Server
+}
+
+// Status returns this node's view of the coordinator.
+func (c *Coordinator) Status() Status {
+	s := Status{
+		ID: c.cfg.NodeID, Addr: c.addr, RaftState: c.raft.State().String(),
+		AppliedIndex: c.raft.AppliedIndex(), StateIndex: c.fsm.Index(),
+		Ticks: c.Ticks(), DecisionCommits: c.DecisionCommits(), LastTick: c.LastTick(),
+	}
+	s.LeaderID, s.LeaderAddr = c.Leader()
+	_, _ = fmt.Sscan(c.raft.Stats()["term"], &s.Term)
+	if servers, err := c.Servers(); err == nil {
+		s.Servers = servers
+		for _, sv := range servers {
+			if sv.ID == c.cfg.NodeID {
+				s.Role = sv.Role
+			}
+		}
+	}
+	return s
+}

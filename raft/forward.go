@@ -1,0 +1,156 @@
+package raft
+
+import (
+	"bufio"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"time"
+)
+
+// ErrNotLeader is returned to a forwarded command that reached a node that
+// is no longer the leader; Submit retries it.
+var ErrNotLeader = errors.New("not the leader")
+
+// ErrNoLeader is returned by Submit when no leader was known before the
+// context ended.
+var ErrNoLeader = errors.New("no leader")
+
+// sentinelCodes carry sentinel errors across a forwarded call, so that
+// errors.Is works the same on every node.
+var sentinelCodes = map[string]error{
+	"unknown-version": ErrUnknownVersion,
+	"unknown-command": ErrUnknownCommand,
+	"invalid":         ErrInvalidCommand,
+	"unknown-job":     ErrUnknownJob,
+	"job-exists":      ErrJobExists,
+	"manifest-clash":  ErrManifestClash,
+	"stale-move":      ErrStaleMove,
+	"not-host":        ErrNotHost,
+	"too-large":       ErrCommandTooLarge,
+	"not-leader":      ErrNotLeader,
+}
+
+// forwardReply is the leader's answer to one forwarded command.
+type forwardReply struct {
+	Index uint64 `json:",omitempty"`
+	Code  string `json:",omitempty"`
+	Error string `json:",omitempty"`
+}
+
+// RemoteError is an error the leader returned for a forwarded command.
+type RemoteError struct {
+	Leader string
+	Msg    string
+	code   error
+}
+
+func (e *RemoteError) Error() string { return fmt.Sprintf("leader %s: %s", e.Leader, e.Msg) }
+
+// Unwrap returns the sentinel the leader's error matched, if any.
+func (e *RemoteError) Unwrap() error { return e.code }
+
+func replyFor(index uint64, err error) forwardReply {
+	if err == nil {
+		return forwardReply{Index: index}
+	}
+	r := forwardReply{Error: err.Error()}
+	for code, sentinel := range sentinelCodes {
+		if errors.Is(err, sentinel) {
+			r.Code = code
+			break
+		}
+	}
+	return r
+}
+
+func (r forwardReply) err(leader string) error {
+	if r.Error == "" && r.Code == "" {
+		return nil
+	}
+	return &RemoteError{Leader: leader, Msg: r.Error, code: sentinelCodes[r.Code]}
+}
+
+// maxReplySize bounds a reply frame.
+const maxReplySize = 64 << 10
+
+// writeFrame writes a 4-byte big-endian length and b.
+func writeFrame(w io.Writer, b []byte) error {
+	var hdr [4]byte
+	binary.BigEndian.PutUint32(hdr[:], uint32(len(b)))
+	if _, err := w.Write(append(hdr[:], b...)); err != nil {
+		return err
+	}
+	return nil
+}
+
+// readFrame reads one frame of at most limit bytes.
+func readFrame(r io.Reader, limit int) ([]byte, error) {
+	var hdr [4]byte
+	if _, err := io.ReadFull(r, hdr[:]); err != nil {
+		return nil, err
+	}
+	n := binary.BigEndian.Uint32(hdr[:])
+	if uint64(n) > uint64(limit) {
+		return nil, fmt.Errorf("frame of %d bytes (limit %d): %w", n, limit, ErrCommandTooLarge)
+	}
+	b := make([]byte, n)
+	if _, err := io.ReadFull(r, b); err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
+// decodeReply parses a reply frame.
+func decodeReply(b []byte) (forwardReply, error) {
+	var r forwardReply
+	if err := json.Unmarshal(b, &r); err != nil {
+		return forwardReply{}, fmt.Errorf("decode forward reply: %w", err)
+	}
+	return r, nil
+}
+
+// forwardIdle is how long a forwarded-command connection may sit idle.
+const forwardIdle = 2 * time.Minute
+
+// serveForward answers forwarded commands on one connection until the
+// peer closes it. apply runs a command on this node as leader.
+func serveForward(conn net.Conn, apply func([]byte) (uint64, error)) {
+	br := bufio.NewReader(conn)
+	for {
+		_ = conn.SetReadDeadline(time.Now().Add(forwardIdle))
+		req, err := readFrame(br, MaxCommandSize)
+		if err != nil {
+			return
+		}
+		idx, aerr := apply(req)
+		out, err := json.Marshal(replyFor(idx, aerr))
+		if err != nil {
+			return
+		}
+		_ = conn.SetWriteDeadline(time.Now().Add(handshakeTimeout))
+		if err := writeFrame(conn, out); err != nil {
+			return
+		}
+	}
+}
+
+// forwardOnce sends one encoded command over conn and reads the reply.
+func forwardOnce(conn net.Conn, leader string, cmd []byte, deadline time.Time) (uint64, error) {
+	_ = conn.SetDeadline(deadline)
+	if err := writeFrame(conn, cmd); err != nil {
+		return 0, fmt.Errorf("forward to %s: %w", leader, err)
+	}
+	b, err := readFrame(conn, maxReplySize)
+	if err != nil {
+		return 0, fmt.Errorf("forward to %s: read reply: %w", leader, err)
+	}
+	r, err := decodeReply(b)
+	if err != nil {
+		return 0, err
+	}
+	return r.Index, r.err(leader)
+}

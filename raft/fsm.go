@@ -1,0 +1,431 @@
+package raft
+
+import (
+	"cmp"
+	"encoding/json"
+	"fmt"
+	"io"
+	"reflect"
+	"slices"
+	"sync"
+	"time"
+
+	hraft "github.com/hashicorp/raft"
+
+	"github.com/reclaimnet/reclaimnet/policy"
+)
+
+// Bounds that keep the replicated state small.
+const (
+	// maxDepartures is how many departures the log keeps (the oldest go
+	// first); the hazard estimator looks at a sliding window anyway.
+	maxDepartures = 16384
+	// keepVersions is how many checkpoint versions per job the catalogue
+	// keeps once a newer one is committed.
+	keepVersions = 3
+)
+
+// snapshotVersion is the format of a persisted snapshot.
+const snapshotVersion = 1
+
+// FSM is the replicated state machine. Raft calls Apply, Snapshot and
+// Restore; everyone else reads copies through the accessor methods and
+// waits for changes on Changed.
+type FSM struct {
+	mu sync.RWMutex
+	// The following are guarded by mu.
+	state   *State
+	index   uint64        // last applied log index that changed the state
+	changed chan struct{} // closed and replaced on every change
+	// events counts changes that call for an immediate tick (new job,
+	// reclaim, departure); departures counts changes of the departure log
+	// (a restore counts as one). Both are local to this node.
+	events, departures uint64
+}
+
+// NewFSM returns an empty state machine.
+func NewFSM() *FSM {
+	return &FSM{state: newState(), changed: make(chan struct{})}
+}
+
+// Apply implements hraft.FSM. It returns nil or an error; a rejected
+// command leaves the state unchanged.
+func (f *FSM) Apply(l *hraft.Log) any {
+	if l.Type != hraft.LogCommand {
+		return nil
+	}
+	cmd, err := DecodeCommand(l.Data)
+	if err != nil {
+		return err
+	}
+	return f.applyCommand(l.Index, cmd)
+}
+
+func (f *FSM) applyCommand(index uint64, cmd Command) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	changed, err := applyTo(f.state, cmd)
+	if err != nil {
+		return err
+	}
+	if changed {
+		f.index = index
+		switch cmd.Kind() {
+		case KindSubmitJob, KindAnnounceReclaim, KindCancelReclaim:
+			f.events++
+		case KindRecordDeparture:
+			f.events++
+			f.departures++
+		}
+		close(f.changed)
+		f.changed = make(chan struct{})
+	}
+	return nil
+}
+
+// applyTo changes s by cmd and reports whether anything changed. It never
+// changes s when it returns an error.
+func applyTo(s *State, cmd Command) (bool, error) {
+	switch c := cmd.(type) {
+	case UpsertNode:
+		old, ok := s.Nodes[c.Node.ID]
+		n := c.Node
+		n.Stretches = slices.Clone(old.Stretches)
+		if n.State == NodeActive && !n.Joined.IsZero() {
+			last := len(n.Stretches) - 1
+			if last < 0 || !n.Stretches[last].From.Equal(n.Joined) {
+				if last >= 0 && n.Stretches[last].To.IsZero() {
+					n.Stretches[last].To = n.Joined
+				}
+				n.Stretches = append(n.Stretches, Interval{From: n.Joined})
+				if len(n.Stretches) > maxStretches {
+					n.Stretches = n.Stretches[len(n.Stretches)-maxStretches:]
+				}
+			}
+		}
+		if ok && reflect.DeepEqual(old, n) {
+			return false, nil
+		}
+		s.Nodes[c.Node.ID] = n
+		return true, nil
+
+	case SubmitJob:
+		j := c.Job.clone()
+		j.State, j.Node, j.Replicas, j.Restarts, j.Started = policy.JobPending, "", nil, 0, false
+		j.Standby, j.StandbyHas = "", 0
+		if old, ok := s.Jobs[j.ID]; ok {
+			if sameSubmission(old, j) {
+				return false, nil
+			}
+			return false, fmt.Errorf("submit %s: %w", j.ID, ErrJobExists)
+		}
+		s.Jobs[j.ID] = j
+		return true, nil
+
+	case CancelJob:
+		j, ok := s.Jobs[c.Job]
+		if !ok {
+			return false, fmt.Errorf("cancel %s: %w", c.Job, ErrUnknownJob)
+		}
+		if j.State == policy.JobDone {
+			return false, nil
+		}
+		j.State = policy.JobDone
+		s.Jobs[c.Job] = j
+		return true, nil
+
+	case JobReport:
+		j, ok := s.Jobs[c.Job]
+		if !ok {
+			return false, fmt.Errorf("report %s: %w", c.Job, ErrUnknownJob)
+		}
+		if j.Node != c.Node {
+			return false, fmt.Errorf("report %s from %s: %w", c.Job, c.Node, ErrNotHost)
+		}
+		old := j.clone()
+		if c.CheckpointBytes > 0 {
+			j.CheckpointBytes = c.CheckpointBytes
+		}
+		if c.RestartTime > 0 {
+			j.RestartTime = c.RestartTime
+		}
+		j.Remaining = c.Remaining
+		if c.Done {
+			j.State = policy.JobDone
+		}
+		if reflect.DeepEqual(old, j) {
+			return false, nil
+		}
+		s.Jobs[c.Job] = j
+		return true, nil
+
+	case MoveJob:
+		j, ok := s.Jobs[c.Job]
+		if !ok {
+			return false, fmt.Errorf("move %s: %w", c.Job, ErrUnknownJob)
+		}
+		if j.Node == c.To && j.State == policy.JobRunning {
+			return false, nil // already applied
+		}
+		if j.Node != c.From {
+			return false, fmt.Errorf("move %s %s→%s (on %q): %w", c.Job, c.From, c.To, j.Node, ErrStaleMove)
+		}
+		j.Node, j.State = c.To, policy.JobRunning
+		j.Restarts++
+		if j.Standby == c.To {
+			j.Standby, j.StandbyHas = "", 0
+		}
+		s.Jobs[c.Job] = j
+		return true, nil
+
+	case ReplicaComplete:
+		return applyReplicaComplete(s, c)
+
+	case AnnounceReclaim:
+		if old, ok := s.Reclaims[c.Reclaim.Node]; ok && reclaimEqual(old, c.Reclaim) {
+			return false, nil
+		}
+		s.Reclaims[c.Reclaim.Node] = c.Reclaim
+		return true, nil
+
+	case CancelReclaim:
+		if _, ok := s.Reclaims[c.Node]; !ok {
+			return false, nil
+		}
+		delete(s.Reclaims, c.Node)
+		return true, nil
+
+	case RecordDeparture:
+		return applyDeparture(s, c.Departure), nil
+
+	case PublishHazards:
+		hz := map[policy.NodeID]policy.HazardEstimate{}
+		for id, h := range c.Hazards {
+			hz[id] = cloneHazard(h)
+		}
+		if s.HazardsAt.Equal(c.At) && reflect.DeepEqual(s.Hazards, hz) {
+			return false, nil
+		}
+		s.Hazards, s.HazardsAt = hz, c.At
+		return true, nil
+
+	case SetDecisions:
+		return applyDecisions(s, c.Decisions), nil
+	}
+	return false, fmt.Errorf("%w: %T", ErrUnknownCommand, cmd)
+}
+
+// sameSubmission compares what a submitter controls.
+func sameSubmission(a, b JobRecord) bool {
+	return a.ID == b.ID && a.Owner == b.Owner && reflect.DeepEqual(a.Spec, b.Spec) &&
+		a.CheckpointBytes == b.CheckpointBytes && a.LossBudget == b.LossBudget &&
+		a.GPUs == b.GPUs && a.VRAM == b.VRAM && a.Capability == b.Capability &&
+		a.WriteCap == b.WriteCap && a.Submitted.Equal(b.Submitted)
+}
+
+func reclaimEqual(a, b policy.Reclaim) bool {
+	return a.Node == b.Node && a.Announced.Equal(b.Announced) && a.Deadline.Equal(b.Deadline)
+}
+
+func applyReplicaComplete(s *State, c ReplicaComplete) (bool, error) {
+	if _, ok := s.Jobs[c.Job]; !ok {
+		return false, fmt.Errorf("replica %s v%d: %w", c.Job, c.Version, ErrUnknownJob)
+	}
+	cps := s.Checkpoints[c.Job]
+	i, found := slices.BinarySearchFunc(cps, c.Version, func(cp Checkpoint, v uint64) int { return cmp.Compare(cp.Version, v) })
+	if !found {
+		if len(cps) >= keepVersions && i == 0 {
+			return false, nil // older than everything kept: nothing to record
+		}
+		cps = slices.Insert(slices.Clone(cps), i, Checkpoint{
+			Job: c.Job, Version: c.Version, ManifestHash: c.ManifestHash, Size: c.Size, Source: c.Source,
+		})
+	} else {
+		cps = slices.Clone(cps)
+	}
+	cp := cps[i].clone()
+	if cp.ManifestHash != c.ManifestHash || cp.Source != c.Source || cp.Size != c.Size {
+		return false, fmt.Errorf("replica %s v%d: %w", c.Job, c.Version, ErrManifestClash)
+	}
+	if slices.Contains(cp.Holders, c.Holder) {
+		return false, nil // at most once
+	}
+	cp.Holders = append(cp.Holders, c.Holder)
+	slices.Sort(cp.Holders)
+	if c.Holder != c.Source && !cp.Committed {
+		cp.Committed, cp.CommittedAt = true, c.At
+	}
+	cps[i] = cp
+	// Keep the newest versions once a newer one is committed: never drop
+	// the freshest committed version.
+	if len(cps) > keepVersions {
+		newestCommitted := -1
+		for k := len(cps) - 1; k >= 0; k-- {
+			if cps[k].Committed {
+				newestCommitted = k
+				break
+			}
+		}
+		drop := len(cps) - keepVersions
+		if newestCommitted >= 0 && drop > newestCommitted {
+			drop = newestCommitted
+		}
+		cps = cps[drop:]
+	}
+	s.Checkpoints[c.Job] = cps
+	return true, nil
+}
+
+func applyDeparture(s *State, d Departure) bool {
+	// The log is ordered by time; a repeat is found by (node, time, kind).
+	i, _ := slices.BinarySearchFunc(s.Departures, d.At, func(e Departure, at time.Time) int { return e.At.Compare(at) })
+	for k := i; k < len(s.Departures) && s.Departures[k].At.Equal(d.At); k++ {
+		if s.Departures[k].Node == d.Node && s.Departures[k].Kind == d.Kind {
+			return false
+		}
+	}
+	s.Departures = slices.Insert(s.Departures, i, d)
+	if len(s.Departures) > maxDepartures {
+		s.Departures = slices.Clone(s.Departures[len(s.Departures)-maxDepartures:])
+	}
+	if n, ok := s.Nodes[d.Node]; ok && (n.State != NodeLeft || n.Left.Before(d.At)) && !n.Joined.After(d.At) {
+		n = n.clone()
+		n.State, n.Left = NodeLeft, d.At
+		if last := len(n.Stretches) - 1; last >= 0 && n.Stretches[last].To.IsZero() && !n.Stretches[last].From.After(d.At) {
+			n.Stretches[last].To = d.At
+		}
+		s.Nodes[d.Node] = n
+	}
+	delete(s.Reclaims, d.Node)
+	for id, j := range s.Jobs {
+		changed := false
+		if j.Node == d.Node && (j.State == policy.JobRunning || j.State == policy.JobMigrating) {
+			j.State, j.Node = policy.JobRecovering, ""
+			changed = true
+		}
+		if j.Standby == d.Node {
+			j.Standby, j.StandbyHas = "", 0
+			changed = true
+		}
+		if changed {
+			s.Jobs[id] = j
+		}
+	}
+	return true
+}
+
+func applyDecisions(s *State, d DecisionRecord) bool {
+	changed := false
+	d = d.clone()
+	if !reflect.DeepEqual(s.Decisions, d) {
+		s.Decisions = d
+		changed = true
+	}
+	for _, p := range d.Placements {
+		j, ok := s.Jobs[p.Job]
+		if !ok || j.State == policy.JobDone || (j.State != policy.JobPending && j.State != policy.JobRecovering) {
+			continue
+		}
+		if j.Started {
+			j.Restarts++
+		}
+		j.Node, j.State, j.Started = p.To, policy.JobRunning, true
+		s.Jobs[p.Job] = j
+		changed = true
+	}
+	for _, h := range d.Handoffs {
+		j, ok := s.Jobs[h.Job]
+		if !ok || j.Node != h.From || j.State != policy.JobRunning || h.To == "" {
+			continue
+		}
+		j.State = policy.JobMigrating
+		s.Jobs[h.Job] = j
+		changed = true
+	}
+	for _, jd := range d.Jobs {
+		j, ok := s.Jobs[jd.Job]
+		if !ok || j.Standby == jd.Standby {
+			continue
+		}
+		j.Standby, j.StandbyHas = jd.Standby, 0
+		s.Jobs[jd.Job] = j
+		changed = true
+	}
+	return changed
+}
+
+// Snapshot implements hraft.FSM.
+func (f *FSM) Snapshot() (hraft.FSMSnapshot, error) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return &fsmSnapshot{state: f.state.clone(), index: f.index}, nil
+}
+
+// Restore implements hraft.FSM: it replaces the state with a snapshot.
+func (f *FSM) Restore(rc io.ReadCloser) error {
+	defer rc.Close()
+	var snap persistedState
+	if err := json.NewDecoder(io.LimitReader(rc, 1<<30)).Decode(&snap); err != nil {
+		return fmt.Errorf("restore snapshot: %w", err)
+	}
+	if snap.Version != snapshotVersion {
+		return fmt.Errorf("restore snapshot: %w: %d", ErrUnknownVersion, snap.Version)
+	}
+	st := snap.State
+	if st == nil {
+		return fmt.Errorf("restore snapshot: no state")
+	}
+	fill := newState()
+	if st.Nodes == nil {
+		st.Nodes = fill.Nodes
+	}
+	if st.Jobs == nil {
+		st.Jobs = fill.Jobs
+	}
+	if st.Checkpoints == nil {
+		st.Checkpoints = fill.Checkpoints
+	}
+	if st.Hazards == nil {
+		st.Hazards = fill.Hazards
+	}
+	if st.Reclaims == nil {
+		st.Reclaims = fill.Reclaims
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.state, f.index = st, snap.Index
+	f.events++
+	f.departures++
+	close(f.changed)
+	f.changed = make(chan struct{})
+	return nil
+}
+
+type persistedState struct {
+	Version int
+	Index   uint64
+	State   *State
+}
+
+type fsmSnapshot struct {
+	state *State
+	index uint64
+}
+
+func (s *fsmSnapshot) Persist(sink hraft.SnapshotSink) error {
+	err := json.NewEncoder(sink).Encode(normalize(persistedState{Version: snapshotVersion, Index: s.index, State: s.state}))
+	if err != nil {
+		_ = sink.Cancel()
+		return fmt.Errorf("persist snapshot: %w", err)
+	}
+	return sink.Close()
+}
+
+func (s *fsmSnapshot) Release() {}
+
+// counters returns the local event and departure change counters.
+func (f *FSM) counters() (events, departures uint64) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.events, f.departures
+}

@@ -1,0 +1,338 @@
+package raft
+
+import (
+	"context"
+	"fmt"
+	"reflect"
+	"slices"
+	"time"
+
+	"github.com/reclaimnet/reclaimnet/policy"
+)
+
+// maxCandidates bounds the candidate lists a committed decision keeps per
+// placement or hand-off (they explain a choice; the full list would make
+// every decision entry grow with the cluster).
+const maxCandidates = 8
+
+// watchLeadership runs the leader loop while this node leads. It watches
+// Config.NotifyCh, which (unlike LeaderCh) delivers every transition.
+func (c *Coordinator) watchLeadership() {
+	var loop *leaderRun
+	defer func() { loop.stop() }()
+	for {
+		select {
+		case <-c.stop:
+			return
+		case isLeader := <-c.notify:
+			if !isLeader {
+				loop.stop()
+				loop = nil
+				continue
+			}
+			if loop == nil {
+				loop = c.startLeaderLoop()
+			}
+		}
+	}
+}
+
+// leaderRun is one running leader loop.
+type leaderRun struct {
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+func (c *Coordinator) startLeaderLoop() *leaderRun {
+	ctx, cancel := context.WithCancel(context.Background())
+	r := &leaderRun{cancel: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(r.done)
+		c.leaderLoop(ctx)
+	}()
+	return r
+}
+
+// stop cancels the loop and waits for it; a nil run is a no-op.
+func (r *leaderRun) stop() {
+	if r == nil {
+		return
+	}
+	r.cancel()
+	<-r.done
+}
+
+// leaderLoop is the leader's control loop: barrier (so the state machine
+// holds everything the previous leader committed), reconcile, then a tick
+// every control period and at once on a new job, reclaim or departure.
+func (c *Coordinator) leaderLoop(ctx context.Context) {
+	for {
+		if err := c.raft.Barrier(c.cfg.ApplyTimeout).Error(); err == nil {
+			break
+		} else if ctx.Err() != nil {
+			return
+		} else {
+			c.logger.Warn("leader barrier failed; retrying", "err", err)
+		}
+	}
+	c.leading.Store(true)
+	defer c.leading.Store(false)
+	c.logger.Info("leading")
+	lt := &leaderTicker{}
+	// Read the event counter before each tick: an event applied while a
+	// tick runs is then seen as new and ticks again.
+	seenEvents, _ := c.fsm.counters()
+	c.runTick(ctx, lt)
+	ticker := time.NewTicker(c.cfg.ControlPeriod)
+	defer ticker.Stop()
+	for ctx.Err() == nil {
+		changed := c.fsm.Changed()
+		if ev, _ := c.fsm.counters(); ev == seenEvents {
+			select {
+			case <-ctx.Done():
+				return
+			case <-changed:
+				continue // look at the counter again
+			case <-ticker.C:
+			case <-c.kick:
+			}
+		}
+		seenEvents, _ = c.fsm.counters()
+		c.runTick(ctx, lt)
+	}
+}
+
+// leaderTicker is the state one leadership term keeps between ticks.
+type leaderTicker struct {
+	est        *policy.HazardEstimator
+	departures uint64 // FSM departure counter the estimator has seen
+	lastUp     time.Time
+}
+
+func (c *Coordinator) runTick(ctx context.Context, lt *leaderTicker) {
+	now := c.cfg.Clock()
+	tel := c.cfg.Telemetry
+	var members []Member
+	if tel != nil {
+		members = tel.Members()
+		c.mu.Lock()
+		c.members = slices.Clone(members)
+		c.mu.Unlock()
+	} else {
+		c.mu.Lock()
+		members = slices.Clone(c.members)
+		c.mu.Unlock()
+	}
+	if members != nil {
+		if err := c.reconcile(members, now); err != nil {
+			c.logger.Warn("reconcile", "err", err)
+		}
+	}
+	if ctx.Err() != nil || !c.leading.Load() {
+		return
+	}
+	st := c.fsm.State()
+	hazards, err := c.estimateHazards(lt, st, now)
+	if err != nil {
+		c.logger.Error("hazard estimate", "err", err)
+		return
+	}
+	c.publishHazards(st, hazards, now)
+
+	snap := buildSnapshot(st, hazards, tel, c.cfg.Params)
+	dec := policy.Tick(snap, now)
+	c.ticks.Add(1)
+	c.lastTick.Store(now.UnixNano())
+	trimCandidates(&dec)
+	norm := normalize(dec).(policy.Decisions)
+	prev := normalize(st.Decisions.Decisions).(policy.Decisions)
+	if reflect.DeepEqual(prev, norm) {
+		return
+	}
+	// Drift within tolerance waits for the refresh period.
+	fresh := now.Sub(st.Decisions.At) < refreshPeriod(c.cfg.ControlPeriod)
+	if fresh && materiallyEqual(prev, norm, c.cfg.ControlPeriod) {
+		return
+	}
+	cmd := SetDecisions{Decisions: DecisionRecord{Decisions: norm, At: now, Leader: c.cfg.NodeID}}
+	if _, err := c.applyCommand(cmd); err != nil {
+		c.logger.Warn("commit decisions", "err", err)
+		return
+	}
+	c.commits.Add(1)
+}
+
+// applyCommand applies cmd on this node as leader.
+func (c *Coordinator) applyCommand(cmd Command) (uint64, error) {
+	b, err := EncodeCommand(cmd)
+	if err != nil {
+		return 0, err
+	}
+	return c.applyLocal(b)
+}
+
+// estimateHazards updates the term's estimator from the replicated state
+// (rebuilt from the departure log and the nodes' membership stretches when
+// the log changed, so a new leader starts where the old one stood) and
+// returns each active node's estimate.
+func (c *Coordinator) estimateHazards(lt *leaderTicker, st *State, now time.Time) (map[policy.NodeID]policy.HazardEstimate, error) {
+	_, deps := c.fsm.counters()
+	if lt.est == nil || deps != lt.departures {
+		est, err := policy.NewHazardEstimator(policy.DefaultHazardConfig())
+		if err != nil {
+			return nil, fmt.Errorf("new hazard estimator: %w", err)
+		}
+		for _, d := range st.Departures {
+			est.Observe(policy.Departure{Node: d.Node, At: d.At, Emergency: d.Kind == DepartureEmergency})
+		}
+		lt.est, lt.departures = est, deps
+		lt.lastUp = time.Time{}
+	}
+	for _, n := range st.Nodes {
+		for _, s := range n.Stretches {
+			to := s.To
+			if to.IsZero() {
+				to = now
+			}
+			if !lt.lastUp.IsZero() && to.Before(lt.lastUp) {
+				continue // already recorded
+			}
+			if to.After(s.From) {
+				lt.est.Up(n.ID, s.From, to)
+			}
+		}
+	}
+	lt.lastUp = now
+	out := map[policy.NodeID]policy.HazardEstimate{}
+	for id, n := range st.Nodes {
+		if n.State == NodeActive {
+			out[id] = lt.est.Estimate(id, now)
+		}
+	}
+	return out, nil
+}
+
+// publishHazards commits the estimates when a departure changed them or
+// HazardPublishPeriod passed: the leader decides with fresh estimates every
+// tick, but the log carries them only at that pace.
+func (c *Coordinator) publishHazards(st *State, hz map[policy.NodeID]policy.HazardEstimate, now time.Time) {
+	c.mu.Lock()
+	last := c.hazardsPublAt
+	c.mu.Unlock()
+	sameNodes := len(st.Hazards) == len(hz)
+	for id := range hz {
+		if _, ok := st.Hazards[id]; !ok {
+			sameNodes = false
+		}
+	}
+	due := !sameNodes || last.IsZero() || now.Sub(last) >= hazardPublishPeriod(c.cfg.ControlPeriod) ||
+		(len(st.Departures) > 0 && st.Departures[len(st.Departures)-1].At.After(st.HazardsAt))
+	if !due {
+		return
+	}
+	if _, err := c.applyCommand(PublishHazards{At: now, Hazards: hz}); err != nil {
+		c.logger.Warn("publish hazards", "err", err)
+		return
+	}
+	c.mu.Lock()
+	c.hazardsPublAt = now
+	c.mu.Unlock()
+}
+
+// hazardPublishPeriod is 60 control periods (a minute by default).
+func hazardPublishPeriod(period time.Duration) time.Duration { return 60 * period }
+
+// refreshPeriod is how long decisions that drifted within tolerance wait
+// before they are committed anyway: 60 control periods.
+func refreshPeriod(period time.Duration) time.Duration { return 60 * period }
+
+// buildSnapshot assembles the policy's view of one control period from the
+// replicated state, the fresh hazard estimates and live telemetry.
+func buildSnapshot(st *State, hz map[policy.NodeID]policy.HazardEstimate, tel Telemetry, params policy.Params) policy.Snapshot {
+	snap := policy.Snapshot{Params: params, Reclaims: sortedReclaims(st)}
+	live := map[policy.NodeID]NodeTelemetry{}
+	var progress map[string]FlowProgress
+	if tel != nil {
+		for _, n := range tel.Nodes() {
+			live[n.ID] = n
+		}
+		snap.Links = tel.Links()
+		progress = map[string]FlowProgress{}
+		for _, p := range tel.Flows() {
+			progress[p.ID] = p
+		}
+	}
+	used := map[policy.NodeID]int{}
+	for _, j := range st.Jobs {
+		if j.State != policy.JobDone && j.Node != "" {
+			used[j.Node] += j.GPUs
+		}
+	}
+	for _, id := range sortedIDs(st.Nodes) {
+		n := st.Nodes[id]
+		if n.State != NodeActive {
+			continue
+		}
+		free := max(n.GPUs-used[id], 0)
+		pn := policy.Node{ID: id, Building: n.Building, GPU: n.GPU, GPUs: n.GPUs, FreeGPUs: free}
+		if l, ok := live[id]; ok {
+			pn.FreeGPUs = min(free, l.FreeGPUs)
+			pn.Load, pn.AccessLink = l.Load, l.AccessLink
+		}
+		if h, ok := hz[id]; ok {
+			pn.Emergency, pn.Departure = h.EmergencyUpper, h.Departure
+		}
+		_, pn.Leaving = st.Reclaims[id]
+		snap.Nodes = append(snap.Nodes, pn)
+	}
+	for _, j := range sortedJobs(st) {
+		if j.State == policy.JobDone {
+			continue
+		}
+		pj := j.Job
+		pj.Replicas = nil
+		if cp, ok := st.FreshestCommitted(j.ID); ok {
+			for _, h := range cp.Holders {
+				if h != j.Node && st.Nodes[h].State == NodeActive {
+					pj.Replicas = append(pj.Replicas, h)
+				}
+			}
+		}
+		snap.Jobs = append(snap.Jobs, pj)
+	}
+	// Flows carried over from the previous decisions, with their progress.
+	handoffBytes := map[policy.JobID]int64{}
+	for _, h := range st.Decisions.Handoffs {
+		handoffBytes[h.Job] = h.Bytes
+	}
+	for _, f := range st.Decisions.Flows {
+		remaining := handoffBytes[f.Job]
+		if j, ok := st.Jobs[f.Job]; ok && remaining == 0 {
+			remaining = j.CheckpointBytes
+		}
+		if p, ok := progress[f.ID]; ok {
+			if p.Done {
+				continue
+			}
+			remaining = p.Remaining
+		}
+		snap.Flows = append(snap.Flows, policy.Flow{
+			ID: f.ID, Job: f.Job, From: f.From, To: f.To, Class: f.Class, Remaining: remaining,
+			Deadline: f.Deadline, Start: f.Start, Rate: f.Rate,
+		})
+	}
+	return snap
+}
+
+func trimCandidates(d *policy.Decisions) {
+	for i := range d.Placements {
+		if len(d.Placements[i].Candidates) > maxCandidates {
+			d.Placements[i].Candidates = d.Placements[i].Candidates[:maxCandidates]
+		}
+	}
+	for i := range d.Handoffs {
+		if len(d.Handoffs[i].Candidates) > maxCandidates {
+			d.Handoffs[i].Candidates = d.Handoffs[i].Candidates[:maxCandidates]
+		}
+	}
+}

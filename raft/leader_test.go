@@ -1,0 +1,279 @@
+package raft
+
+import (
+	"context"
+	"math/rand/v2"
+	"reflect"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/reclaimnet/reclaimnet/policy"
+)
+
+// TestDecisionsCommittedOnlyWhenChanged runs a one-node cluster with a
+// placed job for many ticks: the decisions are committed when they change
+// (placement, then P1 for the running job) and not on every tick.
+func TestDecisionsCommittedOnlyWhenChanged(t *testing.T) {
+	tc := newTestCluster(t, 1, localConfig(), false)
+	l := tc.leader(10 * time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := l.Submit(ctx, testJob("steady")); err != nil {
+		t.Fatal(err)
+	}
+	tc.eventually(10*time.Second, "the job placed", func() bool {
+		j, _ := l.FSM().Job("steady")
+		return j.State == policy.JobRunning
+	})
+	ticks, commits := l.Ticks(), l.DecisionCommits()
+	tc.eventually(20*time.Second, "30 more ticks", func() bool { return l.Ticks() >= ticks+30 })
+	if extra := l.DecisionCommits() - commits; extra > 2 {
+		t.Fatalf("%d decision commits in 30 unchanged ticks, want ≤ 2", extra)
+	}
+	if l.DecisionCommits() == 0 {
+		t.Fatal("no decisions ever committed")
+	}
+}
+
+// TestHazardRebuildMatchesIncremental checks that a new leader, rebuilding
+// the estimator from the replicated log, gets the same estimates as the old
+// leader that fed it tick by tick: a new leader picks up where the old one
+// stopped.
+func TestHazardRebuildMatchesIncremental(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	st := newState()
+	start := time.Date(2026, 1, 5, 0, 0, 0, 0, time.UTC)
+	ids := []policy.NodeID{"a", "b", "c", "d"}
+	for _, id := range ids {
+		if _, err := applyTo(st, UpsertNode{Node: NodeRecord{ID: id, Joined: start}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c := &Coordinator{fsm: NewFSM()}
+	old := &leaderTicker{}
+	now := start
+	for step := range 48 * 6 { // two days in 10-minute ticks
+		now = start.Add(time.Duration(step) * 10 * time.Minute)
+		if rng.IntN(10) == 0 {
+			id := ids[rng.IntN(len(ids))]
+			kind := DepartureScheduled
+			if rng.IntN(2) == 0 {
+				kind = DepartureEmergency
+			}
+			if applyDeparture(st, Departure{Node: id, At: now, Kind: kind}) {
+				c.fsm.departures++
+			}
+			// Back ten minutes later.
+			if _, err := applyTo(st, UpsertNode{Node: NodeRecord{ID: id, Joined: now.Add(10 * time.Minute)}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := c.estimateHazards(old, st, now); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := c.estimateHazards(old, st, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := c.estimateHazards(&leaderTicker{}, st, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(st.Departures) == 0 {
+		t.Fatal("the random run produced no departures")
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("incremental and rebuilt estimates differ:\n got %+v\nwant %+v", got["a"], want["a"])
+	}
+}
+
+type fixedTelemetry struct {
+	nodes []NodeTelemetry
+	links []policy.Link
+	flows []FlowProgress
+}
+
+func (f fixedTelemetry) Members() []Member      { return nil }
+func (f fixedTelemetry) Nodes() []NodeTelemetry { return f.nodes }
+func (f fixedTelemetry) Links() []policy.Link   { return f.links }
+func (f fixedTelemetry) Flows() []FlowProgress  { return f.flows }
+
+func TestBuildSnapshot(t *testing.T) {
+	st := newState()
+	at := time.Date(2026, 1, 5, 9, 0, 0, 0, time.UTC)
+	must := func(cmd Command) {
+		t.Helper()
+		if _, err := applyTo(st, cmd); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, n := range []NodeRecord{{ID: "a", GPUs: 4, Joined: at}, {ID: "b", GPUs: 2, Joined: at}, {ID: "c", GPUs: 1, Joined: at}} {
+		must(UpsertNode{Node: n})
+	}
+	must(SubmitJob{Job: JobRecord{Job: policy.Job{ID: "j", GPUs: 3, CheckpointBytes: 1000}, Spec: JobSpec{Command: []string{"x"}}}})
+	must(SubmitJob{Job: JobRecord{Job: policy.Job{ID: "k", GPUs: 1, CheckpointBytes: 500}, Spec: JobSpec{Command: []string{"x"}}}})
+	must(SetDecisions{Decisions: DecisionRecord{At: at, Decisions: policy.Decisions{
+		Placements: []policy.Placement{{Job: "j", To: "a"}, {Job: "k", To: "a"}},
+		Flows: []policy.FlowDecision{
+			{ID: "f-done", Job: "j", From: "a", To: "b", Rate: 10},
+			{ID: "f-part", Job: "j", From: "a", To: "c", Rate: 20},
+			{ID: "f-new", Job: "k", From: "a", To: "b", Rate: 30},
+		},
+	}}})
+	// j's version 2 is held by its host a, by b, and by c which then left.
+	for _, h := range []policy.NodeID{"a", "b", "c"} {
+		must(ReplicaComplete{Job: "j", Version: 2, ManifestHash: "h", Source: "a", Holder: h, At: at})
+	}
+	must(RecordDeparture{Departure: Departure{Node: "c", At: at.Add(time.Minute), Kind: DepartureEmergency}})
+	must(AnnounceReclaim{Reclaim: policy.Reclaim{Node: "b", Announced: at, Deadline: at.Add(time.Minute)}})
+
+	tel := fixedTelemetry{
+		nodes: []NodeTelemetry{{ID: "a", FreeGPUs: 4, Load: 0.5, AccessLink: "acc-a"}, {ID: "b", FreeGPUs: 1}},
+		links: []policy.Link{{ID: "acc-a", A: "a", B: "sw"}},
+		flows: []FlowProgress{{ID: "f-done", Done: true}, {ID: "f-part", Remaining: 123}},
+	}
+	hz := map[policy.NodeID]policy.HazardEstimate{"a": {EmergencyUpper: policy.HazardProfile{Rates: []float64{1e-4}}, Departure: policy.HazardProfile{Rates: []float64{2e-4}}}}
+	s := buildSnapshot(st, hz, tel, policy.DefaultParams())
+
+	if len(s.Nodes) != 2 || s.Nodes[0].ID != "a" || s.Nodes[1].ID != "b" {
+		t.Fatalf("nodes got %+v, want a and b (c left)", s.Nodes)
+	}
+	if a := s.Nodes[0]; a.FreeGPUs != 0 || a.Load != 0.5 || a.AccessLink != "acc-a" || a.Emergency.Rates[0] != 1e-4 || a.Departure.Rates[0] != 2e-4 || a.Leaving {
+		t.Fatalf("node a got %+v, want 0 free GPUs (4 − 3 − 1), load 0.5, its link and hazards", a)
+	}
+	if b := s.Nodes[1]; b.FreeGPUs != 1 || !b.Leaving {
+		t.Fatalf("node b got %+v, want 1 free GPU (telemetry) and leaving", b)
+	}
+	if len(s.Jobs) != 2 || !slices.Equal(s.Jobs[0].Replicas, []policy.NodeID{"b"}) {
+		t.Fatalf("job j replicas got %+v, want [b] (not the host a, not the departed c)", s.Jobs)
+	}
+	var flows []string
+	for _, f := range s.Flows {
+		flows = append(flows, f.ID)
+		switch f.ID {
+		case "f-part":
+			if f.Remaining != 123 || f.Rate != 20 {
+				t.Errorf("f-part got %+v, want remaining 123 at rate 20", f)
+			}
+		case "f-new":
+			if f.Remaining != 500 {
+				t.Errorf("f-new got remaining %d, want the job's checkpoint size 500", f.Remaining)
+			}
+		}
+	}
+	if !slices.Equal(flows, []string{"f-part", "f-new"}) {
+		t.Fatalf("carried flows got %v, want f-part and f-new (f-done finished)", flows)
+	}
+	if len(s.Reclaims) != 1 || s.Reclaims[0].Node != "b" {
+		t.Fatalf("reclaims got %+v, want b's", s.Reclaims)
+	}
+}
+
+func TestMateriallyEqual(t *testing.T) {
+	at := time.Date(2026, 1, 5, 9, 0, 0, 0, time.UTC)
+	base := policy.Decisions{
+		Jobs:  []policy.JobDecision{{Job: "j", Bandwidth: 1000, Interval: 10 * time.Minute, Hazard: 1e-4}},
+		Flows: []policy.FlowDecision{{ID: "f", Rate: 5e6, Start: at, Links: []string{"l1"}}},
+	}
+	cases := []struct {
+		name   string
+		change func(d *policy.Decisions)
+		equal  bool
+	}{
+		{"same", func(d *policy.Decisions) {}, true},
+		{"hazard drift 0.5%", func(d *policy.Decisions) { d.Jobs[0].Hazard *= 1.005 }, true},
+		{"interval drift 0.5%", func(d *policy.Decisions) { d.Jobs[0].Interval += 3 * time.Second }, true},
+		{"start within a period", func(d *policy.Decisions) { d.Flows[0].Start = at.Add(500 * time.Millisecond) }, true},
+		{"rate 2%", func(d *policy.Decisions) { d.Flows[0].Rate *= 1.02 }, false},
+		{"interval 5%", func(d *policy.Decisions) { d.Jobs[0].Interval += 30 * time.Second }, false},
+		{"start two periods", func(d *policy.Decisions) { d.Flows[0].Start = at.Add(2 * time.Second) }, false},
+		{"other link", func(d *policy.Decisions) { d.Flows[0].Links = []string{"l2"} }, false},
+		{"new flow", func(d *policy.Decisions) { d.Flows = append(d.Flows, policy.FlowDecision{ID: "g"}) }, false},
+		{"standby", func(d *policy.Decisions) { d.Jobs[0].Standby = "b" }, false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			d := cloneDecisions(base)
+			c.change(&d)
+			if got := materiallyEqual(base, d, time.Second); got != c.equal {
+				t.Fatalf("got %v, want %v", got, c.equal)
+			}
+		})
+	}
+}
+
+func TestViewSelectsWhatConcernsANode(t *testing.T) {
+	f := NewFSM()
+	for i, c := range sampleCommands()[:9] { // up to b's reclaim of a, before the move
+		if res := applyEncoded(t, f, uint64(i+1), c); res != nil {
+			t.Fatal(res)
+		}
+	}
+	a, b := f.View("a"), f.View("b")
+	if len(a.Jobs) != 1 || a.Jobs[0].ID != "j1" || len(a.Intervals) != 1 || a.Reclaim == nil {
+		t.Fatalf("view of a got jobs %v intervals %v reclaim %v, want j1, its interval and a reclaim", a.Jobs, a.Intervals, a.Reclaim)
+	}
+	if len(b.Jobs) != 0 || len(b.Intervals) != 0 || len(b.Flows) != 1 || b.Reclaim != nil {
+		t.Fatalf("view of b got jobs %v intervals %v flows %v, want only the incoming flow", b.Jobs, b.Intervals, b.Flows)
+	}
+	if len(a.Hazard.EmergencyUpper.Rates) != 2 || a.Index != f.Index() {
+		t.Fatalf("view of a got hazard %+v index %d, want the published profile at index %d", a.Hazard, a.Index, f.Index())
+	}
+}
+
+// TestEventsTriggerImmediateTick sets a control period of an hour: only a
+// new job, a reclaim or a departure (or Kick) can make the leader tick.
+func TestEventsTriggerImmediateTick(t *testing.T) {
+	cfg := localConfig()
+	cfg.ControlPeriod = time.Hour
+	tc := newTestCluster(t, 2, cfg, false)
+	l := tc.waitConfigured(1, 20*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	step := func(what string, act func()) {
+		t.Helper()
+		before := l.Ticks()
+		act()
+		tc.eventually(5*time.Second, "a tick after "+what, func() bool { return l.Ticks() > before })
+	}
+	step("a new job", func() {
+		if _, err := l.Submit(ctx, testJob("now")); err != nil {
+			t.Fatal(err)
+		}
+	})
+	tc.eventually(5*time.Second, "the job placed by that tick", func() bool {
+		j, _ := l.FSM().Job("now")
+		return j.State == policy.JobRunning
+	})
+	var other policy.NodeID
+	for id := range tc.nodes {
+		if id != l.ID() {
+			other = id
+		}
+	}
+	step("a reclaim", func() {
+		now := time.Now()
+		if _, err := l.Submit(ctx, AnnounceReclaim{Reclaim: policy.Reclaim{Node: other, Announced: now, Deadline: now.Add(time.Minute)}}); err != nil {
+			t.Fatal(err)
+		}
+	})
+	step("a departure", func() {
+		if _, err := l.Submit(ctx, RecordDeparture{Departure: Departure{Node: other, At: time.Now(), Kind: DepartureScheduled}}); err != nil {
+			t.Fatal(err)
+		}
+	})
+	step("Kick", l.Kick)
+	// A command that is not an event does not tick.
+	before := l.Ticks()
+	if _, err := l.Submit(ctx, JobReport{Job: "now", Node: l.FSM().Jobs()[0].Node, Remaining: time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Submit(ctx, CancelReclaim{Node: "nobody"}); err != nil {
+		t.Fatal(err)
+	}
+	if got := l.Ticks(); got != before {
+		t.Fatalf("ticks went from %d to %d on a job report", before, got)
+	}
+}

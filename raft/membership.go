@@ -1,0 +1,415 @@
+package raft
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+
+	hraft "github.com/hashicorp/raft"
+
+	"github.com/reclaimnet/reclaimnet/policy"
+)
+
+// voterCandidate is what the voter choice looks at.
+type voterCandidate struct {
+	ID       policy.NodeID
+	Building string
+	Hazard   float64       // departure hazard now, 1/s
+	Uptime   time.Duration // now − Since
+	Voter    bool          // a voter now
+	Leader   bool          // the leader choosing (kept: no needless transfer)
+}
+
+// wantVoters returns how many voters a cluster with eligible members should
+// have: 1 below 3 (two voters double the ways to lose quorum and tolerate
+// nothing more), normal (3) below large (20) members, largeVoters (5) from
+// there on.
+func wantVoters(eligible, normal, large, largeSize int) int {
+	switch {
+	case eligible < 3:
+		return min(eligible, 1)
+	case eligible >= largeSize:
+		return min(large, eligible)
+	}
+	return min(normal, eligible)
+}
+
+// chooseVoters picks n voters among cands for stability, spread over
+// buildings. Ranking: current voters first (no churn while they stay
+// eligible, the leader before them), then low hazard, long uptime, ID. A first pass takes the best
+// of each building (buildings ordered by their best member) so a building
+// outage costs at most ⌈n/buildings⌉ votes; a second pass fills by rank.
+func chooseVoters(cands []voterCandidate, n int) []policy.NodeID {
+	ranked := slices.Clone(cands)
+	slices.SortFunc(ranked, func(a, b voterCandidate) int {
+		if a.Leader != b.Leader {
+			if a.Leader {
+				return -1
+			}
+			return 1
+		}
+		if a.Voter != b.Voter {
+			if a.Voter {
+				return -1
+			}
+			return 1
+		}
+		return cmp.Or(cmp.Compare(a.Hazard, b.Hazard), cmp.Compare(b.Uptime, a.Uptime), strings.Compare(string(a.ID), string(b.ID)))
+	})
+	chosen := map[policy.NodeID]bool{}
+	seen := map[string]bool{}
+	var out []policy.NodeID
+	for _, c := range ranked {
+		if len(out) == n {
+			break
+		}
+		if !seen[c.Building] {
+			seen[c.Building] = true
+			chosen[c.ID] = true
+			out = append(out, c.ID)
+		}
+	}
+	for _, c := range ranked {
+		if len(out) == n {
+			break
+		}
+		if !chosen[c.ID] {
+			chosen[c.ID] = true
+			out = append(out, c.ID)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// Reconcile brings the Raft configuration and the node registry in line
+// with the gossip member list; only the leader acts (elsewhere it returns
+// nil). In order: record departures of members that failed or left; add
+// new members as non-voters; choose the voters (see chooseVoters) among
+// alive members without a pending reclaim and promote the missing ones
+// before demoting any (quorum never shrinks first); if this leader itself
+// is to be demoted, transfer leadership instead and let the next leader
+// finish; remove members that left, and failed ones after
+// DeadServerTimeout.
+func (c *Coordinator) Reconcile(members []Member, now time.Time) error {
+	c.mu.Lock()
+	c.members = slices.Clone(members)
+	c.mu.Unlock()
+	if !c.leading.Load() {
+		return nil
+	}
+	return c.reconcile(members, now)
+}
+
+// peerHealth is what the leader saw of its heartbeats to one server.
+type peerHealth struct {
+	firstSeen    time.Time // first reconcile that found it in the configuration
+	failingSince time.Time // zero while heartbeats succeed
+	lastFailure  time.Time
+}
+
+// watchHeartbeats records Raft's heartbeat failures and recoveries.
+func (c *Coordinator) watchHeartbeats(obs <-chan hraft.Observation) {
+	for {
+		select {
+		case <-c.stop:
+			return
+		case o := <-obs:
+			now := c.cfg.Clock()
+			c.mu.Lock()
+			switch d := o.Data.(type) {
+			case hraft.FailedHeartbeatObservation:
+				h := c.healthLocked(policy.NodeID(d.PeerID), now)
+				if h.failingSince.IsZero() {
+					h.failingSince = now
+				}
+				h.lastFailure = now
+			case hraft.ResumedHeartbeatObservation:
+				c.healthLocked(policy.NodeID(d.PeerID), now).failingSince = time.Time{}
+			}
+			c.mu.Unlock()
+		}
+	}
+}
+
+func (c *Coordinator) healthLocked(id policy.NodeID, now time.Time) *peerHealth {
+	h := c.health[id]
+	if h == nil {
+		h = &peerHealth{firstSeen: now}
+		c.health[id] = h
+	}
+	return h
+}
+
+// votable reports whether a server may hold (voter) or get (non-voter) a
+// vote: a voter keeps it unless heartbeats to it have failed for the
+// stabilization time; a non-voter gets it only after being in the
+// configuration that long with no heartbeat failure in that time.
+func (c *Coordinator) votable(id policy.NodeID, voter bool, now time.Time) bool {
+	if id == c.cfg.NodeID {
+		return true
+	}
+	stab := c.cfg.ServerStabilization
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	h := c.healthLocked(id, now)
+	if voter {
+		return h.failingSince.IsZero() || now.Sub(h.failingSince) < stab
+	}
+	return h.failingSince.IsZero() && now.Sub(h.firstSeen) >= stab && (h.lastFailure.IsZero() || now.Sub(h.lastFailure) >= stab)
+}
+
+func (c *Coordinator) reconcile(members []Member, now time.Time) error {
+	c.reconcileMu.Lock()
+	defer c.reconcileMu.Unlock()
+	timeout := c.cfg.ApplyTimeout
+	self := c.cfg.NodeID
+	cf := c.raft.GetConfiguration()
+	if err := cf.Error(); err != nil {
+		return fmt.Errorf("reconcile: %w", err)
+	}
+	servers := map[policy.NodeID]hraft.Server{}
+	for _, s := range cf.Configuration().Servers {
+		servers[policy.NodeID(s.ID)] = s
+	}
+	st := c.fsm.State()
+	byID := map[policy.NodeID]Member{}
+	for _, m := range members {
+		if m.ID != "" {
+			byID[m.ID] = m
+		}
+	}
+	var errs []error
+	submit := func(cmd Command) {
+		if _, err := c.applyCommand(cmd); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", cmd.Kind(), err))
+		}
+	}
+
+	// 1. Departures: a registered active node whose member failed or left.
+	for _, m := range members {
+		rec, ok := st.Nodes[m.ID]
+		if !ok || rec.State != NodeActive || (m.Status != MemberFailed && m.Status != MemberLeft) || m.ID == self {
+			continue
+		}
+		kind := DepartureEmergency
+		if r, ok := st.Reclaims[m.ID]; ok && !r.Emergency() {
+			kind = DepartureScheduled
+		}
+		at := now
+		if r, ok := st.Reclaims[m.ID]; ok && kind == DepartureScheduled && r.Deadline.Before(now) {
+			at = r.Deadline
+		}
+		if at.Before(rec.Joined) {
+			at = rec.Joined
+		}
+		submit(RecordDeparture{Departure: Departure{Node: m.ID, At: at, Kind: kind}})
+	}
+
+	// 2. Failure bookkeeping for the dead-server timeout.
+	c.mu.Lock()
+	for id := range c.failedSince {
+		if m, ok := byID[id]; ok && (m.Status == MemberAlive || m.Status == MemberSuspect) {
+			delete(c.failedSince, id)
+		}
+	}
+	for id := range servers {
+		m, ok := byID[id]
+		if id != self && (!ok || m.Status == MemberFailed) {
+			if _, seen := c.failedSince[id]; !seen {
+				c.failedSince[id] = now
+			}
+		}
+	}
+	failedSince := maps.Clone(c.failedSince)
+	c.mu.Unlock()
+
+	// 3. New members join as non-voters; a changed address is re-added.
+	for _, m := range members {
+		if m.ID == self || m.RaftAddr == "" || (m.Status != MemberAlive && m.Status != MemberSuspect) {
+			continue
+		}
+		s, ok := servers[m.ID]
+		if ok && string(s.Address) == m.RaftAddr {
+			continue
+		}
+		if ok {
+			if err := c.raft.RemoveServer(s.ID, 0, timeout).Error(); err != nil {
+				errs = append(errs, fmt.Errorf("remove %s at its old address: %w", m.ID, err))
+				continue
+			}
+		}
+		if err := c.raft.AddNonvoter(hraft.ServerID(m.ID), hraft.ServerAddress(m.RaftAddr), 0, timeout).Error(); err != nil {
+			errs = append(errs, fmt.Errorf("add non-voter %s: %w", m.ID, err))
+			continue
+		}
+		servers[m.ID] = hraft.Server{ID: hraft.ServerID(m.ID), Address: hraft.ServerAddress(m.RaftAddr), Suffrage: hraft.Nonvoter}
+	}
+
+	// 4. Voters.
+	var cands []voterCandidate
+	for id, s := range servers {
+		m, ok := byID[id]
+		if id == self && !ok {
+			m, ok = Member{ID: self, Status: MemberAlive}, true
+		}
+		if !ok || (m.Status != MemberAlive && m.Status != MemberSuspect) {
+			continue
+		}
+		if _, reclaiming := st.Reclaims[id]; reclaiming {
+			continue
+		}
+		if !c.votable(id, s.Suffrage == hraft.Voter, now) {
+			continue
+		}
+		hazard := m.Hazard
+		if h, ok := st.Hazards[id]; ok && len(h.Departure.Rates) > 0 {
+			hazard = h.Departure.At(now)
+		}
+		building := m.Building
+		if building == "" {
+			building = st.Nodes[id].Building
+		}
+		cands = append(cands, voterCandidate{ID: id, Building: building, Hazard: hazard, Uptime: upTime(m.Since, now), Voter: s.Suffrage == hraft.Voter, Leader: id == self})
+	}
+	n := wantVoters(len(cands), c.cfg.Voters, c.cfg.LargeVoters, c.cfg.LargeClusterSize)
+	want := map[policy.NodeID]bool{}
+	for _, id := range chooseVoters(cands, n) {
+		want[id] = true
+	}
+	promoted := true
+	for _, id := range sortedIDs(want) {
+		s := servers[id]
+		if s.Suffrage == hraft.Voter {
+			continue
+		}
+		if err := c.raft.AddVoter(s.ID, s.Address, 0, timeout).Error(); err != nil {
+			errs = append(errs, fmt.Errorf("promote %s: %w", id, err))
+			promoted = false
+			continue
+		}
+		s.Suffrage = hraft.Voter
+		servers[id] = s
+		c.logger.Info("promoted to voter", "server", id)
+	}
+	if promoted && len(want) > 0 {
+		for _, id := range sortedIDs(servers) {
+			s := servers[id]
+			if s.Suffrage != hraft.Voter || want[id] {
+				continue
+			}
+			if id == self {
+				// Hand over first; the next leader demotes this node.
+				target := sortedIDs(want)[0]
+				if err := c.raft.LeadershipTransferToServer(hraft.ServerID(target), servers[target].Address).Error(); err != nil {
+					errs = append(errs, fmt.Errorf("transfer leadership to %s: %w", target, err))
+				}
+				return errors.Join(errs...)
+			}
+			if err := c.raft.DemoteVoter(s.ID, 0, timeout).Error(); err != nil {
+				errs = append(errs, fmt.Errorf("demote %s: %w", id, err))
+				continue
+			}
+			s.Suffrage = hraft.Nonvoter
+			servers[id] = s
+			c.logger.Info("demoted to non-voter", "server", id)
+		}
+	}
+
+	// 5. Removal: left members at once (never a voter: those were demoted
+	// above), failed ones after the timeout.
+	for _, id := range sortedIDs(servers) {
+		s := servers[id]
+		if id == self || s.Suffrage == hraft.Voter && want[id] {
+			continue
+		}
+		m, ok := byID[id]
+		gone := ok && m.Status == MemberLeft
+		if since, failed := failedSince[id]; failed && now.Sub(since) >= c.cfg.DeadServerTimeout {
+			gone = true
+		}
+		if !gone || s.Suffrage == hraft.Voter {
+			continue
+		}
+		if err := c.raft.RemoveServer(s.ID, 0, timeout).Error(); err != nil {
+			errs = append(errs, fmt.Errorf("remove %s: %w", id, err))
+			continue
+		}
+		delete(servers, id)
+		c.mu.Lock()
+		delete(c.failedSince, id)
+		delete(c.health, id)
+		c.mu.Unlock()
+		c.logger.Info("removed from raft configuration", "server", id)
+	}
+
+	// 6. Registry: what gossip says, with the role Raft has now.
+	st = c.fsm.State()
+	for _, m := range members {
+		if m.Status != MemberAlive && m.Status != MemberSuspect {
+			continue
+		}
+		role := RoleNone
+		if s, ok := servers[m.ID]; ok {
+			role = RoleNonvoter
+			if s.Suffrage == hraft.Voter {
+				role = RoleVoter
+			}
+		}
+		old, known := st.Nodes[m.ID]
+		rec := NodeRecord{
+			ID: m.ID, Building: m.Building, RaftAddr: m.RaftAddr, GossipAddr: m.GossipAddr, TransferAddr: m.TransferAddr,
+			GPU: m.GPU, GPUs: m.GPUs, Role: role, State: NodeActive, Joined: m.Since.UTC().Round(0),
+		}
+		switch {
+		case known && old.State == NodeLeft && !rec.Joined.After(old.Left):
+			// Back after a logged departure, but gossip's join time is
+			// older than the departure: the membership starts now.
+			rec.Joined = now.UTC().Round(0)
+		case known && old.State == NodeActive && rec.Joined.Before(old.Joined):
+			rec.Joined = old.Joined // a membership's start only moves forward
+		}
+		if known && sameNode(old, rec) {
+			continue
+		}
+		submit(UpsertNode{Node: rec})
+	}
+	// Registry roles of departed servers.
+	for id, rec := range st.Nodes {
+		if _, inCfg := servers[id]; !inCfg && rec.Role != RoleNone {
+			if _, alive := byID[id]; alive && (byID[id].Status == MemberAlive || byID[id].Status == MemberSuspect) {
+				continue
+			}
+			rec.Role = RoleNone
+			rec.Stretches = nil
+			submit(UpsertNode{Node: rec})
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func sameNode(a, b NodeRecord) bool {
+	return a.ID == b.ID && a.Building == b.Building && a.RaftAddr == b.RaftAddr && a.GossipAddr == b.GossipAddr &&
+		a.TransferAddr == b.TransferAddr && a.GPU == b.GPU && a.GPUs == b.GPUs && a.Role == b.Role &&
+		a.State == b.State && a.Joined.Equal(b.Joined)
+}
+
+func upTime(since, now time.Time) time.Duration {
+	if since.IsZero() || since.After(now) {
+		return 0
+	}
+	return now.Sub(since)
+}
+
+func sortedIDs[V any](m map[policy.NodeID]V) []policy.NodeID {
+	out := make([]policy.NodeID, 0, len(m))
+	for id := range m {
+		out = append(out, id)
+	}
+	slices.Sort(out)
+	return out
+}

@@ -1,0 +1,272 @@
+package raft
+
+import (
+	"slices"
+	"time"
+
+	"github.com/reclaimnet/reclaimnet/policy"
+)
+
+// Role is a node's part in the Raft configuration, as the leader last
+// recorded it in the registry.
+type Role uint8
+
+const (
+	// RoleNone: not (yet) in the Raft configuration.
+	RoleNone Role = iota
+	// RoleNonvoter receives the log but does not vote.
+	RoleNonvoter
+	// RoleVoter votes and may lead.
+	RoleVoter
+)
+
+func (r Role) String() string {
+	switch r {
+	case RoleNonvoter:
+		return "non-voter"
+	case RoleVoter:
+		return "voter"
+	}
+	return "none"
+}
+
+// NodeState says whether a registered node is part of the cluster now.
+type NodeState uint8
+
+const (
+	// NodeActive is a node that is a member now.
+	NodeActive NodeState = iota
+	// NodeLeft is a node that departed (its departure is in the log).
+	NodeLeft
+)
+
+func (s NodeState) String() string {
+	if s == NodeLeft {
+		return "left"
+	}
+	return "active"
+}
+
+// NodeRecord is one node in the registry.
+type NodeRecord struct {
+	ID       policy.NodeID
+	Building string
+	// RaftAddr is where peers reach the node's coordinator (host:port);
+	// GossipAddr and TransferAddr its other listeners.
+	RaftAddr     string
+	GossipAddr   string `json:",omitempty"`
+	TransferAddr string `json:",omitempty"`
+	GPU          policy.GPU
+	GPUs         int
+	Role         Role
+	State        NodeState
+	// Joined is when the node's current membership began; Left when it
+	// ended (zero while active).
+	Joined time.Time
+	Left   time.Time `json:",omitzero"`
+	// Stretches are the node's recent memberships, oldest first (the
+	// exposure the hazard estimator needs). The state machine keeps them;
+	// an UpsertNode's own value is ignored.
+	Stretches []Interval `json:",omitempty"`
+}
+
+// JobSpec is what a host needs to run a job.
+type JobSpec struct {
+	Command []string
+	Env     []string `json:",omitempty"` // KEY=VALUE
+	Dir     string   `json:",omitempty"`
+}
+
+// JobRecord is one job: the leader's view (policy.Job) plus what it takes
+// to run it.
+type JobRecord struct {
+	policy.Job
+	Spec      JobSpec
+	Owner     string
+	Submitted time.Time
+	// Restarts counts how often the job was started after its first start
+	// (recoveries and hand-offs).
+	Restarts int
+	// Started reports whether the job was ever placed.
+	Started bool
+}
+
+// Checkpoint is one version of one job's checkpoint in the catalogue.
+type Checkpoint struct {
+	Job          policy.JobID
+	Version      uint64
+	ManifestHash string
+	Size         int64
+	// Source is the node that wrote the checkpoint.
+	Source policy.NodeID
+	// Holders are the nodes that hold the version completely, sorted.
+	Holders []policy.NodeID
+	// Committed is set once a holder other than Source has it (a version
+	// counts only off its source node); CommittedAt is when.
+	Committed   bool
+	CommittedAt time.Time `json:",omitzero"`
+}
+
+// DepartureKind says whether a departure had notice.
+type DepartureKind uint8
+
+const (
+	// DepartureScheduled had a notice τ > 0.
+	DepartureScheduled DepartureKind = iota + 1
+	// DepartureEmergency had none.
+	DepartureEmergency
+)
+
+func (k DepartureKind) String() string {
+	switch k {
+	case DepartureScheduled:
+		return "scheduled"
+	case DepartureEmergency:
+		return "emergency"
+	}
+	return "unknown"
+}
+
+// Departure is one entry of the departure log.
+type Departure struct {
+	Node policy.NodeID
+	At   time.Time
+	Kind DepartureKind
+}
+
+// Interval is a stretch of time [From, To); a zero To is still open.
+type Interval struct {
+	From time.Time
+	To   time.Time `json:",omitzero"`
+}
+
+// maxStretches bounds a node's membership history.
+const maxStretches = 32
+
+// DecisionRecord is the leader's current decisions and when they were made.
+type DecisionRecord struct {
+	policy.Decisions
+	// At is the control period's time; Leader the node that decided.
+	At     time.Time
+	Leader policy.NodeID
+}
+
+// State is a full copy of the replicated state. Nothing in it is shared
+// with the state machine.
+type State struct {
+	Nodes       map[policy.NodeID]NodeRecord
+	Jobs        map[policy.JobID]JobRecord
+	Checkpoints map[policy.JobID][]Checkpoint // by version, ascending
+	Departures  []Departure                   // by time, ascending
+	Hazards     map[policy.NodeID]policy.HazardEstimate
+	HazardsAt   time.Time `json:",omitzero"`
+	Reclaims    map[policy.NodeID]policy.Reclaim
+	Decisions   DecisionRecord
+}
+
+func newState() *State {
+	return &State{
+		Nodes:       map[policy.NodeID]NodeRecord{},
+		Jobs:        map[policy.JobID]JobRecord{},
+		Checkpoints: map[policy.JobID][]Checkpoint{},
+		Hazards:     map[policy.NodeID]policy.HazardEstimate{},
+		Reclaims:    map[policy.NodeID]policy.Reclaim{},
+	}
+}
+
+// clone returns a deep copy of s.
+func (s *State) clone() *State {
+	c := newState()
+	for id, n := range s.Nodes {
+		c.Nodes[id] = n.clone()
+	}
+	for id, j := range s.Jobs {
+		c.Jobs[id] = j.clone()
+	}
+	for id, cps := range s.Checkpoints {
+		out := make([]Checkpoint, len(cps))
+		for i, cp := range cps {
+			out[i] = cp.clone()
+		}
+		c.Checkpoints[id] = out
+	}
+	c.Departures = slices.Clone(s.Departures)
+	for id, h := range s.Hazards {
+		c.Hazards[id] = cloneHazard(h)
+	}
+	c.HazardsAt = s.HazardsAt
+	for id, r := range s.Reclaims {
+		c.Reclaims[id] = r
+	}
+	c.Decisions = s.Decisions.clone()
+	return c
+}
+
+func (j JobRecord) clone() JobRecord {
+	j.Replicas = slices.Clone(j.Replicas)
+	j.Spec.Command = slices.Clone(j.Spec.Command)
+	j.Spec.Env = slices.Clone(j.Spec.Env)
+	return j
+}
+
+func (c Checkpoint) clone() Checkpoint {
+	c.Holders = slices.Clone(c.Holders)
+	return c
+}
+
+func cloneHazard(h policy.HazardEstimate) policy.HazardEstimate {
+	h.Emergency.Rates = slices.Clone(h.Emergency.Rates)
+	h.EmergencyUpper.Rates = slices.Clone(h.EmergencyUpper.Rates)
+	h.Departure.Rates = slices.Clone(h.Departure.Rates)
+	h.DepartureUpper.Rates = slices.Clone(h.DepartureUpper.Rates)
+	return h
+}
+
+func (n NodeRecord) clone() NodeRecord {
+	n.Stretches = slices.Clone(n.Stretches)
+	return n
+}
+
+func (d DecisionRecord) clone() DecisionRecord {
+	d.Decisions = cloneDecisions(d.Decisions)
+	return d
+}
+
+func cloneDecisions(d policy.Decisions) policy.Decisions {
+	out := policy.Decisions{CheckpointBudget: d.CheckpointBudget}
+	out.Jobs = slices.Clone(d.Jobs)
+	if d.Handoffs != nil {
+		out.Handoffs = make([]policy.HandoffDecision, len(d.Handoffs))
+		for i, h := range d.Handoffs {
+			h.Candidates = slices.Clone(h.Candidates)
+			out.Handoffs[i] = h
+		}
+	}
+	if d.Placements != nil {
+		out.Placements = make([]policy.Placement, len(d.Placements))
+		for i, p := range d.Placements {
+			p.Candidates = slices.Clone(p.Candidates)
+			out.Placements[i] = p
+		}
+	}
+	if d.Flows != nil {
+		out.Flows = make([]policy.FlowDecision, len(d.Flows))
+		for i, f := range d.Flows {
+			f.Links = slices.Clone(f.Links)
+			out.Flows[i] = f
+		}
+	}
+	return out
+}
+
+// FreshestCommitted returns the newest committed version of a job's
+// checkpoint, if any.
+func (s *State) FreshestCommitted(job policy.JobID) (Checkpoint, bool) {
+	cps := s.Checkpoints[job]
+	for i := len(cps) - 1; i >= 0; i-- {
+		if cps[i].Committed {
+			return cps[i].clone(), true
+		}
+	}
+	return Checkpoint{}, false
+}

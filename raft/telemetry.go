@@ -1,0 +1,83 @@
+package raft
+
+import (
+	"time"
+
+	"github.com/reclaimnet/reclaimnet/policy"
+)
+
+// Telemetry is what the leader needs from gossip each control period. The
+// mesh implements it; every method must be cheap, safe for concurrent use,
+// and return values the caller may keep (copies).
+type Telemetry interface {
+	// Members is the gossip member list, including failed and left
+	// members memberlist still remembers.
+	Members() []Member
+	// Nodes are live per-node figures (free GPUs, load, access link).
+	Nodes() []NodeTelemetry
+	// Links is the campus graph with smoothed available bandwidth.
+	Links() []policy.Link
+	// Flows reports the progress of flows the decisions admitted.
+	Flows() []FlowProgress
+}
+
+// MemberStatus is a member's gossip state.
+type MemberStatus uint8
+
+const (
+	// MemberAlive is a reachable member.
+	MemberAlive MemberStatus = iota
+	// MemberSuspect is a member gossip suspects; it keeps its place.
+	MemberSuspect
+	// MemberFailed is a member gossip declared dead.
+	MemberFailed
+	// MemberLeft is a member that left gracefully.
+	MemberLeft
+)
+
+func (s MemberStatus) String() string {
+	switch s {
+	case MemberAlive:
+		return "alive"
+	case MemberSuspect:
+		return "suspect"
+	case MemberFailed:
+		return "failed"
+	case MemberLeft:
+		return "left"
+	}
+	return "unknown"
+}
+
+// Member is one gossip member as the coordinator needs it.
+type Member struct {
+	ID           policy.NodeID
+	RaftAddr     string // host:port of its coordinator listener
+	GossipAddr   string
+	TransferAddr string
+	Building     string
+	GPU          policy.GPU
+	GPUs         int
+	Status       MemberStatus
+	// Since is when the member's current incarnation joined; uptime is
+	// now − Since. Stability ranks long uptimes first.
+	Since time.Time
+	// Hazard is the member's departure hazard (1/s) as gossip last saw it;
+	// the leader prefers its own published estimate when it has one.
+	Hazard float64
+}
+
+// NodeTelemetry are a node's live figures.
+type NodeTelemetry struct {
+	ID         policy.NodeID
+	FreeGPUs   int
+	Load       float64
+	AccessLink string
+}
+
+// FlowProgress is how far an admitted flow got.
+type FlowProgress struct {
+	ID        string
+	Remaining int64 // bytes still to move
+	Done      bool
+}

@@ -1,0 +1,202 @@
+package sim
+
+import (
+	"math"
+	"sort"
+	"time"
+
+	"github.com/reclaimnet/reclaimnet/policy"
+)
+
+// firstFit places every pending or recovering job on the first usable node
+// in trace order (Slurm's default first-fit with no topology knowledge).
+// delay is how long a job must have waited (Slurm's scheduling cycle).
+func firstFit(w *World, delay float64, from func(j *simJob) policy.NodeID) []policy.Placement {
+	var out []policy.Placement
+	taken := map[int]int{}
+	for _, j := range w.jobs {
+		if !j.started || j.node >= 0 || (j.state != policy.JobPending && j.state != policy.JobRecovering) {
+			continue
+		}
+		if j.down && w.now-j.stopAt < delay {
+			continue
+		}
+		for ni, n := range w.nodes {
+			if !w.usable(ni, j) || n.freeGPUs-taken[ni] < j.rec.GPUs {
+				continue
+			}
+			taken[ni] += j.rec.GPUs
+			out = append(out, policy.Placement{Job: j.id, To: n.id, From: from(j)})
+			break
+		}
+	}
+	return out
+}
+
+// SlurmRequeue is baseline B1′: Slurm preempt-and-requeue with DMTCP
+// checkpoints every 10 minutes to a central storage server (the virtual
+// StorageNode behind the core). Slurm does not see the owner's notice: a
+// departure kills the job, which is requeued, waits for the next
+// scheduling cycle (30 s), lands first-fit on any free node and restores
+// from storage. Checkpoint traffic is plain TCP (no enforcement).
+type SlurmRequeue struct {
+	Interval time.Duration // 10 min
+	Delay    time.Duration // requeue delay, 30 s
+}
+
+// Name implements Controller.
+func (SlurmRequeue) Name() string { return "B1' Slurm requeue" }
+
+// Enforced implements Controller.
+func (SlurmRequeue) Enforced() bool { return false }
+
+// Control implements Controller.
+func (c SlurmRequeue) Control(w *World, now time.Time) Plan {
+	var p Plan
+	for _, j := range w.jobs {
+		if j.started && j.state != policy.JobDone {
+			p.Jobs = append(p.Jobs, policy.JobDecision{Job: j.id, Interval: c.Interval, Standby: StorageNode})
+		}
+	}
+	p.Placements = firstFit(w, c.Delay.Seconds(), func(*simJob) policy.NodeID { return StorageNode })
+	return p
+}
+
+// NoMigration is baseline B2: no checkpoints, no migration. A job whose
+// node leaves starts over from scratch on the first free node.
+type NoMigration struct{}
+
+// Name implements Controller.
+func (NoMigration) Name() string { return "B2 no migration" }
+
+// Enforced implements Controller.
+func (NoMigration) Enforced() bool { return false }
+
+// Control implements Controller.
+func (NoMigration) Control(w *World, now time.Time) Plan {
+	return Plan{Placements: firstFit(w, 0, func(*simJob) policy.NodeID { return "" })}
+}
+
+// Oracle is baseline B6, a hindsight bound (not the paper's ILP): it knows
+// every future departure and bandwidth sample. It takes no periodic
+// checkpoints; for each departure that will hit a job it starts one final
+// checkpoint to the node that will stay up longest, timed to complete just
+// before the departure (it starts one control period early plus the
+// transfer time at the worst bandwidth the path will see), and it places
+// every job on the node that stays longest. Its transfers are paced within
+// the available bandwidth, so it never degrades research traffic. When the
+// bandwidth does not allow the checkpoint in time, the job loses its work
+// since its last start.
+type Oracle struct {
+	Period time.Duration // the engine's control period
+}
+
+// Name implements Controller.
+func (Oracle) Name() string { return "B6 oracle (hindsight)" }
+
+// Enforced implements Controller.
+func (Oracle) Enforced() bool { return true }
+
+// nextDeparture returns when node ni next leaves after t (+Inf if never).
+func (w *World) nextDeparture(ni int, t float64) float64 {
+	ds := w.depByNode[ni]
+	lo, hi := 0, len(ds)
+	for lo < hi {
+		m := (lo + hi) / 2
+		if ds[m].T <= t {
+			lo = m + 1
+		} else {
+			hi = m
+		}
+	}
+	if lo < len(ds) {
+		return ds[lo].T
+	}
+	return math.Inf(1)
+}
+
+// minPathAvail is the lowest available bandwidth the path a→b will see in
+// [from, to], from the trace's future samples.
+func (w *World) minPathAvail(a, b int, from, to float64) float64 {
+	m := math.Inf(1)
+	for _, li := range w.path(a, b) {
+		l := w.links[li]
+		m = math.Min(m, l.avail)
+		samples := w.bwByLink[li]
+		for k := sort.Search(len(samples), func(k int) bool { return samples[k].T >= from }); k < len(samples) && samples[k].T <= to; k++ {
+			m = math.Min(m, math.Min(l.capacity, samples[k].AvailableMbs*1e6/8))
+		}
+	}
+	return m
+}
+
+// longestStay returns the usable node (other than not) that stays up
+// longest after t, or -1.
+func (w *World) longestStay(j *simJob, not int, t float64, taken map[int]int) int {
+	best, bestT := -1, -1.0
+	for ni, n := range w.nodes {
+		if ni == not || !w.usable(ni, j) || n.freeGPUs-taken[ni] < j.rec.GPUs {
+			continue
+		}
+		if d := w.nextDeparture(ni, t); d > bestT {
+			best, bestT = ni, d
+		}
+	}
+	return best
+}
+
+// Control implements Controller.
+func (o Oracle) Control(w *World, now time.Time) Plan {
+	var p Plan
+	period := o.Period.Seconds()
+	taken := map[int]int{}
+	for _, j := range w.jobs {
+		if !j.started || j.state == policy.JobDone {
+			continue
+		}
+		p.Jobs = append(p.Jobs, policy.JobDecision{Job: j.id})
+		switch {
+		case j.state == policy.JobRunning && j.node >= 0 && j.handoff == nil:
+			td := w.nextDeparture(j.node, w.now)
+			if math.IsInf(td, 1) {
+				continue
+			}
+			// Cheap test first: no path is slower than 1 MB/s in our traces.
+			if td-w.now > float64(j.bytes)/1e6+2*period {
+				continue
+			}
+			dst := w.longestStay(j, j.node, w.now, taken)
+			if dst < 0 {
+				continue
+			}
+			bw := w.minPathAvail(j.node, dst, w.now, td)
+			need := float64(j.bytes)/bw + 2*period
+			if len(w.path(j.node, dst)) == 0 {
+				need = 2 * period
+			}
+			if w.now+need >= td {
+				taken[dst] += j.rec.GPUs
+				p.Handoffs = append(p.Handoffs, policy.HandoffDecision{Job: j.id, From: w.nodes[j.node].id, To: w.nodes[dst].id,
+					FinalCheckpoint: true, Bytes: j.bytes, Deadline: w.timeAt(td)})
+				p.Flows = append(p.Flows, policy.FlowDecision{Job: j.id, From: w.nodes[j.node].id, To: w.nodes[dst].id,
+					Class: policy.ClassMigration, Rate: bw})
+			}
+		case j.node < 0:
+			not := -1
+			dst := w.longestStay(j, not, w.now, taken)
+			if dst < 0 {
+				continue
+			}
+			taken[dst] += j.rec.GPUs
+			var from policy.NodeID
+			if r := j.bestReplica(); r >= 0 {
+				from = w.nodes[r].id
+				if bw := w.pathAvail(r, dst); bw > 0 && !math.IsInf(bw, 1) {
+					p.Flows = append(p.Flows, policy.FlowDecision{Job: j.id, From: from, To: w.nodes[dst].id, Class: policy.ClassEmergency, Rate: bw})
+				}
+			}
+			p.Placements = append(p.Placements, policy.Placement{Job: j.id, To: w.nodes[dst].id, From: from})
+		}
+	}
+	return p
+}

@@ -1,0 +1,58 @@
+package sim
+
+import (
+	"testing"
+	"time"
+)
+
+// BenchmarkAllPolicies60Days runs every policy of the table on the
+// calibrated two-month 54-node trace (the target: under 10 s).
+func BenchmarkAllPolicies60Days(b *testing.B) {
+	tr, err := Generate(DefaultGenConfig())
+	if err != nil {
+		b.Fatal(err)
+	}
+	for b.Loop() {
+		for _, k := range PolicyKeys {
+			st := time.Now()
+			r, err := RunPolicy(tr, k, DefaultOptions(), 1, Tuning{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.Logf("%-32s %6.2fs loss %.2f", r.Policy, time.Since(st).Seconds(), r.WorkLossGPUh)
+		}
+	}
+}
+
+// BenchmarkReclaimNet500Nodes runs ReclaimNet alone on a 500-node,
+// two-month trace with the paper's densities (target: under 30 s).
+func BenchmarkReclaimNet500Nodes(b *testing.B) {
+	c := DefaultGenConfig()
+	scale := 500.0 / 54
+	c.Nodes = 500
+	c.Departures *= scale
+	c.Jobs = int(float64(c.Jobs) * scale)
+	c.GPUHours *= scale
+	tr, err := Generate(c)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for b.Loop() {
+		if _, err := RunPolicy(tr, "reclaimnet", DefaultOptions(), 1, Tuning{}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkReclaimNet10Days is a short profile target.
+func BenchmarkReclaimNet10Days(b *testing.B) {
+	tr, err := Generate(shortConfig(1))
+	if err != nil {
+		b.Fatal(err)
+	}
+	for b.Loop() {
+		if _, err := RunPolicy(tr, "reclaimnet", DefaultOptions(), 1, Tuning{}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -1,0 +1,257 @@
+package sim
+
+import (
+	"time"
+
+	"github.com/reclaimnet/reclaimnet/policy"
+)
+
+// control runs the controller and applies its plan.
+func (e *Engine) control() {
+	w := e.w
+	active := false
+	for _, j := range w.jobs {
+		if j.started && j.state != policy.JobDone {
+			active = true
+			break
+		}
+	}
+	if !active {
+		return
+	}
+	e.m.controls++
+	plan := e.ctrl.Control(w, w.timeAt(w.now))
+	enforced := e.ctrl.Enforced()
+	for _, jd := range plan.Jobs {
+		ji, ok := w.jobIdx[jd.Job]
+		if !ok {
+			continue
+		}
+		j := w.jobs[ji]
+		old := j.interval
+		j.interval = jd.Interval.Seconds()
+		j.ckptRate = 0
+		if enforced {
+			j.ckptRate = jd.Bandwidth
+		}
+		if j.ckpt != nil {
+			j.ckpt.rateCap = j.ckptRate
+			e.dirty = true
+		}
+		j.standby = -1
+		if si, ok := w.nodeIdx[jd.Standby]; ok && jd.Standby != "" {
+			j.standby = si
+		}
+		if jd.LossBudgetInfeasible && !j.infeasible {
+			e.m.infeasible++
+		}
+		j.infeasible = jd.LossBudgetInfeasible
+		if old != j.interval {
+			e.scheduleCheckpoint(j)
+		}
+	}
+	for _, hd := range plan.Handoffs {
+		e.applyHandoff(hd)
+	}
+	for _, p := range plan.Placements {
+		e.applyPlacement(p)
+	}
+	if enforced {
+		for _, fd := range plan.Flows {
+			for _, f := range w.flows {
+				if f.job.id == fd.Job && f.kind != flowCheckpoint && w.nodes[f.to].id == fd.To && fd.Rate > 0 {
+					f.rateCap = fd.Rate
+					e.dirty = true
+				}
+			}
+		}
+	}
+}
+
+// usable reports whether node ni can take job j now.
+func (w *World) usable(ni int, j *simJob) bool {
+	n := w.nodes[ni]
+	return n.up && !n.leaving && !n.storage && n.freeGPUs >= j.rec.GPUs &&
+		n.vram >= int64(j.rec.VRAMGB*1e9) && n.rec.Capability >= j.rec.Capability
+}
+
+func (e *Engine) applyHandoff(hd policy.HandoffDecision) {
+	w := e.w
+	ji, ok := w.jobIdx[hd.Job]
+	if !ok {
+		return
+	}
+	j := w.jobs[ji]
+	if j.state != policy.JobRunning || j.node < 0 || j.handoff != nil || hd.To == "" || !hd.FinalCheckpoint {
+		return
+	}
+	to, ok := w.nodeIdx[hd.To]
+	if !ok || to == j.node || !w.usable(to, j) {
+		return
+	}
+	w.nodes[to].freeGPUs -= j.rec.GPUs
+	j.handTo = to
+	e.syncProgress(j)
+	j.computing = false
+	j.down, j.stopAt, j.stopProg = true, w.now, j.progress
+	j.stopEmergency = false
+	j.state = policy.JobMigrating
+	j.gen++
+	if j.ckpt != nil {
+		e.dropFlow(j.ckpt, false)
+	}
+	bytes := float64(hd.Bytes)
+	if bytes <= 0 {
+		bytes = float64(j.bytes)
+	}
+	f := e.newFlow(flowHandoff, j, j.node, to, bytes)
+	f.captured = j.progress
+	if !hd.Deadline.IsZero() {
+		f.deadline = hd.Deadline.Sub(w.Start).Seconds()
+	}
+	j.handoff = f
+}
+
+func (e *Engine) applyPlacement(p policy.Placement) {
+	w := e.w
+	ji, ok := w.jobIdx[p.Job]
+	if !ok {
+		return
+	}
+	j := w.jobs[ji]
+	if (j.state != policy.JobPending && j.state != policy.JobRecovering) || j.node >= 0 || !j.started {
+		return
+	}
+	to, ok := w.nodeIdx[p.To]
+	if !ok || !w.usable(to, j) {
+		return
+	}
+	w.nodes[to].freeGPUs -= j.rec.GPUs
+	j.node = to
+	j.gen++
+	if j.state == policy.JobPending {
+		j.progress = 0
+		e.push(w.now+j.restartS, evRestartDone, ji, j.gen)
+		return
+	}
+	// Recovering: restore from the named replica, else the freshest one.
+	src := -1
+	if fi, ok := w.nodeIdx[p.From]; ok && p.From != "" && w.nodes[fi].up {
+		for _, r := range j.replicas {
+			if r == fi {
+				src = fi
+			}
+		}
+	}
+	if src < 0 {
+		for _, r := range j.replicas {
+			if w.nodes[r].up {
+				src = r
+				break
+			}
+		}
+	}
+	if src < 0 {
+		// Nothing committed survives: start over.
+		j.held = map[int]float64{}
+		j.refreshReplicas()
+		j.progress = 0
+		e.push(w.now+j.restartS, evRestartDone, ji, j.gen)
+		return
+	}
+	j.progress = j.committed
+	if src == to {
+		e.push(w.now+j.restartS, evRestartDone, ji, j.gen)
+		return
+	}
+	j.restore = e.newFlow(flowRestore, j, src, to, float64(j.bytes))
+}
+
+// Snapshot returns the policy's view of the world at now. emergency and
+// departure give each node's hazard profiles; links give each link's
+// estimated available bandwidth and its lower bound.
+func (w *World) Snapshot(params policy.Params, emergency, departure func(policy.NodeID) policy.HazardProfile,
+	linkBW func(id string, capacity float64) (avail, low float64)) policy.Snapshot {
+	now := w.timeAt(w.now)
+	var s policy.Snapshot
+	s.Params = params
+	for _, n := range w.nodes {
+		if !n.up || n.storage {
+			continue
+		}
+		s.Nodes = append(s.Nodes, policy.Node{
+			ID: n.id, Building: n.rec.Building,
+			GPU:       policy.GPU{Model: n.rec.GPUModel, VRAM: n.vram, Capability: n.rec.Capability},
+			GPUs:      n.rec.GPUs,
+			FreeGPUs:  n.freeGPUs,
+			Load:      1 - float64(n.freeGPUs)/float64(n.rec.GPUs),
+			Emergency: emergency(n.id), Departure: departure(n.id),
+			AccessLink: n.rec.AccessLink, Leaving: n.leaving,
+		})
+		if n.leaving {
+			s.Reclaims = append(s.Reclaims, policy.Reclaim{Node: n.id, Announced: w.timeAt(n.announced), Deadline: w.timeAt(n.deadline)})
+		}
+	}
+	for _, l := range w.links {
+		if l.id == "acc-"+StorageNode {
+			continue
+		}
+		avail, low := linkBW(l.id, l.capacity)
+		s.Links = append(s.Links, policy.Link{ID: l.id, A: l.a, B: l.b, Capacity: l.capacity, Available: avail, AvailableLow: low})
+	}
+	for _, j := range w.jobs {
+		if !j.started || j.state == policy.JobDone {
+			continue
+		}
+		pj := policy.Job{
+			ID: j.id, State: j.state, CheckpointBytes: j.bytes,
+			LossBudget: secs(j.rec.LossBudgetS), GPUs: j.rec.GPUs, VRAM: int64(j.rec.VRAMGB * 1e9),
+			Capability: j.rec.Capability, RestartTime: secs(j.restartS),
+			Remaining: secs(j.work - j.progressAt(w.now)),
+		}
+		if j.node >= 0 {
+			pj.Node = w.nodes[j.node].id
+		}
+		if pj.State == policy.JobMigrating && j.handoff == nil && j.restore == nil {
+			pj.State = policy.JobRunning // restarting on its new host
+		}
+		if j.standby >= 0 {
+			pj.Standby = w.nodes[j.standby].id
+		}
+		for _, r := range j.replicas {
+			if w.nodes[r].up && r != j.node {
+				pj.Replicas = append(pj.Replicas, w.nodes[r].id)
+			}
+		}
+		s.Jobs = append(s.Jobs, pj)
+	}
+	for _, f := range w.flows {
+		if f.kind == flowCheckpoint {
+			continue
+		}
+		cls := policy.ClassMigration
+		if f.kind == flowRestore {
+			cls = policy.ClassEmergency
+		}
+		pf := policy.Flow{ID: f.id, Job: f.job.id, From: w.nodes[f.from].id, To: w.nodes[f.to].id, Class: cls,
+			Remaining: int64(f.remaining), Start: w.timeAt(f.start), Rate: f.rate}
+		if f.deadline > 0 {
+			pf.Deadline = w.timeAt(f.deadline)
+		}
+		s.Flows = append(s.Flows, pf)
+	}
+	_ = now
+	return s
+}
+
+func (j *simJob) progressAt(now float64) float64 {
+	if j.computing {
+		return min(j.work, j.progress+now-j.since)
+	}
+	return j.progress
+}
+
+func secs(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
+
+// Now returns the virtual time.
+func (w *World) Now() time.Time { return w.timeAt(w.now) }

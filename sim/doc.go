@@ -1,0 +1,14 @@
+// Package sim is ReclaimNet's evidence: a versioned trace format with its
+// parser and writer, a seeded generator calibrated to the paper's campus
+// (SPEC §0), importers for public departure and workload traces, and a
+// discrete-event simulator that replays a trace through the real policy
+// core (policy.Tick and the policy estimators) and through the paper's
+// baselines, then reports work loss, downtime, migration success, research
+// traffic degradation and GPU utilisation (SPEC §5).
+//
+// The simulator never re-implements a policy: ReclaimNet and the ablation
+// subsets are policy.Tick with policy.Params.Switches; the baselines that
+// are not ReclaimNet (Slurm requeue, no migration, Bamboo-like redundancy,
+// the hindsight oracle) are written here with their models in their doc
+// comments. Time is virtual: a two-month trace runs in seconds.
+package sim

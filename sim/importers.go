@@ -1,0 +1,385 @@
+package sim
+
+import (
+	"encoding/csv"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Departure sources and workload sources the importers know. Paths are
+// relative to the shared traces directory (../shared/traces in CI).
+const (
+	DeparturesMicrosoft = "microsoft99"
+	DeparturesBambooP3  = "bamboo-p3"
+	DeparturesBambooG4  = "bamboo-g4dn"
+	WorkloadGenerator   = "generator"
+	WorkloadAlibaba     = "alibaba"
+	WorkloadPhilly      = "philly"
+)
+
+// ImportConfig says how to turn public traces into a ReclaimNet trace.
+// Every mapping choice is a field here and documented in the README.
+type ImportConfig struct {
+	TracesDir  string // directory holding microsoft99_desktop/, bamboo_spot/, ...
+	Departures string // DeparturesMicrosoft, DeparturesBambooP3, DeparturesBambooG4
+	Workload   string // WorkloadGenerator, WorkloadAlibaba, WorkloadPhilly
+	Seed       uint64
+	// Machines is how many desktops of microsoft99 become nodes (a seeded
+	// random sample of the 1,000); the Bamboo traces use every instance.
+	Machines int
+	// ScheduledFraction of desktop departures get a notice (SPEC §0: 42 %
+	// of departures are emergencies, so 0.58); Bamboo preemptions get none.
+	ScheduledFraction float64
+}
+
+// DefaultImportConfig returns the mapping used for the published figures.
+func DefaultImportConfig(tracesDir string) ImportConfig {
+	return ImportConfig{TracesDir: tracesDir, Departures: DeparturesMicrosoft, Workload: WorkloadGenerator,
+		Seed: 1, Machines: 54, ScheduledFraction: 0.58}
+}
+
+// interval is one up or down run of one unit from a normalized file.
+type interval struct {
+	unit       string
+	up         bool
+	start, end float64
+	transition bool // false: censored at the end of the trace
+}
+
+// readIntervals reads a normalized intervals file (unit,state,start_s,
+// end_s,end_kind), naming the file and line on errors.
+func readIntervals(path string) ([]interval, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("open departures: %w", err)
+	}
+	defer f.Close()
+	r := csv.NewReader(f)
+	r.FieldsPerRecord = -1
+	var out []interval
+	for line := 1; ; line++ {
+		rec, err := r.Read()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return nil, &ParseError{File: path, Line: line, Err: err}
+		}
+		if line == 1 {
+			if len(rec) < 5 || rec[0] != "unit" || rec[2] != "start_s" {
+				return nil, &ParseError{File: path, Line: line, Err: fmt.Errorf("header %q, want unit,state,start_s,end_s,end_kind", rec)}
+			}
+			continue
+		}
+		if len(rec) < 5 {
+			return nil, &ParseError{File: path, Line: line, Err: fmt.Errorf("%d columns, want 5", len(rec))}
+		}
+		s, err1 := strconv.ParseFloat(strings.TrimSpace(rec[2]), 64)
+		e, err2 := strconv.ParseFloat(strings.TrimSpace(rec[3]), 64)
+		if err1 != nil || err2 != nil || e < s {
+			return nil, &ParseError{File: path, Line: line, Err: fmt.Errorf("bad interval %q..%q", rec[2], rec[3])}
+		}
+		state := strings.TrimSpace(rec[1])
+		if state != "up" && state != "down" {
+			return nil, &ParseError{File: path, Line: line, Err: fmt.Errorf("state %q, want up or down", state)}
+		}
+		out = append(out, interval{unit: rec[0], up: state == "up", start: s, end: e, transition: strings.TrimSpace(rec[4]) == "transition"})
+	}
+	return out, nil
+}
+
+// Import builds a trace from a public departure trace and a workload.
+func Import(c ImportConfig) (*Trace, error) {
+	var ivs []interval
+	var err error
+	var name string
+	switch c.Departures {
+	case DeparturesMicrosoft:
+		ivs, err = readIntervals(filepath.Join(c.TracesDir, "microsoft99_desktop", "normalized", "intervals.csv"))
+		name = "microsoft99 desktops"
+	case DeparturesBambooP3:
+		ivs, err = readIntervals(filepath.Join(c.TracesDir, "bamboo_spot", "normalized", "p3-trace_intervals.csv"))
+		name = "Bamboo AWS p3 spot"
+	case DeparturesBambooG4:
+		ivs, err = readIntervals(filepath.Join(c.TracesDir, "bamboo_spot", "normalized", "g4dn-trace_intervals.csv"))
+		name = "Bamboo AWS g4dn spot"
+	default:
+		return nil, fmt.Errorf("unknown departure source %q (known: %s, %s, %s)", c.Departures, DeparturesMicrosoft, DeparturesBambooP3, DeparturesBambooG4)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if len(ivs) == 0 {
+		return nil, fmt.Errorf("departure trace %s has no intervals", c.Departures)
+	}
+	rng := rand.New(rand.NewPCG(c.Seed, 0x1a9047))
+	// Units, in first-seen order.
+	byUnit := map[string][]interval{}
+	var units []string
+	dur := 0.0
+	for _, iv := range ivs {
+		if _, ok := byUnit[iv.unit]; !ok {
+			units = append(units, iv.unit)
+		}
+		byUnit[iv.unit] = append(byUnit[iv.unit], iv)
+		dur = math.Max(dur, iv.end)
+	}
+	if c.Departures == DeparturesMicrosoft && c.Machines > 0 && c.Machines < len(units) {
+		rng.Shuffle(len(units), func(a, b int) { units[a], units[b] = units[b], units[a] })
+		units = units[:c.Machines]
+		sort.Strings(units)
+	}
+	// Nodes, links and bandwidth come from the generator's campus model.
+	g := DefaultGenConfig()
+	g.Seed = c.Seed
+	g.Nodes = len(units)
+	g.Duration = time.Duration(dur * float64(time.Second))
+	g.Departures, g.Jobs = 0, 0
+	tr, err := Generate(g)
+	if err != nil {
+		return nil, err
+	}
+	tr.Departures, tr.Returns, tr.Jobs = nil, nil, nil
+	tr.Header.Name = fmt.Sprintf("%s (%d nodes, %.1f days), workload %s", name, len(units), dur/86400, c.Workload)
+	tr.Header.Source = "sim.Import of ../shared/traces/" + c.Departures
+	hourly := c.Departures == DeparturesMicrosoft
+	for i, u := range units {
+		runs := byUnit[u]
+		sort.Slice(runs, func(a, b int) bool { return runs[a].start < runs[b].start })
+		node := tr.Nodes[i].ID
+		if len(runs) > 0 && (!runs[0].up || runs[0].start > 0) {
+			tr.Nodes[i].Absent = true
+		}
+		// The desktop trace is hourly: a change seen at hour H happened
+		// at a seeded random second of the hour before it.
+		shift := func(t float64) float64 {
+			if !hourly || t == 0 {
+				return t
+			}
+			return math.Max(0, t-math.Floor(rng.Float64()*3600))
+		}
+		last := -math.MaxFloat64
+		for _, iv := range runs {
+			if !iv.up {
+				continue
+			}
+			if iv.start > 0 {
+				t := math.Max(shift(iv.start), last+60)
+				tr.Returns = append(tr.Returns, ReturnRec{T: t, Node: node})
+				last = t
+			}
+			if iv.transition && iv.end < dur {
+				t := math.Max(shift(iv.end), last+60)
+				d := DepartureRec{T: t, Node: node, Type: Emergency}
+				if c.Departures == DeparturesMicrosoft && rng.Float64() < c.ScheduledFraction {
+					d.Type = Scheduled
+					d.NoticeS = math.Round(math.Min(3600, math.Max(10, 120*math.Exp(rng.NormFloat64()))))
+					// The notice cannot start before the node came up.
+					d.NoticeS = math.Max(1, math.Min(d.NoticeS, math.Floor(t-math.Max(0, last))))
+				}
+				tr.Departures = append(tr.Departures, d)
+				last = t
+			}
+		}
+	}
+	sort.SliceStable(tr.Departures, func(a, b int) bool { return tr.Departures[a].T < tr.Departures[b].T })
+	sort.SliceStable(tr.Returns, func(a, b int) bool { return tr.Returns[a].T < tr.Returns[b].T })
+	// Workload, at the generator's density (312 jobs and 4,890 GPU-h per
+	// 54 nodes and 60 days), scaled to this trace's nodes and length.
+	scale := float64(len(units)) / 54 * dur / (60 * 86400)
+	jobs := max(1, int(math.Round(312*scale)))
+	switch c.Workload {
+	case WorkloadGenerator, "":
+		g.Jobs, g.GPUHours = jobs, 4890*scale
+		genJobs(g, rng, tr, nodeKinds(tr))
+	case WorkloadAlibaba:
+		if err := alibabaJobs(c, rng, tr, jobs); err != nil {
+			return nil, err
+		}
+	case WorkloadPhilly:
+		if err := phillyJobs(c, rng, tr, jobs); err != nil {
+			return nil, err
+		}
+	default:
+		return nil, fmt.Errorf("unknown workload %q (known: %s, %s, %s)", c.Workload, WorkloadGenerator, WorkloadAlibaba, WorkloadPhilly)
+	}
+	return tr, nil
+}
+
+func nodeKinds(tr *Trace) []gpuKind {
+	out := make([]gpuKind, len(tr.Nodes))
+	for i, n := range tr.Nodes {
+		out[i] = gpuKind{model: n.GPUModel, gpus: n.GPUs, vramGB: n.VRAMGB, capability: n.Capability}
+	}
+	return out
+}
+
+// jobShape draws the parts of a job the workload traces do not have:
+// checkpoint size (log-normal, median 3.2 GB, 120 MB..48 GB), restart time
+// and loss budget, as the generator does.
+func jobShape(rng *rand.Rand, j *JobRec) {
+	j.CheckpointMB = math.Round(math.Min(48000, math.Max(120, 3200*math.Exp(1.1*rng.NormFloat64()))))
+	j.RestartS = math.Round(30 + 90*rng.Float64())
+	j.LossBudgetS = math.Round(900 + 2700*rng.Float64())
+	j.Capability = 7.0
+	j.VRAMGB = 16
+	if j.GPUs >= 2 {
+		j.VRAMGB = 40
+	}
+}
+
+// alibabaJobs samples jobs from the Alibaba GPU v2023 pod list: pods that
+// ask for at least one GPU and ran (deletion after scheduling). GPUs are
+// num_gpu (a fractional gpu_milli share counts as one GPU), capped at 4,
+// the largest node; runtime is deletion − scheduled, capped at the trace
+// length; submit times keep the pods' order, rescaled into the first 92 %
+// of the trace.
+func alibabaJobs(c ImportConfig, rng *rand.Rand, tr *Trace, n int) error {
+	path := filepath.Join(c.TracesDir, "alibaba_gpu_v2023", "openb_pod_list_default.csv")
+	f, err := os.Open(path)
+	if err != nil {
+		return fmt.Errorf("open workload: %w", err)
+	}
+	defer f.Close()
+	r := csv.NewReader(f)
+	type pod struct {
+		created, runtime float64
+		gpus             int
+	}
+	var pods []pod
+	col := map[string]int{}
+	for line := 1; ; line++ {
+		rec, err := r.Read()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return &ParseError{File: path, Line: line, Err: err}
+		}
+		if line == 1 {
+			for i, h := range rec {
+				col[h] = i
+			}
+			for _, need := range []string{"num_gpu", "creation_time", "deletion_time", "scheduled_time"} {
+				if _, ok := col[need]; !ok {
+					return &ParseError{File: path, Line: 1, Err: fmt.Errorf("missing column %q", need)}
+				}
+			}
+			continue
+		}
+		if strings.TrimSpace(rec[col["scheduled_time"]]) == "" || strings.TrimSpace(rec[col["deletion_time"]]) == "" {
+			continue // never scheduled, or still running at the end of the trace
+		}
+		num := func(name string) (float64, error) {
+			v, err := strconv.ParseFloat(strings.TrimSpace(rec[col[name]]), 64)
+			if err != nil {
+				return 0, &ParseError{File: path, Line: line, Err: fmt.Errorf("column %s: %w", name, err)}
+			}
+			return v, nil
+		}
+		g, err := num("num_gpu")
+		if err != nil {
+			return err
+		}
+		cr, err := num("creation_time")
+		if err != nil {
+			return err
+		}
+		del, err := num("deletion_time")
+		if err != nil {
+			return err
+		}
+		sch, err := num("scheduled_time")
+		if err != nil {
+			return err
+		}
+		if g < 1 || del <= sch {
+			continue
+		}
+		pods = append(pods, pod{created: cr, runtime: del - sch, gpus: min(4, int(g))})
+	}
+	if len(pods) == 0 {
+		return fmt.Errorf("%s: no GPU pods", path)
+	}
+	picked := make([]pod, n)
+	for i := range picked {
+		picked[i] = pods[rng.IntN(len(pods))]
+	}
+	sort.SliceStable(picked, func(a, b int) bool { return picked[a].created < picked[b].created })
+	lo, hi := picked[0].created, picked[len(picked)-1].created
+	dur := tr.Header.DurationS
+	for i, p := range picked {
+		t := 0.0
+		if hi > lo {
+			t = (p.created - lo) / (hi - lo) * dur * 0.92
+		}
+		j := JobRec{T: math.Round(t), ID: fmt.Sprintf("a%04d", i+1), GPUs: p.gpus}
+		run := math.Max(600, math.Min(p.runtime, dur))
+		j.WorkGPUh = math.Round(run/3600*float64(p.gpus)*1000) / 1000
+		jobShape(rng, &j)
+		tr.Jobs = append(tr.Jobs, j)
+	}
+	return nil
+}
+
+// phillyJobs draws job runtimes from the Philly runtime list (runtimes of
+// at least 10 min, capped at the trace length); the list has nothing else,
+// so GPUs, submit times and checkpoints follow the generator.
+func phillyJobs(c ImportConfig, rng *rand.Rand, tr *Trace, n int) error {
+	path := filepath.Join(c.TracesDir, "philly_runtime", "philly_runtime.csv")
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("open workload: %w", err)
+	}
+	var runtimes []float64
+	for i, l := range strings.Split(string(b), "\n") {
+		l = strings.TrimSpace(l)
+		if i == 0 {
+			if l != "runtime" {
+				return &ParseError{File: path, Line: 1, Err: fmt.Errorf("header %q, want runtime", l)}
+			}
+			continue
+		}
+		if l == "" {
+			continue
+		}
+		v, err := strconv.ParseFloat(l, 64)
+		if err != nil {
+			return &ParseError{File: path, Line: i + 1, Err: err}
+		}
+		if v >= 600 {
+			runtimes = append(runtimes, v)
+		}
+	}
+	if len(runtimes) == 0 {
+		return fmt.Errorf("%s: no runtimes of 10 min or more", path)
+	}
+	dur := tr.Header.DurationS
+	for i := 0; i < n; i++ {
+		g := 1
+		switch u := rng.Float64(); {
+		case u < 0.15:
+			g = 4
+		case u < 0.45:
+			g = 2
+		}
+		run := math.Min(runtimes[rng.IntN(len(runtimes))], dur)
+		j := JobRec{T: math.Round(rng.Float64() * dur * 0.92), GPUs: g, WorkGPUh: math.Round(run/3600*float64(g)*1000) / 1000}
+		jobShape(rng, &j)
+		tr.Jobs = append(tr.Jobs, j)
+	}
+	sort.SliceStable(tr.Jobs, func(a, b int) bool { return tr.Jobs[a].T < tr.Jobs[b].T })
+	for i := range tr.Jobs {
+		tr.Jobs[i].ID = fmt.Sprintf("p%04d", i+1)
+	}
+	return nil
+}

@@ -1,0 +1,107 @@
+package sim
+
+import "math"
+
+// The network model. Links carry research traffic (capacity minus the
+// trace's "available" sample) and our migration flows. Rates are
+// recomputed at every event with weighted progressive filling (max-min
+// fairness):
+//   - paced flows (P3 on, and the oracle) ask for their assigned rate and
+//     get it unless the link's capacity runs out; research traffic, which
+//     is elastic TCP, backs off and keeps what is left;
+//   - greedy flows (P3 off, Slurm, Bamboo) are TCP flows competing with the
+//     research traffic of each link, modelled as researchWeight TCP flows
+//     that never ask for more than the research demand.
+// Research degradation is the research demand not delivered, over the time
+// a link carries migration traffic.
+
+// researchWeight is how many TCP flows the research aggregate of one link
+// counts as when it competes with greedy migration flows.
+const researchWeight = 2
+
+type simLink struct {
+	id       string
+	a, b     string
+	capacity float64 // bytes/s
+	avail    float64 // bytes/s available to migration (latest sample)
+	// Accounting while migration traffic is present.
+	researchDemand, researchGot float64 // bytes
+	migBytes                    float64
+	research                    float64 // current research rate
+	mig                         float64 // current migration rate
+}
+
+// fillFlow is one participant of the progressive filling.
+type fillFlow struct {
+	links  []int
+	weight float64
+	demand float64 // bytes/s; +Inf for none
+	rate   float64
+	frozen bool
+}
+
+// progressiveFill computes weighted max-min fair rates with demands.
+func progressiveFill(flows []*fillFlow, capacity []float64) {
+	used := make([]float64, len(capacity))
+	for _, f := range flows {
+		f.rate, f.frozen = 0, false
+	}
+	level := 0.0
+	for iter := 0; iter <= len(flows); iter++ {
+		wsum := make(map[int]float64)
+		active := 0
+		for _, f := range flows {
+			if f.frozen {
+				continue
+			}
+			active++
+			for _, l := range f.links {
+				wsum[l] += f.weight
+			}
+		}
+		if active == 0 {
+			return
+		}
+		step := math.Inf(1)
+		for l, w := range wsum {
+			if w > 0 {
+				step = math.Min(step, (capacity[l]-used[l])/w)
+			}
+		}
+		for _, f := range flows {
+			if !f.frozen && f.weight > 0 {
+				step = math.Min(step, f.demand/f.weight-level)
+			}
+		}
+		if math.IsInf(step, 1) {
+			return
+		}
+		step = math.Max(step, 0)
+		level += step
+		for _, f := range flows {
+			if f.frozen {
+				continue
+			}
+			inc := f.weight * step
+			f.rate += inc
+			for _, l := range f.links {
+				used[l] += inc
+			}
+		}
+		for _, f := range flows {
+			if f.frozen {
+				continue
+			}
+			if f.rate >= f.demand*(1-1e-12) {
+				f.frozen = true
+				continue
+			}
+			for _, l := range f.links {
+				if used[l] >= capacity[l]*(1-1e-12) {
+					f.frozen = true
+					break
+				}
+			}
+		}
+	}
+}

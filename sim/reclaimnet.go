@@ -1,0 +1,258 @@
+package sim
+
+import (
+	"fmt"
+	"math"
+	"sort"
+	"time"
+
+	"github.com/reclaimnet/reclaimnet/policy"
+)
+
+// TickController drives ReclaimNet, or one of its ablations, through
+// policy.Tick with the policy's own estimators: the hazard estimator learns
+// from the departures as they happen (never from the future), the
+// bandwidth estimator from each link's non-migration traffic.
+type TickController struct {
+	Label  string
+	Params policy.Params
+	// IntervalOverride, when set, replaces P1's interval for a job after
+	// Tick (baseline B7's state-independent interval).
+	IntervalOverride func(j policy.Job, now time.Time) time.Duration
+
+	hazard       *policy.HazardEstimator
+	bw           map[string]*policy.BandwidthEstimator
+	bwLast       map[string]time.Time
+	upSince      map[policy.NodeID]time.Time
+	down         map[policy.NodeID]bool
+	profiles     map[policy.NodeID][2]policy.HazardProfile
+	profAt       time.Time
+	lastSeen     time.Time
+	hazardSeries []HazardPoint
+	gapSamples   []policy.GapSample
+	nextSample   time.Time
+	start        time.Time
+	err          error
+}
+
+// NewTickController returns a controller for params.
+func NewTickController(label string, params policy.Params) (*TickController, error) {
+	h, err := policy.NewHazardEstimator(policy.DefaultHazardConfig())
+	if err != nil {
+		return nil, fmt.Errorf("hazard estimator: %w", err)
+	}
+	return &TickController{Label: label, Params: params, hazard: h, bw: map[string]*policy.BandwidthEstimator{},
+		bwLast: map[string]time.Time{}, upSince: map[policy.NodeID]time.Time{}, down: map[policy.NodeID]bool{},
+		profiles: map[policy.NodeID][2]policy.HazardProfile{}}, nil
+}
+
+// Name implements Controller.
+func (c *TickController) Name() string { return c.Label }
+
+// Enforced implements Controller: P3 paces every flow.
+func (c *TickController) Enforced() bool { return c.Params.Switches.P3 }
+
+// ObserveDeparture implements Observer.
+func (c *TickController) ObserveDeparture(node policy.NodeID, at time.Time, emergency bool) {
+	if s, ok := c.upSince[node]; ok && at.After(s) {
+		c.hazard.Up(node, s, at)
+	}
+	c.down[node] = true
+	delete(c.upSince, node)
+	c.hazard.Observe(policy.Departure{Node: node, At: at, Emergency: emergency})
+	c.profAt = time.Time{} // refresh the published profiles
+}
+
+// ObserveReturn implements Observer.
+func (c *TickController) ObserveReturn(node policy.NodeID, at time.Time) {
+	delete(c.down, node)
+	c.upSince[node] = at
+}
+
+// ObserveBandwidth implements Observer.
+func (c *TickController) ObserveBandwidth(link string, at time.Time, capacity, nonMigration float64) {
+	est, ok := c.bw[link]
+	if !ok {
+		var err error
+		est, err = policy.NewBandwidthEstimator(policy.DefaultBandwidthConfig(capacity))
+		if err != nil {
+			c.err = err
+			return
+		}
+		c.bw[link] = est
+	}
+	period := 10 * time.Minute
+	if last, ok := c.bwLast[link]; ok && at.After(last) {
+		period = at.Sub(last)
+	}
+	c.bwLast[link] = at
+	est.ObserveEgress(at, int64(nonMigration*period.Seconds()), period)
+}
+
+// Control implements Controller.
+func (c *TickController) Control(w *World, now time.Time) Plan {
+	if c.start.IsZero() {
+		c.start = w.Start
+	}
+	// Exposure: every node that is up was exposed since it was last seen.
+	for _, n := range w.nodes {
+		if n.storage || !n.up {
+			continue
+		}
+		s, ok := c.upSince[n.id]
+		if !ok {
+			s = w.Start
+		}
+		if now.After(s) {
+			c.hazard.Up(n.id, s, now)
+			c.upSince[n.id] = now
+		}
+	}
+	if c.profAt.IsZero() || now.Sub(c.profAt) >= time.Hour {
+		c.profAt = now
+		for _, n := range w.nodes {
+			if n.storage {
+				continue
+			}
+			est := c.hazard.Estimate(n.id, now)
+			c.profiles[n.id] = [2]policy.HazardProfile{est.EmergencyUpper, est.Departure}
+		}
+	}
+	if !now.Before(c.nextSample) {
+		c.sample(w, now)
+		c.nextSample = now.Add(10 * time.Minute)
+	}
+	snap := w.Snapshot(c.Params,
+		func(id policy.NodeID) policy.HazardProfile { return c.profiles[id][0] },
+		func(id policy.NodeID) policy.HazardProfile { return c.profiles[id][1] },
+		func(id string, capacity float64) (float64, float64) {
+			if est, ok := c.bw[id]; ok {
+				return est.Estimate(now)
+			}
+			return capacity, capacity / 2
+		})
+	d := tick(snap, now)
+	if c.IntervalOverride != nil {
+		byID := map[policy.JobID]policy.Job{}
+		for _, j := range snap.Jobs {
+			byID[j.ID] = j
+		}
+		for i := range d.Jobs {
+			d.Jobs[i].Interval = c.IntervalOverride(byID[d.Jobs[i].Job], now)
+		}
+	}
+	return d
+}
+
+// sample records the estimated hazard (for the plot) and a (λ, B) point
+// for the adaptivity gap the software reports from its own trace.
+func (c *TickController) sample(w *World, now time.Time) {
+	g := c.hazard.Global(now)
+	lam := g.Emergency.At(now)
+	c.hazardSeries = append(c.hazardSeries, HazardPoint{T: now.Sub(w.Start).Seconds(), Estimated: lam * 3600})
+	// Beff: mean available bandwidth over the sampled links, as a path
+	// would see it (same-building and cross-building paths alike).
+	sum, n := 0.0, 0
+	for _, l := range w.links {
+		if est, ok := c.bw[l.id]; ok {
+			a, _ := est.Estimate(now)
+			sum += a
+			n++
+		}
+	}
+	if n > 0 && lam > 0 {
+		c.gapSamples = append(c.gapSamples, policy.GapSample{Hazard: lam, Bandwidth: sum / float64(n), Weight: 1})
+	}
+}
+
+// HazardSeries returns the hourly estimated global hazard.
+func (c *TickController) HazardSeries() []HazardPoint { return c.hazardSeries }
+
+// PredictedGap is Theorem 2's adaptivity gap over the run's own estimates.
+func (c *TickController) PredictedGap() float64 { return policy.AdaptivityGap(c.gapSamples) }
+
+// StaticInterval is Appendix C's static interval for a trace: Δ =
+// sqrt(2·C̄/(λ̄·B̄)) with C̄ the median checkpoint size, λ̄ the trace's
+// emergency departures per node-second and B̄ the mean of the same-building
+// and cross-building path bandwidths (the paper's 0.530 Gbit/s is the mean
+// of 820 and 240).
+func StaticInterval(tr *Trace) time.Duration {
+	lam, same, cross := traceMeans(tr)
+	return policy.OptimalInterval(medianCheckpoint(tr), lam, (same+cross)/2)
+}
+
+// traceMeans returns the emergency hazard per node-second and the mean
+// available bandwidth of access and uplink links (bytes/s).
+func traceMeans(tr *Trace) (lam, same, cross float64) {
+	em := 0
+	for _, d := range tr.Departures {
+		if d.Type == Emergency {
+			em++
+		}
+	}
+	lam = float64(em) / (float64(len(tr.Nodes)) * tr.Header.DurationS)
+	up := map[string]bool{}
+	for _, l := range tr.Links {
+		if l.B == "core" || l.A == "core" {
+			up[l.ID] = true
+		}
+	}
+	var ss, cs float64
+	var sn, cn int
+	for _, b := range tr.Bandwidth {
+		if up[b.Link] {
+			cs += b.AvailableMbs
+			cn++
+		} else {
+			ss += b.AvailableMbs
+			sn++
+		}
+	}
+	same, cross = 820e6/8, 240e6/8
+	if sn > 0 {
+		same = ss / float64(sn) * 1e6 / 8
+	}
+	if cn > 0 {
+		cross = cs / float64(cn) * 1e6 / 8
+	}
+	return lam, same, cross
+}
+
+func medianCheckpoint(tr *Trace) int64 {
+	if len(tr.Jobs) == 0 {
+		return 3_200_000_000
+	}
+	v := make([]float64, len(tr.Jobs))
+	for i, j := range tr.Jobs {
+		v[i] = j.CheckpointMB
+	}
+	sortFloats(v)
+	return int64(v[len(v)/2] * 1e6)
+}
+
+// TimeVaryingInterval is baseline B7's state-independent schedule (the π_ind
+// policy of SPEC P1.8): one interval per hour of day for every job,
+// Δ(h) = sqrt(2·C·E[1/B]/λ̄(h)) from the trace-wide hazard of that hour of
+// day and the trace's mean 1/B, never reacting to the current bandwidth,
+// the node or the estimate's drift.
+func TimeVaryingInterval(tr *Trace) func(policy.Job, time.Time) time.Duration {
+	var events, exposure [24]float64
+	for _, d := range tr.Departures {
+		if d.Type == Emergency {
+			events[int(timeOfDay(tr.Header.Start.Add(secs(d.T))).Hours())]++
+		}
+	}
+	days := tr.Header.DurationS / 86400
+	for h := range exposure {
+		exposure[h] = float64(len(tr.Nodes)) * days * 3600
+	}
+	_, same, cross := traceMeans(tr)
+	invB := (1/same + 1/cross) / 2
+	return func(j policy.Job, now time.Time) time.Duration {
+		h := int(timeOfDay(now).Hours())
+		lam := math.Max(events[h]/exposure[h], 1e-9)
+		return policy.OptimalInterval(j.CheckpointBytes, lam, 1/invB)
+	}
+}
+
+func sortFloats(v []float64) { sort.Float64s(v) }

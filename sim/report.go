@@ -1,0 +1,333 @@
+package sim
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+)
+
+// Row is one policy averaged over seeds.
+type Row struct {
+	Key     string   `json:"key"`
+	Name    string   `json:"name"`
+	Mean    Result   `json:"mean"`
+	PerSeed []Result `json:"per_seed"`
+	Error   string   `json:"error,omitempty"`
+}
+
+// Report is a whole run of the command: the rows of the table and the
+// headline figures.
+type Report struct {
+	Trace string   `json:"trace"`
+	Seeds []uint64 `json:"seeds"`
+	Rows  []Row    `json:"rows"`
+	// Reductions of ReclaimNet's work loss (percent), when the rows exist.
+	ReductionVsSlurm  *float64 `json:"reduction_vs_b1p_pct,omitempty"`
+	ReductionVsBamboo *float64 `json:"reduction_vs_b1_pct,omitempty"`
+	DistanceToOracle  *float64 `json:"distance_to_oracle_pct,omitempty"`
+	// MeasuredGap is B7's work loss over ReclaimNet's; PredictedGap
+	// Theorem 2's gap from ReclaimNet's own estimates.
+	MeasuredGap  *float64 `json:"measured_gap,omitempty"`
+	PredictedGap *float64 `json:"predicted_gap,omitempty"`
+}
+
+// mean averages results field by field.
+func mean(rs []Result) Result {
+	if len(rs) == 0 {
+		return Result{}
+	}
+	var m Result
+	m.Policy = rs[0].Policy
+	n := float64(len(rs))
+	for _, r := range rs {
+		m.WorkLossGPUh += r.WorkLossGPUh / n
+		m.MedianDowntimeS += r.MedianDowntimeS / n
+		m.P99DowntimeS += r.P99DowntimeS / n
+		m.MigrationSuccessPct += r.MigrationSuccessPct / n
+		m.DegradationPct += r.DegradationPct / n
+		m.GPUUtilPct += r.GPUUtilPct / n
+		m.UsefulGPUh += r.UsefulGPUh / n
+		m.AllocatedGPUh += r.AllocatedGPUh / n
+		m.CheckpointTB += r.CheckpointTB / n
+		m.CheckpointOverheadGPUh += r.CheckpointOverheadGPUh / n
+		m.WallS += r.WallS / n
+		m.PredictedGap += r.PredictedGap / n
+		m.Interruptions += r.Interruptions
+		m.CompletedJobs += r.CompletedJobs
+		m.HandoffsOK += r.HandoffsOK
+		m.HandoffsFailed += r.HandoffsFailed
+		m.LossBudgetInfeasible += r.LossBudgetInfeasible
+	}
+	return m
+}
+
+// Summarise fills the headline figures from the rows.
+func (rep *Report) Summarise() {
+	get := func(key string) *Row {
+		for i := range rep.Rows {
+			if rep.Rows[i].Key == key && rep.Rows[i].Error == "" {
+				return &rep.Rows[i]
+			}
+		}
+		return nil
+	}
+	pct := func(v float64) *float64 { return &v }
+	rn := get("reclaimnet")
+	if rn == nil {
+		return
+	}
+	l := rn.Mean.WorkLossGPUh
+	if b := get("b1p"); b != nil && b.Mean.WorkLossGPUh > 0 {
+		rep.ReductionVsSlurm = pct(100 * (1 - l/b.Mean.WorkLossGPUh))
+	}
+	if b := get("b1"); b != nil && b.Mean.WorkLossGPUh > 0 {
+		rep.ReductionVsBamboo = pct(100 * (1 - l/b.Mean.WorkLossGPUh))
+	}
+	if o := get("b6"); o != nil {
+		if o.Mean.WorkLossGPUh > 0 {
+			rep.DistanceToOracle = pct(100 * (l/o.Mean.WorkLossGPUh - 1))
+		}
+	}
+	if b := get("b7"); b != nil && l > 0 {
+		rep.MeasuredGap = pct(b.Mean.WorkLossGPUh / l)
+	}
+	if rn.Mean.PredictedGap > 0 {
+		rep.PredictedGap = pct(rn.Mean.PredictedGap)
+	}
+}
+
+// WriteTable prints the report shaped like SPEC §5.
+func (rep *Report) WriteTable(w io.Writer) {
+	fmt.Fprintf(w, "trace: %s, seeds: %v\n\n", rep.Trace, rep.Seeds)
+	fmt.Fprintln(w, "| system | work loss GPU-h ↓ | median downtime s ↓ | p99 downtime s ↓ | migration success % ↑ | research-traffic degradation % ↓ | GPU util % ↑ | interruptions | checkpoint traffic TB | P1 overhead GPU-h |")
+	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|")
+	for _, r := range rep.Rows {
+		if r.Error != "" {
+			fmt.Fprintf(w, "| %s | not run: %s | | | | | | | | |\n", r.Name, r.Error)
+			continue
+		}
+		m := r.Mean
+		down := func(v float64) string {
+			if m.Interruptions == 0 {
+				return "—"
+			}
+			return fmt.Sprintf("%.0f", v)
+		}
+		fmt.Fprintf(w, "| %s | %.2f | %s | %s | %.1f | %.1f | %.1f | %d | %.2f | %.1f |\n", r.Name, m.WorkLossGPUh,
+			down(m.MedianDowntimeS), down(m.P99DowntimeS), m.MigrationSuccessPct, m.DegradationPct, m.GPUUtilPct, m.Interruptions,
+			m.CheckpointTB, m.CheckpointOverheadGPUh)
+	}
+	fmt.Fprintln(w)
+	line := func(label string, v *float64, paper string) {
+		if v != nil {
+			fmt.Fprintf(w, "%s: %.1f %% (paper: %s)\n", label, *v, paper)
+		}
+	}
+	line("ReclaimNet work-loss reduction vs B1' Slurm requeue", rep.ReductionVsSlurm, "66 %")
+	line("ReclaimNet work-loss reduction vs B1 Bamboo", rep.ReductionVsBamboo, "38 %")
+	line("ReclaimNet work loss above the oracle", rep.DistanceToOracle, "7.7 %")
+	if rep.MeasuredGap != nil {
+		fmt.Fprintf(w, "adaptivity gap measured (B7 loss / ReclaimNet loss): %.3f\n", *rep.MeasuredGap)
+	}
+	if rep.PredictedGap != nil {
+		fmt.Fprintf(w, "adaptivity gap predicted (Theorem 2 on ReclaimNet's own estimates): %.3f (paper: 1.052)\n", *rep.PredictedGap)
+	}
+}
+
+// Save writes results.json and the SVG plots into dir.
+func (rep *Report) Save(dir string, trueHazard func(t float64) float64) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("create output dir: %w", err)
+	}
+	b, err := json.MarshalIndent(rep, "", "  ")
+	if err != nil {
+		return fmt.Errorf("encode results: %w", err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "results.json"), append(b, '\n'), 0o644); err != nil {
+		return fmt.Errorf("write results: %w", err)
+	}
+	var loss, cdf []svgSeries
+	var hazard []svgSeries
+	for _, r := range rep.Rows {
+		if r.Error != "" || len(r.PerSeed) == 0 {
+			continue
+		}
+		first := r.PerSeed[0]
+		s := svgSeries{name: r.Name}
+		for _, p := range first.LossSeries {
+			s.x = append(s.x, p.T/86400)
+			s.y = append(s.y, p.LossGPUh)
+		}
+		loss = append(loss, s)
+		c := svgSeries{name: r.Name}
+		for i, d := range first.Downtimes {
+			c.x = append(c.x, d)
+			c.y = append(c.y, float64(i+1)/float64(len(first.Downtimes)))
+		}
+		cdf = append(cdf, c)
+		if r.Key == "reclaimnet" && len(first.HazardSeries) > 0 {
+			est := svgSeries{name: "estimated λ̂ (global)"}
+			tru := svgSeries{name: "true λ (generator)"}
+			for _, p := range first.HazardSeries {
+				est.x = append(est.x, p.T/86400)
+				est.y = append(est.y, p.Estimated)
+				if trueHazard != nil {
+					tru.x = append(tru.x, p.T/86400)
+					tru.y = append(tru.y, trueHazard(p.T)*3600)
+				}
+			}
+			hazard = append(hazard, est)
+			if trueHazard != nil {
+				hazard = append(hazard, tru)
+			}
+		}
+	}
+	plots := []struct {
+		file, title, xl, yl string
+		s                   []svgSeries
+	}{
+		{"work_loss.svg", "Cumulative work loss (first seed)", "day", "GPU-h", loss},
+		{"downtime_cdf.svg", "Downtime CDF (first seed)", "downtime s", "fraction", cdf},
+		{"hazard.svg", "Emergency hazard per node: estimated vs true", "day", "1/h", hazard},
+	}
+	for _, p := range plots {
+		if len(p.s) == 0 {
+			continue
+		}
+		var sb strings.Builder
+		writeSVG(&sb, p.title, p.xl, p.yl, p.s)
+		if err := os.WriteFile(filepath.Join(dir, p.file), []byte(sb.String()), 0o644); err != nil {
+			return fmt.Errorf("write %s: %w", p.file, err)
+		}
+	}
+	return nil
+}
+
+type svgSeries struct {
+	name string
+	x, y []float64
+}
+
+var svgColours = []string{"#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"}
+
+// writeSVG draws a line chart with the standard library only.
+func writeSVG(w io.Writer, title, xl, yl string, series []svgSeries) {
+	const W, H, L, R, T, B = 900.0, 520.0, 70.0, 250.0, 40.0, 50.0
+	xmin, xmax, ymin, ymax := math.Inf(1), math.Inf(-1), 0.0, math.Inf(-1)
+	for _, s := range series {
+		for i := range s.x {
+			xmin, xmax = math.Min(xmin, s.x[i]), math.Max(xmax, s.x[i])
+			ymax = math.Max(ymax, s.y[i])
+		}
+	}
+	if math.IsInf(xmin, 1) {
+		xmin, xmax, ymax = 0, 1, 1
+	}
+	if xmax <= xmin {
+		xmax = xmin + 1
+	}
+	if ymax <= ymin {
+		ymax = ymin + 1
+	}
+	px := func(x float64) float64 { return L + (x-xmin)/(xmax-xmin)*(W-L-R) }
+	py := func(y float64) float64 { return H - B - (y-ymin)/(ymax-ymin)*(H-T-B) }
+	fmt.Fprintf(w, `<svg xmlns="http://www.w3.org/2000/svg" width="%.0f" height="%.0f" font-family="sans-serif" font-size="12">`+"\n", W, H)
+	fmt.Fprintf(w, `<rect width="100%%" height="100%%" fill="white"/><text x="%.0f" y="22" font-size="15">%s</text>`+"\n", L, esc(title))
+	fmt.Fprintf(w, `<line x1="%.0f" y1="%.0f" x2="%.0f" y2="%.0f" stroke="black"/><line x1="%.0f" y1="%.0f" x2="%.0f" y2="%.0f" stroke="black"/>`+"\n",
+		L, H-B, W-R, H-B, L, T, L, H-B)
+	for k := 0; k <= 4; k++ {
+		xv := xmin + float64(k)/4*(xmax-xmin)
+		yv := ymin + float64(k)/4*(ymax-ymin)
+		fmt.Fprintf(w, `<text x="%.0f" y="%.0f" text-anchor="middle">%.3g</text>`, px(xv), H-B+16, xv)
+		fmt.Fprintf(w, `<text x="%.0f" y="%.0f" text-anchor="end">%.3g</text>`+"\n", L-6, py(yv)+4, yv)
+	}
+	fmt.Fprintf(w, `<text x="%.0f" y="%.0f" text-anchor="middle">%s</text>`, (L+W-R)/2, H-12, esc(xl))
+	fmt.Fprintf(w, `<text x="16" y="%.0f" transform="rotate(-90 16 %.0f)" text-anchor="middle">%s</text>`+"\n", (T+H-B)/2, (T+H-B)/2, esc(yl))
+	for i, s := range series {
+		col := svgColours[i%len(svgColours)]
+		var pts strings.Builder
+		for k := range s.x {
+			fmt.Fprintf(&pts, "%.1f,%.1f ", px(s.x[k]), py(s.y[k]))
+		}
+		fmt.Fprintf(w, `<polyline fill="none" stroke="%s" stroke-width="1.5" points="%s"/>`+"\n", col, strings.TrimSpace(pts.String()))
+		fmt.Fprintf(w, `<rect x="%.0f" y="%.0f" width="12" height="3" fill="%s"/><text x="%.0f" y="%.0f">%s</text>`+"\n",
+			W-R+12, T+float64(i)*18+6, col, W-R+30, T+float64(i)*18+10, esc(s.name))
+	}
+	fmt.Fprintln(w, "</svg>")
+}
+
+func esc(s string) string {
+	return strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;").Replace(s)
+}
+
+// RunSuite runs every policy key over every seed's trace. traceFor returns
+// the trace of a seed (generated, or the same loaded trace for all seeds).
+// Runs are independent and go in parallel on GOMAXPROCS workers; results
+// do not depend on the order they finish in.
+func RunSuite(keys []string, seeds []uint64, traceFor func(seed uint64) (*Trace, error), opts Options, tune Tuning,
+	progress func(key string, seed uint64)) (*Report, error) {
+	rep := &Report{Seeds: seeds}
+	traces := make([]*Trace, len(seeds))
+	for i, seed := range seeds {
+		tr, err := traceFor(seed)
+		if err != nil {
+			return nil, err
+		}
+		traces[i] = tr
+		rep.Trace = tr.Header.Name
+	}
+	type job struct{ si, ki int }
+	results := make([][]Result, len(seeds))
+	errs := make([][]error, len(seeds))
+	for i := range seeds {
+		results[i] = make([]Result, len(keys))
+		errs[i] = make([]error, len(keys))
+	}
+	jobs := make(chan job)
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for range max(1, min(runtime.GOMAXPROCS(0), len(keys)*len(seeds))) {
+		wg.Go(func() {
+			for jb := range jobs {
+				if progress != nil {
+					mu.Lock()
+					progress(keys[jb.ki], seeds[jb.si])
+					mu.Unlock()
+				}
+				results[jb.si][jb.ki], errs[jb.si][jb.ki] = RunPolicy(traces[jb.si], keys[jb.ki], opts, seeds[jb.si], tune)
+			}
+		})
+	}
+	for si := range seeds {
+		for ki := range keys {
+			jobs <- job{si, ki}
+		}
+	}
+	close(jobs)
+	wg.Wait()
+	rows := make([]Row, len(keys))
+	for ki, k := range keys {
+		rows[ki].Key, rows[ki].Name = k, k
+		for si := range seeds {
+			if err := errs[si][ki]; err != nil {
+				rows[ki].Error = err.Error()
+				rows[ki].PerSeed = nil
+				break
+			}
+			rows[ki].PerSeed = append(rows[ki].PerSeed, results[si][ki])
+		}
+		rows[ki].Mean = mean(rows[ki].PerSeed)
+		if len(rows[ki].PerSeed) > 0 {
+			rows[ki].Name = rows[ki].PerSeed[0].Policy
+		}
+	}
+	rep.Rows = rows
+	rep.Summarise()
+	return rep, nil
+}

@@ -1,0 +1,64 @@
+// Package transfer moves checkpoints between nodes over QUIC (quic-go) with
+// mutual TLS 1.3 (certificates from package pki): only the chunks the receiver
+// lacks are sent, compressed with zstd, each verified by its SHA-256 before it
+// is accepted, and a version is committed atomically at the receiver only when
+// every chunk is present. The manifest and chunk types and the chunk store are
+// package ckpt's.
+//
+// # Roles and sockets
+//
+// A [Server] listens on the node's fixed transfer port (7948 by default) and
+// receives. A [Client] sends: every transfer dials from its OWN UDP socket
+// (an ephemeral port, reported by [Transfer.LocalPort] before any packet is
+// sent) so that the kernel layer can key a per-flow ceiling and DSCP mark on
+// the source port, and so that a kill-switch on the listening port never
+// blocks this node's own outgoing evacuation. A retry after a broken
+// connection reuses the transfer's socket, so its flow key stays the same.
+//
+// # Wire protocol, version 1 (ALPN "reclaimnet-transfer/1")
+//
+// Every message is a frame:
+//
+//	frame   = type:u8 length:u32be payload[length]
+//	OFFER   (0x01) proto:u8(=1) class:u8 manifest        sender → receiver, control stream
+//	NEED    (0x02) hash[32]*                             receiver → sender, control stream
+//	DONE    (0x03) manifest-hash[32]                     receiver → sender, control stream
+//	FAIL    (0x04) code:u8 message(utf-8)                either way, control stream
+//	CHUNK   (0x05) hash[32] rawsize:u32be enc:u8 data    sender → receiver, data streams
+//
+// The sender opens one bidirectional control stream and sends OFFER: the
+// protocol version, the traffic class (policy.TrafficClass) and the canonical
+// manifest (ckpt.Manifest.Encode). The receiver validates it, records the
+// version as pending (its chunks are pinned, and survive a restart), and
+// answers NEED with the hashes of the chunks it does not hold: this is the
+// "have" exchange, so a background pre-sync leaves the final hand-off a small
+// delta, and a resumed transfer sends only the rest. The sender then sends the
+// needed chunks as CHUNK frames over up to Config.Streams unidirectional data
+// streams in parallel. enc is 0 (raw), 1 (zstd) or 2 (zstd of the 4-byte
+// byte-plane shuffle of the data, which helps float32 tensors). Chunks are
+// compressed at zstd's fastest level in parallel (one worker per stream).
+// One chunk in 16 is probed (compressed plain and shuffled); the chunks
+// after it use the winner, and a chunk that does not shrink below 97 % is
+// sent raw and triggers a new probe.
+//
+// The receiver decodes each CHUNK, checks that the data hashes to the claimed
+// hash and that the hash is one the manifest names, and only then stores it.
+// A chunk that fails is asked for again with another NEED (up to
+// maxChunkRetries times). When every chunk is present the receiver commits the
+// version atomically (ckpt.Store.Commit) and sends DONE with the manifest hash;
+// the sender returns success only after DONE. FAIL carries a reason
+// (refused, quota, disk full, bad request, too many corrupt chunks); on disk
+// full or cancel the receiver removes the partial data and commits nothing.
+// A connection that breaks (timeout, reset) leaves the pending version in
+// place; the sender retries (Config.Attempts) and the new NEED lists only what
+// is still missing.
+//
+// # Pacing
+//
+// The sender holds an assigned rate in bytes per second ([Transfer.SetRate],
+// changeable during the transfer) with a token bucket (golang.org/x/time/rate):
+// it waits for tokens before each write of at most pieceSize bytes, with a
+// burst of a few pieces, so every 1 s window stays within a few percent of the
+// rate. The QUIC flow-control windows are 8/32 MiB per stream and 16/64 MiB
+// per connection (initial/max).
+package transfer

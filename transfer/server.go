@@ -1,0 +1,355 @@
+package transfer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/quic-go/quic-go"
+	"github.com/reclaimnet/reclaimnet/ckpt"
+	"github.com/reclaimnet/reclaimnet/pki"
+	"github.com/reclaimnet/reclaimnet/policy"
+)
+
+// Hooks let the agent take part in receiving. Both may be nil.
+type Hooks struct {
+	// Authorize may refuse an offer (for example a job this node was not
+	// chosen for). peer is the sender's node name from its certificate.
+	Authorize func(peer string, class policy.TrafficClass, m *ckpt.Manifest) error
+	// OnCommit is called after a version is committed locally, before DONE
+	// is sent: the place to record "replica complete" in the catalogue.
+	OnCommit func(peer string, class policy.TrafficClass, m *ckpt.Manifest)
+}
+
+// Server receives checkpoints on a fixed UDP port.
+type Server struct {
+	cfg   Config
+	hooks Hooks
+	codec *codec
+	log   *slog.Logger
+	udp   *net.UDPConn
+	tr    *quic.Transport
+	ln    *quic.Listener
+	sem   chan struct{}
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	once   sync.Once
+}
+
+// Listen binds addr (host:port; port 0 picks one) and starts accepting.
+// Close stops it and waits for every connection handler.
+func Listen(addr string, cfg Config, hooks Hooks) (*Server, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	ua, err := net.ResolveUDPAddr("udp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("listen %s: %w", addr, err)
+	}
+	udp, err := net.ListenUDP("udp", ua)
+	if err != nil {
+		return nil, fmt.Errorf("listen %s: %w", addr, err)
+	}
+	cd, err := newCodec(cfg.Streams)
+	if err != nil {
+		udp.Close()
+		return nil, err
+	}
+	tr := &quic.Transport{Conn: udp}
+	ln, err := tr.Listen(cfg.TLS.ServerTLS(ALPN), cfg.quicConfig())
+	if err != nil {
+		cd.Close()
+		tr.Close()
+		udp.Close()
+		return nil, fmt.Errorf("listen %s: %w", addr, err)
+	}
+	s := &Server{cfg: cfg, hooks: hooks, codec: cd, log: cfg.logger(), udp: udp, tr: tr, ln: ln, sem: make(chan struct{}, cfg.MaxTransfers)}
+	s.ctx, s.cancel = context.WithCancel(context.Background())
+	s.wg.Go(s.acceptLoop)
+	return s, nil
+}
+
+// Addr is the listening address.
+func (s *Server) Addr() *net.UDPAddr { return s.udp.LocalAddr().(*net.UDPAddr) }
+
+// Close stops accepting, ends every connection (their pending versions stay
+// for a resume) and waits for the handlers. It is idempotent.
+func (s *Server) Close() error {
+	s.once.Do(func() {
+		s.cancel()
+		s.ln.Close()
+		s.wg.Wait()
+		s.tr.Close()
+		s.udp.Close()
+		s.codec.Close()
+	})
+	return nil
+}
+
+func (s *Server) acceptLoop() {
+	for {
+		conn, err := s.ln.Accept(s.ctx)
+		if err != nil {
+			return
+		}
+		s.wg.Go(func() { s.handle(conn) })
+	}
+}
+
+// gate guards stores into one pending version against its abort.
+type gate struct {
+	mu     sync.RWMutex
+	closed bool
+}
+
+var errAborted = errors.New("version aborted")
+
+func (g *gate) put(st *ckpt.Store, h ckpt.Hash, raw []byte) error {
+	g.mu.RLock()
+	defer g.mu.RUnlock()
+	if g.closed {
+		return errAborted
+	}
+	return st.PutChunk(h, raw)
+}
+
+// errUnknownChunk: a CHUNK frame names a hash the manifest does not.
+var errUnknownChunk = fmt.Errorf("%w: chunk not in manifest", ErrProtocol)
+
+// rxResult is what a data-stream reader reports for one chunk.
+type rxResult struct {
+	hash ckpt.Hash
+	err  error
+}
+
+func (s *Server) handle(conn *quic.Conn) {
+	peer, _ := pki.PeerNode(conn.ConnectionState().TLS)
+	log := s.log.With("peer", peer, "remote", conn.RemoteAddr().String())
+	ctx, cancel := context.WithCancel(s.ctx)
+	defer cancel()
+	// Closing the connection when the server stops unblocks every read.
+	s.wg.Go(func() {
+		<-ctx.Done()
+		conn.CloseWithError(codeFailed, "receiver closing")
+	})
+
+	actx, acancel := context.WithTimeout(ctx, s.cfg.HandshakeTimeout)
+	ctl, err := conn.AcceptStream(actx)
+	acancel()
+	if err != nil {
+		log.Debug("transfer: no control stream", "err", err)
+		return
+	}
+	fail := func(code failCode, err error) {
+		log.Warn("transfer: refused or failed", "code", code, "err", err)
+		writeFrame(ctl, frameFail, encodeFail(code, err.Error()))
+		// Give the FAIL frame a moment to leave before closing.
+		select {
+		case <-conn.Context().Done():
+		case <-time.After(s.cfg.IdleTimeout):
+		}
+	}
+	select {
+	case s.sem <- struct{}{}:
+		defer func() { <-s.sem }()
+	default:
+		fail(failRefused, fmt.Errorf("busy: %d transfers in progress", s.cfg.MaxTransfers))
+		return
+	}
+	f, err := readFrame(ctl, maxControlFrame)
+	if err != nil {
+		log.Debug("transfer: no offer", "err", err)
+		return
+	}
+	if f.typ != frameOffer {
+		fail(failBad, fmt.Errorf("%w: want OFFER, got %v", ErrProtocol, f.typ))
+		return
+	}
+	off, err := parseOffer(f.payload)
+	if err != nil {
+		fail(failBad, err)
+		return
+	}
+	m := off.manifest
+	log = log.With("job", m.JobID, "version", m.Version, "class", off.class.String())
+	if s.hooks.Authorize != nil {
+		if err := s.hooks.Authorize(peer, off.class, m); err != nil {
+			fail(failRefused, err)
+			return
+		}
+	}
+	store := s.cfg.Store
+	if err := store.BeginPending(m); err != nil {
+		s.failStore(fail, err)
+		return
+	}
+	need := store.Missing(m.Chunks())
+	wanted := make(map[ckpt.Hash]int64)
+	for _, c := range m.Chunks() {
+		wanted[c.Hash] = c.Size
+	}
+	outstanding := make(map[ckpt.Hash]bool, len(need))
+	hs := make([]ckpt.Hash, len(need))
+	for i, c := range need {
+		hs[i] = c.Hash
+		outstanding[c.Hash] = true
+	}
+	log.Debug("transfer: offer", "chunks", len(wanted), "need", len(need))
+	if err := writeFrame(ctl, frameNeed, encodeHashes(hs)); err != nil {
+		return
+	}
+
+	// gate stops stream readers from storing chunks once the version is
+	// aborted, so the abort's clean-up is final.
+	g := &gate{}
+	abort := func() {
+		g.mu.Lock()
+		g.closed = true
+		g.mu.Unlock()
+		store.AbortPending(m.JobID, m.Version)
+	}
+	results := make(chan rxResult, 64)
+	var readers sync.WaitGroup
+	defer readers.Wait()
+	defer cancel()
+	readers.Go(func() {
+		for {
+			st, err := conn.AcceptUniStream(ctx)
+			if err != nil {
+				return
+			}
+			readers.Go(func() { s.readChunks(ctx, st, wanted, g, results) })
+		}
+	})
+
+	retries := map[ckpt.Hash]int{}
+	for len(outstanding) > 0 {
+		select {
+		case r := <-results:
+			switch {
+			case r.err == nil:
+				delete(outstanding, r.hash)
+			case errors.Is(r.err, errUnknownChunk):
+				// The sender broke the protocol; a new connection resumes.
+				log.Warn("transfer: closing connection", "err", r.err)
+				conn.CloseWithError(codeFailed, r.err.Error())
+				return
+			case errors.Is(r.err, ckpt.ErrDiskFull) || errors.Is(r.err, ckpt.ErrQuota):
+				abort()
+				s.failStore(fail, r.err)
+				return
+			case !outstanding[r.hash]:
+				// A corrupt copy of a chunk already stored: nothing to do.
+			default:
+				retries[r.hash]++
+				if retries[r.hash] > maxChunkRetries {
+					abort()
+					fail(failCorrupt, fmt.Errorf("chunk %s corrupt %d times: %w", r.hash, retries[r.hash], r.err))
+					return
+				}
+				log.Warn("transfer: chunk rejected, asking again", "chunk", r.hash.String(), "err", r.err)
+				if err := writeFrame(ctl, frameNeed, encodeHashes([]ckpt.Hash{r.hash})); err != nil {
+					return
+				}
+			}
+		case <-conn.Context().Done():
+			cause := context.Cause(conn.Context())
+			var ae *quic.ApplicationError
+			if errors.As(cause, &ae) && ae.Remote && ae.ErrorCode == codeCancelled {
+				log.Info("transfer: cancelled by sender; partial data removed")
+				abort()
+			} else {
+				log.Info("transfer: connection lost; keeping received chunks for a resume", "missing", len(outstanding), "err", cause)
+			}
+			return
+		}
+	}
+	if err := store.Commit(m); err != nil {
+		abort()
+		s.failStore(fail, err)
+		return
+	}
+	log.Info("transfer: committed", "bytes", m.TotalSize())
+	if s.hooks.OnCommit != nil {
+		s.hooks.OnCommit(peer, off.class, m)
+	}
+	h := m.Hash()
+	if err := writeFrame(ctl, frameDone, h[:]); err != nil {
+		return
+	}
+	// Wait for the sender to close after reading DONE.
+	select {
+	case <-conn.Context().Done():
+	case <-time.After(s.cfg.IdleTimeout):
+		conn.CloseWithError(codeOK, "done")
+	case <-ctx.Done():
+	}
+}
+
+func (s *Server) failStore(fail func(failCode, error), err error) {
+	switch {
+	case errors.Is(err, ckpt.ErrDiskFull):
+		fail(failDiskFull, err)
+	case errors.Is(err, ckpt.ErrQuota):
+		fail(failQuota, err)
+	case errors.Is(err, ckpt.ErrBadManifest):
+		fail(failBad, err)
+	default:
+		fail(failInternal, err)
+	}
+}
+
+// readChunks decodes CHUNK frames from one data stream, verifies and stores
+// them, and reports each on results.
+func (s *Server) readChunks(ctx context.Context, st *quic.ReceiveStream, wanted map[ckpt.Hash]int64, g *gate, results chan<- rxResult) {
+	report := func(r rxResult) bool {
+		select {
+		case results <- r:
+			return true
+		case <-ctx.Done():
+			return false
+		}
+	}
+	for {
+		f, err := readFrame(st, maxChunkFrame)
+		if err != nil {
+			if !errors.Is(err, ErrProtocol) {
+				return // stream or connection closed
+			}
+			st.CancelRead(1)
+			return
+		}
+		if f.typ != frameChunk {
+			st.CancelRead(1)
+			return
+		}
+		c, err := parseChunk(f.payload)
+		if err != nil {
+			st.CancelRead(1)
+			return
+		}
+		size, ok := wanted[c.hash]
+		if !ok {
+			report(rxResult{hash: c.hash, err: fmt.Errorf("%w: %s", errUnknownChunk, c.hash)})
+			return
+		}
+		var r rxResult
+		r.hash = c.hash
+		if int64(c.rawSize) != size {
+			r.err = fmt.Errorf("chunk size %d, manifest says %d: %w", c.rawSize, size, ckpt.ErrHashMismatch)
+		} else if raw, err := s.codec.decode(c.enc, c.data, c.rawSize); err != nil {
+			r.err = fmt.Errorf("decode: %w", err)
+		} else {
+			r.err = g.put(s.cfg.Store, c.hash, raw)
+		}
+		if !report(r) {
+			return
+		}
+	}
+}

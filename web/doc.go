@@ -1,0 +1,22 @@
+// Package web serves a node's status page, its JSON API (/v1/...) and its
+// Prometheus metrics (/metrics) on the agent's HTTP address.
+//
+// The agent implements Source: one call returns a Status, the view model of
+// everything the page shows (cluster, jobs, transfers, reclaims, decisions).
+// The page, the JSON API and the metrics all read that one value through the
+// same code (Status.prepare fills the few derived fields, such as checkpoint
+// ages, once), so nothing is recomputed for display and the three never
+// disagree. Policy outputs (policy.JobDecision, policy.HandoffDecision,
+// policy.Candidate, policy.HazardProfile, ...) are carried as they are.
+//
+// The page is server-rendered with html/template from embedded files (no
+// CDN, readable without JavaScript); a small script re-fetches the live part
+// of the page while it is open, and without JavaScript a meta refresh does
+// the same. Charts are inline SVG rendered on the server.
+//
+// Everything is read-only unless the agent passes Actions. Even then, a
+// state-changing request needs the configured token whenever the handler is
+// bound to a non-loopback address (and whenever a token is configured), is
+// compared in constant time, and must be a same-origin JSON POST. Configured
+// secrets (the token, the gossip key) are redacted from every response.
+package web

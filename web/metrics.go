@@ -1,0 +1,224 @@
+package web
+
+import (
+	"context"
+	"log/slog"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/reclaimnet/reclaimnet/policy"
+)
+
+// metricsNamespace prefixes every metric name.
+const metricsNamespace = "reclaimnet"
+
+// metric is one documented metric: its description and whether it is a
+// counter. The README's metric table lists the same names.
+type metric struct {
+	desc    *prometheus.Desc
+	counter bool
+}
+
+func newMetric(name, help string, counter bool, labels ...string) metric {
+	return metric{desc: prometheus.NewDesc(metricsNamespace+"_"+name, help, labels, nil), counter: counter}
+}
+
+// The metrics, all read from one Status per scrape.
+var (
+	mStatusUp    = newMetric("status_up", "1 when the agent could read its status for this scrape, 0 when not (then no other reclaimnet metric is present).", false)
+	mGeneratedAt = newMetric("status_generated_timestamp_seconds", "When the status these metrics come from was taken, Unix seconds.", false)
+
+	mRaftRole  = newMetric("raft_role", "This node's Raft role: 1 for the current role, 0 for the others (none = gossip-only).", false, "role")
+	mHasLeader = newMetric("raft_has_leader", "1 when the cluster has a Raft leader, else 0.", false)
+	mMembers   = newMetric("members", "Members by building and gossip state.", false, "building", "state")
+	mGPUs      = newMetric("node_gpus", "GPUs of a node.", false, "node", "building")
+	mFreeGPUs  = newMetric("node_free_gpus", "GPUs of a node not used by ReclaimNet jobs.", false, "node", "building")
+	mLoad      = newMetric("node_load_ratio", "Load of a node, 0..1.", false, "node", "building")
+	mHazard    = newMetric("node_hazard_per_second", "A node's current emergency hazard upper bound λ̂⁺, events per second.", false, "node", "building")
+	mKillMode  = newMetric("killswitch_mode", "A node's kill-switch: 1 for its current mode (off, soft, hard), 0 for the others.", false, "node", "mode")
+	mKillDrops = newMetric("killswitch_drops_total", "Packets a node's kill-switch dropped since its agent started.", true, "node")
+
+	mBandwidth    = newMetric("bandwidth_available_bytes_per_second", "Smoothed bandwidth available to migration from one building to another, bytes per second.", false, "from_building", "to_building")
+	mBandwidthLow = newMetric("bandwidth_available_low_bytes_per_second", "Lower confidence bound of the bandwidth available to migration between buildings, bytes per second.", false, "from_building", "to_building")
+	mBandwidthCap = newMetric("bandwidth_capacity_bytes_per_second", "Configured or probed capacity between buildings, bytes per second (absent when unknown).", false, "from_building", "to_building")
+	mCkptBudget   = newMetric("checkpoint_budget_bytes_per_second", "Checkpoint budget Bckpt that P3 left for P1 in the last control period, bytes per second.", false)
+
+	mJobs          = newMetric("jobs", "Jobs by state.", false, "state")
+	mJobInterval   = newMetric("job_checkpoint_interval_seconds", "A job's checkpoint interval Δ chosen by P1, seconds.", false, "job")
+	mJobBandwidth  = newMetric("job_checkpoint_bandwidth_bytes_per_second", "A job's checkpoint bandwidth b chosen by P1, bytes per second.", false, "job")
+	mJobHazard     = newMetric("job_hazard_per_second", "The hazard λ̂⁺ P1 used for a job, events per second.", false, "job")
+	mJobInfeasible = newMetric("job_loss_budget_infeasible", "1 when the network cannot checkpoint a job often enough to meet its loss budget, else 0.", false, "job")
+	mJobCkptAge    = newMetric("job_checkpoint_age_seconds", "Age of a job's last committed checkpoint, seconds (absent before the first).", false, "job")
+	mJobRestarts   = newMetric("job_restarts_total", "Restarts of a job (moves and recoveries).", true, "job")
+
+	mXferAssigned = newMetric("transfer_assigned_bytes_per_second", "Rate P3 assigned to a transfer in flight, bytes per second.", false, "transfer", "job", "class")
+	mXferAchieved = newMetric("transfer_achieved_bytes_per_second", "Rate a transfer in flight achieved recently, bytes per second.", false, "transfer", "job", "class")
+	mXferDone     = newMetric("transfer_done_bytes", "Bytes a transfer in flight has moved.", false, "transfer", "job", "class")
+	mXferSize     = newMetric("transfer_size_bytes", "Bytes a transfer in flight moves in all.", false, "transfer", "job", "class")
+	mXferLeft     = newMetric("transfer_time_left_seconds", "Estimated time a transfer still needs at its achieved rate, seconds (absent before a rate is measured).", false, "transfer", "job", "class")
+	mXferDeadline = newMetric("transfer_until_deadline_seconds", "Time until a transfer's deadline, seconds (absent for pre-sync and periodic checkpoints).", false, "transfer", "job", "class")
+
+	mReclaimsPending = newMetric("reclaims_pending", "Reclaims whose node has not left yet.", false)
+	mReclaimLeft     = newMetric("reclaim_remaining_seconds", "Time until a pending reclaim's node leaves, seconds.", false, "node", "kind")
+	mAdmissions      = newMetric("admissions_total", "Planned migrations P3 admitted or rejected.", true, "result")
+	mHandoffs        = newMetric("handoffs_total", "Completed hand-offs.", true)
+	mDegraded        = newMetric("degraded_recoveries_total", "Jobs that recovered from an older replica instead of a hand-off.", true)
+)
+
+// allMetrics lists every metric, for Describe and the documentation test.
+var allMetrics = []metric{
+	mStatusUp, mGeneratedAt,
+	mRaftRole, mHasLeader, mMembers, mGPUs, mFreeGPUs, mLoad, mHazard, mKillMode, mKillDrops,
+	mBandwidth, mBandwidthLow, mBandwidthCap, mCkptBudget,
+	mJobs, mJobInterval, mJobBandwidth, mJobHazard, mJobInfeasible, mJobCkptAge, mJobRestarts,
+	mXferAssigned, mXferAchieved, mXferDone, mXferSize, mXferLeft, mXferDeadline,
+	mReclaimsPending, mReclaimLeft, mAdmissions, mHandoffs, mDegraded,
+}
+
+// jobStates lists every policy.JobState name, so the jobs gauge has a
+// stable set of series.
+var jobStates = func() []string {
+	var out []string
+	for s := policy.JobPending; s <= policy.JobDone; s++ {
+		out = append(out, s.String())
+	}
+	return out
+}()
+
+// collector turns one Status per scrape into metrics.
+type collector struct {
+	status func(context.Context) (Status, error)
+	log    *slog.Logger
+}
+
+func newCollector(status func(context.Context) (Status, error), log *slog.Logger) *collector {
+	return &collector{status: status, log: log}
+}
+
+// Describe sends every metric's description.
+func (c *collector) Describe(ch chan<- *prometheus.Desc) {
+	for _, m := range allMetrics {
+		ch <- m.desc
+	}
+}
+
+// Collect reads the status once and emits every metric from it.
+func (c *collector) Collect(ch chan<- prometheus.Metric) {
+	s, err := c.status(context.Background())
+	if err != nil {
+		c.log.Warn("web: metrics: status unavailable", "err", err)
+		emit(ch, mStatusUp, 0)
+		return
+	}
+	emit(ch, mStatusUp, 1)
+	collectStatus(ch, &s)
+}
+
+// emit sends one sample.
+func emit(ch chan<- prometheus.Metric, m metric, v float64, labels ...string) {
+	t := prometheus.GaugeValue
+	if m.counter {
+		t = prometheus.CounterValue
+	}
+	ch <- prometheus.MustNewConstMetric(m.desc, t, v, labels...)
+}
+
+func b2f(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// collectStatus emits everything but status_up from a prepared status.
+func collectStatus(ch chan<- prometheus.Metric, s *Status) {
+	emit(ch, mGeneratedAt, float64(s.GeneratedAt.UnixNano())/1e9)
+
+	self := RaftNone
+	type bs struct{ building, state string }
+	members := map[bs]int{}
+	for _, m := range s.Cluster.Members {
+		if m.ID == s.Node && m.RaftRole != "" {
+			self = m.RaftRole
+		}
+		members[bs{m.Building, string(m.State)}]++
+		emit(ch, mGPUs, float64(m.GPUs), string(m.ID), m.Building)
+		emit(ch, mFreeGPUs, float64(m.FreeGPUs), string(m.ID), m.Building)
+		emit(ch, mLoad, m.Load, string(m.ID), m.Building)
+		emit(ch, mHazard, m.Hazard, string(m.ID), m.Building)
+		mode := m.KillSwitch
+		if mode == "" {
+			mode = KillSwitchOff
+		}
+		for _, k := range killSwitchModes {
+			emit(ch, mKillMode, b2f(k == mode), string(m.ID), string(k))
+		}
+		emit(ch, mKillDrops, float64(m.KillSwitchDrops), string(m.ID))
+	}
+	for k, n := range members {
+		emit(ch, mMembers, float64(n), k.building, k.state)
+	}
+	for _, r := range raftRoles {
+		emit(ch, mRaftRole, b2f(r == self), string(r))
+	}
+	emit(ch, mHasLeader, b2f(s.Cluster.Leader != ""))
+
+	for _, b := range s.Cluster.Bandwidth {
+		emit(ch, mBandwidth, b.Available, b.From, b.To)
+		emit(ch, mBandwidthLow, b.AvailableLow, b.From, b.To)
+		if b.Capacity > 0 {
+			emit(ch, mBandwidthCap, b.Capacity, b.From, b.To)
+		}
+	}
+	emit(ch, mCkptBudget, s.Control.CheckpointBudget)
+
+	byState := map[string]int{}
+	for _, j := range s.Jobs {
+		byState[j.State]++
+		id := string(j.ID)
+		if d := j.Decision; d != nil {
+			emit(ch, mJobInterval, d.Interval.Seconds(), id)
+			emit(ch, mJobBandwidth, d.Bandwidth, id)
+			emit(ch, mJobHazard, d.Hazard, id)
+			emit(ch, mJobInfeasible, b2f(d.LossBudgetInfeasible), id)
+		}
+		if c := j.LastCheckpoint; c != nil {
+			emit(ch, mJobCkptAge, c.Age.Seconds(), id)
+		}
+		emit(ch, mJobRestarts, float64(j.Restarts), id)
+	}
+	for _, st := range jobStates {
+		emit(ch, mJobs, float64(byState[st]), st)
+		delete(byState, st)
+	}
+	for st, n := range byState { // states policy does not name (a newer agent)
+		emit(ch, mJobs, float64(n), st)
+	}
+
+	for _, t := range s.Transfers {
+		l := []string{t.Flow.ID, string(t.Flow.Job), t.Class}
+		emit(ch, mXferAssigned, t.Flow.Rate, l...)
+		emit(ch, mXferAchieved, t.Achieved, l...)
+		emit(ch, mXferDone, float64(t.BytesDone), l...)
+		emit(ch, mXferSize, float64(t.BytesTotal), l...)
+		if t.TimeLeft != nil {
+			emit(ch, mXferLeft, t.TimeLeft.Seconds(), l...)
+		}
+		if t.UntilDeadline != nil {
+			emit(ch, mXferDeadline, t.UntilDeadline.Seconds(), l...)
+		}
+	}
+
+	emit(ch, mReclaimsPending, float64(len(s.Reclaims.Pending)))
+	for _, p := range s.Reclaims.Pending {
+		kind := "scheduled"
+		if p.Emergency {
+			kind = "emergency"
+		}
+		emit(ch, mReclaimLeft, p.Remaining.Seconds(), string(p.Reclaim.Node), kind)
+	}
+	emit(ch, mAdmissions, float64(s.Counters.AdmittedMigrations), "admitted")
+	emit(ch, mAdmissions, float64(s.Counters.RejectedMigrations), "rejected")
+	emit(ch, mHandoffs, float64(s.Counters.Handoffs))
+	emit(ch, mDegraded, float64(s.Counters.DegradedRecoveries))
+}

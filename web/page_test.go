@@ -1,0 +1,287 @@
+package web
+
+import (
+	"fmt"
+	"math"
+	"net/http"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/reclaimnet/reclaimnet/policy"
+)
+
+// rowOf returns the HTML of the table row with the given id.
+func rowOf(t *testing.T, page, id string) string {
+	t.Helper()
+	i := strings.Index(page, `id="`+id+`"`)
+	if i < 0 {
+		t.Fatalf("no element with id %q in the page", id)
+	}
+	j := strings.Index(page[i:], "</tr>")
+	if j < 0 {
+		t.Fatalf("row %q not closed", id)
+	}
+	return page[i : i+j]
+}
+
+// TestPageWithoutJavaScript checks the server-rendered page: everything
+// the issue lists is in the HTML itself.
+func TestPageWithoutJavaScript(t *testing.T) {
+	h := newTestHandler(t, Config{Source: newMemSource(scenarioA), Refresh: 3 * time.Second})
+	res, page := do(t, h, http.MethodGet, "/", "", nil)
+	if res.StatusCode != http.StatusOK || !strings.HasPrefix(res.Header.Get("Content-Type"), "text/html") {
+		t.Fatalf("GET /: got %d %q, want 200 text/html", res.StatusCode, res.Header.Get("Content-Type"))
+	}
+	if csp := res.Header.Get("Content-Security-Policy"); !strings.Contains(csp, "script-src 'self'") || strings.Contains(csp, "unsafe-inline") {
+		t.Errorf("CSP: got %q, want same-origin scripts and no unsafe-inline", csp)
+	}
+	// The page must work under that CSP: no inline script, no inline style.
+	if regexp.MustCompile(`<script>|<script [^>]*>[^<]`).MatchString(page) || strings.Contains(page, " style=") || strings.Contains(page, "<style") {
+		t.Errorf("page has inline script or style, which the CSP blocks")
+	}
+	for _, want := range []string{
+		`<noscript><meta http-equiv="refresh" content="3"></noscript>`,
+		`data-refresh-ms="3000"`,
+		`<script src="ui/app.js" defer></script>`,
+		`<b id="leader">n1</b>`,
+		`Building eng <span class="muted">(2)</span>`, `Building sci <span class="muted">(2)</span>`,
+		`<svg class="hz" width="560"`, `<svg class="hz spark"`,
+		`<table class="matrix">`,
+		`last control period 12:09:59 UTC`,
+	} {
+		if !strings.Contains(page, want) {
+			t.Errorf("page lacks %q", want)
+		}
+	}
+	checks := []struct{ row, want string }{
+		{"member-n1", "leader"},
+		{"member-n1", "this node"},
+		{"member-n1", "2 / 4 × A100-80GB <span class=\"muted\">(80 GiB, cc 8)</span>"},
+		{"member-n3", `<span class="badge ks-soft">soft</span>`},
+		{"member-n3", "17 dropped"},
+		{"member-n4", "suspect"},
+		{"member-n4", "nonvoter"},
+		{"job-llama-ft", "running"},
+		{"job-llama-ft", "<b>9m52s</b>"},
+		{"job-llama-ft", "hazard 0.99/h"},
+		{"job-llama-ft", "bandwidth 100 Mbit/s"},
+		{"job-llama-ft", "<b>3m12s</b> ago"},
+		{"job-llama-ft", "on n2, n3"},
+		{"job-llama-ft", "has 75%"},
+		{"job-resnet", "loss budget infeasible"},
+		{"job-bert", "no decision yet"},
+		{"transfer-f-resnet-12", "240 Mbit/s / <b>228 Mbit/s</b>"},
+		{"transfer-f-resnet-12", "35s / 1m00s"},
+		{"transfer-f-resnet-12", "600.0 MB of 1.60 GB (38%)"},
+		{"transfer-f-llama-presync", "no deadline"},
+		{"reclaim-n3", "<b>1m00s</b>"},
+		{"reclaim-n3", "resnet"},
+	}
+	for _, c := range checks {
+		if row := rowOf(t, page, c.row); !strings.Contains(row, c.want) {
+			t.Errorf("row %s lacks %q:\n%s", c.row, c.want, row)
+		}
+	}
+	if strings.Contains(rowOf(t, page, "job-llama-ft"), "loss budget infeasible") {
+		t.Errorf("llama-ft shows the loss-budget flag, want it only on resnet")
+	}
+	// The hand-off's candidates: n2 (64.5 s) ranks before n1 (71.2 s) and
+	// is chosen; the rejected ones follow with P2's reasons.
+	i := strings.Index(page, `id="decision-handoff-resnet"`)
+	if i < 0 {
+		t.Fatalf("no hand-off decision for resnet")
+	}
+	dec := page[i : i+strings.Index(page[i:], "</table>")]
+	order := []string{"<td>n2</td>", "<td>n1</td>", "<td>n3</td>", "<td>n4</td>"}
+	last := -1
+	for _, o := range order {
+		k := strings.Index(dec, o)
+		if k < last {
+			t.Errorf("candidates out of order: %q at %d, before the previous at %d", o, k, last)
+		}
+		last = k
+	}
+	for _, want := range []string{"<b>chosen</b>", "higher score", "rejected: " + string(policy.RejectSource), "rejected: " + string(policy.RejectLoad), "64.5 s", "zero-loss final checkpoint"} {
+		if !strings.Contains(dec, want) {
+			t.Errorf("hand-off decision lacks %q", want)
+		}
+	}
+	if !strings.Contains(page, "Placement of bert on <b>n2</b> <span class=\"muted\">(starts without a replica)</span>") {
+		t.Errorf("placement of bert: heading missing or wrong")
+	}
+	// History: the owner's report.
+	if !strings.Contains(page, "emergency: recovered from replica v3") || !strings.Contains(page, "down 1m01s") {
+		t.Errorf("reclaim history lacks the owner's report")
+	}
+
+	res, live := do(t, h, http.MethodGet, "/ui/live", "", nil)
+	if res.StatusCode != http.StatusOK || strings.Contains(live, "<html") || !strings.Contains(live, `id="job-llama-ft"`) {
+		t.Errorf("GET /ui/live: got %d, want the live fragment alone with the jobs", res.StatusCode)
+	}
+}
+
+func TestPageShowsSourceError(t *testing.T) {
+	src := newMemSource(scenarioA)
+	src.fail(fmt.Errorf("gossip not joined"))
+	h := newTestHandler(t, Config{Source: src})
+	res, page := do(t, h, http.MethodGet, "/", "", nil)
+	if res.StatusCode != http.StatusServiceUnavailable || !strings.Contains(page, `id="error"`) || !strings.Contains(page, "gossip not joined") {
+		t.Errorf("got %d, want 503 with an error banner naming the cause", res.StatusCode)
+	}
+}
+
+var rectRe = regexp.MustCompile(`<rect class="(bar(?: cur)?)" x="([0-9.]+)" y="([0-9.]+)" width="([0-9.]+)" height="([0-9.]+)" data-rate="([^"]+)"`)
+
+func TestHazardChart(t *testing.T) {
+	p := policy.HazardProfile{Rates: []float64{1e-4, 2e-4, 4e-4, 0}}
+	at := time.Date(2026, 1, 2, 13, 0, 0, 0, time.UTC) // bucket 2 (12:00–18:00)
+	svg := string(hazardChart(p, at, chartSize))
+	bars := rectRe.FindAllStringSubmatch(svg, -1)
+	if len(bars) != 4 {
+		t.Fatalf("got %d bars, want 4:\n%s", len(bars), svg)
+	}
+	ph := chartSize.H - chartSize.Top - chartSize.Bottom
+	pw := chartSize.W - chartSize.Left - chartSize.Right
+	for i, b := range bars {
+		h, _ := strconv.ParseFloat(b[5], 64)
+		y, _ := strconv.ParseFloat(b[3], 64)
+		x, _ := strconv.ParseFloat(b[2], 64)
+		want := p.Rates[i] / 4e-4 * ph
+		if math.Abs(h-want) > 0.01 || math.Abs(y+h-(chartSize.Top+ph)) > 0.01 {
+			t.Errorf("bar %d: got height %.2f at y %.2f, want %.2f standing on the axis", i, h, y, want)
+		}
+		if wantX := chartSize.Left + float64(i)*pw/4; math.Abs(x-wantX) > 0.01 {
+			t.Errorf("bar %d: got x %.2f, want %.2f", i, x, wantX)
+		}
+		if cur := b[1] == "bar cur"; cur != (i == 2) {
+			t.Errorf("bar %d: got highlighted=%v, want %v", i, cur, i == 2)
+		}
+	}
+	nowX := chartSize.Left + 13.0/24*pw
+	if !strings.Contains(svg, fmt.Sprintf(`<line class="now" x1="%.2f"`, nowX)) {
+		t.Errorf("no now-line at x=%.2f:\n%s", nowX, svg)
+	}
+	for _, want := range []string{"1.44/h", "now 1.44/h", "12:00–18:00 UTC: 1.44/h", ">18:00<"} {
+		if !strings.Contains(svg, want) {
+			t.Errorf("chart lacks %q", want)
+		}
+	}
+	// The sparkline: one step path over the four buckets (heights
+	// 6.0, 12.0, 24.0, 0.0 of a 24-unit plot standing on y=26) and the
+	// current bucket as the only bar.
+	spark := string(hazardChart(p, at, sparkSize))
+	if want := `d="M1.0 26.0V20.0H30.5V14.0H60.0V2.0H89.5V26.0H119.0V26.0Z"`; !strings.Contains(spark, want) {
+		t.Errorf("sparkline: want path %s in\n%s", want, spark)
+	}
+	if bars := rectRe.FindAllStringSubmatch(spark, -1); strings.Contains(spark, "<text") || len(bars) != 1 || bars[0][1] != "bar cur" {
+		t.Errorf("sparkline: want one highlighted bar and no text:\n%s", spark)
+	}
+	if empty := string(hazardChart(policy.HazardProfile{}, at, chartSize)); !strings.Contains(empty, "no estimate yet") || strings.Contains(empty, "<rect") {
+		t.Errorf("empty profile: got %s, want a 'no estimate yet' note", empty)
+	}
+	// An infinite bucket does not flatten the others.
+	inf := string(hazardChart(policy.HazardProfile{Rates: []float64{math.Inf(1), 2e-4}}, at, chartSize))
+	if bars := rectRe.FindAllStringSubmatch(inf, -1); len(bars) != 2 || bars[1][5] != fmt.Sprintf("%.2f", ph) {
+		t.Errorf("profile with +Inf: got %v, want the finite bar at full height", bars)
+	}
+}
+
+func TestBandwidthMatrix(t *testing.T) {
+	m := newBandwidthMatrix(scenarioA().Cluster.Bandwidth)
+	if strings.Join(m.Buildings, ",") != "eng,sci" || len(m.Rows) != 2 {
+		t.Fatalf("got buildings %v and %d rows, want eng,sci and 2", m.Buildings, len(m.Rows))
+	}
+	want := [2][2]string{
+		{"bw8", "bw2"}, // 102.5 and 30 of 125 MB/s capacity
+		{"bw2", "bw9"}, // 28 of 125; 95 of the best pair's 102.5 (no capacity)
+	}
+	for i, row := range m.Rows {
+		for j, c := range row.Cells {
+			if !c.Has || c.Class != want[i][j] || c.E.From != m.Buildings[i] || c.E.To != m.Buildings[j] {
+				t.Errorf("cell %s→%s: got %+v, want class %s", m.Buildings[i], m.Buildings[j], c, want[i][j])
+			}
+		}
+	}
+	gap := newBandwidthMatrix([]BuildingBandwidth{{From: "a", To: "b", Available: 5}})
+	if len(gap.Rows) != 2 || gap.Rows[1].Cells[0].Has || !gap.Rows[0].Cells[1].Has {
+		t.Errorf("sparse matrix: got %+v, want only a→b filled", gap.Rows)
+	}
+}
+
+func TestRankCandidates(t *testing.T) {
+	in := []policy.Candidate{
+		{Node: "a", Score: 30},
+		{Node: "x", Rejected: policy.RejectVRAM},
+		{Node: "b", Score: 10},
+		{Node: "c", Score: 20},
+		{Node: "y", Rejected: policy.RejectDeadline},
+	}
+	got := rankCandidates(in, "b")
+	var names []string
+	for _, r := range got {
+		names = append(names, fmt.Sprintf("%s%d%v", r.C.Node, r.Rank, r.Chosen))
+	}
+	if s := strings.Join(names, " "); s != "b1true c2false a3false x0false y0false" {
+		t.Errorf("got %s, want b1true c2false a3false x0false y0false", s)
+	}
+}
+
+func TestPrepareDerivedFields(t *testing.T) {
+	now := scenarioNow
+	s := Status{
+		Transfers: []Transfer{
+			{Flow: policy.FlowDecision{Deadline: now.Add(10 * time.Second), Class: policy.ClassEmergency}, Achieved: 1e6, BytesDone: 0, BytesTotal: 20e6},
+			{Flow: policy.FlowDecision{Deadline: now.Add(10 * time.Second)}, Achieved: 0, BytesTotal: 1},
+		},
+		Reclaims: Reclaims{
+			Pending: []PendingReclaim{{Reclaim: policy.Reclaim{Node: "x", Announced: now.Add(-time.Minute), Deadline: now.Add(-time.Second)}}},
+			History: []ReclaimRecord{{Reclaim: policy.Reclaim{Announced: now, Deadline: now}}},
+		},
+	}
+	s.prepare(now)
+	if !s.GeneratedAt.Equal(now) {
+		t.Errorf("generated_at: got %v, want %v", s.GeneratedAt, now)
+	}
+	late := s.Transfers[0]
+	if late.TimeLeft == nil || *late.TimeLeft != 20*time.Second || !late.Late || late.Class != "emergency" {
+		t.Errorf("20 MB at 1 MB/s with 10 s left: got time left %v late %v class %q, want 20s true emergency", late.TimeLeft, late.Late, late.Class)
+	}
+	if s.Transfers[1].TimeLeft != nil || s.Transfers[1].Late {
+		t.Errorf("unmeasured transfer: got time left %v late %v, want nil false", s.Transfers[1].TimeLeft, s.Transfers[1].Late)
+	}
+	if p := s.Reclaims.Pending[0]; p.Remaining != 0 || p.Emergency {
+		t.Errorf("past-deadline scheduled reclaim: got remaining %v emergency %v, want 0 false", p.Remaining, p.Emergency)
+	}
+	if !s.Reclaims.History[0].Emergency {
+		t.Errorf("history with deadline = announced: got emergency false, want true")
+	}
+}
+
+func TestFormats(t *testing.T) {
+	cases := []struct{ got, want string }{
+		{fmtBytes(3_200_000_000), "3.20 GB"},
+		{fmtBytes(600_000_000), "600.0 MB"},
+		{fmtBytes(512), "512 B"},
+		{fmtRate(30_000_000), "240 Mbit/s"},
+		{fmtRate(125_000_000), "1.00 Gbit/s"},
+		{fmtRate(math.Inf(1)), "∞"},
+		{fmtDur(592*time.Second + 700*time.Millisecond), "9m52s"},
+		{fmtDur(3*time.Hour + 4*time.Minute), "3h04m"},
+		{fmtDur(1500 * time.Millisecond), "1.5s"},
+		{fmtDur(-30 * time.Second), "−30s"},
+		{fmtDur(26 * time.Hour), "1d02h"},
+		{fmtHazard(0.99 / 3600), "0.99/h"},
+		{fmtPct(1, 4), "25%"},
+		{fmtPct(1, 0), "—"},
+		{fmtSeconds(math.Inf(1)), "∞"},
+		{fmtClock(scenarioNow), "12:10:00 UTC"},
+	}
+	for _, c := range cases {
+		if c.got != c.want {
+			t.Errorf("got %q, want %q", c.got, c.want)
+		}
+	}
+}

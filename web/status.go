@@ -1,0 +1,338 @@
+package web
+
+import (
+	"context"
+	"time"
+
+	"github.com/reclaimnet/reclaimnet/policy"
+)
+
+// Units, everywhere in this file and in the JSON it produces: sizes in bytes,
+// rates in bytes per second, hazards in events per second (1/s), durations
+// as time.Duration (integer nanoseconds in JSON, keys ending in _ns), times
+// as RFC 3339. Values of policy types keep policy's Go field names in JSON
+// (e.g. a Candidate is {"Node":..., "Score":..., "Transfer":...}).
+
+// Source is what the agent implements: the node's current view of the
+// cluster. Status must return a value the caller owns: web fills derived
+// fields into it and reads it without locks, so it must not share slices or
+// pointers that the agent keeps mutating.
+type Source interface {
+	Status(ctx context.Context) (Status, error)
+}
+
+// Actions are the state-changing requests the HTTP API can forward to the
+// agent. It is optional: without it the API is read-only.
+type Actions interface {
+	// Reclaim takes this node back for its owner: with Notice > 0 a
+	// scheduled reclaim, with Notice == 0 an emergency.
+	Reclaim(ctx context.Context, req ReclaimRequest) error
+}
+
+// ReclaimRequest is the body of POST /v1/reclaim.
+type ReclaimRequest struct {
+	// Notice is how long the jobs have to leave; 0 means now (emergency).
+	Notice time.Duration `json:"notice_ns"`
+}
+
+// Status is everything the page, the JSON API and the metrics show, as one
+// node sees it at GeneratedAt.
+type Status struct {
+	// GeneratedAt is when the source took this view; web fills it with the
+	// current time when zero. Ages and countdowns are measured from it.
+	GeneratedAt time.Time `json:"generated_at"`
+	// Node is the node serving this page.
+	Node policy.NodeID `json:"node"`
+	// Version is the agent's build version.
+	Version   string     `json:"version,omitempty"`
+	Cluster   Cluster    `json:"cluster"`
+	Jobs      []Job      `json:"jobs"`
+	Transfers []Transfer `json:"transfers"`
+	Reclaims  Reclaims   `json:"reclaims"`
+	Decisions []Decision `json:"decisions"`
+	Control   Control    `json:"control"`
+	Counters  Counters   `json:"counters"`
+}
+
+// Cluster is membership, leadership, hazard and bandwidth.
+type Cluster struct {
+	// Name is the cluster's name (the gossip label), if set.
+	Name string `json:"name,omitempty"`
+	// Leader is the Raft leader; empty while there is none.
+	Leader  policy.NodeID `json:"leader"`
+	Members []Member      `json:"members"`
+	// Hazard is the cluster-wide time-of-day emergency profile (λ̂⁺ by
+	// bucket, 1/s) that node factors scale; empty when not yet estimated.
+	Hazard policy.HazardProfile `json:"hazard"`
+	// Bandwidth is the available bandwidth between buildings (the smoothed
+	// estimate and its lower confidence bound), one entry per ordered pair.
+	Bandwidth []BuildingBandwidth `json:"bandwidth"`
+}
+
+// MemberState is a member's gossip state.
+type MemberState string
+
+// Member states (memberlist's, plus "leaving" while a reclaim is pending).
+const (
+	MemberAlive   MemberState = "alive"
+	MemberSuspect MemberState = "suspect"
+	MemberLeaving MemberState = "leaving"
+	MemberDead    MemberState = "dead"
+	MemberLeft    MemberState = "left"
+)
+
+// RaftRole is a node's place in the Raft configuration.
+type RaftRole string
+
+// Raft roles. RaftNone is a gossip-only node (not in the configuration).
+const (
+	RaftLeader    RaftRole = "leader"
+	RaftFollower  RaftRole = "follower"
+	RaftCandidate RaftRole = "candidate"
+	RaftNonvoter  RaftRole = "nonvoter"
+	RaftNone      RaftRole = "none"
+)
+
+// raftRoles lists every role, for the metric's state set.
+var raftRoles = []RaftRole{RaftLeader, RaftFollower, RaftCandidate, RaftNonvoter, RaftNone}
+
+// KillSwitchMode is the state of a node's BPF kill-switch (SPEC P3.7).
+type KillSwitchMode string
+
+// Kill-switch modes.
+const (
+	KillSwitchOff  KillSwitchMode = "off"
+	KillSwitchSoft KillSwitchMode = "soft" // new connections dropped
+	KillSwitchHard KillSwitchMode = "hard" // anything to a protected port dropped
+)
+
+var killSwitchModes = []KillSwitchMode{KillSwitchOff, KillSwitchSoft, KillSwitchHard}
+
+// Member is one node of the cluster.
+type Member struct {
+	ID       policy.NodeID `json:"id"`
+	Building string        `json:"building"`
+	// Addr is the gossip address (host:port).
+	Addr     string      `json:"addr,omitempty"`
+	State    MemberState `json:"state"`
+	RaftRole RaftRole    `json:"raft_role"`
+	GPU      policy.GPU  `json:"gpu"`
+	GPUs     int         `json:"gpus"`
+	FreeGPUs int         `json:"free_gpus"`
+	// Load is the node's load, 0..1 (P2's θ applies to it).
+	Load float64 `json:"load"`
+	// Hazard is the node's current emergency hazard λ̂⁺, 1/s (the value of
+	// HazardProfile at GeneratedAt, as the leader published it).
+	Hazard float64 `json:"hazard_per_s"`
+	// HazardProfile is the node's λ̂⁺ over the day, UTC.
+	HazardProfile policy.HazardProfile `json:"hazard_profile"`
+	KillSwitch    KillSwitchMode       `json:"kill_switch"`
+	// KillSwitchDrops counts packets the kill-switch dropped since the
+	// node's agent started.
+	KillSwitchDrops uint64 `json:"kill_switch_drops"`
+}
+
+// BuildingBandwidth is the bandwidth available to migration from one
+// building to another (SPEC P1.7), bytes/s.
+type BuildingBandwidth struct {
+	From string `json:"from"`
+	To   string `json:"to"`
+	// Available is the smoothed estimate B̂, AvailableLow its lower
+	// confidence bound B̂⁻ (used for deadline checks), Capacity the
+	// configured or probed capacity (0 when unknown).
+	Available    float64 `json:"available_bytes_per_s"`
+	AvailableLow float64 `json:"available_low_bytes_per_s"`
+	Capacity     float64 `json:"capacity_bytes_per_s,omitempty"`
+}
+
+// Job is one training job.
+type Job struct {
+	ID policy.JobID `json:"id"`
+	// State is policy.JobState.String(): pending, running, migrating,
+	// recovering, done.
+	State string        `json:"state"`
+	Node  policy.NodeID `json:"node,omitempty"`
+	GPUs  int           `json:"gpus"`
+	// CheckpointBytes is C, the size of one checkpoint.
+	CheckpointBytes int64 `json:"checkpoint_bytes"`
+	// LossBudget is Lmax, the tolerated expected loss per emergency.
+	LossBudget time.Duration `json:"loss_budget_ns"`
+	// Standby receives background pre-sync; StandbyHas bytes of the
+	// current state are already there.
+	Standby    policy.NodeID `json:"standby,omitempty"`
+	StandbyHas int64         `json:"standby_has_bytes,omitempty"`
+	// Restarts counts the job's restarts (moves and recoveries).
+	Restarts int `json:"restarts"`
+	// Decision is P1's current decision for the job: the interval and why
+	// (hazard, bandwidth, loss-budget flag). Nil when there is none yet.
+	Decision *policy.JobDecision `json:"decision"`
+	// LastCheckpoint is the freshest committed checkpoint; nil if none.
+	LastCheckpoint *Checkpoint `json:"last_checkpoint"`
+}
+
+// Checkpoint is a committed checkpoint version of a job.
+type Checkpoint struct {
+	Version     uint64    `json:"version"`
+	Bytes       int64     `json:"bytes"`
+	CommittedAt time.Time `json:"committed_at"`
+	// Holders are the nodes holding this version completely.
+	Holders []policy.NodeID `json:"holders"`
+	// Age is GeneratedAt − CommittedAt (derived: web fills it).
+	Age time.Duration `json:"age_ns"`
+}
+
+// Transfer is a checkpoint transfer in flight.
+type Transfer struct {
+	// Flow is P3's decision for the flow: class, assigned rate, ceiling,
+	// deadline (zero for pre-sync), links.
+	Flow policy.FlowDecision `json:"flow"`
+	// Class is Flow.Class.String(): emergency, migration, presync.
+	Class string `json:"class"`
+	// Achieved is the rate the sender measured over its last seconds.
+	Achieved   float64 `json:"achieved_bytes_per_s"`
+	BytesDone  int64   `json:"bytes_done"`
+	BytesTotal int64   `json:"bytes_total"`
+	// TimeLeft is (BytesTotal − BytesDone) / Achieved; nil while nothing
+	// has been measured (derived: web fills it).
+	TimeLeft *time.Duration `json:"time_left_ns"`
+	// UntilDeadline is Flow.Deadline − GeneratedAt; nil without a deadline
+	// (derived).
+	UntilDeadline *time.Duration `json:"until_deadline_ns"`
+	// Late is set when TimeLeft exceeds UntilDeadline (derived).
+	Late bool `json:"late"`
+}
+
+// Reclaims are pending and past reclaims and the nodes' kill-switches.
+type Reclaims struct {
+	Pending []PendingReclaim `json:"pending"`
+	// History is newest first.
+	History []ReclaimRecord `json:"history"`
+}
+
+// PendingReclaim is a reclaim whose node has not left yet.
+type PendingReclaim struct {
+	Reclaim policy.Reclaim `json:"reclaim"`
+	// Jobs are the jobs that must leave the node.
+	Jobs []policy.JobID `json:"jobs"`
+	// Remaining is Reclaim.Deadline − GeneratedAt, never below 0
+	// (derived: web fills it).
+	Remaining time.Duration `json:"remaining_ns"`
+	// Emergency is Reclaim.Emergency() (derived).
+	Emergency bool `json:"emergency"`
+}
+
+// ReclaimRecord is a finished reclaim with the report its owner got.
+type ReclaimRecord struct {
+	Reclaim   policy.Reclaim `json:"reclaim"`
+	Emergency bool           `json:"emergency"` // derived
+	// Released is when the node was free of ReclaimNet work.
+	Released time.Time `json:"released"`
+	// OnTime is set when Released was not after Reclaim.Deadline.
+	OnTime bool `json:"on_time"`
+	// Jobs is the owner's report: what happened to each job.
+	Jobs []ReclaimOutcome `json:"jobs"`
+}
+
+// ReclaimOutcome is what happened to one job in a reclaim.
+type ReclaimOutcome struct {
+	Job policy.JobID  `json:"job"`
+	To  policy.NodeID `json:"to,omitempty"`
+	// FinalCheckpoint is set when a zero-loss final checkpoint was taken;
+	// Degraded when the job recovered from an older replica, with Reason.
+	FinalCheckpoint bool   `json:"final_checkpoint"`
+	Degraded        bool   `json:"degraded"`
+	Reason          string `json:"reason,omitempty"`
+	// WorkLost is the training time lost; Downtime from stop to restart.
+	WorkLost time.Duration `json:"work_lost_ns"`
+	Downtime time.Duration `json:"downtime_ns"`
+}
+
+// DecisionKind says what a Decision chose.
+type DecisionKind string
+
+// Decision kinds.
+const (
+	DecisionHandoff   DecisionKind = "handoff"
+	DecisionPlacement DecisionKind = "placement"
+)
+
+// Decision is one placement or hand-off from a control period, with the
+// ranked candidates and the reasons the others were rejected (SPEC P2).
+// Exactly one of Handoff and Placement is set.
+type Decision struct {
+	At        time.Time               `json:"at"`
+	Kind      DecisionKind            `json:"kind"`
+	Handoff   *policy.HandoffDecision `json:"handoff,omitempty"`
+	Placement *policy.Placement       `json:"placement,omitempty"`
+}
+
+// Control is the leader's last control period.
+type Control struct {
+	// LastTick is when the decisions shown were made.
+	LastTick time.Time `json:"last_tick"`
+	// CheckpointBudget is Bckpt (policy.Decisions.CheckpointBudget).
+	CheckpointBudget float64 `json:"checkpoint_budget_bytes_per_s"`
+}
+
+// Counters are cumulative counts since the cluster's state began (they
+// come from the replicated state, so they survive agent restarts).
+type Counters struct {
+	// AdmittedMigrations and RejectedMigrations count P3 admissions of
+	// planned migrations.
+	AdmittedMigrations uint64 `json:"admitted_migrations"`
+	RejectedMigrations uint64 `json:"rejected_migrations"`
+	// Handoffs counts completed hand-offs; DegradedRecoveries jobs that
+	// recovered from an older replica instead.
+	Handoffs           uint64 `json:"handoffs"`
+	DegradedRecoveries uint64 `json:"degraded_recoveries"`
+}
+
+// prepare fills the derived fields from GeneratedAt (now when zero). The
+// page, the JSON API and the metrics all go through it, so they show the
+// same values.
+func (s *Status) prepare(now time.Time) {
+	if s.GeneratedAt.IsZero() {
+		s.GeneratedAt = now
+	}
+	at := s.GeneratedAt
+	s.Cluster.Members = nonNil(s.Cluster.Members)
+	s.Cluster.Bandwidth = nonNil(s.Cluster.Bandwidth)
+	s.Jobs = nonNil(s.Jobs)
+	s.Transfers = nonNil(s.Transfers)
+	s.Reclaims.Pending = nonNil(s.Reclaims.Pending)
+	s.Reclaims.History = nonNil(s.Reclaims.History)
+	s.Decisions = nonNil(s.Decisions)
+	s.Cluster.Hazard.Rates = nonNil(s.Cluster.Hazard.Rates)
+	for i := range s.Cluster.Members {
+		m := &s.Cluster.Members[i]
+		m.HazardProfile.Rates = nonNil(m.HazardProfile.Rates)
+	}
+	for i := range s.Jobs {
+		if c := s.Jobs[i].LastCheckpoint; c != nil {
+			c.Age = at.Sub(c.CommittedAt)
+		}
+	}
+	for i := range s.Transfers {
+		t := &s.Transfers[i]
+		t.Class = t.Flow.Class.String()
+		t.TimeLeft, t.UntilDeadline, t.Late = nil, nil, false
+		if t.Achieved > 0 {
+			left := max(t.BytesTotal-t.BytesDone, 0)
+			d := time.Duration(float64(left) / t.Achieved * float64(time.Second))
+			t.TimeLeft = &d
+		}
+		if !t.Flow.Deadline.IsZero() {
+			d := t.Flow.Deadline.Sub(at)
+			t.UntilDeadline = &d
+			t.Late = t.TimeLeft != nil && *t.TimeLeft > d
+		}
+	}
+	for i := range s.Reclaims.Pending {
+		p := &s.Reclaims.Pending[i]
+		p.Remaining = max(p.Reclaim.Deadline.Sub(at), 0)
+		p.Emergency = p.Reclaim.Emergency()
+	}
+	for i := range s.Reclaims.History {
+		s.Reclaims.History[i].Emergency = s.Reclaims.History[i].Reclaim.Emergency()
+	}
+}

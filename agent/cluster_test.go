@@ -476,3 +476,43 @@ func TestClusterConverges(t *testing.T) {
 		})
 	}
 }
+
+// The leader's view built from gossip (raft.Telemetry): declared GPUs in
+// the member list, the campus graph with default capacities, and
+// measured bandwidth replacing them.
+func TestTelemetryForLeader(t *testing.T) {
+	c := newTestCluster(t)
+	cfg := c.config("gpu-a")
+	cfg.Building = "physics"
+	cfg.GPUs = []string{"RTX-4090:24GiB:8.9:x2"}
+	cfg.TelemetryInterval = Duration(time.Hour) // one report at start; ours below is not overwritten
+	n := c.start(cfg)
+	tel := meshTelemetry{mesh: n.agent.Mesh()}
+	members := tel.Members()
+	if len(members) != 1 {
+		t.Fatalf("members: got %d, want 1", len(members))
+	}
+	m := members[0]
+	if m.GPUs != 2 || m.GPU.Model != "RTX-4090" || m.GPU.VRAM != 24<<30 || m.GPU.Capability != 8.9 || m.Building != "physics" || m.Status != raft.MemberAlive {
+		t.Errorf("member: got %+v, want 2 × RTX-4090 24 GiB cap 8.9 in physics, alive", m)
+	}
+	if m.RaftAddr != n.agent.Coordinator().Addr() {
+		t.Errorf("raft address from gossip: got %s, want %s", m.RaftAddr, n.agent.Coordinator().Addr())
+	}
+	waitUntil(t, 10*time.Second, "own telemetry", func() bool {
+		nodes := tel.Nodes()
+		return len(nodes) == 1 && nodes[0].FreeGPUs == 2 && nodes[0].AccessLink == "access/gpu-a"
+	})
+	links := tel.Links()
+	if len(links) != 2 || links[0].ID != "access/gpu-a" || links[0].Available != DefaultAccessCapacity || links[1].ID != "uplink/physics" || links[1].B != "core" {
+		t.Fatalf("links: got %+v, want access/gpu-a at the default capacity and uplink/physics to core", links)
+	}
+	err := n.agent.Mesh().PublishTelemetry(meshTelemetryReport(50e6, 20e6), time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	links = tel.Links()
+	if links[0].Available != 50e6 || links[1].Available != 20e6 {
+		t.Errorf("links after a measurement: access %v, uplink %v; want 50e6 and 20e6", links[0].Available, links[1].Available)
+	}
+}

@@ -154,13 +154,13 @@ func Open(cfg Config) (*Enforcer, error) {
 	}
 	if !cfg.NoEgress {
 		if err := e.attach("egress", e.egress); err != nil {
-			e.Close()
+			e.shutdown(false) // keep the pinned maps: they may hold the owner's mode
 			return nil, fmt.Errorf("open enforcer: %w", err)
 		}
 	}
 	if !cfg.NoIngress {
 		if err := e.attach("ingress", e.ingress); err != nil {
-			e.Close()
+			e.shutdown(false)
 			return nil, fmt.Errorf("open enforcer: %w", err)
 		}
 	}
@@ -266,7 +266,11 @@ func attachCLS(nl *netlink.Handle, ifindex int, direction string, prog *ebpf.Pro
 
 // Close detaches the programs, removes the pins and releases everything:
 // the node is back to an unenforced state. It is idempotent.
-func (e *Enforcer) Close() error {
+func (e *Enforcer) Close() error { return e.shutdown(true) }
+
+// shutdown detaches what this enforcer attached and releases its handles;
+// with unpin it also removes the pin directory.
+func (e *Enforcer) shutdown(unpin bool) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.closed {
@@ -294,8 +298,10 @@ func (e *Enforcer) Close() error {
 	e.links, e.filters = nil, nil
 	e.attached = map[string]AttachMode{}
 	e.closeObjects()
-	if err := removePins(e.cfg.PinDir); err != nil {
-		errs = append(errs, fmt.Errorf("remove pins: %w", err))
+	if unpin {
+		if err := os.RemoveAll(e.cfg.PinDir); err != nil {
+			errs = append(errs, fmt.Errorf("remove pins: %w", err))
+		}
 	}
 	e.log.Info("bpf programs detached", "iface", e.cfg.Iface)
 	return errors.Join(errs...)

@@ -26,7 +26,7 @@ func TestLivePacedQUICUnderCeiling(t *testing.T) {
 	e := openIn(t, p, "A", Config{Iface: p.ifA, NoIngress: true})
 	serverTLS, clientTLS := selfSignedTLS(t)
 	srv := startQUICServer(t, p.nsB, p.b4, serverTLS, true)
-	conn, udp, err := dialQUIC(t, p.nsA, p.a4, srv.addr, clientTLS, 2*time.Second)
+	conn, udp, err := dialQUIC(t, p.nsA, p.a4, srv.addr, clientTLS, 5*time.Second)
 	if err != nil {
 		t.Fatalf("dial: %v", err)
 	}

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io/fs"
 	"net/netip"
-	"os"
 	"path/filepath"
 
 	"github.com/cilium/ebpf"
@@ -397,9 +396,4 @@ func checkBPFFS(dir string) error {
 		}
 		p = parent
 	}
-}
-
-// removePins deletes the pin directory and what is pinned in it.
-func removePins(dir string) error {
-	return os.RemoveAll(dir)
 }

@@ -11,6 +11,7 @@ import (
 	"math/big"
 	"net"
 	"net/netip"
+	"os"
 	"os/exec"
 	"runtime"
 	"strings"
@@ -94,6 +95,16 @@ func newNetPair(t testing.TB) *netPair {
 		lo, err := h.LinkByName("lo")
 		if err != nil {
 			t.Fatal(err)
+		}
+		// No duplicate address detection on the link-local address either:
+		// while it is tentative, neighbour discovery can stall the first
+		// IPv6 connection for a second.
+		var serr error
+		in(t, side.ns, func() {
+			serr = os.WriteFile("/proc/sys/net/ipv6/conf/"+side.dev+"/accept_dad", []byte("0"), 0o644)
+		})
+		if serr != nil {
+			t.Fatalf("disable DAD on %s: %v", side.dev, serr)
 		}
 		for _, l := range []netlink.Link{link, lo} {
 			if err := h.LinkSetUp(l); err != nil {
@@ -212,9 +223,8 @@ func selfSignedTLS(t testing.TB) (server, client *tls.Config) {
 }
 
 var testQUICConfig = &quic.Config{
-	HandshakeIdleTimeout: 600 * time.Millisecond,
-	MaxIdleTimeout:       30 * time.Second,
-	KeepAlivePeriod:      time.Second,
+	MaxIdleTimeout:  30 * time.Second,
+	KeepAlivePeriod: time.Second,
 }
 
 // quicServer accepts connections and streams and echoes every stream
@@ -300,7 +310,9 @@ func dialQUIC(t testing.TB, ns netns.NsHandle, local netip.Addr, to *net.UDPAddr
 	t.Cleanup(func() { tr.Close() })
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	conn, err := tr.Dial(ctx, to, tlsConf, testQUICConfig)
+	conf := testQUICConfig.Clone()
+	conf.HandshakeIdleTimeout = timeout // a starved CPU can take a while over the handshake
+	conn, err := tr.Dial(ctx, to, tlsConf, conf)
 	if err == nil {
 		t.Cleanup(func() { conn.CloseWithError(0, "") })
 	}

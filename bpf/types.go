@@ -22,8 +22,6 @@ var (
 	// ErrNotPinned means no enforcer is pinned at the directory: no agent
 	// has started on this node, or it shut down cleanly.
 	ErrNotPinned = errors.New("no pinned reclaimnet maps")
-	// ErrClosed is returned by methods called after Close.
-	ErrClosed = errors.New("enforcer closed")
 )
 
 // Limits of the flow table, chosen so that the bucket arithmetic in the

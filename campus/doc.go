@@ -29,7 +29,8 @@
 // Names: every namespace of one campus starts with a prefix "cb<pid>x<hex4>"
 // (the creating process id and a random tag), e.g. "cb4242x9f3a-a1",
 // "cb4242x9f3a-sw-a", "cb4242x9f3a-core". Parallel campuses never collide,
-// and CleanupStale removes campuses whose creating process has died.
+// and CleanupStale removes campuses whose creating process has died (a
+// killed test or demo runs no cleanup; callers run CleanupStale first).
 //
 // Processes: Campus.Exec runs a command inside a node with `ip netns exec`
 // (which execs the command in place, so the returned process is the command
@@ -41,8 +42,9 @@
 //
 // Faults: Disconnect/Reconnect set the switch end of a node's access link
 // down/up (a pulled cable: the node keeps its address and routes, its
-// carrier drops); SetLinkUp does the same for any link (an uplink
-// partitions a whole building); SetRate changes a link's rate at runtime in
+// carrier drops, and connections to it time out); SetLinkUp does the same
+// for any link (an uplink down partitions a whole building: the core then
+// answers "network unreachable", as a core that lost a route would); SetRate changes a link's rate at runtime in
 // both directions (bandwidth fluctuation). Counters reads the byte and
 // packet counters of both ends of a link through netlink.
 package campus

@@ -215,7 +215,6 @@ func deleteInterfaces(ns string) error {
 
 const netFlagLoopback = 1 << 2 // net.FlagLoopback
 
-
 // killProcessesIn SIGKILLs every process whose network namespace is ns
 // (what `ip netns pids` lists), except this process. They were started
 // inside the campus, which exists only for its owner.

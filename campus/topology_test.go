@@ -2,9 +2,12 @@ package campus
 
 import (
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/reclaimnet/reclaimnet/policy"
 )
 
 func TestTopologyValidate(t *testing.T) {
@@ -100,5 +103,39 @@ func TestRateString(t *testing.T) {
 	}
 	if got := (8 * Mbit).BytesPerSec(); got != 1e6 {
 		t.Errorf("8Mbit BytesPerSec = %v, want 1e6", got)
+	}
+}
+
+func TestPolicyLinksFindPaths(t *testing.T) {
+	c := plan("cb1x0000", SmallTopology())
+	topo := policy.NewTopology(c.PolicyLinks())
+	cases := []struct {
+		from, to string
+		want     []string
+	}{
+		{"a1", "a2", []string{"access:a1", "access:a2"}},
+		{"a1", "c2", []string{"access:a1", "uplink:a", "uplink:c", "access:c2"}},
+	}
+	for _, tc := range cases {
+		hops, ok := topo.Path(tc.from, tc.to)
+		if !ok {
+			t.Fatalf("no path %s → %s", tc.from, tc.to)
+		}
+		var got []string
+		for _, h := range hops {
+			got = append(got, h.Link)
+		}
+		if !slices.Equal(got, tc.want) {
+			t.Errorf("path %s → %s: got %v, want %v", tc.from, tc.to, got, tc.want)
+		}
+	}
+	for _, l := range c.PolicyLinks() {
+		want := DefaultTopology().AccessRate.BytesPerSec()
+		if strings.HasPrefix(l.ID, "uplink:") {
+			want = DefaultTopology().UplinkRate.BytesPerSec()
+		}
+		if l.Capacity != want {
+			t.Errorf("link %s capacity %v bytes/s, want %v", l.ID, l.Capacity, want)
+		}
 	}
 }

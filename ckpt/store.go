@@ -191,8 +191,8 @@ func (s *Store) load() error {
 	return nil
 }
 
-// Close releases the store. It is safe to call more than once; the store
-// holds no open files between calls, so Close only syncs directories.
+// Close flushes chunks written since the last commit to disk. It is safe to
+// call more than once; the store holds no open files between calls.
 func (s *Store) Close() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -39,6 +39,7 @@ func runSim(ctx context.Context, env *Env, args []string) error {
 	days := fs.Float64("days", 60, "generator: trace length in days")
 	period := fs.Duration("period", 5*time.Minute, "control period of the simulated coordinator")
 	drift := fs.Float64("drift", 0, "generator: multiply the hazard by this factor from mid-trace (e.g. 1.7)")
+	lossBudget := fs.Duration("loss-budget", 0, "generator: give every job this loss budget Lmax (default: uniform 15–60 min)")
 	betaP1 := fs.Float64("beta-p1", 0, "override β (P1.5)")
 	alpha := fs.Float64("alpha", 0, "override α (P2.5)")
 	betaP3 := fs.Float64("beta-p3", 0, "override β3 (P3.2)")
@@ -82,6 +83,12 @@ func runSim(ctx context.Context, env *Env, args []string) error {
 	cfg.GPUHours *= scale
 	if *drift > 0 {
 		cfg.DriftAt, cfg.DriftFactor = cfg.Duration/2, *drift
+	}
+	if *lossBudget < 0 {
+		return usagef("-loss-budget must not be negative")
+	}
+	if *lossBudget > 0 {
+		cfg.LossBudgetMin, cfg.LossBudgetMax = *lossBudget, *lossBudget
 	}
 	var loaded *sim.Trace
 	if *importDeps != "" && *tracePath != "" {

@@ -113,6 +113,8 @@ type Mesh struct {
 	queue       *memberlist.TransmitLimitedQueue
 	events      chan Event
 	onTelemetry func(Telemetry)
+	localIP     net.IP // advertised gossip address, read once at Create
+	localPort   uint16
 
 	numMembers atomic.Int64 // alive members incl. self (memberlist reports self's join too); read by the broadcast queue
 	dropped    atomic.Uint64
@@ -123,8 +125,10 @@ type Mesh struct {
 	mu       sync.Mutex
 	meta     []byte               // encoded local metadata
 	reports  map[string]Telemetry // latest report per node, own included
+	live     map[string]Member    // alive members, copied in the event callbacks
 	departed map[string]Member    // members that left or failed, until they come back
 	seq      uint64               // last sequence number this node used
+	leaving  bool                 // Leave was called: every later report says so
 	closed   bool                 // events channel closed
 }
 
@@ -154,6 +158,7 @@ func Create(cfg Config) (*Mesh, error) {
 		onTelemetry: cfg.OnTelemetry,
 		meta:        metaBytes,
 		reports:     map[string]Telemetry{},
+		live:        map[string]Member{},
 		departed:    map[string]Member{},
 		// Start the sequence at the wall clock so a restarted node's
 		// reports are newer than the ones peers still hold from before.
@@ -204,6 +209,8 @@ func Create(cfg Config) (*Mesh, error) {
 		return nil, fmt.Errorf("start gossip on %s:%d: %w", cfg.BindAddr, cfg.BindPort, err)
 	}
 	m.list = list
+	self := list.LocalNode()
+	m.localIP, m.localPort = append(net.IP(nil), self.Addr...), self.Port
 	return m, nil
 }
 
@@ -212,8 +219,7 @@ func (m *Mesh) Name() string { return m.name }
 
 // LocalAddr is the address and port peers reach this node's gossip on.
 func (m *Mesh) LocalAddr() (net.IP, uint16) {
-	n := m.list.LocalNode()
-	return n.Addr, n.Port
+	return append(net.IP(nil), m.localIP...), m.localPort
 }
 
 // Join contacts the given peers ("host:port"; a bare host uses the default
@@ -257,6 +263,7 @@ func classifyJoinError(err error) error {
 func (m *Mesh) Leave(timeout time.Duration) error {
 	sent := make(chan struct{})
 	m.mu.Lock()
+	m.leaving = true
 	last := m.reports[m.name]
 	m.mu.Unlock()
 	last.Leaving, last.Sent = true, time.Time{}
@@ -325,6 +332,7 @@ func (m *Mesh) publish(t Telemetry, now time.Time, done chan struct{}) error {
 		t.Sent = now
 	}
 	m.mu.Lock()
+	t.Leaving = t.Leaving || m.leaving
 	m.seq++
 	t.Seq = m.seq
 	m.mu.Unlock()
@@ -352,20 +360,20 @@ func (m *Mesh) Report(node string) (Telemetry, bool) {
 // Members returns the live members (memberlist does not tell alive from
 // suspect) and the ones that left or failed since this node started,
 // sorted by name, with their latest telemetry.
+//
+// The list is kept from memberlist's event callbacks, which run under
+// memberlist's lock: memberlist.Members returns pointers into state that
+// memberlist keeps changing after it unlocks, which the race detector
+// flags.
 func (m *Mesh) Members() []Member {
-	nodes := m.list.Members()
-	out := make([]Member, 0, len(nodes))
-	live := make(map[string]bool, len(nodes))
 	m.mu.Lock()
-	for _, n := range nodes {
-		mem := toMember(n)
-		mem.State = StateAlive
-		mem.Telemetry, mem.HasTelemetry = m.reports[n.Name]
+	out := make([]Member, 0, len(m.live)+len(m.departed))
+	for name, mem := range m.live {
+		mem.Telemetry, mem.HasTelemetry = m.reports[name]
 		out = append(out, mem)
-		live[n.Name] = true
 	}
 	for name, mem := range m.departed {
-		if !live[name] {
+		if _, ok := m.live[name]; !ok {
 			mem.Telemetry, mem.HasTelemetry = m.reports[name]
 			out = append(out, mem)
 		}
@@ -387,7 +395,7 @@ func (m *Mesh) Stats() Stats {
 }
 
 func toMember(n *memberlist.Node) Member {
-	mem := Member{Name: n.Name, Addr: n.Addr, Port: n.Port, State: memberState(n.State)}
+	mem := Member{Name: n.Name, Addr: append(net.IP(nil), n.Addr...), Port: n.Port, State: memberState(n.State)}
 	meta, err := DecodeMeta(n.Meta)
 	if err != nil {
 		mem.MetaErr = err
@@ -408,6 +416,12 @@ func (m *Mesh) accept(t Telemetry) bool {
 	fresh := !ok || old.Seq < t.Seq
 	if fresh && (ok || len(m.reports) < maxStateEntries) {
 		m.reports[t.Node] = t
+		// The leave intent may arrive after memberlist declared the
+		// node dead: it left all the same.
+		if d, gone := m.departed[t.Node]; gone && t.Leaving && d.State == StateDead {
+			d.State = StateLeft
+			m.departed[t.Node] = d
+		}
 	} else {
 		fresh = false
 	}
@@ -430,12 +444,12 @@ func (m *Mesh) emit(kind EventKind, n *memberlist.Node) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	switch kind {
-	case EventJoin:
+	case EventJoin, EventUpdate:
 		delete(m.departed, n.Name)
 		ev.Member.State = StateAlive
-	case EventUpdate:
-		ev.Member.State = StateAlive
+		m.live[n.Name] = ev.Member
 	case EventLeave, EventFailed:
+		delete(m.live, n.Name)
 		if kind == EventFailed && m.reports[n.Name].Leaving {
 			kind, ev.Kind = EventLeave, EventLeave
 		}

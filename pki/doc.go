@@ -28,5 +28,8 @@
 // read the peer's node name with [PeerNode]. Every certificate also carries
 // 127.0.0.1, ::1 and localhost so a development cluster on one machine works.
 // Verification is the standard x509 chain check against the cluster CA only
-// (system roots are never trusted), with TLS 1.3 as the minimum version.
+// (system roots are never trusted), with TLS 1.3 as the minimum version. The
+// server asks for a client certificate (RequireAnyClientCert) and verifies it
+// itself against the cluster CA, which is RequireAndVerifyClientCert with
+// errors that say why ([ErrForeignCA], [ErrExpired]).
 package pki

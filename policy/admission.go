@@ -116,17 +116,24 @@ func MaxMinShare(base []float64, links [][]int, capacity []float64, ceilingFacto
 	if ceilingFactor < 1 {
 		ceilingFactor = 1
 	}
-	room := make([]float64, len(capacity))
-	for i, c := range capacity {
-		room[i] = math.Max(0, c) / ceilingFactor
-	}
 	flows := make([]fillFlow, len(base))
 	for i := range base {
 		flows[i] = fillFlow{weight: 1, base: base[i], cap: math.Inf(1), links: links[i]}
 	}
+	// Work in rate units (capacity / ceiling factor) on the links in use.
+	var used []int
+	for _, ls := range links {
+		used = append(used, ls...)
+	}
+	slices.Sort(used)
+	used = slices.Compact(used)
+	room := make([]float64, len(capacity))
+	for _, l := range used {
+		room[l] = math.Max(0, capacity[l]) / ceilingFactor
+	}
 	rates := progressiveFill(flows, room)
-	for i := range capacity {
-		capacity[i] = math.Max(0, room[i]*ceilingFactor)
+	for _, l := range used {
+		capacity[l] = math.Max(0, room[l]*ceilingFactor)
 	}
 	return rates
 }

@@ -5,24 +5,28 @@ import "math"
 // checkpoints is P1 for the running jobs (SPEC P1.3–P1.5, P1.9, P2.6):
 // it keeps or chooses each job's standby, splits what is left of every
 // link among the jobs' checkpoint flows host → standby, and sets each
-// interval. The result is one JobDecision and one path per job, in order, and the
+// interval. hosts are the jobs' host node indexes. The result is one
+// JobDecision, one path and one standby node index (-1 for none) per job,
+// in order, and the
 // checkpoint budget: the room that was left, before P1, on the distinct
 // first links of the jobs' paths (their hosts' uplinks).
-func (w *world) checkpoints(running []*Job) ([]JobDecision, [][]int, float64) {
+func (w *world) checkpoints(running []*Job, hosts []int) ([]JobDecision, [][]int, []int, float64) {
 	out := make([]JobDecision, len(running))
 	paths := make([][]int, len(running))
+	standbys := make([]int, len(running))
 	flows := make([]fillFlow, len(running))
 	room := make([]float64, len(w.est))
 	for l, e := range w.est {
 		room[l] = e / w.cf
 	}
-	seen := map[int]bool{}
+	seen := make([]bool, len(w.est)) // first links already in the budget
 	var budget float64
 	for i, j := range running {
-		host := w.index[j.Node]
+		host := hosts[i]
 		lambda := w.hazardNow(host)
 		out[i] = JobDecision{Job: j.ID, Hazard: lambda}
 		sb := w.standby(j, host)
+		standbys[i] = sb
 		if sb < 0 {
 			continue
 		}
@@ -70,7 +74,7 @@ func (w *world) checkpoints(running []*Job) ([]JobDecision, [][]int, float64) {
 			jd.LossBudgetInfeasible = j.LossBudget > 0 && (jd.Bandwidth <= 0 || w.p.FixedInterval > 2*j.LossBudget)
 		}
 	}
-	return out, paths, budget
+	return out, paths, standbys, budget
 }
 
 // standby keeps a job's standby while it can still take the job (present,

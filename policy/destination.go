@@ -41,7 +41,11 @@ type Request struct {
 // choice; with P2 switched off it is a seeded random feasible one, moved to
 // the front. The list is bounded by Params.MaxCandidates.
 func SelectDestination(s Snapshot, req Request) []Candidate {
-	w := newWorld(s, req.Now, nil)
+	reclaimed := make(map[NodeID]bool, len(s.Reclaims))
+	for _, r := range s.Reclaims {
+		reclaimed[r.Node] = true // a node with a pending reclaim is leaving
+	}
+	w := newWorld(s, req.Now, reclaimed)
 	src := -1
 	if req.Source != "" {
 		i, ok := w.index[req.Source]
@@ -92,20 +96,20 @@ func (w *world) lacking(r scanRequest, i int) int64 {
 // staticReject applies the filters of P2.3 that do not depend on the
 // transfer (and P2.6's standby/placement uses).
 func (w *world) staticReject(r scanRequest, i int) RejectReason {
-	nd := w.nodes[i]
+	nd := &w.facts[i]
 	j := r.job
 	switch {
 	case i == r.src && !r.recovery:
 		return RejectSource
 	case w.leaving[i]:
 		return RejectLeaving
-	case nd.GPU.VRAM < j.VRAM:
+	case nd.vram < j.VRAM:
 		return RejectVRAM
-	case nd.GPU.Capability < j.Capability:
+	case nd.capability < j.Capability:
 		return RejectCapability
 	case w.freeGPUs[i] < j.GPUs:
 		return RejectGPUs
-	case nd.Load > w.p.MaxLoad:
+	case nd.load > w.p.MaxLoad:
 		return RejectLoad
 	case w.vertex[i] < 0:
 		return RejectNoPath
@@ -113,40 +117,39 @@ func (w *world) staticReject(r scanRequest, i int) RejectReason {
 	return ""
 }
 
-// remigration returns T̄mig for a candidate in each building: the mean of
+// remigration returns T̄mig for a candidate in building b: the mean of
 // C/bw(b, b') + Tr over the other candidates, per building pair (SPEC
 // P2.5). Buildings with no bandwidth between them are left out of the
 // mean; a candidate with no other reachable candidate uses its own
-// building's figure, as if a peer were there.
-func (w *world) remigration(r scanRequest, count []int) []float64 {
+// building's figure, as if a peer were there. count holds the candidates
+// per building. Each is O(buildings); scan asks only for the buildings
+// of the candidates it scores (usually one, thanks to locality).
+func (w *world) remigration(r scanRequest, count []int, b int) float64 {
 	nb := len(w.bldgs)
 	c := float64(r.job.CheckpointBytes)
 	tr := r.job.RestartTime.Seconds()
-	out := w.scratchTmig[:nb]
-	for b := range nb {
-		var sum, n float64
-		for b2 := range nb {
-			k := count[b2]
-			if b2 == b {
-				k-- // the candidate itself
-			}
-			bw := w.pairBW[b][b2]
-			if k <= 0 || bw <= 0 {
-				continue
-			}
-			sum += float64(k) * (c/bw + tr)
-			n += float64(k)
+	var sum, n float64
+	row := w.pairBW[b]
+	for b2 := range nb {
+		k := count[b2]
+		if b2 == b {
+			k-- // the candidate itself
 		}
-		switch {
-		case n > 0:
-			out[b] = sum / n
-		case w.pairBW[b][b] > 0:
-			out[b] = c/w.pairBW[b][b] + tr
-		default:
-			out[b] = tr
+		bw := row[b2]
+		if k <= 0 || bw <= 0 {
+			continue
 		}
+		sum += float64(k) * (c/bw + tr)
+		n += float64(k)
 	}
-	return out
+	switch {
+	case n > 0:
+		return sum / n
+	case row[b] > 0:
+		return c/row[b] + tr
+	default:
+		return tr
+	}
 }
 
 // scan evaluates every node for a request and returns the choice.
@@ -173,7 +176,10 @@ func (w *world) scan(r scanRequest) scanResult {
 			count[w.bldg[i]]++
 		}
 	}
-	tmig := w.remigration(r, count)
+	tmig := w.scratchTmig[:len(w.bldgs)] // T̄mig per building, NaN until needed
+	for b := range tmig {
+		tmig[b] = math.NaN()
+	}
 	j := r.job
 	tr := j.RestartTime
 	var left time.Duration
@@ -242,15 +248,32 @@ func (w *world) scan(r scanRequest) scanResult {
 		}
 	}
 	remaining := j.Remaining.Seconds()
+	var plan spanPlan // one plan per bucket count, usually one for all nodes
+	memo := w.survivalMemo(remaining)
 	for i := range n {
 		if reasons[i] != "" && reasons[i] != RejectDeadline {
 			continue
 		}
 		surv := 1.0
-		if remaining > 0 {
-			surv = math.Exp(-w.survivalOf(i).span(w.nowSec, remaining))
+		switch {
+		case remaining <= 0:
+		case memo != nil && memo[i] >= 0:
+			surv = memo[i]
+		default:
+			c := w.survivalOf(i)
+			if len(c.rates) != plan.n || plan.len == 0 {
+				plan = planSpan(len(c.rates), w.nowSec, remaining)
+			}
+			surv = math.Exp(-c.integral(plan))
+			if memo != nil {
+				memo[i] = surv
+			}
 		}
 		remig := tmig[w.bldg[i]]
+		if math.IsNaN(remig) {
+			remig = w.remigration(r, count, w.bldg[i])
+			tmig[w.bldg[i]] = remig
+		}
 		c := &cands[i]
 		c.Survival, c.Remigration = surv, secondsToDuration(remig)
 		c.Score += tr.Seconds() + w.p.Alpha*(1-surv)*remig
@@ -272,6 +295,35 @@ func (w *world) scan(r scanRequest) scanResult {
 		res.list = w.candidateList(cands, reasons, evaluated, res.best)
 	}
 	return res
+}
+
+// survivalMemos bounds how many distinct remaining times a period keeps
+// survivals for (each costs one float per node).
+const survivalMemos = 4
+
+// survivalMemo returns the per-node survivals S_d(remaining) computed so
+// far this period (negative: not yet), or nil when the memo is full: jobs
+// that share a remaining time (a batch submitted together, a default)
+// then pay one exp per node per period instead of one per scan.
+func (w *world) survivalMemo(remaining float64) []float64 {
+	if remaining <= 0 {
+		return nil
+	}
+	for k, r := range w.memoRemaining {
+		if r == remaining {
+			return w.memoSurvival[k]
+		}
+	}
+	if len(w.memoRemaining) == survivalMemos {
+		return nil
+	}
+	m := make([]float64, len(w.nodes))
+	for i := range m {
+		m[i] = -1
+	}
+	w.memoRemaining = append(w.memoRemaining, remaining)
+	w.memoSurvival = append(w.memoSurvival, m)
+	return m
 }
 
 // randomFeasible is P2 switched off: a seeded random choice among the
@@ -303,6 +355,10 @@ func (w *world) candidateList(cands []Candidate, reasons []RejectReason, evaluat
 	limit := w.p.MaxCandidates
 	var top []int // accepted, kept sorted, at most limit
 	var rejected []Candidate
+	if limit > 0 {
+		top = w.scratchTop[:0]
+		rejected = make([]Candidate, 0, limit)
+	}
 	better := func(a, b int) bool {
 		if cands[a].Score != cands[b].Score {
 			return cands[a].Score < cands[b].Score
@@ -340,6 +396,9 @@ func (w *world) candidateList(cands []Candidate, reasons []RejectReason, evaluat
 		if limit > 0 && len(top) > limit {
 			top = top[:limit]
 		}
+	}
+	if limit > 0 {
+		w.scratchTop = top[:0]
 	}
 	out := make([]Candidate, 0, len(top)+len(rejected)+1)
 	if best >= 0 {

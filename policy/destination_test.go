@@ -29,12 +29,13 @@ func TestSelectDestinationFilters(t *testing.T) {
 	nodes[4].Load = 0.95
 	nodes[5].Leaving = true
 	s := snapshotOf(nodes, links)
+	s.Reclaims = []Reclaim{{Node: nodes[7].ID, Announced: testEpoch, Deadline: testEpoch.Add(time.Minute)}}
 	job := testJob("j", nodes[0].ID)
 	cs := SelectDestination(s, Request{Job: job, Source: nodes[0].ID, Now: testEpoch})
 	want := map[NodeID]RejectReason{
 		nodes[0].ID: RejectSource, nodes[1].ID: RejectVRAM, nodes[2].ID: RejectCapability,
 		nodes[3].ID: RejectGPUs, nodes[4].ID: RejectLoad, nodes[5].ID: RejectLeaving,
-		nodes[6].ID: "", nodes[7].ID: "",
+		nodes[6].ID: "", nodes[7].ID: RejectLeaving,
 	}
 	if len(cs) != len(nodes) {
 		t.Fatalf("got %d candidates, want one per node (%d)", len(cs), len(nodes))
@@ -45,7 +46,7 @@ func TestSelectDestinationFilters(t *testing.T) {
 			t.Errorf("%s: rejected %q, want %q", id, c.Rejected, reason)
 		}
 	}
-	if cs[0].Rejected != "" || (cs[0].Node != nodes[6].ID && cs[0].Node != nodes[7].ID) {
+	if cs[0].Rejected != "" || cs[0].Node != nodes[6].ID {
 		t.Errorf("choice %+v, want an accepted node first", cs[0])
 	}
 }

@@ -1,6 +1,9 @@
 package policy
 
-import "math"
+import (
+	"math"
+	"slices"
+)
 
 // fillFlow is one flow of a progressive filling: its rate grows as
 // base + weight·t with the common level t until a link it crosses is full
@@ -25,6 +28,18 @@ type fillFlow struct {
 // sharing of P3.4a step 3. Events are processed from a heap, so the cost is
 // O((F + Σ|links|)·log) rather than a round per saturated link.
 func progressiveFill(flows []fillFlow, capacity []float64) []float64 {
+	if sparse, ok := compactLinks(flows, len(capacity)); ok {
+		// Few flows on a large graph: fill over the links they use only.
+		room := make([]float64, len(sparse.used))
+		for i, l := range sparse.used {
+			room[i] = capacity[l]
+		}
+		rates := progressiveFill(sparse.flows, room)
+		for i, l := range sparse.used {
+			capacity[l] = room[i]
+		}
+		return rates
+	}
 	rates := make([]float64, len(flows))
 	frozen := make([]bool, len(flows))
 	nl := len(capacity)
@@ -112,6 +127,44 @@ func progressiveFill(flows []fillFlow, capacity []float64) []float64 {
 		capacity[l] -= spent[l]
 	}
 	return rates
+}
+
+// compacted is a fill problem renumbered onto the links its flows use.
+type compacted struct {
+	flows []fillFlow
+	used  []int // compact index → original link index
+}
+
+// compactLinks renumbers the flows' links when they touch far fewer links
+// than the graph has (a handful of migrations on a campus of thousands of
+// links), so a fill costs what its flows cost, not what the graph costs.
+func compactLinks(flows []fillFlow, nl int) (compacted, bool) {
+	total := 0
+	for _, f := range flows {
+		total += len(f.links)
+	}
+	if total == 0 || total*8 > nl {
+		return compacted{}, false
+	}
+	used := make([]int, 0, total)
+	for _, f := range flows {
+		used = append(used, f.links...)
+	}
+	slices.Sort(used)
+	used = slices.Compact(used)
+	out := compacted{flows: make([]fillFlow, len(flows)), used: used}
+	idx := make([]int, total)
+	k := 0
+	for i, f := range flows {
+		out.flows[i] = f
+		links := idx[k : k+len(f.links) : k+len(f.links)]
+		for j, l := range f.links {
+			links[j], _ = slices.BinarySearch(used, l)
+		}
+		out.flows[i].links = links
+		k += len(f.links)
+	}
+	return out, true
 }
 
 // fillEvent is the level at which a link fills (link ≥ 0) or a flow reaches

@@ -281,9 +281,8 @@ type HazardEstimate struct {
 	// NodeFactor is the node's shrunk factor f_v of the emergency hazard.
 	NodeFactor float64
 	// Events and Exposure are the window's emergency events and node-time
-	// up (cluster-wide), for the status page.
-	Events   float64
-	Exposure time.Duration
+	// up in node-seconds (cluster-wide), for the status page.
+	Events, Exposure float64
 }
 
 // Profile returns λ̂⁺ for node at now: the profile P1 decides with.
@@ -314,7 +313,7 @@ func (e *HazardEstimator) estimate(h *nodeHistory, now time.Time) HazardEstimate
 		FastWindow: g[kindEmergency].fastWindow,
 		NodeFactor: 1,
 		Events:     g[kindEmergency].total,
-		Exposure:   time.Duration(g[kindEmergency].exposure * float64(time.Second)),
+		Exposure:   g[kindEmergency].exposure,
 	}
 	z := math.Sqrt2 * math.Erfinv(2*e.cfg.Confidence-1)
 	for kind := range 2 {

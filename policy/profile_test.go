@@ -51,3 +51,28 @@ func TestHazardProfileAtUsesUTCTimeOfDay(t *testing.T) {
 		t.Errorf("At(13:30 UTC+2) = %g, want bucket 11", got)
 	}
 }
+
+func TestSpanPlanMatchesSpan(t *testing.T) {
+	rng := rand.New(rand.NewPCG(43, 44))
+	p := HazardProfile{Rates: make([]float64, 24)}
+	for i := range p.Rates {
+		p.Rates[i] = rng.Float64() * 1e-4
+	}
+	c := cumulativeOf(p)
+	for k := range 2000 {
+		a := rng.Float64() * secondsPerDay
+		span := rng.Float64() * 5 * secondsPerDay
+		if k%10 == 0 {
+			span = float64(rng.IntN(3)) * secondsPerDay // whole days
+		}
+		want := c.span(a, span)
+		got := c.integral(planSpan(24, a, span))
+		if math.Abs(got-want) > 1e-12*math.Max(1, want) {
+			t.Fatalf("case %d (a=%g span=%g): planned %g, direct %g", k, a, span, got, want)
+		}
+	}
+	// A plan for another bucket count falls back to the direct integral.
+	if got, want := c.integral(planSpan(48, 100, 5000)), c.span(100, 5000); got != want {
+		t.Errorf("mismatched plan: %g, want %g", got, want)
+	}
+}

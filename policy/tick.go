@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"math"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -19,6 +20,9 @@ const (
 // burstWindow is how much of a flow's ceiling its token bucket may burst
 // (10 ms), never below Params.MinBurst (SPEC P3.5).
 const burstWindow = 10 * time.Millisecond
+
+// ckptPrefix starts the ID of a job's checkpoint flow.
+const ckptPrefix = "ckpt/"
 
 // migration is one planned or recovery transfer being decided this period.
 type migration struct {
@@ -89,6 +93,7 @@ func Tick(s Snapshot, now time.Time) Decisions {
 
 	var d Decisions
 	var recover, running []*Job
+	var runningHost []int // host node index of each running job
 	var handoffs []handoffReq
 	carried := map[JobID]*Flow{}
 	for i := range s.Flows {
@@ -118,6 +123,7 @@ func Tick(s Snapshot, now time.Time) Decisions {
 			recover = append(recover, j) // the node left without a reclaim on record
 		default:
 			running = append(running, j)
+			runningHost = append(runningHost, host)
 		}
 	}
 
@@ -138,19 +144,38 @@ func Tick(s Snapshot, now time.Time) Decisions {
 
 	// Step 3: P1 on what is left.
 	var paths [][]int
-	d.Jobs, paths, d.CheckpointBudget = w.checkpoints(running)
+	var standbys []int
+	d.Jobs, paths, standbys, d.CheckpointBudget = w.checkpoints(running, runningHost)
 	d.Flows = make([]FlowDecision, 0, len(d.Jobs)+len(planned)+len(restores))
+	// The flows' IDs are cut from one string (one allocation, not one
+	// per flow).
+	var ids strings.Builder
+	for i := range d.Jobs {
+		if jd := &d.Jobs[i]; jd.Standby != "" && jd.Bandwidth > 0 {
+			ids.Grow(len(ckptPrefix) + len(jd.Job))
+		}
+	}
+	for i := range d.Jobs {
+		if jd := &d.Jobs[i]; jd.Standby != "" && jd.Bandwidth > 0 {
+			ids.WriteString(ckptPrefix)
+			ids.WriteString(string(jd.Job))
+		}
+	}
+	idText, idPos := ids.String(), 0
+	var m migration
 	for i := range d.Jobs {
 		jd := &d.Jobs[i]
 		if jd.Standby == "" || jd.Bandwidth <= 0 {
 			continue
 		}
 		j := running[i]
-		from, to := w.index[j.Node], w.index[jd.Standby]
-		d.Flows = append(d.Flows, w.flowDecision(&migration{
-			id: "ckpt/" + string(j.ID), job: j, from: from, to: to, rate: jd.Bandwidth,
+		idLen := len(ckptPrefix) + len(j.ID)
+		m = migration{
+			id: idText[idPos : idPos+idLen], job: j, from: runningHost[i], to: standbys[i], rate: jd.Bandwidth,
 			start: now, links: paths[i],
-		}, ClassPresync))
+		}
+		idPos += idLen
+		d.Flows = append(d.Flows, w.flowDecision(&m, ClassPresync))
 	}
 
 	// Step 4: the rest to migrations, max-min.
@@ -175,13 +200,15 @@ func (w *world) share(ms []*migration) {
 	for i, m := range ms {
 		base[i], links[i] = m.rate, m.links
 	}
-	before := slices.Clone(w.est)
 	rates := MaxMinShare(base, links, w.est, w.cf)
 	for i, m := range ms {
+		// What the flow gained is charged to the lower bounds too.
+		if gain := rates[i] - m.rate; gain > 0 {
+			for _, l := range m.links {
+				w.low[l] = math.Max(0, w.low[l]-gain*w.cf)
+			}
+		}
 		m.rate = rates[i]
-	}
-	for l := range w.low {
-		w.low[l] = math.Max(0, w.low[l]-(before[l]-w.est[l]))
 	}
 }
 

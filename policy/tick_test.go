@@ -420,3 +420,26 @@ func TestTickHazardFloorWithEmptyProfiles(t *testing.T) {
 		t.Errorf("interval %v, want %v (finite, from the floor hazard)", jd.Interval, want)
 	}
 }
+
+// TestTickInvariantsAtBenchmarkScale checks the same invariants on the
+// benchmark's 500- and 5,000-node snapshots, where thousands of flows share
+// links and rounding in the water-filling would show.
+func TestTickInvariantsAtBenchmarkScale(t *testing.T) {
+	for _, size := range []struct {
+		nodes, jobs int
+		cold        bool
+	}{{500, 500, true}, {5000, 5000, false}} {
+		s := benchSnapshot(size.nodes, size.jobs, size.cold)
+		d := Tick(s, testEpoch)
+		checkInvariants(t, s, d, testEpoch)
+		var ckpt int
+		for _, f := range d.Flows {
+			if f.Class == ClassPresync {
+				ckpt++
+			}
+		}
+		if ckpt < size.jobs*9/10 {
+			t.Errorf("%d nodes: only %d checkpoint flows for %d jobs", size.nodes, ckpt, size.jobs)
+		}
+	}
+}

@@ -21,6 +21,7 @@ type world struct {
 	vertex   []int // topology vertex of each node, -1 if absent
 	leaving  []bool
 	freeGPUs []int
+	facts    []nodeFacts  // what P2.3's static filters read, packed
 	survival []cumulative // per node, departure hazard, built on first use
 	bldg     []int        // building index per node
 	bldgs    []string
@@ -33,15 +34,30 @@ type world struct {
 	pairBW [][]float64 // building → building representative bandwidth
 	nowSec float64     // now's offset into its UTC day, seconds
 
+	// Survivals per node for the first few remaining times P2 scored
+	// (see survivalMemo).
+	memoRemaining []float64
+	memoSurvival  [][]float64
+
 	// Scratch space reused by every scan (scan is not reentrant).
 	scratchReasons []RejectReason
 	scratchCands   []Candidate
 	scratchCount   []int
 	scratchTmig    []float64
 	scratchEval    []bool
+	scratchTop     []int
 	intArena       []int
 	cumArena       []float64
 	strArena       []string
+}
+
+// nodeFacts packs the node fields P2.3's filters read on every scan, so a
+// scan over thousands of nodes reads one small array instead of every
+// Node.
+type nodeFacts struct {
+	vram       int64
+	capability float64
+	load       float64
 }
 
 // newWorld builds the period's view. reclaimed marks nodes with a pending
@@ -74,6 +90,7 @@ func newWorld(s Snapshot, now time.Time, reclaimed map[NodeID]bool) *world {
 	w.vertex = make([]int, n)
 	w.leaving = make([]bool, n)
 	w.freeGPUs = make([]int, n)
+	w.facts = make([]nodeFacts, n)
 	w.survival = make([]cumulative, n)
 	w.intArena = make([]int, 0, 4*len(s.Jobs)+64)
 	w.strArena = make([]string, 0, 4*len(s.Jobs)+64)
@@ -88,6 +105,7 @@ func newWorld(s Snapshot, now time.Time, reclaimed map[NodeID]bool) *world {
 		w.vertex[i] = v
 		w.leaving[i] = nd.Leaving || reclaimed[nd.ID]
 		w.freeGPUs[i] = nd.FreeGPUs
+		w.facts[i] = nodeFacts{vram: nd.GPU.VRAM, capability: nd.GPU.Capability, load: nd.Load}
 		b, ok := bIndex[nd.Building]
 		if !ok {
 			b = len(w.bldgs)

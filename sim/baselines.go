@@ -81,9 +81,12 @@ func (NoMigration) Control(w *World, now time.Time) Plan {
 // every future departure and bandwidth sample. It takes no periodic
 // checkpoints; for each departure that will hit a job it starts one final
 // checkpoint to the node that will stay up longest, timed to complete just
-// before the departure (it starts one control period early plus the
+// before the departure (it starts two control periods early plus the
 // transfer time at the worst bandwidth the path will see), and it places
-// every job on the node that stays longest. Its transfers are paced within
+// every job on the node that stays longest. When no node can take the job,
+// the checkpoint goes to the storage server instead (the job keeps running
+// until the departure and is restored from storage later). The engine runs
+// it with a 1-minute control period. Its transfers are paced within
 // the available bandwidth, so it never degrades research traffic. When the
 // bandwidth does not allow the checkpoint in time, the job loses its work
 // since its last start.
@@ -167,6 +170,18 @@ func (o Oracle) Control(w *World, now time.Time) Plan {
 			}
 			dst := w.longestStay(j, j.node, w.now, taken)
 			if dst < 0 {
+				// No GPU will be free to take the job: park one
+				// checkpoint on the storage server instead, timed the
+				// same way, and restore it when a node is free.
+				st := w.nodeIdx[StorageNode]
+				if j.ckpt != nil || j.held[st] >= j.progressAt(w.now) {
+					continue
+				}
+				bw := w.minPathAvail(j.node, st, w.now, td)
+				if w.now+float64(j.bytes)/bw+2*period >= td {
+					p.Jobs[len(p.Jobs)-1] = policy.JobDecision{Job: j.id, Standby: StorageNode, Bandwidth: bw,
+						Interval: max(time.Second, secs(w.now-j.lastCkpt))}
+				}
 				continue
 			}
 			bw := w.minPathAvail(j.node, dst, w.now, td)

@@ -41,6 +41,9 @@ type GenConfig struct {
 	DriftAt     time.Duration
 	DriftFactor float64
 	Start       time.Time
+	// LossBudgetMin and LossBudgetMax bound the jobs' loss budgets Lmax
+	// (uniform between them; 15–60 min by default).
+	LossBudgetMin, LossBudgetMax time.Duration
 }
 
 // DefaultGenConfig returns the calibrated two-month, 54-node campus.
@@ -62,6 +65,8 @@ func DefaultGenConfig() GenConfig {
 		SampleEvery:             10 * time.Minute,
 		HazardBandwidthCoupling: 0.6,
 		Start:                   time.Date(2026, 1, 5, 0, 0, 0, 0, time.UTC),
+		LossBudgetMin:           15 * time.Minute,
+		LossBudgetMax:           time.Hour,
 	}
 }
 
@@ -80,6 +85,8 @@ func (c GenConfig) Validate() error {
 		return fmt.Errorf("generator: peak ratio %g below 1", c.PeakRatio)
 	case c.SampleEvery <= 0:
 		return fmt.Errorf("generator: sample period must be positive")
+	case c.LossBudgetMin < 0 || c.LossBudgetMax < c.LossBudgetMin:
+		return fmt.Errorf("generator: loss budget range %v..%v is invalid", c.LossBudgetMin, c.LossBudgetMax)
 	}
 	return nil
 }
@@ -310,7 +317,7 @@ func genJobs(c GenConfig, rng *rand.Rand, tr *Trace, kinds []gpuKind) {
 			WorkGPUh:     work * float64(g),
 			CheckpointMB: math.Round(ck),
 			RestartS:     math.Round(30 + 90*rng.Float64()),
-			LossBudgetS:  math.Round(900 + 2700*rng.Float64()),
+			LossBudgetS:  math.Round(c.LossBudgetMin.Seconds() + (c.LossBudgetMax-c.LossBudgetMin).Seconds()*rng.Float64()),
 		}
 		sumWork += jobs[i].WorkGPUh
 	}

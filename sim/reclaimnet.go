@@ -60,7 +60,12 @@ func (c *TickController) ObserveDeparture(node policy.NodeID, at time.Time, emer
 	c.down[node] = true
 	delete(c.upSince, node)
 	c.hazard.Observe(policy.Departure{Node: node, At: at, Emergency: emergency})
-	c.profAt = time.Time{} // refresh the published profiles
+	// Republish the profiles soon (at most every 10 min: on a large
+	// campus departures come every few minutes and a refresh costs one
+	// estimate per node).
+	if at.Sub(c.profAt) >= 10*time.Minute {
+		c.profAt = time.Time{}
+	}
 }
 
 // ObserveReturn implements Observer.

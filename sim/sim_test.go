@@ -312,6 +312,17 @@ func TestGoldenTranscripts(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			var oracle float64
+			for _, r := range rep.Rows {
+				if r.Key == "b6" {
+					oracle = r.Mean.WorkLossGPUh
+				}
+			}
+			for _, r := range rep.Rows {
+				if r.Mean.WorkLossGPUh < oracle-1e-9 {
+					t.Errorf("%s lost %.3f GPU-h, less than the oracle's %.3f", r.Name, r.Mean.WorkLossGPUh, oracle)
+				}
+			}
 			var b bytes.Buffer
 			rep.WriteTable(&b)
 			golden := strings.TrimSuffix(f, ".jsonl") + ".golden"

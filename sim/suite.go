@@ -100,6 +100,9 @@ func RunPolicy(tr *Trace, key string, opts Options, seed uint64, tune Tuning) (R
 	if key == "b3" {
 		return runStatic(tr, opts, seed, tune)
 	}
+	if key == "b6" {
+		opts.ControlPeriod = time.Minute // the oracle times its moves to the minute
+	}
 	ctrl, err := NewController(key, tr, opts, seed, tune)
 	if err != nil {
 		return Result{}, err

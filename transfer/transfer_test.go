@@ -376,3 +376,54 @@ func TestPacing(t *testing.T) {
 		t.Errorf("after SetRate(%d): measured %.0f B/s, want within [0.5, 1.25]x", r2, got2)
 	}
 }
+
+// TestResumeAfterReceiverRestart: the receiver stops mid-transfer and comes
+// back with the same store directory; the next send moves only what it
+// still lacks.
+func TestResumeAfterReceiverRestart(t *testing.T) {
+	checkNoLeak(t)
+	dev := devCA(t)
+	root := t.TempDir()
+	a, b := newNode(t, dev, "a", 0, ""), newNode(t, dev, "b", 0, root)
+	a.cfg.Attempts = 1
+	srv, err := Listen("127.0.0.1:0", b.cfg, Hooks{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const size = 24 << 20
+	files := map[string][]byte{"w": randomBytes(12, size)}
+	m := addCheckpoint(t, a, "j", 1, files)
+	c := client(t, a)
+	tr, err := c.Start(context.Background(), Request{Addr: srv.Addr().String(), Node: "b", JobID: "j", Version: 1, Rate: 12 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 20*time.Second, "half the data at the receiver", func() bool { return b.store.Usage() >= size/2 })
+	srv.Close()
+	if err := tr.Wait(); err == nil {
+		t.Fatal("transfer succeeded although the receiver stopped half-way")
+	}
+	b.store.Close()
+	held := b.store.Usage()
+
+	st2, err := ckpt.Open(ckpt.Config{Root: root, Chunker: testChunker})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := st2.Pending(); len(p) != 1 || p[0].Hash() != m.Hash() {
+		t.Fatalf("pending after restart: got %d manifests, want the interrupted one", len(p))
+	}
+	if st2.Usage() != held {
+		t.Fatalf("chunk bytes after restart: got %d, want %d", st2.Usage(), held)
+	}
+	b.store, b.cfg.Store = st2, st2
+	srv2 := listen(t, b, Hooks{})
+	st, err := c.Send(context.Background(), Request{Addr: srv2.Addr().String(), Node: "b", JobID: "j", Version: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := m.TotalSize() - held; st.RawBytes != want {
+		t.Errorf("bytes sent after the restart: got %d, want exactly the %d still missing", st.RawBytes, want)
+	}
+	checkRestored(t, b, "j", 1, files)
+}

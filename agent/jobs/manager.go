@@ -1,0 +1,402 @@
+package jobs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/reclaimnet/reclaimnet/agent/supervisor"
+	"github.com/reclaimnet/reclaimnet/ckpt"
+	"github.com/reclaimnet/reclaimnet/policy"
+	"github.com/reclaimnet/reclaimnet/raft"
+	"github.com/reclaimnet/reclaimnet/transfer"
+)
+
+// Config wires a Manager to its node.
+type Config struct {
+	// Node is this node's ID (its gossip name).
+	Node policy.NodeID
+	// Coord is the coordinator (FromRaft adapts a *raft.Coordinator).
+	Coord Coordinator
+	// Store is the node's checkpoint store; the transfer server that
+	// receives into it must use TransferHooks.
+	Store *ckpt.Store
+	// Client sends checkpoints to other nodes.
+	Client *transfer.Client
+	// Supervisor starts job processes.
+	Supervisor *supervisor.Supervisor
+	// WorkDir holds one directory per job (the supervisor's work directory
+	// and restore directories).
+	WorkDir string
+	// FetchTimeout is how long a recovering job waits for its freshest
+	// committed version to reach this node before it falls back to the
+	// newest version held here (or a fresh start). 2 minutes by default.
+	FetchTimeout time.Duration
+	// SubmitTimeout bounds one Submit (10 s by default).
+	SubmitTimeout time.Duration
+	// StopTimeout bounds waiting for a job to stop (the supervisor's grace
+	// plus margin); 1 minute by default.
+	StopTimeout time.Duration
+	// Logger; nil means slog.Default().
+	Logger *slog.Logger
+	// Now is the clock for catalogue times; nil means time.Now.
+	Now func() time.Time
+}
+
+func (c *Config) fill() error {
+	var errs []error
+	if c.Node == "" {
+		errs = append(errs, errors.New("jobs: no node ID"))
+	}
+	if c.Coord == nil {
+		errs = append(errs, errors.New("jobs: no coordinator"))
+	}
+	if c.Store == nil {
+		errs = append(errs, errors.New("jobs: no checkpoint store"))
+	}
+	if c.Client == nil {
+		errs = append(errs, errors.New("jobs: no transfer client"))
+	}
+	if c.Supervisor == nil {
+		errs = append(errs, errors.New("jobs: no supervisor"))
+	}
+	if c.WorkDir == "" {
+		errs = append(errs, errors.New("jobs: no work directory"))
+	}
+	if c.FetchTimeout <= 0 {
+		c.FetchTimeout = 2 * time.Minute
+	}
+	if c.SubmitTimeout <= 0 {
+		c.SubmitTimeout = 10 * time.Second
+	}
+	if c.StopTimeout <= 0 {
+		c.StopTimeout = time.Minute
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	return errors.Join(errs...)
+}
+
+// Manager runs the jobs the replicated state places on one node.
+type Manager struct {
+	cfg Config
+	log *slog.Logger
+
+	mu       sync.Mutex
+	workers  map[policy.JobID]*worker
+	finished map[policy.JobID]finish // jobs that must not be restarted as they are
+	pushes   map[pushKey]*push       // recovery pushes this node makes as a holder
+	live     map[policy.JobID]bool   // jobs marked live in the store
+	running  bool
+}
+
+// finish records why a worker ended without the job leaving this node, so
+// the manager does not start it again while the record stays the same.
+type finish struct {
+	restarts int
+	reason   string
+}
+
+type pushKey struct {
+	job     policy.JobID
+	version uint64
+	to      policy.NodeID
+}
+
+// New checks cfg and returns a Manager; Run starts it.
+func New(cfg Config) (*Manager, error) {
+	if err := cfg.fill(); err != nil {
+		return nil, err
+	}
+	return &Manager{
+		cfg: cfg, log: cfg.Logger.With("node", cfg.Node),
+		workers: map[policy.JobID]*worker{}, finished: map[policy.JobID]finish{},
+		pushes: map[pushKey]*push{}, live: map[policy.JobID]bool{},
+	}, nil
+}
+
+// Run acts on the replicated state until ctx ends, then stops every job it
+// started and waits for its goroutines. It may be called once.
+func (m *Manager) Run(ctx context.Context) error {
+	m.mu.Lock()
+	if m.running {
+		m.mu.Unlock()
+		return errors.New("jobs: manager already running")
+	}
+	m.running = true
+	m.mu.Unlock()
+
+	var wg sync.WaitGroup
+	exits := make(chan *worker)
+	defer func() {
+		m.mu.Lock()
+		for _, w := range m.workers {
+			w.cancel()
+		}
+		for _, p := range m.pushes {
+			if p.cancel != nil {
+				p.cancel()
+			}
+		}
+		m.mu.Unlock()
+		go func() {
+			for range exits {
+			}
+		}()
+		wg.Wait()
+		close(exits)
+	}()
+	for {
+		ch := m.cfg.Coord.Changed()
+		st := m.cfg.Coord.State()
+		m.reconcile(ctx, st, &wg, exits)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-ch:
+		case w := <-exits:
+			m.mu.Lock()
+			if m.workers[w.id] == w {
+				delete(m.workers, w.id)
+			}
+			if w.result.reason != "" {
+				m.finished[w.id] = w.result
+			}
+			m.mu.Unlock()
+		}
+	}
+}
+
+// reconcile starts workers for jobs placed here, cancels those of jobs that
+// left, hands the state to the others and starts the recovery pushes this
+// node owes as a replica holder.
+func (m *Manager) reconcile(ctx context.Context, st *raft.State, wg *sync.WaitGroup, exits chan<- *worker) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for id, w := range m.workers {
+		j, ok := st.Jobs[id]
+		if !ok || j.Node != m.cfg.Node || (j.State != policy.JobRunning && j.State != policy.JobMigrating) {
+			w.cancel()
+			continue
+		}
+		w.update(st)
+	}
+	ids := make([]policy.JobID, 0, len(st.Jobs))
+	for id := range st.Jobs {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	for _, id := range ids {
+		j := st.Jobs[id]
+		if j.State == policy.JobDone && m.live[id] {
+			if err := m.cfg.Store.SetLive(string(id), false); err != nil {
+				m.log.Warn("unpin finished job", "job", id, "err", err)
+			}
+			delete(m.live, id)
+		}
+		if j.Node != m.cfg.Node || (j.State != policy.JobRunning && j.State != policy.JobMigrating) {
+			delete(m.finished, id)
+			continue
+		}
+		if _, ok := m.workers[id]; ok {
+			continue
+		}
+		if f, ok := m.finished[id]; ok {
+			if f.restarts == j.Restarts && !(f.reason == reasonDegraded && !handoffPending(st, id, m.cfg.Node)) {
+				continue
+			}
+			delete(m.finished, id) // a new placement, or a degraded hand-off that was withdrawn
+		}
+		wctx, cancel := context.WithCancel(ctx)
+		w := newWorker(m, id, cancel, st)
+		m.workers[id] = w
+		wg.Go(func() {
+			w.run(wctx)
+			cancel()
+			select {
+			case exits <- w:
+			case <-ctx.Done():
+				// Run is ending; its drain goroutine receives.
+				exits <- w
+			}
+		})
+	}
+	m.recoveryPushes(ctx, st, wg)
+}
+
+func handoffPending(st *raft.State, id policy.JobID, node policy.NodeID) bool {
+	for _, h := range st.Decisions.Handoffs {
+		if h.Job == id && h.From == node {
+			return true
+		}
+	}
+	_, ok := st.Reclaims[node]
+	return ok
+}
+
+// recoveryPushes sends, for each recovery placement that names this node as
+// the replica holder, the freshest committed version to the destination
+// (see the package doc: the holder pushes).
+func (m *Manager) recoveryPushes(ctx context.Context, st *raft.State, wg *sync.WaitGroup) {
+	for _, p := range st.Decisions.Placements {
+		if !p.Recovery || p.From != m.cfg.Node || p.To == m.cfg.Node || p.To == "" {
+			continue
+		}
+		j, ok := st.Jobs[p.Job]
+		if !ok || j.State == policy.JobDone || j.Node != p.To {
+			continue
+		}
+		cp, ok := st.FreshestCommitted(p.Job)
+		if !ok || slices.Contains(cp.Holders, p.To) {
+			continue
+		}
+		key := pushKey{p.Job, cp.Version, p.To}
+		if _, ok := m.pushes[key]; ok {
+			continue
+		}
+		if !m.holds(p.Job, cp) {
+			m.log.Warn("recovery placement names this node as holder but the version is not here", "job", p.Job, "version", cp.Version)
+			continue
+		}
+		rate, _ := flowRate(st, p.Job, m.cfg.Node, p.To, policy.ClassMigration)
+		addr := st.Nodes[p.To].TransferAddr
+		pctx, cancel := context.WithCancel(ctx)
+		ps := &push{key: key, class: policy.ClassMigration, rate: rate, started: m.cfg.Now(), cancel: cancel}
+		m.pushes[key] = ps
+		wg.Go(func() {
+			defer cancel()
+			err := m.send(pctx, ps, addr, cp)
+			m.mu.Lock()
+			ps.err = err
+			ps.done = true
+			if err != nil {
+				delete(m.pushes, key) // the next state change retries
+			}
+			m.mu.Unlock()
+			if err != nil && pctx.Err() == nil {
+				m.log.Warn("recovery push failed", "job", p.Job, "version", cp.Version, "to", p.To, "err", err)
+			}
+		})
+	}
+}
+
+// holds reports whether the local store has cp's version with cp's manifest.
+func (m *Manager) holds(job policy.JobID, cp raft.Checkpoint) bool {
+	mf, err := m.cfg.Store.Manifest(string(job), cp.Version)
+	return err == nil && mf.Hash().String() == cp.ManifestHash
+}
+
+// send pushes one committed version and, once the receiver answered DONE,
+// records the receiver as a holder (the receiver records it too; the command
+// is idempotent).
+func (m *Manager) send(ctx context.Context, ps *push, addr string, cp raft.Checkpoint) error {
+	if addr == "" {
+		return fmt.Errorf("send %s v%d to %s: no transfer address in the registry", ps.key.job, ps.key.version, ps.key.to)
+	}
+	tr, err := m.cfg.Client.Start(ctx, transfer.Request{Addr: addr, Node: string(ps.key.to), JobID: string(ps.key.job),
+		Version: ps.key.version, Class: ps.class, Rate: ps.rate})
+	if err != nil {
+		return fmt.Errorf("send %s v%d to %s: %w", ps.key.job, ps.key.version, ps.key.to, err)
+	}
+	m.mu.Lock()
+	ps.tr = tr
+	m.mu.Unlock()
+	if err := tr.Wait(); err != nil {
+		return fmt.Errorf("send %s v%d to %s: %w", ps.key.job, ps.key.version, ps.key.to, err)
+	}
+	return m.submit(ctx, raft.ReplicaComplete{Job: ps.key.job, Version: cp.Version, ManifestHash: cp.ManifestHash,
+		Size: cp.Size, Source: cp.Source, Holder: ps.key.to, At: m.cfg.Now()})
+}
+
+func (m *Manager) submit(ctx context.Context, cmd raft.Command) error {
+	ctx, cancel := context.WithTimeout(ctx, m.cfg.SubmitTimeout)
+	defer cancel()
+	if _, err := m.cfg.Coord.Submit(ctx, cmd); err != nil {
+		return fmt.Errorf("submit %s: %w", cmd.Kind(), err)
+	}
+	return nil
+}
+
+// flowRate returns the rate of the admitted flow of job from → to in class,
+// if the decisions hold one.
+func flowRate(st *raft.State, job policy.JobID, from, to policy.NodeID, class policy.TrafficClass) (float64, *policy.FlowDecision) {
+	for i, f := range st.Decisions.Flows {
+		if f.Job == job && f.From == from && f.To == to && f.Class == class {
+			return f.Rate, &st.Decisions.Flows[i]
+		}
+	}
+	return 0, nil
+}
+
+// TransferHooks are the hooks the node's transfer server must be created
+// with: offers for jobs the catalogue does not know are refused, and every
+// version committed here is recorded as a replica (ReplicaComplete).
+func (m *Manager) TransferHooks() transfer.Hooks {
+	return transfer.Hooks{
+		Authorize: func(peer string, class policy.TrafficClass, mf *ckpt.Manifest) error {
+			st := m.cfg.Coord.State()
+			j, ok := st.Jobs[policy.JobID(mf.JobID)]
+			if !ok {
+				return fmt.Errorf("job %q: %w", mf.JobID, raft.ErrUnknownJob)
+			}
+			if j.State == policy.JobDone {
+				return fmt.Errorf("job %q is done", mf.JobID)
+			}
+			return nil
+		},
+		OnCommit: func(peer string, class policy.TrafficClass, mf *ckpt.Manifest) {
+			m.recordReplica(policy.NodeID(peer), mf)
+		},
+	}
+}
+
+// recordReplica submits ReplicaComplete for a version committed here. The
+// source is the catalogue's (a recovery push comes from a holder that is not
+// the source); a version the catalogue does not list yet came from its
+// source.
+func (m *Manager) recordReplica(peer policy.NodeID, mf *ckpt.Manifest) {
+	job := policy.JobID(mf.JobID)
+	source := peer
+	for _, cp := range m.cfg.Coord.State().Checkpoints[job] {
+		if cp.Version == mf.Version {
+			source = cp.Source
+		}
+	}
+	m.mu.Lock()
+	if !m.live[job] {
+		if err := m.cfg.Store.SetLive(mf.JobID, true); err != nil {
+			m.log.Warn("pin replica", "job", job, "err", err)
+		} else {
+			m.live[job] = true
+		}
+	}
+	m.mu.Unlock()
+	err := m.submit(context.Background(), raft.ReplicaComplete{Job: job, Version: mf.Version,
+		ManifestHash: mf.Hash().String(), Size: mf.TotalSize(), Source: source, Holder: m.cfg.Node, At: m.cfg.Now()})
+	if err != nil {
+		// The sender records the same replica after DONE.
+		m.log.Warn("record replica", "job", job, "version", mf.Version, "err", err)
+	}
+}
+
+// markLive pins a job's newest version in the store.
+func (m *Manager) markLive(job policy.JobID) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.live[job] {
+		return
+	}
+	if err := m.cfg.Store.SetLive(string(job), true); err != nil {
+		m.log.Warn("pin job", "job", job, "err", err)
+		return
+	}
+	m.live[job] = true
+}

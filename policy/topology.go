@@ -38,14 +38,29 @@ type Topology struct {
 
 // NewTopology builds the graph from links (copied; the caller may reuse
 // the slice).
-func NewTopology(links []Link) *Topology {
-	t := &Topology{links: make([]Link, 0, len(links)), linkIndex: make(map[string]int, len(links)), vertex: make(map[string]int, len(links)+1)}
-	for _, l := range links {
+func NewTopology(links []Link) *Topology { return newTopology(links, true) }
+
+// newTopology is NewTopology; without copy the graph keeps links itself
+// when no ID repeats (Tick's world: it never modifies them and does not
+// outlive the call), saving a copy of every link each period.
+func newTopology(links []Link, copy bool) *Topology {
+	t := &Topology{linkIndex: make(map[string]int, len(links)), vertex: make(map[string]int, len(links)+1)}
+	if !copy {
+		t.links = links
+	}
+	for i, l := range links {
 		if _, dup := t.linkIndex[l.ID]; dup {
+			if !copy {
+				// Drop the duplicates from a copy of what came before.
+				t.links, copy = append(make([]Link, 0, len(links)), links[:i]...), true
+			}
 			continue
 		}
-		t.linkIndex[l.ID] = len(t.links)
-		t.links = append(t.links, l)
+		t.linkIndex[l.ID] = i
+		if copy {
+			t.linkIndex[l.ID] = len(t.links)
+			t.links = append(t.links, l)
+		}
 		for _, v := range []string{l.A, l.B} {
 			if _, ok := t.vertex[v]; !ok {
 				t.vertex[v] = len(t.names)

@@ -22,6 +22,7 @@ type world struct {
 	leaving  []bool
 	freeGPUs []int
 	facts    []nodeFacts  // what P2.3's static filters read, packed
+	hazard   []float64    // λ̂⁺ at now per node, at least MinHazard (P1)
 	survival []cumulative // per node, departure hazard, built on first use
 	bldg     []int        // building index per node
 	bldgs    []string
@@ -64,7 +65,7 @@ type nodeFacts struct {
 // reclaim (they are leaving too).
 func newWorld(s Snapshot, now time.Time, reclaimed map[NodeID]bool) *world {
 	p := s.Params
-	w := &world{p: p, now: now, cf: 1, topo: NewTopology(s.Links), nowSec: secondOfDay(now)}
+	w := &world{p: p, now: now, cf: 1, topo: newTopology(s.Links, false), nowSec: secondOfDay(now)}
 	if p.Switches.P3 && p.CeilingFactor > 1 {
 		w.cf = p.CeilingFactor
 	}
@@ -91,6 +92,7 @@ func newWorld(s Snapshot, now time.Time, reclaimed map[NodeID]bool) *world {
 	w.leaving = make([]bool, n)
 	w.freeGPUs = make([]int, n)
 	w.facts = make([]nodeFacts, n)
+	w.hazard = make([]float64, n)
 	w.survival = make([]cumulative, n)
 	w.intArena = make([]int, 0, 4*len(s.Jobs)+64)
 	w.strArena = make([]string, 0, 4*len(s.Jobs)+64)
@@ -106,6 +108,8 @@ func newWorld(s Snapshot, now time.Time, reclaimed map[NodeID]bool) *world {
 		w.leaving[i] = nd.Leaving || reclaimed[nd.ID]
 		w.freeGPUs[i] = nd.FreeGPUs
 		w.facts[i] = nodeFacts{vram: nd.GPU.VRAM, capability: nd.GPU.Capability, load: nd.Load}
+		// Read while the node is at hand; jobs look hosts up at random.
+		w.hazard[i] = math.Max(nd.Emergency.atSecond(w.nowSec), MinHazard)
 		b, ok := bIndex[nd.Building]
 		if !ok {
 			b = len(w.bldgs)
@@ -263,6 +267,4 @@ func (w *world) survivalOf(i int) cumulative {
 
 // hazardNow returns the λ̂⁺ P1 uses for a job on node i: its emergency
 // bound at now, never below MinHazard.
-func (w *world) hazardNow(i int) float64 {
-	return math.Max(w.nodes[i].Emergency.atSecond(w.nowSec), MinHazard)
-}
+func (w *world) hazardNow(i int) float64 { return w.hazard[i] }

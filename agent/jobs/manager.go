@@ -221,12 +221,7 @@ func (m *Manager) reconcile(ctx context.Context, st *raft.State, wg *sync.WaitGr
 		wg.Go(func() {
 			w.run(wctx)
 			cancel()
-			select {
-			case exits <- w:
-			case <-ctx.Done():
-				// Run is ending; its drain goroutine receives.
-				exits <- w
-			}
+			exits <- w // Run receives, or its drain once it is ending
 		})
 	}
 	m.recoveryPushes(ctx, st, wg)

@@ -1,0 +1,195 @@
+package jobs
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/reclaimnet/reclaimnet/policy"
+	"github.com/reclaimnet/reclaimnet/raft"
+	"github.com/reclaimnet/reclaimnet/transfer"
+)
+
+// Job states a JobView reports.
+const (
+	StateStarting      = "starting"
+	StateFetching      = "fetching"  // waiting for the freshest committed version to arrive
+	StateRestoring     = "restoring" // writing a version into the restore directory
+	StateRunning       = "running"
+	StateCheckpointing = "checkpointing"
+	StateHandingOff    = "handing-off"
+	StateMoved         = "moved"
+	StateDegraded      = "degraded" // stopped for recovery elsewhere
+	StateExited        = "exited"
+	StateFailed        = "failed"
+	StateStopped       = "stopped"
+)
+
+const (
+	reasonDegraded = "degraded"
+	reasonExited   = "exited"
+	reasonFailed   = "failed"
+)
+
+// push is one transfer this node sends.
+type push struct {
+	key     pushKey
+	class   policy.TrafficClass
+	rate    float64 // assigned, bytes/s; 0 = unpaced
+	started time.Time
+	cancel  context.CancelFunc
+	tr      *transfer.Transfer
+	done    bool
+	err     error
+}
+
+// TransferView is one outgoing transfer.
+type TransferView struct {
+	Job     policy.JobID
+	Version uint64
+	To      policy.NodeID
+	Class   policy.TrafficClass
+	// AssignedRate is the pacing rate (bytes/s, 0 = unpaced); AchievedRate
+	// the bytes sent (after compression) per second since the start.
+	AssignedRate float64
+	AchievedRate float64
+	// BytesDone counts the chunk bytes sent (uncompressed); BytesTotal is
+	// the version's size (an upper bound: chunks the receiver holds are not
+	// sent).
+	BytesDone  int64
+	BytesTotal int64
+	Started    time.Time
+	Done       bool
+	Err        string `json:",omitempty"`
+}
+
+// JobView is one job hosted (or last hosted) here, for the status page and
+// the CLI.
+type JobView struct {
+	Job   policy.JobID
+	State string
+	// Interval and Bandwidth are the job's current P1 decision; Standby
+	// where its checkpoints go.
+	Interval  time.Duration
+	Bandwidth float64
+	Standby   policy.NodeID
+	// LastVersion is the newest version in the catalogue, LastCommitted the
+	// freshest committed one and Holders the nodes holding that one.
+	LastVersion   uint64
+	LastCommitted uint64
+	Holders       []policy.NodeID
+	// Restarts is the catalogue's count; RestoredFrom the version this
+	// node's process resumed from (0: a fresh start); RestartTime the
+	// measured start → ready time.
+	Restarts     int
+	RestoredFrom uint64
+	RestartTime  time.Duration
+	// Checkpoints and CheckpointFailures count this node's requests.
+	Checkpoints        int
+	CheckpointFailures int
+	LastCheckpoint     time.Time
+	LastError          string `json:",omitempty"`
+	Transfers          []TransferView
+}
+
+func (p *push) view(now time.Time) TransferView {
+	v := TransferView{Job: p.key.job, Version: p.key.version, To: p.key.to, Class: p.class,
+		AssignedRate: p.rate, Started: p.started, Done: p.done}
+	if p.err != nil {
+		v.Err = p.err.Error()
+	}
+	if p.tr != nil {
+		s := p.tr.Stats()
+		v.BytesDone = s.RawBytes
+		if mf := p.tr.Manifest(); mf != nil {
+			v.BytesTotal = mf.TotalSize()
+		}
+		if el := now.Sub(p.started).Seconds(); el > 0 {
+			v.AchievedRate = float64(s.WireBytes) / el
+		}
+	}
+	return v
+}
+
+// View returns the jobs this node runs (or ran and still remembers), with
+// the catalogue's figures, sorted by job.
+func (m *Manager) View() []JobView {
+	st := m.cfg.Coord.State()
+	now := m.cfg.Now()
+	m.mu.Lock()
+	var out []JobView
+	seen := map[policy.JobID]bool{}
+	for id, w := range m.workers {
+		out = append(out, w.view(now))
+		seen[id] = true
+	}
+	var extra []TransferView
+	for _, p := range m.pushes {
+		extra = append(extra, p.view(now))
+	}
+	m.mu.Unlock()
+	for id, j := range st.Jobs {
+		if !seen[id] && j.Node == m.cfg.Node && j.State != policy.JobDone {
+			out = append(out, JobView{Job: id, State: StateStopped})
+		}
+	}
+	for i := range out {
+		v := &out[i]
+		j := st.Jobs[v.Job]
+		v.Restarts = j.Restarts
+		v.Standby = j.Standby
+		for _, jd := range st.Decisions.Jobs {
+			if jd.Job == v.Job {
+				v.Interval, v.Bandwidth = jd.Interval, jd.Bandwidth
+				if jd.Standby != "" {
+					v.Standby = jd.Standby
+				}
+			}
+		}
+		if cps := st.Checkpoints[v.Job]; len(cps) > 0 {
+			v.LastVersion = cps[len(cps)-1].Version
+		}
+		if cp, ok := st.FreshestCommitted(v.Job); ok {
+			v.LastCommitted, v.Holders = cp.Version, cp.Holders
+		}
+		for _, t := range extra {
+			if t.Job == v.Job {
+				v.Transfers = append(v.Transfers, t)
+			}
+		}
+	}
+	slices.SortFunc(out, func(a, b JobView) int { return strings.Compare(string(a.Job), string(b.Job)) })
+	return out
+}
+
+// Transfers returns every outgoing transfer in flight or last finished per
+// job (recovery pushes included).
+func (m *Manager) Transfers() []TransferView {
+	var out []TransferView
+	for _, v := range m.View() {
+		out = append(out, v.Transfers...)
+	}
+	return out
+}
+
+// FlowProgress reports the admitted flows this node sends, for the leader's
+// telemetry (raft.Telemetry.Flows): a flow's remaining bytes are its
+// version's size minus what was sent, zero once the receiver committed.
+func (m *Manager) FlowProgress() []raft.FlowProgress {
+	st := m.cfg.Coord.State()
+	var out []raft.FlowProgress
+	for _, t := range m.Transfers() {
+		_, fl := flowRate(st, t.Job, m.cfg.Node, t.To, t.Class)
+		if fl == nil {
+			continue
+		}
+		rem := max(t.BytesTotal-t.BytesDone, 0)
+		done := t.Done && t.Err == ""
+		if done {
+			rem = 0
+		}
+		out = append(out, raft.FlowProgress{ID: fl.ID, Remaining: rem, Done: done})
+	}
+	return out
+}

@@ -24,13 +24,14 @@ import (
 	"github.com/reclaimnet/reclaimnet/mesh"
 	"github.com/reclaimnet/reclaimnet/pki"
 	"github.com/reclaimnet/reclaimnet/policy"
+	"github.com/reclaimnet/reclaimnet/web"
 )
 
 // Version is reported in the status; the CLI sets it from its own.
 var Version = "dev"
 
 // Subsystem is an optional part of the node (job supervisor, transfers,
-// BPF enforcement, status page) that the agent starts after the control
+// BPF enforcement) that the agent starts after the control
 // plane and stops before it, in reverse order of Subsystems.
 type Subsystem interface {
 	Name() string
@@ -44,7 +45,8 @@ type Agent struct {
 	// during shutdown. Set them between New and Run.
 	Subsystems []Subsystem
 	// HTTPMux serves the HTTP address; subsystems may add handlers to it
-	// between New and Run (/v1/status and /metrics are registered).
+	// between New and Run. The status page (web.Handler: /, /ui/, /v1/,
+	// /metrics) is mounted at "/", so more specific patterns win.
 	HTTPMux *http.ServeMux
 
 	// Constant after New.
@@ -58,12 +60,16 @@ type Agent struct {
 	mesh       *mesh.Mesh
 	coord      coordinator // nil until the coordinator is wired in
 	registry   *prometheus.Registry
+	web        *web.Handler // status page, /v1 and /metrics
 	ctlLn      net.Listener
 	raftLn     net.Listener // handed to the coordinator by Run
 	httpLn     net.Listener
 	httpSrv    *http.Server
 	info       Info
 	gpus       int // GPUs found at start
+	// sampleLoad reads the host's load for telemetry (hostLoad; tests on
+	// a loaded machine pin it, since P2 rejects nodes above θ).
+	sampleLoad func() float64
 
 	wg sync.WaitGroup // every goroutine the agent starts
 
@@ -83,7 +89,7 @@ func New(cfg Config, logger *slog.Logger) (_ *Agent, err error) {
 	if logger == nil {
 		logger = slog.Default()
 	}
-	a := &Agent{cfg: cfg, logger: logger, started: time.Now(), HTTPMux: http.NewServeMux()}
+	a := &Agent{cfg: cfg, logger: logger, started: time.Now(), HTTPMux: http.NewServeMux(), sampleLoad: hostLoad}
 	defer func() {
 		if err != nil {
 			a.closeAll()
@@ -128,7 +134,10 @@ func New(cfg Config, logger *slog.Logger) (_ *Agent, err error) {
 		return nil, err
 	}
 	a.registry = a.newRegistry()
-	a.routes()
+	if a.web, err = a.newWebHandler(); err != nil {
+		return nil, err
+	}
+	a.HTTPMux.Handle("/", a.web)
 	return a, nil
 }
 
@@ -471,7 +480,7 @@ func (a *Agent) telemetryLoop(ctx context.Context) {
 // transfer/BPF subsystems once they are plugged in.
 func (a *Agent) localTelemetry() mesh.Telemetry {
 	// Free GPUs: all of them until the job supervisor reports its use.
-	t := mesh.Telemetry{Load: hostLoad(), FreeGPUs: uint16(min(a.gpus, 65535))}
+	t := mesh.Telemetry{Load: a.sampleLoad(), FreeGPUs: uint16(min(a.gpus, 65535))}
 	if a.coord != nil {
 		t.Hazard = a.coord.Hazard(a.cfg.Name)
 	}

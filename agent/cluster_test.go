@@ -20,6 +20,7 @@ import (
 	"github.com/reclaimnet/reclaimnet/pki"
 	"github.com/reclaimnet/reclaimnet/policy"
 	"github.com/reclaimnet/reclaimnet/raft"
+	"github.com/reclaimnet/reclaimnet/web"
 )
 
 func testLogger() *slog.Logger {
@@ -63,6 +64,9 @@ type testCluster struct {
 	ca    *pki.CA
 	key   string
 	nodes []*testNode
+	// load, when set, replaces the host's load in every agent's telemetry
+	// (the test machine's real load may exceed P2's θ and block placement).
+	load func() float64
 }
 
 func newTestCluster(t *testing.T) *testCluster {
@@ -118,6 +122,9 @@ func (c *testCluster) start(cfg Config) *testNode {
 	a, err := New(cfg, testLogger().With("node", cfg.Name))
 	if err != nil {
 		c.t.Fatalf("New %s: %v", cfg.Name, err)
+	}
+	if c.load != nil {
+		a.sampleLoad = c.load
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	n := &testNode{agent: a, cancel: cancel, done: make(chan error, 1)}
@@ -219,18 +226,32 @@ func TestClusterOfThree(t *testing.T) {
 		t.Errorf("raft status: got %+v, want a leader and 3 voters", st.Raft)
 	}
 
-	// HTTP: /v1/status is the same document; /metrics is Prometheus text.
+	// HTTP: /v1/status is the web document (members, roles, leader);
+	// /metrics is Prometheus text with the agent's and web's metrics.
 	resp, err := http.Get("http://" + n2.info.HTTPAddr + "/v1/status")
 	if err != nil {
 		t.Fatal(err)
 	}
-	var httpStatus Status
+	var httpStatus web.Status
 	if err := json.NewDecoder(resp.Body).Decode(&httpStatus); err != nil {
 		t.Fatalf("decode /v1/status: %v", err)
 	}
 	resp.Body.Close()
-	if httpStatus.Node != "node-02" || len(httpStatus.Members) != 3 {
-		t.Errorf("/v1/status: got node %q with %d members, want node-02 with 3", httpStatus.Node, len(httpStatus.Members))
+	if httpStatus.Node != "node-02" || len(httpStatus.Cluster.Members) != 3 {
+		t.Errorf("/v1/status: got node %q with %d members, want node-02 with 3", httpStatus.Node, len(httpStatus.Cluster.Members))
+	}
+	if httpStatus.Cluster.Leader != policy.NodeID(st.Raft.Leader) {
+		t.Errorf("/v1/status leader: got %q, want %q", httpStatus.Cluster.Leader, st.Raft.Leader)
+	}
+	roles := map[web.RaftRole]int{}
+	for _, m := range httpStatus.Cluster.Members {
+		roles[m.RaftRole]++
+		if m.State != web.MemberAlive {
+			t.Errorf("/v1/status member %s: state %q, want alive", m.ID, m.State)
+		}
+	}
+	if roles[web.RaftLeader] != 1 || roles[web.RaftFollower] != 2 {
+		t.Errorf("/v1/status raft roles: got %v, want 1 leader and 2 followers", roles)
 	}
 	resp, err = http.Get("http://" + n2.info.HTTPAddr + "/metrics")
 	if err != nil {
@@ -238,8 +259,10 @@ func TestClusterOfThree(t *testing.T) {
 	}
 	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	if want := `reclaimnet_gossip_members{node="node-02"} 3`; !strings.Contains(string(body), want) {
-		t.Errorf("/metrics lacks %q", want)
+	for _, want := range []string{`reclaimnet_gossip_members{node="node-02"} 3`, `reclaimnet_status_up 1`, `reclaimnet_raft_has_leader 1`} {
+		if !strings.Contains(string(body), want) {
+			t.Errorf("/metrics lacks %q", want)
+		}
 	}
 
 	// Control socket: mode 0600, answers status and join.
@@ -255,6 +278,10 @@ func TestClusterOfThree(t *testing.T) {
 	r, err := Call(ctx, n2.agent.DataDir(), Request{Op: OpStatus})
 	if err != nil || r.Status == nil || r.Status.Node != "node-02" {
 		t.Fatalf("Call status: %+v, %v", r, err)
+	}
+	var doc web.Status
+	if err := json.Unmarshal(r.Document, &doc); err != nil || doc.Node != "node-02" || len(doc.Cluster.Members) != 3 {
+		t.Errorf("Call status document: got node %q with %d members (%v), want node-02 with 3", doc.Node, len(doc.Cluster.Members), err)
 	}
 	r, err = Call(ctx, n2.agent.DataDir(), Request{Op: OpJoin, Peers: []string{"127.0.0.1:1"}})
 	if err != nil || r.Kind != KindPeerUnreachable {

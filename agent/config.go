@@ -41,7 +41,7 @@ type Config struct {
 	GossipPort   int      `json:"gossip_port"`
 	RaftPort     int      `json:"raft_port"`
 	TransferPort int      `json:"transfer_port"`
-	// HTTPAddr serves /v1/status and /metrics; empty disables it.
+	// HTTPAddr serves the status page, /v1 and /metrics; empty disables it.
 	HTTPAddr string `json:"http_addr"`
 	// GossipKey is the base64 symmetric gossip key (reclaimnet keygen).
 	GossipKey string `json:"gossip_key"`

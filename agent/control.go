@@ -48,7 +48,10 @@ type Response struct {
 	Error  string  `json:"error,omitempty"`
 	Kind   string  `json:"kind,omitempty"`
 	Status *Status `json:"status,omitempty"`
-	Joined int     `json:"joined,omitempty"`
+	// Document is, for OpStatus, the GET /v1/status document exactly as
+	// the HTTP API serves it (a web.Status).
+	Document json.RawMessage `json:"document,omitempty"`
+	Joined   int             `json:"joined,omitempty"`
 }
 
 // Info is what the agent writes to InfoFile.
@@ -107,9 +110,16 @@ func (a *Agent) handleControl(conn net.Conn) {
 
 func (a *Agent) control(req Request) Response {
 	switch req.Op {
-	case OpStatus, OpMembers:
+	case OpMembers:
 		st := a.Status()
 		return Response{Status: &st}
+	case OpStatus:
+		st := a.Status()
+		doc, err := a.webDocument()
+		if err != nil {
+			return Response{Error: err.Error(), Kind: KindInternal}
+		}
+		return Response{Status: &st, Document: doc}
 	case OpJoin:
 		if len(req.Peers) == 0 {
 			return Response{Error: "join: no peers", Kind: KindBadRequest}

@@ -1,8 +1,9 @@
 // Package agent wires one ReclaimNet node together and owns every
 // goroutine it starts: gossip (mesh), the coordinator (raft), the local
-// control socket the CLI talks to, and the HTTP server with /v1/status and
-// /metrics. Optional subsystems (job supervisor, transfers, BPF
-// enforcement, status page) plug in through fields of Agent without
+// control socket the CLI talks to, and the HTTP server with the status page,
+// the /v1 JSON API and /metrics (package web, fed by webSource from the
+// replicated state, gossip and the coordinator). Optional subsystems (job
+// supervisor, transfers, BPF enforcement) plug in through fields of Agent without
 // changing its start-up and shutdown order.
 //
 // Start-up: lock the data dir → load TLS material → gossip → coordinator →

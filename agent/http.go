@@ -1,16 +1,14 @@
 package agent
 
 import (
-	"encoding/json"
-	"net/http"
-
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
 // Registry is the agent's own Prometheus registry (several agents can
-// share a test process); subsystems register their collectors on it.
+// share a test process); subsystems register their collectors on it. The
+// status page's collector (web: the reclaimnet_* cluster metrics, Raft
+// role included) is registered on it too and serves it at /metrics.
 func (a *Agent) Registry() *prometheus.Registry { return a.registry }
 
 func (a *Agent) newRegistry() *prometheus.Registry {
@@ -26,23 +24,7 @@ func (a *Agent) newRegistry() *prometheus.Registry {
 	counter("gossip_events_dropped_total", "Membership events dropped because the agent lagged.", func() float64 { return float64(a.mesh.Stats().EventsDropped) })
 	counter("gossip_reports_accepted_total", "Telemetry reports from peers that replaced older ones.", func() float64 { return float64(a.mesh.Stats().ReportsAccepted) })
 	counter("gossip_reports_bad_total", "Malformed gossip messages and state from peers.", func() float64 { return float64(a.mesh.Stats().ReportsBad) })
-	gauge("raft_leader", "1 if this node is the Raft leader.", func() float64 {
-		if a.coord != nil && a.coord.IsLeader() {
-			return 1
-		}
-		return 0
-	})
 	gauge("agent_start_time_seconds", "When the agent started, Unix seconds.", func() float64 { return float64(a.started.Unix()) })
 	reg.MustRegister(collectors.NewGoCollector())
 	return reg
-}
-
-func (a *Agent) routes() {
-	a.HTTPMux.HandleFunc("GET /v1/status", func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		enc := json.NewEncoder(w)
-		enc.SetIndent("", "  ")
-		enc.Encode(a.Status())
-	})
-	a.HTTPMux.Handle("GET /metrics", promhttp.HandlerFor(a.registry, promhttp.HandlerOpts{Registry: a.registry}))
 }

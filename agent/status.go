@@ -6,8 +6,10 @@ import (
 	"github.com/reclaimnet/reclaimnet/mesh"
 )
 
-// Status is the node's view of the cluster, served as JSON on /v1/status
-// and over the control socket.
+// Status is this node's own addresses, Raft view and gossip member table,
+// served over the control socket ('reclaimnet members' and the header of
+// 'reclaimnet status'). The cluster document (GET /v1/status) is a
+// web.Status built by webSource.
 type Status struct {
 	Node         string       `json:"node"`
 	Building     string       `json:"building"`

@@ -79,7 +79,10 @@ type Store struct {
 	// committed and pending manifests by (job, version).
 	committed map[versionKey]*Manifest
 	pending   map[versionKey]*Manifest
-	live      map[string]bool
+	// touched is the last activity on each pending version (BeginPending,
+	// TouchPending, or this process opening the store), for ExpirePending.
+	touched map[versionKey]time.Time
+	live    map[string]bool
 	// inflight pins chunks that an AddDir in progress has written.
 	inflight map[Hash]int
 	// verified holds chunks hashed since this process opened the store, so a
@@ -106,7 +109,7 @@ func Open(cfg Config) (*Store, error) {
 	s := &Store{
 		root: cfg.Root, max: cfg.MaxBytes, chunker: cfg.Chunker, log: cfg.Logger, now: cfg.Now,
 		chunks: map[Hash]*chunkInfo{}, committed: map[versionKey]*Manifest{}, pending: map[versionKey]*Manifest{},
-		live: map[string]bool{}, inflight: map[Hash]int{}, verified: map[Hash]bool{}, dirtyDirs: map[string]bool{},
+		touched: map[versionKey]time.Time{}, live: map[string]bool{}, inflight: map[Hash]int{}, verified: map[Hash]bool{}, dirtyDirs: map[string]bool{},
 	}
 	if s.log == nil {
 		s.log = slog.Default()
@@ -128,6 +131,12 @@ func Open(cfg Config) (*Store, error) {
 	}
 	if err := s.load(); err != nil {
 		return nil, fmt.Errorf("open store: %w", err)
+	}
+	// A pending version found at open gets a full expiry age from now: its
+	// sender may be about to resume.
+	now := s.now()
+	for k := range s.pending {
+		s.touched[k] = now
 	}
 	return s, nil
 }
@@ -422,11 +431,18 @@ func (s *Store) BeginPending(m *Manifest) error {
 	if _, ok := s.committed[k]; ok {
 		return nil // already complete; Commit will be a no-op
 	}
+	if old, ok := s.pending[k]; ok && old.Hash() == m.Hash() {
+		// Resumed (or received on a second connection): room was made when
+		// it began.
+		s.touched[k] = s.now()
+		return nil
+	}
 	p := filepath.Join(s.root, "pending", m.JobID, versionFile(m.Version))
 	if err := s.writeFile(p, m.Encode(), 0o644); err != nil {
 		return fmt.Errorf("begin %s v%d: %w", m.JobID, m.Version, err)
 	}
 	s.pending[k] = m
+	s.touched[k] = s.now()
 	if s.max > 0 {
 		var need int64
 		for _, c := range m.Chunks() {
@@ -437,6 +453,7 @@ func (s *Store) BeginPending(m *Manifest) error {
 		if s.total+need > s.max {
 			if err := s.evictLocked(s.max - need); err != nil {
 				delete(s.pending, k)
+				delete(s.touched, k)
 				os.Remove(p)
 				return fmt.Errorf("begin %s v%d: need %d bytes: %w", m.JobID, m.Version, need, err)
 			}
@@ -467,12 +484,67 @@ func (s *Store) Pending() []*Manifest {
 func (s *Store) AbortPending(job string, version uint64) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	return s.abortPendingLocked(job, version)
+}
+
+// TouchPending records activity on a pending version now (a connection
+// working on it started or ended), restarting its expiry age. It does
+// nothing for a version that is not pending.
+func (s *Store) TouchPending(job string, version uint64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	k := versionKey{job, version}
+	if _, ok := s.pending[k]; ok {
+		s.touched[k] = s.now()
+	}
+}
+
+// PendingTouched returns the last activity on a pending version.
+func (s *Store) PendingTouched(job string, version uint64) (time.Time, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	t, ok := s.touched[versionKey{job, version}]
+	return t, ok
+}
+
+// ExpirePending aborts (as AbortPending) every pending version whose last
+// activity is at least maxAge old by the store's clock and for which busy
+// (nil = none busy) returns false, and returns the manifests it removed.
+// busy is called with the store locked and must not call the store. It is
+// how a receiver cleans up after senders that never came back.
+func (s *Store) ExpirePending(maxAge time.Duration, busy func(job string, version uint64) bool) ([]*Manifest, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := s.now()
+	var expired []*Manifest
+	var errs []error
+	for k, m := range s.pending {
+		if now.Sub(s.touched[k]) < maxAge || (busy != nil && busy(k.job, k.version)) {
+			continue
+		}
+		if err := s.abortPendingLocked(k.job, k.version); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		expired = append(expired, m)
+	}
+	sort.Slice(expired, func(i, j int) bool {
+		if expired[i].JobID != expired[j].JobID {
+			return expired[i].JobID < expired[j].JobID
+		}
+		return expired[i].Version < expired[j].Version
+	})
+	return expired, errors.Join(errs...)
+}
+
+func (s *Store) abortPendingLocked(job string, version uint64) error {
 	k := versionKey{job, version}
 	m, ok := s.pending[k]
 	if !ok {
 		return nil
 	}
 	delete(s.pending, k)
+	delete(s.touched, k)
 	if err := os.Remove(filepath.Join(s.root, "pending", job, versionFile(version))); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("abort %s v%d: %w", job, version, err)
 	}
@@ -566,6 +638,7 @@ func (s *Store) Commit(m *Manifest) error {
 	}
 	if _, ok := s.pending[k]; ok {
 		delete(s.pending, k)
+		delete(s.touched, k)
 		os.Remove(filepath.Join(s.root, "pending", m.JobID, versionFile(m.Version)))
 	}
 	if s.max > 0 && s.total > s.max {

@@ -4,9 +4,12 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 	"syscall"
@@ -14,6 +17,7 @@ import (
 	"time"
 
 	"github.com/reclaimnet/reclaimnet/agent"
+	"github.com/reclaimnet/reclaimnet/web"
 )
 
 // processCluster runs real reclaimnet processes built from this tree.
@@ -88,16 +92,26 @@ func (c *processCluster) startAgent(name string, extra ...string) agent.Info {
 	return info
 }
 
-func (c *processCluster) status(name string) (agent.Status, error) {
+// status runs 'reclaimnet status --json': the agent's /v1/status document.
+func (c *processCluster) status(name string) (web.Status, error) {
 	out, err := c.run("status", "--json", "--data-dir", c.dataDir(name))
 	if err != nil {
-		return agent.Status{}, err
+		return web.Status{}, err
 	}
-	var st agent.Status
+	var st web.Status
 	if err := json.Unmarshal([]byte(out), &st); err != nil {
 		return st, fmt.Errorf("status --json: %w", err)
 	}
 	return st, nil
+}
+
+func sortedKeys(m map[string]any) string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return strings.Join(keys, ",")
 }
 
 func waitUntilT(t *testing.T, within time.Duration, what string, cond func() bool) {
@@ -155,7 +169,35 @@ func TestAgentProcesses(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	old := st.Raft.Leader
+	// 'status --json' is the agent's /v1/status document: the same keys,
+	// node and members as a GET on its HTTP address.
+	cliDoc := c.mustRun("status", "--json", "--data-dir", c.dataDir("n1"))
+	resp, err := http.Get("http://" + infos["n1"].HTTPAddr + "/v1/status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	httpDoc, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	var fromCLI, fromHTTP map[string]any
+	if err := json.Unmarshal([]byte(cliDoc), &fromCLI); err != nil {
+		t.Fatalf("status --json: %v", err)
+	}
+	if err := json.Unmarshal(httpDoc, &fromHTTP); err != nil {
+		t.Fatalf("GET /v1/status: %v", err)
+	}
+	if got, want := sortedKeys(fromCLI), sortedKeys(fromHTTP); got != want {
+		t.Errorf("status --json keys %s, /v1/status keys %s", got, want)
+	}
+	var httpSt web.Status
+	json.Unmarshal(httpDoc, &httpSt)
+	if st.Node != "n1" || httpSt.Node != "n1" || len(st.Cluster.Members) != 3 || len(httpSt.Cluster.Members) != 3 {
+		t.Errorf("status --json: node %q with %d members; /v1/status: node %q with %d; want n1 with 3 in both",
+			st.Node, len(st.Cluster.Members), httpSt.Node, len(httpSt.Cluster.Members))
+	}
+	if out := c.mustRun("status", "--data-dir", c.dataDir("n1")); !strings.Contains(out, "Page:      http://"+infos["n1"].HTTPAddr+"/") || !strings.Contains(out, "No jobs.") {
+		t.Errorf("status (human) lacks the page address or the jobs section:\n%s", out)
+	}
+	old := string(st.Cluster.Leader)
 	if old == "" {
 		t.Fatal("no leader in status")
 	}
@@ -175,8 +217,8 @@ func TestAgentProcesses(t *testing.T) {
 	var newLeader string
 	waitUntilT(t, 60*time.Second, "a new leader among the survivors", func() bool {
 		st, err := c.status(survivor)
-		if err == nil && st.Raft.Leader != "" && st.Raft.Leader != old {
-			newLeader = st.Raft.Leader
+		if err == nil && st.Cluster.Leader != "" && string(st.Cluster.Leader) != old {
+			newLeader = string(st.Cluster.Leader)
 			return true
 		}
 		return false
@@ -193,11 +235,11 @@ func TestAgentProcesses(t *testing.T) {
 	c.startAgent(old, "--gossip-port", gport, "--raft-port", rport, "--join", infos[survivor].GossipAddr)
 	waitUntilT(t, 60*time.Second, "restarted node rejoins: sees 3 alive members and the leader", func() bool {
 		st, err := c.status(old)
-		if err != nil || st.Raft.Leader == "" {
+		if err != nil || st.Cluster.Leader == "" {
 			return false
 		}
 		alive := 0
-		for _, m := range st.Members {
+		for _, m := range st.Cluster.Members {
 			if m.State == "alive" {
 				alive++
 			}
@@ -209,8 +251,8 @@ func TestAgentProcesses(t *testing.T) {
 		if err != nil {
 			return false
 		}
-		for _, m := range st.Members {
-			if m.Name == old {
+		for _, m := range st.Cluster.Members {
+			if string(m.ID) == old {
 				return m.State == "alive"
 			}
 		}

@@ -39,7 +39,8 @@ func runSim(ctx context.Context, env *Env, args []string) error {
 	days := fs.Float64("days", 60, "generator: trace length in days")
 	period := fs.Duration("period", 5*time.Minute, "control period of the simulated coordinator")
 	drift := fs.Float64("drift", 0, "generator: multiply the hazard by this factor from mid-trace (e.g. 1.7)")
-	lossBudget := fs.Duration("loss-budget", 0, "generator: give every job this loss budget Lmax (default: uniform 15–60 min)")
+	lossBudget := fs.Duration("loss-budget", 0, "generator: give every job this loss budget Lmax (default 5 min, the paper's Δ*/2)")
+	changed := fs.Float64("changed-fraction", 1, "share of a checkpoint that differs from the job's previous one (what a hand-off to a pre-synced standby still moves), in (0,1]")
 	betaP1 := fs.Float64("beta-p1", 0, "override β (P1.5)")
 	alpha := fs.Float64("alpha", 0, "override α (P2.5)")
 	betaP3 := fs.Float64("beta-p3", 0, "override β3 (P3.2)")
@@ -83,6 +84,9 @@ func runSim(ctx context.Context, env *Env, args []string) error {
 	cfg.GPUHours *= scale
 	if *drift > 0 {
 		cfg.DriftAt, cfg.DriftFactor = cfg.Duration/2, *drift
+	}
+	if *changed <= 0 || *changed > 1 {
+		return usagef("-changed-fraction must be in (0,1], got %v", *changed)
 	}
 	if *lossBudget < 0 {
 		return usagef("-loss-budget must not be negative")
@@ -134,6 +138,7 @@ func runSim(ctx context.Context, env *Env, args []string) error {
 	}
 	opts := sim.DefaultOptions()
 	opts.ControlPeriod = *period
+	opts.ChangedFraction = *changed
 	opts.Context = ctx
 	if *sweep {
 		tr, err := traceFor(seeds[0])

@@ -2,10 +2,15 @@ package cli
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
+	"text/tabwriter"
 	"time"
 
 	"github.com/reclaimnet/reclaimnet/agent"
+	"github.com/reclaimnet/reclaimnet/web"
 )
 
 func init() {
@@ -32,8 +37,17 @@ func runStatus(ctx context.Context, env *Env, args []string) error {
 		return err
 	}
 	st := resp.Status
+	if st == nil || len(resp.Document) == 0 {
+		return errors.New("the agent sent no status document (is it an older version?)")
+	}
 	if *asJSON {
-		return printJSON(env.Stdout, st)
+		// The agent's own /v1/status bytes: nothing is recomputed here.
+		_, err := env.Stdout.Write(resp.Document)
+		return err
+	}
+	var doc web.Status
+	if err := json.Unmarshal(resp.Document, &doc); err != nil {
+		return fmt.Errorf("read the agent's status document: %w", err)
 	}
 	w := env.Stdout
 	alive := 0
@@ -57,9 +71,43 @@ func runStatus(ctx context.Context, env *Env, args []string) error {
 		fmt.Fprintf(w, "Raft:      %s, role %s, leader %s, voters %v\n", st.RaftAddr, st.Raft.Role, st.Raft.Leader, st.Raft.Voters)
 	}
 	if st.HTTPAddr != "" {
-		fmt.Fprintf(w, "Status:    http://%s/v1/status\n", st.HTTPAddr)
+		fmt.Fprintf(w, "Page:      http://%s/ (JSON: /v1/status, metrics: /metrics)\n", st.HTTPAddr)
 	}
 	fmt.Fprintln(w)
 	printMembers(w, st.Members)
+	fmt.Fprintln(w)
+	printJobs(w, doc.Jobs)
 	return nil
+}
+
+// printJobs writes the jobs table from the status document: state, host,
+// P1's interval and why, the last committed checkpoint.
+func printJobs(w io.Writer, jobs []web.Job) {
+	if len(jobs) == 0 {
+		fmt.Fprintln(w, "No jobs.")
+		return
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "JOB\tSTATE\tNODE\tINTERVAL\tHAZARD\tBANDWIDTH\tCHECKPOINT\tRESTARTS")
+	for _, j := range jobs {
+		node := string(j.Node)
+		if node == "" {
+			node = "-"
+		}
+		interval, hazard, bw := "-", "-", "-"
+		if d := j.Decision; d != nil {
+			interval = d.Interval.Round(time.Second).String()
+			if d.LossBudgetInfeasible {
+				interval += " (loss budget infeasible)"
+			}
+			hazard = formatHazard(d.Hazard)
+			bw = fmt.Sprintf("%.0fMb/s", d.Bandwidth*8/1e6)
+		}
+		ckpt := "-"
+		if c := j.LastCheckpoint; c != nil {
+			ckpt = fmt.Sprintf("v%d, %s old, on %d node(s)", c.Version, c.Age.Round(time.Second), len(c.Holders))
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\n", j.ID, j.State, node, interval, hazard, bw, ckpt, j.Restarts)
+	}
+	tw.Flush()
 }

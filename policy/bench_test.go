@@ -26,6 +26,14 @@ func processCPU() time.Duration {
 // hand-off is new (no carried flow), so each one runs a full P2 scan.
 // cold drops every standby so P2 chooses them all (a leader's first tick).
 func benchSnapshot(nodes, jobs int, cold bool) Snapshot {
+	return benchSnapshotOf(nodes, jobs, cold, false)
+}
+
+// benchSnapshotOf is benchSnapshot; varied gives every job its own
+// remaining time (up to 24 h) and one of 12 requirement classes (VRAM,
+// capability, GPUs), so Tick's per-period memos (survival per remaining
+// time, candidate counts per requirement) mostly miss.
+func benchSnapshotOf(nodes, jobs int, cold, varied bool) Snapshot {
 	rng := rand.New(rand.NewPCG(uint64(nodes), uint64(jobs)))
 	per := max(18, nodes/100)
 	s := scenario(rng, (nodes+per-1)/per, per, 0)
@@ -35,6 +43,12 @@ func benchSnapshot(nodes, jobs int, cold bool) Snapshot {
 		host := rng.IntN(nodes)
 		j := testJob(fmt.Sprintf("job-%05d", k), s.Nodes[host].ID)
 		j.CheckpointBytes = int64(1e8 + rng.Float64()*2e10)
+		if varied {
+			j.Remaining = time.Duration(1+rng.Int64N(int64(24*time.Hour))) * time.Nanosecond
+			j.VRAM = []int64{16 * gib, 24 * gib, 40 * gib, 80 * gib}[rng.IntN(4)]
+			j.Capability = []float64{7.0, 8.0}[rng.IntN(2)]
+			j.GPUs = 1 + rng.IntN(2)
+		}
 		if !cold {
 			sb := (host/per)*per + (host%per+1+rng.IntN(per-1))%per
 			if sb >= nodes || sb == host {
@@ -62,15 +76,16 @@ func benchSnapshot(nodes, jobs int, cold bool) Snapshot {
 // coordinator takes 3 ms at 54 nodes and 18 ms at 500.
 func BenchmarkTick(b *testing.B) {
 	for _, size := range []struct{ nodes, jobs int }{{54, 50}, {500, 500}, {5000, 5000}} {
-		for _, cold := range []bool{false, true} {
-			if cold && size.nodes > 500 {
+		for _, variant := range []string{"", "cold", "varied"} {
+			cold, varied := variant == "cold", variant == "varied"
+			if cold && size.nodes > 500 || varied && size.nodes < 500 {
 				continue
 			}
 			name := fmt.Sprintf("nodes=%d/jobs=%d", size.nodes, size.jobs)
-			if cold {
-				name += "/cold"
+			if variant != "" {
+				name += "/" + variant
 			}
-			s := benchSnapshot(size.nodes, size.jobs, cold)
+			s := benchSnapshotOf(size.nodes, size.jobs, cold, varied)
 			b.Run(name, func(b *testing.B) {
 				b.ReportAllocs()
 				start := processCPU()

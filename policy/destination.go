@@ -48,7 +48,7 @@ func SelectDestination(s Snapshot, req Request) []Candidate {
 	w := newWorld(s, req.Now, reclaimed)
 	src := -1
 	if req.Source != "" {
-		i, ok := w.index[req.Source]
+		i, ok := w.nodeIndex(req.Source)
 		if !ok {
 			return nil
 		}
@@ -152,30 +152,29 @@ func (w *world) remigration(r scanRequest, count []int, b int) float64 {
 	}
 }
 
-// scan evaluates every node for a request and returns the choice.
+// scan evaluates the nodes for a request and returns the choice. With
+// locality (P2.4) satisfied by the source's own building, only that
+// building's nodes are evaluated and scored: the others are rejected as
+// "other building" (or by a static filter, which the Candidates list
+// states), and T̄mig needs only their per-building counts, which
+// candidateCounts keeps across scans.
 func (w *world) scan(r scanRequest) scanResult {
 	n := len(w.nodes)
 	if len(w.scratchReasons) < n {
 		w.scratchReasons = make([]RejectReason, n)
 		w.scratchCands = make([]Candidate, n)
+		w.scratchEval = make([]bool, n)
 	}
-	if len(w.scratchCount) < len(w.bldgs) {
+	if len(w.scratchTmig) < len(w.bldgs) {
 		w.scratchCount = make([]int, len(w.bldgs))
 		w.scratchTmig = make([]float64, len(w.bldgs))
 	}
-	reasons, cands, count := w.scratchReasons[:n], w.scratchCands[:n], w.scratchCount[:len(w.bldgs)]
-	if len(w.scratchEval) < n {
-		w.scratchEval = make([]bool, n)
-	}
-	evaluated := w.scratchEval[:n]
+	reasons, cands, evaluated := w.scratchReasons[:n], w.scratchCands[:n], w.scratchEval[:n]
+	// Statically feasible candidates per building (for T̄mig): counted
+	// on the way when every node is visited, from candidateCounts' period
+	// cache when only the home building is.
+	count := w.scratchCount[:len(w.bldgs)]
 	clear(count)
-	for i := range n {
-		evaluated[i] = false
-		reasons[i] = w.staticReject(r, i)
-		if reasons[i] == "" {
-			count[w.bldg[i]]++
-		}
-	}
 	tmig := w.scratchTmig[:len(w.bldgs)] // T̄mig per building, NaN until needed
 	for b := range tmig {
 		tmig[b] = math.NaN()
@@ -220,29 +219,47 @@ func (w *world) scan(r scanRequest) scanResult {
 	// computing their paths (that is what keeps a scan cheap at thousands
 	// of nodes). Not for a new job's placement, nor with P2 off.
 	localFirst := r.src >= 0 && w.p.KMin > 0 && w.p.Switches.P2
+	scored := w.allNodes // the nodes that may have a score
+	home := -1
 	if localFirst {
 		local := 0
-		home := w.bldg[r.src]
-		for i := range n {
-			if reasons[i] == "" && w.bldg[i] == home {
+		home = w.bldg[r.src]
+		members := w.members(home)
+		for _, i := range members {
+			evaluated[i] = false
+			if reasons[i] = w.staticReject(r, i); reasons[i] == "" {
+				count[home]++
 				if transfer(i); reasons[i] == "" {
 					local++
 				}
 			}
 		}
-		for i := range n {
-			if reasons[i] != "" || w.bldg[i] == home {
-				continue
+		if local >= w.p.KMin && (!r.list || w.p.MaxCandidates > 0) {
+			scored = members // the others: static reason or locality
+			count = w.candidateCounts(r)
+		} else {
+			for i := range n {
+				if w.bldg[i] == home {
+					continue
+				}
+				evaluated[i] = false
+				if reasons[i] = w.staticReject(r, i); reasons[i] != "" {
+					continue
+				}
+				count[w.bldg[i]]++
+				if local >= w.p.KMin {
+					reasons[i] = RejectLocality
+				} else {
+					transfer(i)
+				}
 			}
-			if local >= w.p.KMin {
-				reasons[i] = RejectLocality
-			} else {
-				transfer(i)
-			}
+			home = -1
 		}
 	} else {
 		for i := range n {
-			if reasons[i] == "" {
+			evaluated[i] = false
+			if reasons[i] = w.staticReject(r, i); reasons[i] == "" {
+				count[w.bldg[i]]++
 				transfer(i)
 			}
 		}
@@ -250,7 +267,7 @@ func (w *world) scan(r scanRequest) scanResult {
 	remaining := j.Remaining.Seconds()
 	var plan spanPlan // one plan per bucket count, usually one for all nodes
 	memo := w.survivalMemo(remaining)
-	for i := range n {
+	for _, i := range scored {
 		if reasons[i] != "" && reasons[i] != RejectDeadline {
 			continue
 		}
@@ -260,7 +277,16 @@ func (w *world) scan(r scanRequest) scanResult {
 		case memo != nil && memo[i] >= 0:
 			surv = memo[i]
 		default:
-			c := w.survivalOf(i)
+			var c cumulative
+			if memo != nil {
+				// Used once per node per remaining time: no need to keep it.
+				if k := len(w.nodes[i].Departure.Rates) + 1; cap(w.cumScratch) < k {
+					w.cumScratch = make([]float64, 0, k)
+				}
+				c, w.cumScratch = cumulativeInto(w.nodes[i].Departure, w.cumScratch[:0])
+			} else {
+				c = w.survivalOf(i)
+			}
 			if len(c.rates) != plan.n || plan.len == 0 {
 				plan = planSpan(len(c.rates), w.nowSec, remaining)
 			}
@@ -280,7 +306,7 @@ func (w *world) scan(r scanRequest) scanResult {
 	}
 	res := scanResult{best: -1}
 	if w.p.Switches.P2 {
-		for i := range n {
+		for _, i := range scored {
 			if reasons[i] == "" && (res.best < 0 || cands[i].Score < cands[res.best].Score) {
 				res.best = i
 			}
@@ -292,9 +318,80 @@ func (w *world) scan(r scanRequest) scanResult {
 		res.cand = cands[res.best]
 	}
 	if r.list {
-		res.list = w.candidateList(cands, reasons, evaluated, res.best)
+		res.list = w.candidateList(r, home, cands, reasons, evaluated, scored, res.best)
 	}
 	return res
+}
+
+// countCache is, for one job requirement, how many nodes per building
+// pass every static filter of P2.3 but "is the source".
+type countCache struct {
+	vram       int64
+	capability float64
+	gpus       int
+	count      []int
+}
+
+// countCaches bounds how many job requirements a period keeps counts for.
+const countCaches = 8
+
+// passesStatic reports whether node i passes P2.3's static filters (all of
+// staticReject's but the source one) for a job's requirements.
+func (w *world) passesStatic(i int, vram int64, capability float64, gpus int) bool {
+	nd := &w.facts[i]
+	return !w.leaving[i] && nd.vram >= vram && nd.capability >= capability &&
+		w.freeGPUs[i] >= gpus && nd.load <= w.p.MaxLoad && w.vertex[i] >= 0
+}
+
+// candidateCounts returns, per building, how many nodes pass P2.3's static
+// filters for the request (staticReject == ""), in scratch space. Counts
+// per job requirement are kept for the period (jobs mostly share a few)
+// and follow takeGPUs, so a scan need not visit every node for them.
+func (w *world) candidateCounts(r scanRequest) []int {
+	j := r.job
+	var base []int
+	for k := range w.counts {
+		if c := &w.counts[k]; c.vram == j.VRAM && c.capability == j.Capability && c.gpus == j.GPUs {
+			base = c.count
+			break
+		}
+	}
+	count := w.scratchCount[:len(w.bldgs)]
+	if base == nil {
+		clear(count)
+		for i := range w.nodes {
+			if w.passesStatic(i, j.VRAM, j.Capability, j.GPUs) {
+				count[w.bldg[i]]++
+			}
+		}
+		if len(w.counts) < countCaches {
+			w.counts = append(w.counts, countCache{vram: j.VRAM, capability: j.Capability, gpus: j.GPUs, count: slices.Clone(count)})
+		}
+	} else {
+		copy(count, base)
+	}
+	if r.src >= 0 && !r.recovery && w.passesStatic(r.src, j.VRAM, j.Capability, j.GPUs) {
+		count[w.bldg[r.src]]--
+	}
+	return count
+}
+
+// takeGPUs gives gpus of node i's free GPUs to a job, keeping the counts
+// of candidateCounts right.
+func (w *world) takeGPUs(i, gpus int) {
+	var before [countCaches]bool
+	for k, c := range w.counts {
+		before[k] = w.passesStatic(i, c.vram, c.capability, c.gpus)
+	}
+	w.freeGPUs[i] -= gpus
+	for k, c := range w.counts {
+		switch after := w.passesStatic(i, c.vram, c.capability, c.gpus); {
+		case before[k] && !after:
+			c.count[w.bldg[i]]--
+		case !before[k] && after:
+			c.count[w.bldg[i]]++
+		}
+	}
 }
 
 // survivalMemos bounds how many distinct remaining times a period keeps
@@ -350,8 +447,21 @@ func (w *world) randomFeasible(r scanRequest, reasons []RejectReason) int {
 
 // candidateList returns the chosen node first, then the other accepted
 // candidates by score (ties by ID), then rejected nodes by ID with their
-// reason, each part bounded by MaxCandidates.
-func (w *world) candidateList(cands []Candidate, reasons []RejectReason, evaluated []bool, best int) []Candidate {
+// reason, each part bounded by MaxCandidates. Accepted candidates are
+// among scored (ascending). With home ≥ 0 only that building's nodes were
+// visited (reasons, evaluated): the others' reasons are worked out here,
+// for as many as the list shows.
+func (w *world) candidateList(r scanRequest, home int, cands []Candidate, reasons []RejectReason, evaluated []bool, scored []int, best int) []Candidate {
+	visited := func(i int) bool { return home < 0 || w.bldg[i] == home }
+	reasonOf := func(i int) RejectReason {
+		if visited(i) {
+			return reasons[i]
+		}
+		if why := w.staticReject(r, i); why != "" {
+			return why
+		}
+		return RejectLocality
+	}
 	limit := w.p.MaxCandidates
 	var top []int // accepted, kept sorted, at most limit
 	var rejected []Candidate
@@ -365,19 +475,8 @@ func (w *world) candidateList(cands []Candidate, reasons []RejectReason, evaluat
 		}
 		return a < b
 	}
-	for i, why := range reasons {
-		if why != "" {
-			if limit <= 0 || len(rejected) < limit {
-				c := Candidate{Node: w.nodes[i].ID}
-				if evaluated[i] {
-					c = cands[i]
-				}
-				c.Rejected = why
-				rejected = append(rejected, c)
-			}
-			continue
-		}
-		if i == best {
+	for _, i := range scored {
+		if i == best || reasonOf(i) != "" {
 			continue
 		}
 		if limit > 0 && len(top) >= limit && !better(i, top[len(top)-1]) {
@@ -399,6 +498,19 @@ func (w *world) candidateList(cands []Candidate, reasons []RejectReason, evaluat
 	}
 	if limit > 0 {
 		w.scratchTop = top[:0]
+	}
+	for i := range w.nodes {
+		if limit > 0 && len(rejected) >= limit {
+			break
+		}
+		if why := reasonOf(i); why != "" {
+			c := Candidate{Node: w.nodes[i].ID}
+			if visited(i) && evaluated[i] {
+				c = cands[i]
+			}
+			c.Rejected = why
+			rejected = append(rejected, c)
+		}
 	}
 	out := make([]Candidate, 0, len(top)+len(rejected)+1)
 	if best >= 0 {

@@ -65,7 +65,9 @@ func progressiveFill(flows []fillFlow, capacity []float64) []float64 {
 		}
 	}
 
-	h := &fillHeap{ev: make([]fillEvent, 0, len(flows)+nl)}
+	// The initial events are collected, then heapified in O(n): the order
+	// events pop in depends only on their keys, never on the heap's shape.
+	h := &fillHeap{}
 	version := make([]int, nl)
 	for i, f := range flows {
 		rates[i] = f.base
@@ -81,14 +83,15 @@ func progressiveFill(flows []fillFlow, capacity []float64) []float64 {
 			live[l]++
 		}
 		if !math.IsInf(f.cap, 1) {
-			h.push(fillEvent{level: (f.cap - f.base) / f.weight, flow: i, link: -1})
+			h.ev = append(h.ev, fillEvent{level: (f.cap - f.base) / f.weight, flow: i, link: -1})
 		}
 	}
 	for l := range nl {
 		if live[l] > 0 {
-			h.push(fillEvent{level: math.Max(0, capacity[l]) / wsum[l], link: l})
+			h.ev = append(h.ev, fillEvent{level: math.Max(0, capacity[l]) / wsum[l], link: l})
 		}
 	}
+	h.init()
 
 	freeze := func(i int, level float64) {
 		f := flows[i]
@@ -193,6 +196,13 @@ func (a fillEvent) before(b fillEvent) bool {
 	return a.flow < b.flow
 }
 
+// init establishes the heap order over the events already in h.ev.
+func (h *fillHeap) init() {
+	for i := len(h.ev)/2 - 1; i >= 0; i-- {
+		h.down(i)
+	}
+}
+
 func (h *fillHeap) push(e fillEvent) {
 	h.ev = append(h.ev, e)
 	i := len(h.ev) - 1
@@ -211,17 +221,23 @@ func (h *fillHeap) pop() fillEvent {
 	last := len(h.ev) - 1
 	h.ev[0] = h.ev[last]
 	h.ev = h.ev[:last]
-	i := 0
+	h.down(0)
+	return top
+}
+
+// down sifts the event at i down to its place.
+func (h *fillHeap) down(i int) {
+	n := len(h.ev)
 	for {
 		l, r, m := 2*i+1, 2*i+2, i
-		if l < last && h.ev[l].before(h.ev[m]) {
+		if l < n && h.ev[l].before(h.ev[m]) {
 			m = l
 		}
-		if r < last && h.ev[r].before(h.ev[m]) {
+		if r < n && h.ev[r].before(h.ev[m]) {
 			m = r
 		}
 		if m == i {
-			return top
+			return
 		}
 		h.ev[i], h.ev[m] = h.ev[m], h.ev[i]
 		i = m

@@ -53,6 +53,10 @@ func goldenCases() []goldenCase {
 		{name: "bench-500-warm", snap: func() Snapshot { return benchSnapshot(500, 500, false) }},
 		{name: "bench-500-cold", snap: func() Snapshot { return benchSnapshot(500, 500, true) }},
 		{name: "bench-5000-warm", snap: func() Snapshot { return benchSnapshot(5000, 5000, false) }},
+		{name: "bench-500-varied", snap: func() Snapshot { return benchSnapshotOf(500, 500, false, true) }},
+		{name: "bench-500-cold-varied", snap: func() Snapshot { return benchSnapshotOf(500, 500, true, true) }},
+		{name: "bench-5000-varied", snap: func() Snapshot { return benchSnapshotOf(5000, 5000, false, true) }},
+		{name: "bench-54-cold-varied", snap: func() Snapshot { return benchSnapshotOf(54, 50, true, true) }},
 	}
 	variants := []struct {
 		name string
@@ -173,5 +177,25 @@ func TestTickGolden(t *testing.T) {
 		if g != w {
 			t.Fatalf("Tick output differs from %s in %s at line %d:\ngot  %s\nwant %s", path, section, i+1, g, w)
 		}
+	}
+}
+
+// TestTickDuplicateLinkIDs: a link ID given twice counts once (the first
+// entry), however the period's graph is built.
+func TestTickDuplicateLinkIDs(t *testing.T) {
+	rng := rand.New(rand.NewPCG(41, 42))
+	s := scenario(rng, 3, 5, 30)
+	want := decisionsText(Tick(s, testEpoch))
+	dup := s
+	k := len(s.Links) / 2
+	extra := s.Links[k]
+	extra.Available, extra.AvailableLow = 1, 1 // must be ignored
+	dup.Links = append(append(append([]Link(nil), s.Links[:k+1]...), extra), s.Links[k+1:]...)
+	dup.Links = append(dup.Links, s.Links[0])
+	if got := decisionsText(Tick(dup, testEpoch)); got != want {
+		t.Errorf("Tick with duplicate link IDs differs from Tick without them")
+	}
+	if topo := NewTopology(dup.Links); len(topo.Links()) != len(s.Links) {
+		t.Errorf("NewTopology kept %d links, want %d", len(topo.Links()), len(s.Links))
 	}
 }

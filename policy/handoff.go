@@ -37,7 +37,7 @@ func (w *world) handoffs(reqs []handoffReq, d *Decisions) []*migration {
 	for _, h := range reqs {
 		j, r := h.job, h.reclaim
 		hd := HandoffDecision{Job: j.ID, From: j.Node, Deadline: r.Deadline}
-		src := w.index[j.Node]
+		src, _ := w.nodeIndex(j.Node)
 		notice := r.Deadline.Sub(r.Announced)
 		if notice <= j.RestartTime || r.Deadline.Sub(w.now) <= j.RestartTime {
 			hd.Degraded, hd.Reason = true, ReasonNoticeShort
@@ -46,7 +46,7 @@ func (w *world) handoffs(reqs []handoffReq, d *Decisions) []*migration {
 		}
 		m := &migration{job: j, from: src, deadline: r.Deadline, start: w.now}
 		if f := h.carried; f != nil {
-			dst, ok := w.index[f.To]
+			dst, ok := w.nodeIndex(f.To)
 			if ok && !w.leaving[dst] {
 				m.id, m.to, m.bytes = f.ID, dst, f.Remaining
 				if f.Start.After(w.now) {
@@ -102,7 +102,7 @@ func (w *world) handoffs(reqs []handoffReq, d *Decisions) []*migration {
 			}
 		}
 		hd.To, hd.FinalCheckpoint = w.nodes[m.to].ID, true
-		w.freeGPUs[m.to] -= j.GPUs
+		w.takeGPUs(m.to, j.GPUs)
 		planned = append(planned, m)
 		d.Handoffs = append(d.Handoffs, hd)
 	}

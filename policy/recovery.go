@@ -11,7 +11,7 @@ func (w *world) recoveries(recover []*Job, d *Decisions) []*migration {
 		pl := Placement{Job: j.ID, Recovery: true}
 		best, bestSrc := scanResult{best: -1}, -1
 		for _, rep := range sortedReplicas(j.Replicas) {
-			ri, ok := w.index[rep]
+			ri, ok := w.nodeIndex(rep)
 			if !ok || w.leaving[ri] {
 				continue
 			}
@@ -30,7 +30,7 @@ func (w *world) recoveries(recover []*Job, d *Decisions) []*migration {
 			continue
 		}
 		pl.To = w.nodes[best.best].ID
-		w.freeGPUs[best.best] -= j.GPUs
+		w.takeGPUs(best.best, j.GPUs)
 		if bestSrc >= 0 {
 			pl.From = w.nodes[bestSrc].ID
 			if bestSrc != best.best && j.CheckpointBytes > 0 {
@@ -56,7 +56,7 @@ func (w *world) placeNew(jobs []*Job, d *Decisions) {
 		pl := Placement{Job: j.ID, Candidates: res.list}
 		if res.best >= 0 {
 			pl.To = w.nodes[res.best].ID
-			w.freeGPUs[res.best] -= j.GPUs
+			w.takeGPUs(res.best, j.GPUs)
 		}
 		d.Placements = append(d.Placements, pl)
 	}

@@ -105,7 +105,7 @@ func Tick(s Snapshot, now time.Time) Decisions {
 		}
 	}
 	for _, j := range jobs {
-		host, hostOK := w.index[j.Node]
+		host, hostOK := w.nodeIndex(j.Node)
 		switch {
 		case j.State == JobPending:
 			continue // placed in step 2
@@ -162,6 +162,18 @@ func Tick(s Snapshot, now time.Time) Decisions {
 		}
 	}
 	idText, idPos := ids.String(), 0
+	// Every flow's link names, in one array.
+	all := append(planned, restores...)
+	names := 0
+	for i := range d.Jobs {
+		if jd := &d.Jobs[i]; jd.Standby != "" && jd.Bandwidth > 0 {
+			names += len(paths[i])
+		}
+	}
+	for _, m := range all {
+		names += len(m.links)
+	}
+	w.strArena = make([]string, 0, names)
 	var m migration
 	for i := range d.Jobs {
 		jd := &d.Jobs[i]
@@ -175,16 +187,17 @@ func Tick(s Snapshot, now time.Time) Decisions {
 			start: now, links: paths[i],
 		}
 		idPos += idLen
-		d.Flows = append(d.Flows, w.flowDecision(&m, ClassPresync))
+		d.Flows = d.Flows[:len(d.Flows)+1] // within the capacity made above
+		w.flowDecision(&d.Flows[len(d.Flows)-1], &m, ClassPresync)
 	}
 
 	// Step 4: the rest to migrations, max-min.
-	all := append(planned, restores...)
 	if len(all) > 0 {
 		w.share(all)
 	}
 	for _, m := range all {
-		d.Flows = append(d.Flows, w.flowDecision(m, ClassMigration))
+		d.Flows = d.Flows[:len(d.Flows)+1]
+		w.flowDecision(&d.Flows[len(d.Flows)-1], m, ClassMigration)
 	}
 	slices.SortFunc(d.Flows, func(a, b FlowDecision) int { return cmp.Compare(a.ID, b.ID) })
 	slices.SortStableFunc(d.Handoffs, func(a, b HandoffDecision) int { return cmp.Compare(a.Job, b.Job) })
@@ -212,17 +225,15 @@ func (w *world) share(ms []*migration) {
 	}
 }
 
-// flowDecision turns a decided transfer into its enforcement entry.
-func (w *world) flowDecision(m *migration, class TrafficClass) FlowDecision {
-	f := FlowDecision{
-		ID: m.id, Job: m.job.ID, From: w.nodes[m.from].ID, To: w.nodes[m.to].ID, Class: class,
-		Rate: m.rate, MinRate: m.minRate, Start: m.start, Deadline: m.deadline, Links: w.linkIDs(m.links),
-	}
+// flowDecision writes a decided transfer's enforcement entry into f (a
+// zero entry; filled in place, FlowDecision is large).
+func (w *world) flowDecision(f *FlowDecision, m *migration, class TrafficClass) {
+	f.ID, f.Job, f.From, f.To, f.Class = m.id, m.job.ID, w.nodes[m.from].ID, w.nodes[m.to].ID, class
+	f.Rate, f.MinRate, f.Start, f.Deadline, f.Links = m.rate, m.minRate, m.start, m.deadline, w.linkIDs(m.links)
 	if w.p.Switches.P3 {
 		f.Ceiling = m.rate * w.cf
 		f.Burst = max(w.p.MinBurst, int64(f.Ceiling*burstWindow.Seconds()))
 	}
-	return f
 }
 
 // transferTime is bytes/rate as a Duration (MaxInterval when rate ≤ 0).

@@ -40,24 +40,24 @@ type Topology struct {
 // the slice).
 func NewTopology(links []Link) *Topology { return newTopology(links, true) }
 
-// newTopology is NewTopology; without copy the graph keeps links itself
+// newTopology is NewTopology; without copyLinks the graph keeps links itself
 // when no ID repeats (Tick's world: it never modifies them and does not
 // outlive the call), saving a copy of every link each period.
-func newTopology(links []Link, copy bool) *Topology {
+func newTopology(links []Link, copyLinks bool) *Topology {
 	t := &Topology{linkIndex: make(map[string]int, len(links)), vertex: make(map[string]int, len(links)+1)}
-	if !copy {
+	if !copyLinks {
 		t.links = links
 	}
 	for i, l := range links {
 		if _, dup := t.linkIndex[l.ID]; dup {
-			if !copy {
+			if !copyLinks {
 				// Drop the duplicates from a copy of what came before.
-				t.links, copy = append(make([]Link, 0, len(links)), links[:i]...), true
+				t.links, copyLinks = append(make([]Link, 0, len(links)), links[:i]...), true
 			}
 			continue
 		}
 		t.linkIndex[l.ID] = i
-		if copy {
+		if copyLinks {
 			t.linkIndex[l.ID] = len(t.links)
 			t.links = append(t.links, l)
 		}

@@ -16,24 +16,31 @@ type world struct {
 	cf   float64 // ceiling factor (1 when P3 is off)
 	topo *Topology
 
-	nodes    []*Node // sorted by ID, pointing into the snapshot
-	index    map[NodeID]int
-	vertex   []int // topology vertex of each node, -1 if absent
-	leaving  []bool
-	freeGPUs []int
-	facts    []nodeFacts  // what P2.3's static filters read, packed
-	hazard   []float64    // λ̂⁺ at now per node, at least MinHazard (P1)
-	survival []cumulative // per node, departure hazard, built on first use
-	bldg     []int        // building index per node
-	bldgs    []string
+	nodes []*Node // sorted by ID, pointing into the snapshot
+	// Node ID → index: through the graph's vertex map (node IDs are
+	// vertices), and for nodes without a link, offGraph.
+	vertexNode []int // vertex → node index, -1 for a switch
+	offGraph   map[NodeID]int
+	vertex     []int // topology vertex of each node, -1 if absent
+	leaving    []bool
+	freeGPUs   []int
+	facts      []nodeFacts  // what P2.3's static filters read, packed
+	hazard     []float64    // λ̂⁺ at now per node, at least MinHazard (P1)
+	survival   []cumulative // per node, departure hazard, built on first use
+	bldg       []int        // building index per node
+	allNodes   []int        // 0, 1, …, n−1
+	// Node indexes of building b, ascending: byBldg[bldgStart[b]:bldgStart[b+1]].
+	byBldg, bldgStart []int
+	bldgs             []string
 
 	// Remaining migration room per directed link (index dirIndex), in
 	// ceiling units (bytes/s a flow's ceiling may take): est from the
 	// smoothed estimate, low from its lower bound.
 	est, low []float64
 
-	pairBW [][]float64 // building → building representative bandwidth
-	nowSec float64     // now's offset into its UTC day, seconds
+	linkName []string    // link index → ID
+	pairBW   [][]float64 // building → building representative bandwidth
+	nowSec   float64     // now's offset into its UTC day, seconds
 
 	// Survivals per node for the first few remaining times P2 scored
 	// (see survivalMemo).
@@ -47,8 +54,10 @@ type world struct {
 	scratchTmig    []float64
 	scratchEval    []bool
 	scratchTop     []int
+	counts         []countCache // see candidateCounts
 	intArena       []int
 	cumArena       []float64
+	cumScratch     []float64
 	strArena       []string
 }
 
@@ -87,25 +96,31 @@ func newWorld(s Snapshot, now time.Time, reclaimed map[NodeID]bool) *world {
 		w.nodes = append(w.nodes, &s.Nodes[i])
 	}
 	n := len(w.nodes)
-	w.index = make(map[NodeID]int, n)
+	w.vertexNode = make([]int, len(w.topo.names))
+	for v := range w.vertexNode {
+		w.vertexNode[v] = -1
+	}
 	w.vertex = make([]int, n)
 	w.leaving = make([]bool, n)
 	w.freeGPUs = make([]int, n)
 	w.facts = make([]nodeFacts, n)
 	w.hazard = make([]float64, n)
-	w.survival = make([]cumulative, n)
 	w.intArena = make([]int, 0, 4*len(s.Jobs)+64)
-	w.strArena = make([]string, 0, 4*len(s.Jobs)+64)
 	w.bldg = make([]int, n)
 	bIndex := map[string]int{}
 	for i, nd := range w.nodes {
-		w.index[nd.ID] = i
 		v, ok := w.topo.vertex[string(nd.ID)]
-		if !ok {
+		if ok {
+			w.vertexNode[v] = i
+		} else {
 			v = -1
+			if w.offGraph == nil {
+				w.offGraph = map[NodeID]int{}
+			}
+			w.offGraph[nd.ID] = i
 		}
 		w.vertex[i] = v
-		w.leaving[i] = nd.Leaving || reclaimed[nd.ID]
+		w.leaving[i] = nd.Leaving
 		w.freeGPUs[i] = nd.FreeGPUs
 		w.facts[i] = nodeFacts{vram: nd.GPU.VRAM, capability: nd.GPU.Capability, load: nd.Load}
 		// Read while the node is at hand; jobs look hosts up at random.
@@ -118,7 +133,33 @@ func newWorld(s Snapshot, now time.Time, reclaimed map[NodeID]bool) *world {
 		}
 		w.bldg[i] = b
 	}
+	for id := range reclaimed {
+		if i, ok := w.nodeIndex(id); ok {
+			w.leaving[i] = true
+		}
+	}
+	w.allNodes = make([]int, n)
+	for i := range n {
+		w.allNodes[i] = i
+	}
+	w.bldgStart = make([]int, len(w.bldgs)+1)
+	for _, b := range w.bldg {
+		w.bldgStart[b+1]++
+	}
+	for b := range w.bldgs {
+		w.bldgStart[b+1] += w.bldgStart[b]
+	}
+	w.byBldg = make([]int, n)
+	next := slices.Clone(w.bldgStart[:len(w.bldgs)])
+	for i, b := range w.bldg {
+		w.byBldg[next[b]] = i
+		next[b]++
+	}
 	nl := len(w.topo.links)
+	w.linkName = make([]string, nl) // dense: flows name their links in random order
+	for i := range w.topo.links {
+		w.linkName[i] = w.topo.links[i].ID
+	}
 	w.est = make([]float64, 2*nl)
 	w.low = make([]float64, 2*nl)
 	for i, l := range w.topo.links {
@@ -168,26 +209,49 @@ func (w *world) buildPairs() {
 		}
 	}
 	w.pairBW = make([][]float64, nb)
-	var buf []int
+	rows := make([]float64, nb*nb)
 	for a := range nb {
-		w.pairBW[a] = make([]float64, nb)
+		w.pairBW[a] = rows[a*nb : (a+1)*nb : (a+1)*nb]
 		for b := range nb {
-			bw := math.Min(access[a], access[b])
 			if sw[a] < 0 || sw[b] < 0 {
-				w.pairBW[a][b] = 0
-				continue
+				continue // 0
 			}
-			var ok bool
-			buf, ok = w.topo.path(sw[a], sw[b], buf[:0])
-			if !ok {
+			bw := math.Min(access[a], access[b])
+			if est, ok := w.vertexPathMin(sw[a], sw[b]); !ok {
 				bw = 0
-			}
-			for _, d := range buf {
-				bw = math.Min(bw, w.est[d]/w.cf)
+			} else {
+				bw = math.Min(bw, est/w.cf)
 			}
 			w.pairBW[a][b] = bw
 		}
 	}
+}
+
+// vertexPathMin returns the smallest est over the directed links of the
+// path from vertex va to vb (+Inf for an empty path); ok is false when
+// they are not connected. The minimum does not depend on the order the
+// links are visited in.
+func (w *world) vertexPathMin(va, vb int) (float64, bool) {
+	t := w.topo
+	if t.root[va] != t.root[vb] {
+		return 0, false
+	}
+	est := math.Inf(1)
+	for t.depth[va] > t.depth[vb] {
+		est = math.Min(est, w.est[dirIndex(t.parentLink[va], t.upForward[va])])
+		va = t.parent[va]
+	}
+	for t.depth[vb] > t.depth[va] {
+		est = math.Min(est, w.est[dirIndex(t.parentLink[vb], !t.upForward[vb])])
+		vb = t.parent[vb]
+	}
+	for va != vb {
+		est = math.Min(est, w.est[dirIndex(t.parentLink[va], t.upForward[va])])
+		va = t.parent[va]
+		est = math.Min(est, w.est[dirIndex(t.parentLink[vb], !t.upForward[vb])])
+		vb = t.parent[vb]
+	}
+	return est, true
 }
 
 // pathRate returns the rate a new flow could get on the path from node a to
@@ -241,11 +305,24 @@ func (w *world) pathLinks(a, b int) []int {
 func (w *world) linkIDs(dirs []int) []string {
 	start := len(w.strArena)
 	for _, d := range dirs {
-		w.strArena = append(w.strArena, w.topo.links[d/2].ID)
+		w.strArena = append(w.strArena, w.linkName[d/2])
 	}
 	end := len(w.strArena)
 	return w.strArena[start:end:end]
 }
+
+// nodeIndex returns the index of the node with the given ID.
+func (w *world) nodeIndex(id NodeID) (int, bool) {
+	if v, ok := w.topo.vertex[string(id)]; ok {
+		i := w.vertexNode[v]
+		return i, i >= 0
+	}
+	i, ok := w.offGraph[id]
+	return i, ok
+}
+
+// members returns the node indexes of building b, ascending.
+func (w *world) members(b int) []int { return w.byBldg[w.bldgStart[b]:w.bldgStart[b+1]] }
 
 // charge takes rate·cf from every link of a path in both estimates.
 func (w *world) charge(dirs []int, rate float64) {
@@ -259,6 +336,9 @@ func (w *world) charge(dirs []int, rate float64) {
 // survivalOf returns node i's cumulative departure hazard, computing it
 // on first use: most periods score only a few nodes.
 func (w *world) survivalOf(i int) cumulative {
+	if w.survival == nil {
+		w.survival = make([]cumulative, len(w.nodes)) // only without a memo
+	}
 	if w.survival[i].cum == nil {
 		w.survival[i], w.cumArena = cumulativeInto(w.nodes[i].Departure, w.cumArena)
 	}

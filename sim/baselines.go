@@ -44,6 +44,9 @@ type SlurmRequeue struct {
 	Delay    time.Duration // requeue delay, 30 s
 }
 
+// RequeueDelays implements Requeuer.
+func (c SlurmRequeue) RequeueDelays() []time.Duration { return []time.Duration{c.Delay} }
+
 // Name implements Controller.
 func (SlurmRequeue) Name() string { return "B1' Slurm requeue" }
 

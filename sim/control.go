@@ -95,6 +95,7 @@ func (e *Engine) applyHandoff(hd policy.HandoffDecision) {
 	j.computing = false
 	j.down, j.stopAt, j.stopProg = true, w.now, j.progress
 	j.stopEmergency = false
+	j.stopCause = causeHandoff
 	j.state = policy.JobMigrating
 	j.gen++
 	if j.ckpt != nil {
@@ -217,6 +218,7 @@ func (w *World) Snapshot(params policy.Params, emergency, departure func(policy.
 		}
 		if j.standby >= 0 {
 			pj.Standby = w.nodes[j.standby].id
+			pj.StandbyHas = j.standbyHas(w.now, w.changed)
 		}
 		for _, r := range j.replicas {
 			if w.nodes[r].up && r != j.node {
@@ -246,9 +248,24 @@ func (w *World) Snapshot(params policy.Params, emergency, departure func(policy.
 
 func (j *simJob) progressAt(now float64) float64 {
 	if j.computing {
-		return min(j.work, j.progress+now-j.since)
+		return min(j.work, j.progress+(now-j.since)*j.speed)
 	}
 	return j.progress
+}
+
+// standbyHas is what the job's standby already holds of the job's current
+// state (SPEC P1.6's "C is the bytes the destination still lacks"): the
+// whole payload when its version is the current state, else the bytes
+// unchanged since that version, (1 − changed)·C; nothing without a version.
+func (j *simJob) standbyHas(now, changed float64) int64 {
+	p, ok := j.held[j.standby]
+	if !ok {
+		return 0
+	}
+	if p >= j.progressAt(now)-1e-6 {
+		return j.bytes
+	}
+	return int64((1 - changed) * float64(j.bytes))
 }
 
 func secs(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }

@@ -24,10 +24,33 @@ type Options struct {
 	Progress func(frac float64)
 	// Context, when set, stops a run early once it is done (Ctrl-C).
 	Context context.Context
+	// ChangedFraction is the share of a job's checkpoint bytes that differ
+	// from the job's previous checkpoint once it has trained on (the
+	// delta a hand-off to a pre-synced standby still moves). Training
+	// updates every weight and optimizer moment, so the default is 1: a
+	// standby that holds an older version saves nothing; only a standby
+	// holding the job's current state (no progress since) saves the whole
+	// payload. 0 < f < 1 models frozen layers or delta-friendly formats.
+	ChangedFraction float64
 }
 
 // DefaultOptions returns the engine defaults.
-func DefaultOptions() Options { return Options{ControlPeriod: 5 * time.Minute} }
+func DefaultOptions() Options { return Options{ControlPeriod: 5 * time.Minute, ChangedFraction: 1} }
+
+// Requeuer is implemented by controllers that wait fixed delays after an
+// interruption before they place the job again (Slurm's scheduling cycle,
+// Bamboo's fail-over): the engine runs the controller when each delay
+// ends instead of at the next period.
+type Requeuer interface {
+	RequeueDelays() []time.Duration
+}
+
+// Slowed is implemented by controllers whose jobs compute slower than full
+// speed (Bamboo's redundant computation): Speed is useful progress per
+// second of GPU time, in (0, 1].
+type Slowed interface {
+	Speed() float64
+}
 
 // Plan is what a controller decides in one control period: the policy
 // vocabulary, plus nothing else. Handoffs may be issued for any running
@@ -125,7 +148,20 @@ type simJob struct {
 	restartS      float64
 	infeasible    bool
 	doneAt        float64
+	stopCause     stopCause
+	speed         float64 // useful progress per second of computing (Slowed)
 }
+
+// stopCause is why a job stopped, for the loss breakdown.
+type stopCause uint8
+
+const (
+	causeEmergency     stopCause = iota // emergency departure of the host
+	causeScheduled                      // announced departure, no hand-off started
+	causeHandoff                        // planned hand-off (final checkpoint)
+	causeHandoffFailed                  // hand-off started but did not finish
+	nCauses
+)
 
 type evKind uint8
 
@@ -138,6 +174,7 @@ const (
 	evCkptDue
 	evRestartDone
 	evJobDone
+	evControl // a one-shot control run (baselines' requeue delays)
 )
 
 type event struct {
@@ -178,6 +215,10 @@ type World struct {
 	jobs    []*simJob
 	jobIdx  map[policy.JobID]int
 	flows   []*simFlow
+	// changed is Options.ChangedFraction; speed the useful progress per
+	// GPU-second (Slowed).
+	changed float64
+	speed   float64
 	adj     map[string][]int // vertex -> links
 	paths   map[[2]int][]int
 	// bwByLink holds each link's samples in time order (for the oracle).
@@ -199,6 +240,7 @@ type Engine struct {
 	flowSeq int
 	stopped error
 	m       metrics
+	delays  []float64 // Requeuer delays, seconds
 }
 
 type metrics struct {
@@ -215,6 +257,12 @@ type metrics struct {
 	handoffsOK     int
 	handoffsFailed int
 	controls       int
+	// Breakdown by stop cause: work lost (GPU-s), downtime (GPU-s) and
+	// how many interruptions.
+	lossBy     [nCauses]float64
+	downBy     [nCauses]float64
+	countBy    [nCauses]int
+	redundancy float64 // GPU-s spent on redundant computation (Slowed)
 }
 
 // SeriesPoint is one point of cumulative work loss.
@@ -234,7 +282,10 @@ func NewEngine(tr *Trace, ctrl Controller, opts Options) (*Engine, error) {
 	if opts.ControlPeriod <= 0 {
 		opts.ControlPeriod = 5 * time.Minute
 	}
-	w := &World{Trace: tr, Start: tr.Header.Start, nodeIdx: map[policy.NodeID]int{}, linkIdx: map[string]int{},
+	if opts.ChangedFraction <= 0 || opts.ChangedFraction > 1 {
+		opts.ChangedFraction = 1
+	}
+	w := &World{Trace: tr, Start: tr.Header.Start, changed: opts.ChangedFraction, speed: 1, nodeIdx: map[policy.NodeID]int{}, linkIdx: map[string]int{},
 		jobIdx: map[policy.JobID]int{}, adj: map[string][]int{}, paths: map[[2]int][]int{}}
 	for _, n := range tr.Nodes {
 		w.nodeIdx[policy.NodeID(n.ID)] = len(w.nodes)
@@ -274,6 +325,19 @@ func NewEngine(tr *Trace, ctrl Controller, opts Options) (*Engine, error) {
 	}
 	e := &Engine{w: w, ctrl: ctrl, opts: opts}
 	e.obs, _ = ctrl.(Observer)
+	if rq, ok := ctrl.(Requeuer); ok {
+		for _, d := range rq.RequeueDelays() {
+			e.delays = append(e.delays, d.Seconds())
+		}
+	}
+	if sl, ok := ctrl.(Slowed); ok {
+		if v := sl.Speed(); v > 0 && v <= 1 {
+			w.speed = v
+		}
+	}
+	for _, j := range w.jobs {
+		j.speed = w.speed
+	}
 	for i, d := range tr.Departures {
 		if d.Type == Scheduled {
 			e.push(d.T-d.NoticeS, evAnnounce, i, 0)
@@ -468,7 +532,11 @@ func (e *Engine) applyBandwidth(t float64) {
 // syncProgress brings a job's progress up to now.
 func (e *Engine) syncProgress(j *simJob) {
 	if j.computing {
-		j.progress = math.Min(j.work, j.progress+e.w.now-j.since)
+		elapsed := math.Min(e.w.now-j.since, (j.work-j.progress)/j.speed)
+		if elapsed > 0 {
+			j.progress = math.Min(j.work, j.progress+elapsed*j.speed)
+			e.m.redundancy += (1 - j.speed) * elapsed * float64(j.rec.GPUs)
+		}
 	}
 	j.since = e.w.now
 }
@@ -502,6 +570,8 @@ func (e *Engine) handle(ev event) {
 		j := w.jobs[ev.i]
 		j.state = policy.JobPending
 		j.started = true
+		e.wantCtl = true
+	case evControl:
 		e.wantCtl = true
 	case evTick:
 		e.wantCtl = true
@@ -568,6 +638,12 @@ func (e *Engine) interrupt(j *simJob, emergency bool) {
 	if !j.down {
 		j.down, j.stopAt, j.stopProg = true, e.w.now, j.progress
 		j.stopEmergency = emergency
+		j.stopCause = causeScheduled
+		if emergency {
+			j.stopCause = causeEmergency
+		}
+	} else if j.stopCause == causeHandoff {
+		j.stopCause = causeHandoffFailed
 	}
 	if j.handTo >= 0 {
 		e.w.nodes[j.handTo].freeGPUs += j.rec.GPUs
@@ -576,6 +652,12 @@ func (e *Engine) interrupt(j *simJob, emergency bool) {
 	j.computing = false
 	j.node = -1
 	j.state = policy.JobRecovering
+	// Baselines wait a fixed delay before requeueing (Slurm 30 s, the
+	// Bamboo-like fail-over 10 s): run the controller when it ends rather
+	// than at the next period.
+	for _, d := range e.delays {
+		e.push(e.w.now+d, evControl, 0, 0)
+	}
 	j.gen++
 	if j.ckpt != nil {
 		e.dropFlow(j.ckpt, false)
@@ -605,6 +687,9 @@ func (e *Engine) resume(j *simJob) {
 		e.m.lostGPUs += loss * float64(j.rec.GPUs)
 		e.m.interruptions++
 		e.m.downtimes = append(e.m.downtimes, w.now-j.stopAt)
+		e.m.lossBy[j.stopCause] += loss * float64(j.rec.GPUs)
+		e.m.downBy[j.stopCause] += (w.now - j.stopAt) * float64(j.rec.GPUs)
+		e.m.countBy[j.stopCause]++
 		// A scheduled reclaim succeeds only with a zero-loss hand-off; an
 		// emergency one when the job resumed from an off-node checkpoint
 		// losing at most its loss budget.
@@ -626,7 +711,7 @@ func (e *Engine) resume(j *simJob) {
 // scheduleJob sets the job's completion and next checkpoint timers.
 func (e *Engine) scheduleJob(j *simJob) {
 	w := e.w
-	e.push(w.now+(j.work-j.progress), evJobDone, w.jobIdx[j.id], j.gen)
+	e.push(w.now+(j.work-j.progress)/j.speed, evJobDone, w.jobIdx[j.id], j.gen)
 	e.scheduleCheckpoint(j)
 }
 
@@ -641,7 +726,7 @@ func (e *Engine) scheduleCheckpoint(j *simJob) {
 func (e *Engine) complete(j *simJob) {
 	w := e.w
 	if j.progress < j.work-1e-6 {
-		e.push(w.now+(j.work-j.progress), evJobDone, w.jobIdx[j.id], j.gen)
+		e.push(w.now+(j.work-j.progress)/j.speed, evJobDone, w.jobIdx[j.id], j.gen)
 		return
 	}
 	j.state = policy.JobDone
@@ -909,6 +994,16 @@ func (e *Engine) result() Result {
 	r.HazardSeries = e.m.hazardSeries
 	r.Controls = e.m.controls
 	r.LossBudgetInfeasible = e.m.infeasible
+	r.Breakdown = LossBreakdown{
+		EmergencyGPUh: e.m.lossBy[causeEmergency] / 3600, ScheduledGPUh: e.m.lossBy[causeScheduled] / 3600,
+		HandoffFailedGPUh: e.m.lossBy[causeHandoffFailed] / 3600,
+		DowntimeGPUh: (e.m.downBy[causeEmergency] + e.m.downBy[causeScheduled] + e.m.downBy[causeHandoff] +
+			e.m.downBy[causeHandoffFailed]) / 3600,
+		HandoffDowntimeGPUh: e.m.downBy[causeHandoff] / 3600,
+		Emergencies:         e.m.countBy[causeEmergency], Scheduled: e.m.countBy[causeScheduled],
+		Handoffs: e.m.countBy[causeHandoff], HandoffsFailed: e.m.countBy[causeHandoffFailed],
+		RedundancyGPUh: e.m.redundancy / 3600,
+	}
 	return r
 }
 

@@ -63,6 +63,17 @@ func mean(rs []Result) Result {
 		m.HandoffsOK += r.HandoffsOK
 		m.HandoffsFailed += r.HandoffsFailed
 		m.LossBudgetInfeasible += r.LossBudgetInfeasible
+		b, mb := r.Breakdown, &m.Breakdown
+		mb.EmergencyGPUh += b.EmergencyGPUh / n
+		mb.ScheduledGPUh += b.ScheduledGPUh / n
+		mb.HandoffFailedGPUh += b.HandoffFailedGPUh / n
+		mb.DowntimeGPUh += b.DowntimeGPUh / n
+		mb.HandoffDowntimeGPUh += b.HandoffDowntimeGPUh / n
+		mb.RedundancyGPUh += b.RedundancyGPUh / n
+		mb.Emergencies += b.Emergencies
+		mb.Scheduled += b.Scheduled
+		mb.Handoffs += b.Handoffs
+		mb.HandoffsFailed += b.HandoffsFailed
 	}
 	return m
 }
@@ -122,6 +133,19 @@ func (rep *Report) WriteTable(w io.Writer) {
 		fmt.Fprintf(w, "| %s | %.2f | %s | %s | %.1f | %.1f | %.1f | %d | %.2f | %.1f |\n", r.Name, m.WorkLossGPUh,
 			down(m.MedianDowntimeS), down(m.P99DowntimeS), m.MigrationSuccessPct, m.DegradationPct, m.GPUUtilPct, m.Interruptions,
 			m.CheckpointTB, m.CheckpointOverheadGPUh)
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "Where the GPU time went (work loss = emergency + scheduled without hand-off + failed hand-off; counts summed over seeds):")
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "| system | emergency loss GPU-h | scheduled, no hand-off, loss GPU-h | failed hand-off loss GPU-h | downtime GPU-h (of it in hand-offs) | emergencies / no hand-off / hand-offs / failed | redundant compute GPU-h |")
+	fmt.Fprintln(w, "|---|---|---|---|---|---|---|")
+	for _, r := range rep.Rows {
+		if r.Error != "" {
+			continue
+		}
+		b := r.Mean.Breakdown
+		fmt.Fprintf(w, "| %s | %.2f | %.2f | %.2f | %.2f (%.2f) | %d / %d / %d / %d | %.1f |\n", r.Name, b.EmergencyGPUh, b.ScheduledGPUh,
+			b.HandoffFailedGPUh, b.DowntimeGPUh, b.HandoffDowntimeGPUh, b.Emergencies, b.Scheduled, b.Handoffs, b.HandoffsFailed, b.RedundancyGPUh)
 	}
 	fmt.Fprintln(w)
 	line := func(label string, v *float64, paper string) {

@@ -32,6 +32,8 @@ type Result struct {
 	LossBudgetInfeasible   int     `json:"loss_budget_infeasible"`
 	Controls               int     `json:"control_periods"`
 	WallS                  float64 `json:"wall_s"`
+	// Breakdown splits the work loss and the downtime by cause.
+	Breakdown LossBreakdown `json:"breakdown"`
 	// PredictedGap is Theorem 2's gap over the run's own hazard and
 	// bandwidth estimates (Tick-driven policies only).
 	PredictedGap float64 `json:"predicted_gap,omitempty"`
@@ -39,4 +41,34 @@ type Result struct {
 	Downtimes    []float64     `json:"-"`
 	LossSeries   []SeriesPoint `json:"-"`
 	HazardSeries []HazardPoint `json:"-"`
+}
+
+// LossBreakdown splits a run's lost GPU time by cause. Work loss is
+// computation redone (the table's work-loss column is the sum of the three
+// loss fields); downtime GPU-h is GPUs × time from the job stopping to
+// running again (recovery waits: placement, restore, restart), reported
+// beside it, not in it, as in SPEC §5.
+type LossBreakdown struct {
+	// EmergencyGPUh: lost on emergency departures (since the freshest
+	// copy that survived off the node).
+	EmergencyGPUh float64 `json:"emergency_loss_gpu_h"`
+	// ScheduledGPUh: lost on announced departures where no hand-off was
+	// started (infeasible, not admitted, or the policy ignores notices).
+	ScheduledGPUh float64 `json:"scheduled_no_handoff_loss_gpu_h"`
+	// HandoffFailedGPUh: lost when a started hand-off did not finish
+	// before the source left.
+	HandoffFailedGPUh float64 `json:"handoff_failed_loss_gpu_h"`
+	// DowntimeGPUh is every interruption's downtime × GPUs;
+	// HandoffDowntimeGPUh the part spent in successful hand-offs.
+	DowntimeGPUh        float64 `json:"downtime_gpu_h"`
+	HandoffDowntimeGPUh float64 `json:"handoff_downtime_gpu_h"`
+	// Counts of interruptions by cause.
+	Emergencies    int `json:"emergencies"`
+	Scheduled      int `json:"scheduled_no_handoff"`
+	Handoffs       int `json:"handoffs"`
+	HandoffsFailed int `json:"handoffs_failed"`
+	// RedundancyGPUh is GPU time spent on redundant computation (the
+	// Bamboo-like baseline), counted against GPU utilisation, not in work
+	// loss (the paper's work-loss column counts rollbacks).
+	RedundancyGPUh float64 `json:"redundancy_gpu_h"`
 }

@@ -69,7 +69,7 @@ func NewController(key string, tr *Trace, opts Options, seed uint64, tune Tuning
 	case "b2":
 		return NoMigration{}, nil
 	case "b1":
-		return BambooLike{Interval: 2 * time.Minute, Delay: 10 * time.Second}, nil
+		return BambooLike{Interval: 2 * time.Minute, Delay: 10 * time.Second, RedundancyOverhead: 0.15}, nil
 	case "b6":
 		return Oracle{Period: opts.ControlPeriod}, nil
 	case "b3":

@@ -41,11 +41,31 @@ type Config struct {
 	HandshakeTimeout time.Duration
 	// Logger; nil means slog.Default().
 	Logger *slog.Logger
+	// PendingMaxAge is how long a receiver keeps a pending version (a
+	// transfer that broke and may resume) that no connection is receiving
+	// and that saw no activity, measured by the store's clock; then its
+	// partial data is removed. 0 means DefaultPendingMaxAge; negative means
+	// never.
+	PendingMaxAge time.Duration
 
 	// corruptChunk, when set (tests only), may alter a chunk's encoded bytes
 	// after the sender built them, before encryption: end-to-end check of the
 	// receiver's per-chunk hash verification and re-request.
 	corruptChunk func(h ckpt.Hash, payload []byte)
+	// chunkStored, when set (figures only), is called by a receiver after
+	// it stored a verified chunk of rawSize bytes: it times delivery.
+	chunkStored func(rawSize int)
+}
+
+// DefaultPendingMaxAge is the default Config.PendingMaxAge: far longer than
+// any notice window, so only senders that are gone lose their partial data.
+const DefaultPendingMaxAge = time.Hour
+
+func (c Config) pendingMaxAge() time.Duration {
+	if c.PendingMaxAge == 0 {
+		return DefaultPendingMaxAge
+	}
+	return c.PendingMaxAge
 }
 
 // DefaultConfig returns production defaults; set TLS and Store.
@@ -58,6 +78,7 @@ func DefaultConfig() Config {
 		RetryBackoff:     500 * time.Millisecond,
 		IdleTimeout:      10 * time.Second, // under a typical notice window
 		HandshakeTimeout: 5 * time.Second,
+		PendingMaxAge:    DefaultPendingMaxAge,
 	}
 }
 

@@ -60,14 +60,59 @@ func cpuSeconds() float64 {
 
 func mbit(bytes int64, d time.Duration) float64 { return float64(bytes) * 8 / d.Seconds() / 1e6 }
 
+// delivery records when the receiver had 10 % and 90 % of the payload
+// bytes: steady-state goodput is the 80 % in between divided by the time
+// between, free of the handshake, ramp-up, the last chunks' tail and the
+// commit.
+type delivery struct {
+	mu        sync.Mutex
+	size, got int64
+	t10, t90  time.Time
+}
+
+func (d *delivery) add(n int) {
+	now := time.Now()
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.got += int64(n)
+	if d.t10.IsZero() && d.got*10 >= d.size {
+		d.t10 = now
+	}
+	if d.t90.IsZero() && d.got*10 >= 9*d.size {
+		d.t90 = now
+	}
+}
+
+// steady returns the steady-state goodput in Mbit/s (0 if not measured).
+func (d *delivery) steady() float64 {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.t10.IsZero() || d.t90.IsZero() || !d.t90.After(d.t10) {
+		return 0
+	}
+	return mbit(d.size*8/10, d.t90.Sub(d.t10))
+}
+
 // sendFile stores file as a checkpoint on a fresh sender and sends it to a
 // fresh receiver listening on listenAddr (created by listenFn), returning
-// the duration and CPU seconds of the send alone.
+// the duration and CPU seconds of the send alone (Send → DONE) and the
+// receiver's delivery record.
 func sendFile(t *testing.T, file string, listen func(n *node) *Server, dial func(*Server) string, comp Compression) (time.Duration, float64, Stats) {
+	d, cpu, st, _ := sendFileSteady(t, file, listen, dial, comp)
+	return d, cpu, st
+}
+
+func sendFileSteady(t *testing.T, file string, listen func(n *node) *Server, dial func(*Server) string, comp Compression) (time.Duration, float64, Stats, *delivery) {
 	dev := devCA(t)
 	a := newNodeChunker(t, dev, "a", 0, "", ckpt.DefaultChunker)
 	b := newNodeChunker(t, dev, "b", 0, "", ckpt.DefaultChunker)
 	a.cfg.Compression = comp
+	fi, err := os.Stat(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := &delivery{size: fi.Size()}
+	b.cfg.chunkStored = rec.add
 	src := t.TempDir()
 	if err := os.Link(file, filepath.Join(src, "model.pt")); err != nil {
 		t.Fatal(err)
@@ -84,7 +129,7 @@ func sendFile(t *testing.T, file string, listen func(n *node) *Server, dial func
 	if err != nil {
 		t.Fatal(err)
 	}
-	return d, cpu, st
+	return d, cpu, st, rec
 }
 
 func figLoopback(t *testing.T, random, fp32 string) {
@@ -100,7 +145,7 @@ func figLoopback(t *testing.T, random, fp32 string) {
 	fmt.Printf("FIGURE loopback reclaimnet-transfer fp32: %d MiB in %.2fs = %.0f Mbit/s goodput (%.1f%% on the wire, %d/%d chunks shuffled), %.2f CPU s/GB (both ends)\n",
 		size>>20, d.Seconds(), mbit(size, d), 100*float64(st.WireBytes)/float64(st.RawBytes), st.Shuffled, st.ChunksSent, cpu/(float64(size)/1e9))
 
-	d, cpu = rawQUIC(t, random)
+	d, cpu, _ = rawQUIC(t, random, "127.0.0.1", func(fn func()) { fn() })
 	fmt.Printf("FIGURE loopback raw quic-go stream: %d MiB in %.2fs = %.0f Mbit/s, %.2f CPU s/GB (both ends)\n", size>>20, d.Seconds(), mbit(size, d), cpu/(float64(size)/1e9))
 
 	if d, err := rsyncSSH(t, random); err != nil {
@@ -110,9 +155,16 @@ func figLoopback(t *testing.T, random, fp32 string) {
 	}
 }
 
+// deliveryWriter feeds a delivery record from an io.Copy.
+type deliveryWriter struct{ d *delivery }
+
+func (w deliveryWriter) Write(p []byte) (int, error) { w.d.add(len(p)); return len(p), nil }
+
 // rawQUIC sends the file's bytes over one quic-go stream with the same TLS
-// and windows, the receiver discarding them: the transport's ceiling.
-func rawQUIC(t *testing.T, file string) (time.Duration, float64) {
+// and windows, the receiver discarding them: the transport's ceiling. The
+// listener is bound to host inside within (a network namespace switch).
+// The time runs from the dial to the receiver having every byte.
+func rawQUIC(t *testing.T, file, host string, within func(func())) (time.Duration, float64, *delivery) {
 	data, err := os.ReadFile(file)
 	if err != nil {
 		t.Fatal(err)
@@ -121,11 +173,15 @@ func rawQUIC(t *testing.T, file string) (time.Duration, float64) {
 	sb, _ := dev.Node("b")
 	cb, _ := dev.Node("a")
 	cfg := DefaultConfig()
-	ln, err := quic.ListenAddr("127.0.0.1:0", sb.ServerTLS("bench"), cfg.quicConfig())
+	var ln *quic.Listener
+	within(func() {
+		ln, err = quic.ListenAddr(net.JoinHostPort(host, "0"), sb.ServerTLS("bench"), cfg.quicConfig())
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer ln.Close()
+	rec := &delivery{size: int64(len(data))}
 	got := make(chan int64, 1)
 	go func() {
 		conn, err := ln.Accept(context.Background())
@@ -138,12 +194,12 @@ func rawQUIC(t *testing.T, file string) (time.Duration, float64) {
 			got <- -1
 			return
 		}
-		n, _ := io.Copy(io.Discard, st)
+		n, _ := io.CopyBuffer(deliveryWriter{rec}, st, make([]byte, 256<<10))
 		got <- n
 		conn.CloseWithError(0, "")
 	}()
 	cpu0, t0 := cpuSeconds(), time.Now()
-	conn, err := quic.DialAddr(context.Background(), ln.Addr().String(), cb.ClientTLS("b", "bench"), cfg.quicConfig())
+	conn, err := quic.DialAddr(context.Background(), net.JoinHostPort(host, strconv.Itoa(ln.Addr().(*net.UDPAddr).Port)), cb.ClientTLS("b", "bench"), cfg.quicConfig())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -162,7 +218,7 @@ func rawQUIC(t *testing.T, file string) (time.Duration, float64) {
 	}
 	d, cpu := time.Since(t0), cpuSeconds()-cpu0
 	conn.CloseWithError(0, "")
-	return d, cpu
+	return d, cpu, rec
 }
 
 // rsyncSSH runs a throwaway sshd on a loopback port (temp host key and
@@ -418,9 +474,17 @@ func figNetns(t *testing.T, random string) {
 			}
 			return s
 		}
-		d, cpu, _ := sendFile(t, random, inNS, func(s *Server) string { return net.JoinHostPort(peer, strconv.Itoa(s.Addr().Port)) }, CompressAuto)
-		g := mbit(fi.Size(), d)
-		fmt.Printf("FIGURE netns veth tbf %s: %d MiB in %.2fs = %.0f Mbit/s goodput = %.1f%% of the shaped rate, %.2f CPU s/GB\n",
-			shape.name, fi.Size()>>20, d.Seconds(), g, 100*g*1e6/shape.bits, cpu/(float64(fi.Size())/1e9))
+		d, cpu, _, rec := sendFileSteady(t, random, inNS, func(s *Server) string { return net.JoinHostPort(peer, strconv.Itoa(s.Addr().Port)) }, CompressAuto)
+		g, ss := mbit(fi.Size(), d), rec.steady()
+		fmt.Printf("FIGURE netns veth tbf %s reclaimnet-transfer: %d MiB in %.2fs (Send→DONE) = %.0f Mbit/s = %.1f%% of the shaped rate; steady state (10%%→90%% of the bytes stored at the receiver) %.0f Mbit/s = %.1f%%; %.2f CPU s/GB\n",
+			shape.name, fi.Size()>>20, d.Seconds(), g, 100*g*1e6/shape.bits, ss, 100*ss*1e6/shape.bits, cpu/(float64(fi.Size())/1e9))
+		d, cpu, rec = rawQUIC(t, random, peer, func(fn func()) {
+			if err := inNetns(ns, fn); err != nil {
+				t.Fatal(err)
+			}
+		})
+		g, ss = mbit(fi.Size(), d), rec.steady()
+		fmt.Printf("FIGURE netns veth tbf %s raw quic-go stream: %d MiB in %.2fs (dial→last byte read) = %.0f Mbit/s = %.1f%% of the shaped rate; steady state %.0f Mbit/s = %.1f%%; %.2f CPU s/GB\n",
+			shape.name, fi.Size()>>20, d.Seconds(), g, 100*g*1e6/shape.bits, ss, 100*ss*1e6/shape.bits, cpu/(float64(fi.Size())/1e9))
 	}
 }

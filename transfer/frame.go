@@ -94,6 +94,13 @@ func writeFrame(w io.Writer, t frameType, payload []byte) error {
 
 // readFrame reads one frame, refusing payloads longer than max.
 func readFrame(r io.Reader, max int) (frame, error) {
+	return readFrameInto(r, max, nil)
+}
+
+// readFrameInto is readFrame with the payload read into buf when it is
+// large enough (a data stream reuses one buffer for every chunk instead of
+// allocating and zeroing half a megabyte per chunk).
+func readFrameInto(r io.Reader, max int, buf []byte) (frame, error) {
 	var h [frameHeaderLen]byte
 	if _, err := io.ReadFull(r, h[:]); err != nil {
 		return frame{}, err
@@ -103,7 +110,11 @@ func readFrame(r io.Reader, max int) (frame, error) {
 	if uint64(n) > uint64(max) {
 		return frame{}, fmt.Errorf("%w: %v frame of %d bytes, max %d", ErrProtocol, f.typ, n, max)
 	}
-	f.payload = make([]byte, n)
+	if int(n) <= cap(buf) {
+		f.payload = buf[:n]
+	} else {
+		f.payload = make([]byte, n)
+	}
 	if _, err := io.ReadFull(r, f.payload); err != nil {
 		if errors.Is(err, io.EOF) {
 			err = io.ErrUnexpectedEOF

@@ -36,6 +36,12 @@ type Server struct {
 	ln    *quic.Listener
 	sem   chan struct{}
 
+	// versions holds the state shared by the connections receiving each
+	// (job, version) now; vmu also orders aborts and expiry against new
+	// connections for the same version.
+	vmu      sync.Mutex
+	versions map[versionKey]*versionState
+
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -69,9 +75,12 @@ func Listen(addr string, cfg Config, hooks Hooks) (*Server, error) {
 		udp.Close()
 		return nil, fmt.Errorf("listen %s: %w", addr, err)
 	}
-	s := &Server{cfg: cfg, hooks: hooks, codec: cd, log: cfg.logger(), udp: udp, tr: tr, ln: ln, sem: make(chan struct{}, cfg.MaxTransfers)}
+	s := &Server{cfg: cfg, hooks: hooks, codec: cd, log: cfg.logger(), udp: udp, tr: tr, ln: ln, sem: make(chan struct{}, cfg.MaxTransfers), versions: map[versionKey]*versionState{}}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.wg.Go(s.acceptLoop)
+	if age := cfg.pendingMaxAge(); age > 0 {
+		s.wg.Go(func() { s.expireLoop(age) })
+	}
 	return s, nil
 }
 
@@ -106,6 +115,110 @@ func (s *Server) acceptLoop() {
 type gate struct {
 	mu     sync.RWMutex
 	closed bool
+}
+
+func (g *gate) close() {
+	g.mu.Lock()
+	g.closed = true
+	g.mu.Unlock()
+}
+
+type versionKey struct {
+	job     string
+	version uint64
+}
+
+// versionState is shared by every connection receiving one (job, version):
+// a sender that resumes on a new connection before the receiver noticed the
+// old one broke, or two senders of the same checkpoint.
+type versionState struct {
+	manifest [32]byte // hash of the manifest being received
+	refs     int      // connections holding it
+	gate     *gate    // closed when the version is aborted
+}
+
+// acquireVersion registers a connection receiving m. A different manifest
+// under the same (job, version) while one is being received is refused.
+func (s *Server) acquireVersion(m *ckpt.Manifest) (*versionState, error) {
+	s.vmu.Lock()
+	defer s.vmu.Unlock()
+	k := versionKey{m.JobID, m.Version}
+	vs := s.versions[k]
+	if vs == nil {
+		vs = &versionState{manifest: m.Hash(), gate: &gate{}}
+		s.versions[k] = vs
+	} else if vs.manifest != m.Hash() {
+		return nil, fmt.Errorf("%s v%d: another transfer with a different manifest is in progress", m.JobID, m.Version)
+	}
+	vs.refs++
+	return vs, nil
+}
+
+// abortVersion removes the partial data of m, unless another connection is
+// still receiving it (that one carries on and owns the clean-up). It
+// reports whether it aborted.
+func (s *Server) abortVersion(m *ckpt.Manifest, vs *versionState) bool {
+	s.vmu.Lock()
+	defer s.vmu.Unlock()
+	if vs.refs > 1 {
+		return false
+	}
+	k := versionKey{m.JobID, m.Version}
+	if s.versions[k] == vs {
+		// A connection arriving from now on starts afresh.
+		delete(s.versions, k)
+	}
+	vs.gate.close()
+	if err := s.cfg.Store.AbortPending(m.JobID, m.Version); err != nil {
+		s.log.Warn("transfer: abort", "job", m.JobID, "version", m.Version, "err", err)
+	}
+	return true
+}
+
+// releaseVersion ends a connection's hold on m; the last one out restarts
+// the pending version's expiry age.
+func (s *Server) releaseVersion(m *ckpt.Manifest, vs *versionState) {
+	s.vmu.Lock()
+	defer s.vmu.Unlock()
+	vs.refs--
+	k := versionKey{m.JobID, m.Version}
+	if vs.refs == 0 && s.versions[k] == vs {
+		delete(s.versions, k)
+		s.cfg.Store.TouchPending(m.JobID, m.Version)
+	}
+}
+
+// expireStale aborts pending versions that no connection holds and that
+// saw no activity for the configured age (by the store's clock): senders
+// that never came back.
+func (s *Server) expireStale(age time.Duration) {
+	s.vmu.Lock()
+	defer s.vmu.Unlock()
+	expired, err := s.cfg.Store.ExpirePending(age, func(job string, version uint64) bool {
+		return s.versions[versionKey{job, version}] != nil
+	})
+	for _, m := range expired {
+		s.log.Info("transfer: stale pending version removed", "job", m.JobID, "version", m.Version, "max_age", age)
+	}
+	if err != nil {
+		s.log.Warn("transfer: expiring stale pending versions", "err", err)
+	}
+}
+
+// expireLoop runs expireStale at open and then every quarter of the age
+// (at most every minute).
+func (s *Server) expireLoop(age time.Duration) {
+	s.expireStale(age)
+	t := time.NewTicker(min(age/4, time.Minute))
+	defer t.Stop()
+	for {
+		select {
+		case <-t.C:
+			s.expireStale(age)
+		case <-s.ctx.Done():
+			return
+		}
+	}
 }
 
 var errAborted = errors.New("version aborted")
@@ -185,6 +298,12 @@ func (s *Server) handle(conn *quic.Conn) {
 		}
 	}
 	store := s.cfg.Store
+	vs, err := s.acquireVersion(m)
+	if err != nil {
+		fail(failRefused, err)
+		return
+	}
+	defer s.releaseVersion(m, vs)
 	if err := store.BeginPending(m); err != nil {
 		s.failStore(fail, err)
 		return
@@ -205,14 +324,14 @@ func (s *Server) handle(conn *quic.Conn) {
 		return
 	}
 
-	// gate stops stream readers from storing chunks once the version is
-	// aborted, so the abort's clean-up is final.
-	g := &gate{}
+	// The version's gate stops stream readers from storing chunks once the
+	// version is aborted, so the abort's clean-up is final. An abort while
+	// another connection still receives the version leaves it to that one.
+	g := vs.gate
 	abort := func() {
-		g.mu.Lock()
-		g.closed = true
-		g.mu.Unlock()
-		store.AbortPending(m.JobID, m.Version)
+		if !s.abortVersion(m, vs) {
+			log.Info("transfer: another connection still receives this version; its data stays")
+		}
 	}
 	results := make(chan rxResult, 64)
 	var readers sync.WaitGroup
@@ -316,8 +435,12 @@ func (s *Server) readChunks(ctx context.Context, st *quic.ReceiveStream, wanted 
 			return false
 		}
 	}
+	var buf []byte
 	for {
-		f, err := readFrame(st, maxChunkFrame)
+		f, err := readFrameInto(st, maxChunkFrame, buf)
+		if cap(f.payload) > cap(buf) {
+			buf = f.payload[:0]
+		}
 		if err != nil {
 			if !errors.Is(err, ErrProtocol) {
 				return // stream or connection closed
@@ -347,6 +470,9 @@ func (s *Server) readChunks(ctx context.Context, st *quic.ReceiveStream, wanted 
 			r.err = fmt.Errorf("decode: %w", err)
 		} else {
 			r.err = g.put(s.cfg.Store, c.hash, raw)
+			if r.err == nil && s.cfg.chunkStored != nil {
+				s.cfg.chunkStored(len(raw))
+			}
 		}
 		if !report(r) {
 			return

@@ -95,6 +95,7 @@ type Manager struct {
 	finished map[policy.JobID]finish // jobs that must not be restarted as they are
 	pushes   map[pushKey]*push       // recovery pushes this node makes as a holder
 	live     map[policy.JobID]bool   // jobs marked live in the store
+	ended    map[policy.JobID]JobView // last view of workers that ended
 	running  bool
 }
 
@@ -119,7 +120,7 @@ func New(cfg Config) (*Manager, error) {
 	return &Manager{
 		cfg: cfg, log: cfg.Logger.With("node", cfg.Node),
 		workers: map[policy.JobID]*worker{}, finished: map[policy.JobID]finish{},
-		pushes: map[pushKey]*push{}, live: map[policy.JobID]bool{},
+		pushes: map[pushKey]*push{}, live: map[policy.JobID]bool{}, ended: map[policy.JobID]JobView{},
 	}, nil
 }
 
@@ -167,6 +168,7 @@ func (m *Manager) Run(ctx context.Context) error {
 			if m.workers[w.id] == w {
 				delete(m.workers, w.id)
 			}
+			m.ended[w.id] = w.view(m.cfg.Now())
 			if w.result.reason != "" {
 				m.finished[w.id] = w.result
 			}
@@ -204,6 +206,7 @@ func (m *Manager) reconcile(ctx context.Context, st *raft.State, wg *sync.WaitGr
 		}
 		if j.Node != m.cfg.Node || (j.State != policy.JobRunning && j.State != policy.JobMigrating) {
 			delete(m.finished, id)
+			delete(m.ended, id)
 			continue
 		}
 		if _, ok := m.workers[id]; ok {

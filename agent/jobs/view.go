@@ -2,6 +2,7 @@ package jobs
 
 import (
 	"context"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -128,10 +129,15 @@ func (m *Manager) View() []JobView {
 	for _, p := range m.pushes {
 		extra = append(extra, p.view(now))
 	}
+	ended := maps.Clone(m.ended)
 	m.mu.Unlock()
 	for id, j := range st.Jobs {
 		if !seen[id] && j.Node == m.cfg.Node && j.State != policy.JobDone {
-			out = append(out, JobView{Job: id, State: StateStopped})
+			v, ok := ended[id]
+			if !ok {
+				v = JobView{Job: id, State: StateStopped}
+			}
+			out = append(out, v)
 		}
 	}
 	for i := range out {

@@ -1,0 +1,285 @@
+package jobs
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/reclaimnet/reclaimnet/ckpt"
+	"github.com/reclaimnet/reclaimnet/policy"
+	"github.com/reclaimnet/reclaimnet/raft"
+)
+
+// Flows 2 and 3: periodic checkpoints at the decided interval reach the
+// standby, which records ReplicaComplete; then a scheduled reclaim hands the
+// job off with a final checkpoint and no lost step.
+func TestPeriodicCheckpointsThenScheduledHandoff(t *testing.T) {
+	tc := newCluster(t, []int{0, 1, 1}, fastSupervisor())
+	tc.waitVoters(3)
+	tc.submitJob("train")
+	host := tc.waitRunning("train", "")
+	other := policy.NodeID("n01")
+	if host == other {
+		other = "n02"
+	}
+
+	// (a) Periodic checkpoints reach the standby and are committed there.
+	cp := tc.waitCommitted("train", 3)
+	if !slices.Contains(cp.Holders, other) || !slices.Contains(cp.Holders, host) || cp.Source != host {
+		t.Fatalf("freshest committed v%d: source %s holders %v, want source %s and holders {%s, %s}", cp.Version, cp.Source, cp.Holders, host, host, other)
+	}
+	mf, err := tc.nodes[other].store.Manifest("train", cp.Version)
+	if err != nil {
+		t.Fatalf("standby %s does not hold v%d: %v", other, cp.Version, err)
+	}
+	if got := mf.Hash().String(); got != cp.ManifestHash {
+		t.Fatalf("standby's v%d manifest %s, catalogue says %s", cp.Version, got, cp.ManifestHash)
+	}
+	// Spacing of the host's checkpoints: the decided interval, not faster.
+	var created []time.Time
+	for _, v := range tc.nodes[host].store.Versions("train") {
+		m, err := tc.nodes[host].store.Manifest("train", v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		created = append(created, m.Created)
+	}
+	for i := 1; i < len(created); i++ {
+		if gap := created[i].Sub(created[i-1]); gap < testInterval*8/10 {
+			t.Errorf("checkpoints %d and %d only %v apart, want about the decided interval %v", i, i+1, gap, testInterval)
+		}
+	}
+	var jv JobView
+	for _, v := range tc.nodes[host].mgr.View() {
+		if v.Job == "train" {
+			jv = v
+		}
+	}
+	if jv.Interval != testInterval || jv.Checkpoints < 3 || jv.Standby != other || jv.LastCommitted < 1 {
+		t.Fatalf("host view %+v: want interval %v, >= 3 checkpoints, standby %s, a committed version", jv, testInterval, other)
+	}
+	if len(jv.Transfers) == 0 || jv.Transfers[0].Class != policy.ClassPresync {
+		t.Fatalf("host view transfers %+v: want a pre-sync transfer", jv.Transfers)
+	}
+
+	// (c) Scheduled reclaim of the host: hand-off with a final checkpoint.
+	now := time.Now()
+	tc.submit(raft.AnnounceReclaim{Reclaim: policy.Reclaim{Node: host, Announced: now, Deadline: now.Add(60 * time.Second)}})
+	dest := tc.waitRunning("train", host)
+	if dest != other {
+		t.Fatalf("job moved to %s, want the standby %s", dest, other)
+	}
+	var newStart stepEvent
+	eventually(t, 30*time.Second, "the job's start at the destination", func() bool {
+		s := starts(readSteps(t, tc.stepLog))
+		if len(s) < 2 {
+			return false
+		}
+		newStart = s[len(s)-1]
+		return true
+	})
+	evs := readSteps(t, tc.stepLog)
+	first := starts(evs)[0]
+	lastCkpt, term := -1, -1
+	for _, e := range evs {
+		if e.pid != first.pid {
+			continue
+		}
+		switch e.kind {
+		case "ckpt":
+			lastCkpt = e.step
+		case "term":
+			term = e.step
+		}
+	}
+	if term < 0 || lastCkpt < 0 {
+		t.Fatalf("source process: last checkpoint %d, stopped at %d: want both", lastCkpt, term)
+	}
+	if term != lastCkpt {
+		t.Errorf("source stopped at step %d but its final checkpoint holds step %d: %d steps lost", term, lastCkpt, term-lastCkpt)
+	}
+	if newStart.step != lastCkpt || newStart.extra != "1" {
+		t.Errorf("destination started at step %d (restart count %s), want step %d (restart count 1)", newStart.step, newStart.extra, lastCkpt)
+	}
+	j := tc.state().Jobs["train"]
+	if j.Restarts != 1 || j.Node != other {
+		t.Errorf("job record after the move: node %s restarts %d, want %s and 1", j.Node, j.Restarts, other)
+	}
+	eventually(t, 20*time.Second, "the restart time reported by the destination", func() bool {
+		return tc.state().Jobs["train"].RestartTime > 0
+	})
+}
+
+// Flow 4: the host dies; the job is placed on a node without the replica,
+// the holder pushes the freshest committed version, and the job resumes from
+// it (its step counter continues).
+func TestEmergencyRecoveryFetchesFromHolder(t *testing.T) {
+	tc := newCluster(t, []int{0, 1, 1, 1}, fastSupervisor())
+	tc.waitVoters(3)
+	tc.submitJob("train")
+	host := tc.waitRunning("train", "")
+	cp := tc.waitCommitted("train", 2)
+	var holder policy.NodeID
+	for _, h := range cp.Holders {
+		if h != host {
+			holder = h
+		}
+	}
+	// The holder has no free GPU now: the job must go to the third node,
+	// which has no copy, so the holder has to push it there.
+	tc.gossip.setFree(holder, 0)
+	tc.crash(host)
+	cpAtCrash, _ := tc.state().FreshestCommitted("train")
+	dest := tc.waitRunning("train", host)
+	if dest == holder {
+		t.Fatalf("job placed on the holder %s, whose GPU is busy", dest)
+	}
+	want := stepOf(t, tc.nodes[holder].store, "train", cpAtCrash.Version)
+	if want == 0 {
+		t.Fatalf("committed v%d holds step 0; the test proves nothing", cpAtCrash.Version)
+	}
+	var st stepEvent
+	eventually(t, 40*time.Second, "the job's start after recovery", func() bool {
+		s := starts(readSteps(t, tc.stepLog))
+		st = s[len(s)-1]
+		return len(s) >= 2
+	})
+	if st.step != want {
+		t.Errorf("recovered job started at step %d, want %d (freshest committed v%d)", st.step, want, cpAtCrash.Version)
+	}
+	if _, err := tc.nodes[dest].store.Manifest("train", cpAtCrash.Version); err != nil {
+		t.Errorf("destination %s lacks v%d after recovery: %v", dest, cpAtCrash.Version, err)
+	}
+	eventually(t, 20*time.Second, "the restart time reported", func() bool {
+		j := tc.state().Jobs["train"]
+		return j.RestartTime > 0 && j.Node == dest
+	})
+	var jv JobView
+	for _, v := range tc.nodes[dest].mgr.View() {
+		if v.Job == "train" {
+			jv = v
+		}
+	}
+	if jv.RestoredFrom != cpAtCrash.Version {
+		t.Errorf("destination view restored from v%d, want v%d", jv.RestoredFrom, cpAtCrash.Version)
+	}
+}
+
+// A checkpoint that never completes is abandoned and never committed; the
+// job keeps running.
+func TestHungCheckpointNeverCommitted(t *testing.T) {
+	sc := fastSupervisor()
+	sc.CheckpointTimeout = 500 * time.Millisecond
+	tc := newCluster(t, []int{1}, sc)
+	tc.submitJob("hang", "HANG=1")
+	host := tc.waitRunning("hang", "")
+	n := tc.nodes[host]
+	var jv JobView
+	eventually(t, 30*time.Second, "two abandoned checkpoints", func() bool {
+		for _, v := range n.mgr.View() {
+			if v.Job == "hang" {
+				jv = v
+			}
+		}
+		return jv.CheckpointFailures >= 2
+	})
+	if vs := n.store.Versions("hang"); len(vs) != 0 {
+		t.Errorf("store holds versions %v of a job that never completed a checkpoint", vs)
+	}
+	if cps := tc.state().Checkpoints["hang"]; len(cps) != 0 {
+		t.Errorf("catalogue lists %+v for a job that never completed a checkpoint", cps)
+	}
+	if jv.Checkpoints != 0 || jv.State == StateFailed {
+		t.Errorf("view %+v: want no checkpoints and a job still alive", jv)
+	}
+	before := len(readSteps(t, tc.stepLog))
+	eventually(t, 10*time.Second, "the job still stepping", func() bool { return len(readSteps(t, tc.stepLog)) > before+3 })
+}
+
+// A corrupt chunk in the freshest committed version at restore: the
+// previous version is used.
+func TestCorruptChunkAtRestoreFallsBack(t *testing.T) {
+	tc := newCluster(t, []int{0, 1, 1}, fastSupervisor())
+	tc.waitVoters(3)
+	tc.submitJob("train")
+	host := tc.waitRunning("train", "")
+	other := policy.NodeID("n01")
+	if host == other {
+		other = "n02"
+	}
+	tc.waitCommitted("train", 2)
+	// Stop the host first (no more checkpoints reach the standby), corrupt
+	// the standby's newest version, and only then let gossip report the host
+	// failed, so the recovery cannot start before the corruption.
+	tc.nodes[host].stop(t)
+	delete(tc.nodes, host)
+	sb := tc.nodes[other].store
+	vs := sb.Versions("train")
+	if len(vs) < 2 {
+		t.Fatalf("standby holds %v, want two versions", vs)
+	}
+	newest, prev := vs[len(vs)-1], vs[len(vs)-2]
+	wantStep := stepOf(t, sb, "train", prev)
+	if stepOf(t, sb, "train", newest) == wantStep {
+		t.Fatalf("v%d and v%d hold the same step; the test cannot tell them apart", prev, newest)
+	}
+	m, err := sb.Manifest("train", newest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	corruptChunk(t, tc.nodes[other].root, m)
+	tc.gossip.fail(host)
+	dest := tc.waitRunning("train", host)
+	if dest != other {
+		t.Fatalf("job recovered on %s, want %s", dest, other)
+	}
+	var st stepEvent
+	eventually(t, 30*time.Second, "the job's start after recovery", func() bool {
+		s := starts(readSteps(t, tc.stepLog))
+		st = s[len(s)-1]
+		return len(s) >= 2
+	})
+	if st.step != wantStep {
+		t.Errorf("job resumed at step %d, want %d from v%d (v%d is corrupt)", st.step, wantStep, prev, newest)
+	}
+	var jv JobView
+	eventually(t, 10*time.Second, "the view of the recovered job", func() bool {
+		for _, v := range tc.nodes[dest].mgr.View() {
+			if v.Job == "train" {
+				jv = v
+			}
+		}
+		return jv.RestoredFrom != 0
+	})
+	if jv.RestoredFrom != prev || jv.LastError == "" {
+		t.Errorf("view %+v: want restored from v%d and the corruption reported", jv, prev)
+	}
+}
+
+// corruptChunk flips the bytes of the first chunk of m in the store's
+// directory (the layout is documented: chunks/ab/<sha256>).
+func corruptChunk(t *testing.T, root string, m *ckpt.Manifest) {
+	t.Helper()
+	var h string
+	for _, f := range m.Files {
+		if f.Path == "step" {
+			h = f.Chunks[0].Hash.String()
+		}
+	}
+	if h == "" {
+		t.Fatalf("manifest %+v has no step file", m.Files)
+	}
+	p := filepath.Join(root, "chunks", h[:2], h)
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatalf("read chunk: %v", err)
+	}
+	for i := range b {
+		b[i] ^= 0xff
+	}
+	if err := os.WriteFile(p, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}

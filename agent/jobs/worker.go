@@ -1,0 +1,601 @@
+package jobs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/reclaimnet/reclaimnet/agent/supervisor"
+	"github.com/reclaimnet/reclaimnet/ckpt"
+	"github.com/reclaimnet/reclaimnet/policy"
+	"github.com/reclaimnet/reclaimnet/raft"
+)
+
+// worker runs one job hosted on this node, from restore to stop. Its fields
+// below mu-comment are guarded by the manager's mutex.
+type worker struct {
+	m      *Manager
+	id     policy.JobID
+	cancel context.CancelFunc
+	log    *slog.Logger
+	notify chan struct{} // a newer state is in st
+	wg     sync.WaitGroup
+
+	// Guarded by m.mu.
+	st           *raft.State
+	state        string
+	restoredFrom uint64
+	restartTime  time.Duration
+	checkpoints  int
+	failures     int
+	lastCkpt     time.Time
+	lastErr      string
+	pushes       []*push // the current or last push, then the one before
+	result       finish  // set before the worker ends; reason empty when the job left
+}
+
+func newWorker(m *Manager, id policy.JobID, cancel context.CancelFunc, st *raft.State) *worker {
+	return &worker{m: m, id: id, cancel: cancel, log: m.log.With("job", id), notify: make(chan struct{}, 1),
+		st: st, state: StateStarting}
+}
+
+// update hands the worker a newer state; called with m.mu held.
+func (w *worker) update(st *raft.State) {
+	w.st = st
+	select {
+	case w.notify <- struct{}{}:
+	default:
+	}
+}
+
+func (w *worker) latest() *raft.State {
+	w.m.mu.Lock()
+	defer w.m.mu.Unlock()
+	return w.st
+}
+
+func (w *worker) set(fn func()) {
+	w.m.mu.Lock()
+	defer w.m.mu.Unlock()
+	fn()
+}
+
+func (w *worker) setState(s string) { w.set(func() { w.state = s }) }
+
+func (w *worker) noteErr(err error) {
+	w.log.Warn("job", "err", err)
+	w.set(func() { w.lastErr = err.Error() })
+}
+
+// view is called with m.mu held.
+func (w *worker) view(now time.Time) JobView {
+	v := JobView{Job: w.id, State: w.state, RestoredFrom: w.restoredFrom, RestartTime: w.restartTime,
+		Checkpoints: w.checkpoints, CheckpointFailures: w.failures, LastCheckpoint: w.lastCkpt, LastError: w.lastErr}
+	for _, p := range w.pushes {
+		v.Transfers = append(v.Transfers, p.view(now))
+	}
+	return v
+}
+
+func (w *worker) dir() string { return filepath.Join(w.m.cfg.WorkDir, string(w.id)) }
+
+func (w *worker) run(ctx context.Context) {
+	m := w.m
+	st := w.latest()
+	j := st.Jobs[w.id]
+	w.set(func() { w.result = finish{restarts: j.Restarts} })
+	restoreDir, from, err := w.prepare(ctx, st)
+	if err != nil {
+		if ctx.Err() == nil {
+			w.noteErr(err)
+			w.set(func() { w.state, w.result.reason = StateFailed, reasonFailed })
+		}
+		return
+	}
+	if restoreDir != "" {
+		defer os.RemoveAll(restoreDir)
+	}
+	var deadline time.Time
+	if r, ok := st.Reclaims[m.cfg.Node]; ok {
+		deadline = r.Deadline
+	}
+	job, err := m.cfg.Supervisor.Start(ctx, supervisor.Spec{
+		JobID: string(w.id), Command: j.Spec.Command, Env: j.Spec.Env, Dir: j.Spec.Dir,
+		WorkDir: filepath.Join(w.dir(), "run"), RestoreDir: restoreDir, RestartCount: j.Restarts, Deadline: deadline,
+	})
+	if err != nil {
+		if ctx.Err() == nil {
+			w.noteErr(fmt.Errorf("start: %w", err))
+			w.set(func() { w.state, w.result.reason = StateFailed, reasonFailed })
+		}
+		return
+	}
+	m.markLive(w.id)
+	w.log.Info("job started", "restored_from", from, "restart_count", j.Restarts)
+	w.set(func() { w.state, w.restoredFrom = StateRunning, from })
+	w.loop(ctx, job, deadline)
+}
+
+// prepare returns the directory the job resumes from (empty for a fresh
+// start) and its version: the freshest committed version, fetched by its
+// holder's push when it is not here yet; on a corrupt or missing chunk, the
+// next older version this node holds.
+func (w *worker) prepare(ctx context.Context, st *raft.State) (string, uint64, error) {
+	m := w.m
+	cp, ok := st.FreshestCommitted(w.id)
+	if !ok {
+		return "", 0, nil
+	}
+	have := m.holds(w.id, cp)
+	if !have {
+		w.setState(StateFetching)
+		w.log.Info("waiting for the freshest committed version", "version", cp.Version, "holders", cp.Holders)
+		have = w.waitFor(ctx, cp)
+		if ctx.Err() != nil {
+			return "", 0, ctx.Err()
+		}
+		if !have {
+			w.noteErr(fmt.Errorf("version %d did not arrive within %v; using the newest version held here", cp.Version, m.cfg.FetchTimeout))
+		}
+	}
+	w.setState(StateRestoring)
+	var candidates []uint64
+	if have {
+		candidates = append(candidates, cp.Version)
+	}
+	local := m.cfg.Store.Versions(string(w.id))
+	for i := len(local) - 1; i >= 0; i-- {
+		if local[i] < cp.Version {
+			candidates = append(candidates, local[i])
+		}
+	}
+	if err := os.MkdirAll(w.dir(), 0o755); err != nil {
+		return "", 0, fmt.Errorf("job dir: %w", err)
+	}
+	for _, v := range candidates {
+		dst := filepath.Join(w.dir(), fmt.Sprintf("restore-%d", v))
+		if err := os.RemoveAll(dst); err != nil {
+			return "", 0, fmt.Errorf("clear restore dir: %w", err)
+		}
+		err := m.cfg.Store.Restore(string(w.id), v, dst)
+		if err == nil {
+			return dst, v, nil
+		}
+		_ = os.RemoveAll(dst)
+		if errors.Is(err, ckpt.ErrCorruptChunk) || errors.Is(err, ckpt.ErrChunkMissing) || errors.Is(err, ckpt.ErrNoVersion) {
+			w.noteErr(fmt.Errorf("restore version %d: %w; trying the previous one", v, err))
+			continue
+		}
+		return "", 0, fmt.Errorf("restore version %d: %w", v, err)
+	}
+	w.noteErr(fmt.Errorf("no usable checkpoint of %s here (freshest committed %d): starting from the beginning", w.id, cp.Version))
+	return "", 0, nil
+}
+
+// waitFor waits until the store holds cp or FetchTimeout passes.
+func (w *worker) waitFor(ctx context.Context, cp raft.Checkpoint) bool {
+	timeout := time.NewTimer(w.m.cfg.FetchTimeout)
+	defer timeout.Stop()
+	poll := time.NewTicker(100 * time.Millisecond)
+	defer poll.Stop()
+	for !w.m.holds(w.id, cp) {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-timeout.C:
+			return w.m.holds(w.id, cp)
+		case <-poll.C:
+		case <-w.notify:
+		}
+	}
+	return true
+}
+
+type ckptResult struct {
+	dir string
+	err error
+}
+
+type pushResult struct {
+	p   *push
+	err error
+}
+
+// loop runs the job's periodic checkpoints and pushes until the job ends,
+// ctx ends, or a hand-off takes it away.
+func (w *worker) loop(ctx context.Context, job *supervisor.Job, deadline time.Time) {
+	m := w.m
+	ckptRes := make(chan ckptResult, 1)
+	pushRes := make(chan pushResult, 1)
+	var (
+		ckptBusy bool
+		cur      *push  // pre-sync push in flight
+		queued   uint64 // newest version waiting for cur to finish
+		stopped  bool
+	)
+	lastCkpt := time.Now()
+	timer := time.NewTimer(time.Hour)
+	defer func() {
+		timer.Stop()
+		if !stopped {
+			w.stop(job)
+		}
+		if cur != nil && cur.cancel != nil {
+			cur.cancel()
+		}
+		w.wg.Wait()
+		select {
+		case r := <-ckptRes:
+			if r.dir != "" {
+				_ = os.RemoveAll(r.dir)
+			}
+		default:
+		}
+	}()
+	events := job.Events()
+	for {
+		st := w.latest()
+		j := st.Jobs[w.id]
+		jd := jobDecision(st, w.id)
+		var d time.Time
+		if r, ok := st.Reclaims[m.cfg.Node]; ok {
+			d = r.Deadline
+		}
+		if !d.Equal(deadline) {
+			if err := job.SetDeadline(d); err != nil {
+				w.noteErr(fmt.Errorf("set deadline: %w", err))
+			}
+			deadline = d
+		}
+		if h, ok := handoffFrom(st, w.id, m.cfg.Node); ok && j.Node == m.cfg.Node {
+			if ckptBusy {
+				r := <-ckptRes
+				ckptBusy = false
+				if r.err == nil {
+					if _, err := w.commit(ctx, r.dir); err != nil {
+						w.noteErr(err)
+					}
+				}
+			}
+			if cur != nil {
+				cur.cancel()
+				<-pushRes
+				cur = nil
+			}
+			stopped = true
+			w.handoff(ctx, job, h)
+			return
+		}
+		if cur != nil {
+			w.repace(cur, presyncRate(st, jd, w.id, m.cfg.Node, cur.key.to))
+		}
+		var tick <-chan time.Time
+		if jd.Interval > 0 && !ckptBusy {
+			timer.Reset(max(time.Until(lastCkpt.Add(jd.Interval)), 0))
+			tick = timer.C
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-w.notify:
+		case ev, ok := <-events:
+			if !ok {
+				events = nil
+				w.ended(ctx, job)
+				stopped = true
+				return
+			}
+			switch ev.Kind {
+			case supervisor.EventReady:
+				w.set(func() { w.restartTime = ev.RestartTime })
+				if err := m.submit(ctx, raft.JobReport{Job: w.id, Node: m.cfg.Node, RestartTime: ev.RestartTime,
+					Remaining: j.Remaining}); err != nil {
+					w.noteErr(fmt.Errorf("report restart time: %w", err))
+				}
+			case supervisor.EventCheckpointReady:
+				if ev.Checkpoint != nil && !ev.Checkpoint.Requested {
+					// The job checkpointed by itself (exit 85, or a deadline).
+					if v, err := w.commit(ctx, ev.Checkpoint.Dir); err != nil {
+						w.noteErr(err)
+					} else {
+						cur, queued = w.pushOrQueue(ctx, w.latest(), v, cur, queued, pushRes)
+					}
+				}
+			case supervisor.EventExited:
+				w.ended(ctx, job)
+				stopped = true
+				return
+			}
+		case <-tick:
+			ckptBusy = true
+			lastCkpt = time.Now()
+			w.setState(StateCheckpointing)
+			w.wg.Go(func() {
+				dir, err := job.RequestCheckpoint(ctx)
+				ckptRes <- ckptResult{dir, err}
+			})
+		case r := <-ckptRes:
+			ckptBusy = false
+			w.setState(StateRunning)
+			if r.err != nil {
+				w.set(func() { w.failures++ })
+				w.noteErr(fmt.Errorf("checkpoint abandoned: %w", r.err))
+				continue
+			}
+			v, err := w.commit(ctx, r.dir)
+			if err != nil {
+				w.set(func() { w.failures++ })
+				w.noteErr(err)
+				continue
+			}
+			cur, queued = w.pushOrQueue(ctx, w.latest(), v, cur, queued, pushRes)
+		case r := <-pushRes:
+			cur = nil
+			if r.err != nil && ctx.Err() == nil {
+				w.noteErr(fmt.Errorf("pre-sync: %w", r.err))
+			}
+			if queued != 0 {
+				v := queued
+				queued = 0
+				cur, queued = w.pushOrQueue(ctx, w.latest(), v, nil, 0, pushRes)
+			}
+		}
+	}
+}
+
+// pushOrQueue starts the pre-sync of version v to the job's standby, or
+// queues it behind the push in flight (only the newest queued version is
+// kept: it supersedes older ones).
+func (w *worker) pushOrQueue(ctx context.Context, st *raft.State, v uint64, cur *push, queued uint64, res chan pushResult) (*push, uint64) {
+	if cur != nil {
+		return cur, max(queued, v)
+	}
+	jd := jobDecision(st, w.id)
+	to := jd.Standby
+	if to == "" {
+		to = st.Jobs[w.id].Standby
+	}
+	if to == "" || to == w.m.cfg.Node {
+		return nil, 0
+	}
+	cp, err := w.localCheckpoint(v)
+	if err != nil {
+		w.noteErr(err)
+		return nil, 0
+	}
+	rate := presyncRate(st, jd, w.id, w.m.cfg.Node, to)
+	return w.startPush(ctx, st, cp, to, policy.ClassPresync, rate, res), 0
+}
+
+func (w *worker) localCheckpoint(v uint64) (raft.Checkpoint, error) {
+	mf, err := w.m.cfg.Store.Manifest(string(w.id), v)
+	if err != nil {
+		return raft.Checkpoint{}, fmt.Errorf("version %d: %w", v, err)
+	}
+	return raft.Checkpoint{Job: w.id, Version: v, ManifestHash: mf.Hash().String(), Size: mf.TotalSize(), Source: w.m.cfg.Node}, nil
+}
+
+func (w *worker) startPush(ctx context.Context, st *raft.State, cp raft.Checkpoint, to policy.NodeID, class policy.TrafficClass, rate float64, res chan pushResult) *push {
+	pctx, cancel := context.WithCancel(ctx)
+	ps := &push{key: pushKey{w.id, cp.Version, to}, class: class, rate: rate, started: w.m.cfg.Now(), cancel: cancel}
+	w.set(func() {
+		w.pushes = append([]*push{ps}, w.pushes...)
+		if len(w.pushes) > 2 {
+			w.pushes = w.pushes[:2]
+		}
+	})
+	addr := st.Nodes[to].TransferAddr
+	w.wg.Go(func() {
+		defer cancel()
+		err := w.m.send(pctx, ps, addr, cp)
+		w.set(func() { ps.done, ps.err = true, err })
+		res <- pushResult{ps, err}
+	})
+	return ps
+}
+
+// commit stores a completed checkpoint directory as the job's next version,
+// records it in the catalogue (source = holder = this node) and removes the
+// directory.
+func (w *worker) commit(ctx context.Context, dir string) (uint64, error) {
+	m := w.m
+	defer os.RemoveAll(dir)
+	st := m.cfg.Coord.State()
+	v := m.cfg.Store.NextVersion(string(w.id))
+	for _, cp := range st.Checkpoints[w.id] {
+		if cp.Version >= v {
+			v = cp.Version + 1 // never reuse a number another node wrote
+		}
+	}
+	// The marker is the supervisor's protocol, not part of the checkpoint.
+	if err := os.Remove(filepath.Join(dir, supervisor.CompleteMarker)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return 0, fmt.Errorf("commit checkpoint: %w", err)
+	}
+	mf, err := m.cfg.Store.AddDir(string(w.id), v, dir, m.cfg.Now())
+	if err != nil {
+		return 0, fmt.Errorf("commit checkpoint: %w", err)
+	}
+	size := mf.TotalSize()
+	w.set(func() { w.checkpoints++; w.lastCkpt = m.cfg.Now() })
+	w.log.Info("checkpoint committed locally", "version", v, "bytes", size)
+	if err := m.submit(ctx, raft.ReplicaComplete{Job: w.id, Version: v, ManifestHash: mf.Hash().String(), Size: size,
+		Source: m.cfg.Node, Holder: m.cfg.Node, At: m.cfg.Now()}); err != nil {
+		return v, fmt.Errorf("record checkpoint %d: %w", v, err)
+	}
+	if j, ok := st.Jobs[w.id]; ok && j.Node == m.cfg.Node && j.CheckpointBytes != size {
+		if err := m.submit(ctx, raft.JobReport{Job: w.id, Node: m.cfg.Node, CheckpointBytes: size, Remaining: j.Remaining}); err != nil {
+			w.noteErr(fmt.Errorf("report checkpoint size: %w", err))
+		}
+	}
+	return v, nil
+}
+
+// handoff carries out a hand-off decision for this job (flow 3). The job
+// stops as soon as its final checkpoint is written: what it would compute
+// afterwards could not be kept.
+func (w *worker) handoff(ctx context.Context, job *supervisor.Job, h policy.HandoffDecision) {
+	m := w.m
+	w.setState(StateHandingOff)
+	if h.Degraded || h.To == "" {
+		w.log.Warn("degraded hand-off: stopping; the job recovers from its freshest committed replica", "reason", h.Reason)
+		w.stop(job)
+		w.set(func() { w.state, w.result.reason = StateDegraded, reasonDegraded })
+		return
+	}
+	hctx := ctx
+	if !h.Deadline.IsZero() {
+		var cancel context.CancelFunc
+		hctx, cancel = context.WithDeadline(ctx, h.Deadline)
+		defer cancel()
+	}
+	var cp raft.Checkpoint
+	have := false
+	if h.FinalCheckpoint {
+		dir, err := job.RequestCheckpoint(hctx)
+		if err == nil {
+			var v uint64
+			if v, err = w.commit(hctx, dir); err == nil {
+				cp, err = w.localCheckpoint(v)
+				have = err == nil
+			}
+		}
+		if err != nil {
+			w.noteErr(fmt.Errorf("final checkpoint: %w; handing off the freshest committed version", err))
+		}
+	}
+	w.stop(job)
+	st := w.latest()
+	if !have {
+		if c, ok := st.FreshestCommitted(w.id); ok && m.holds(w.id, c) {
+			cp, have = c, true
+		}
+	}
+	if have && !slices.Contains(catalogueHolders(st, w.id, cp.Version), h.To) {
+		if err := w.migrate(hctx, h, cp); err != nil {
+			w.noteErr(fmt.Errorf("hand-off to %s: %w", h.To, err))
+			w.set(func() { w.state, w.result.reason = StateFailed, reasonDegraded })
+			return
+		}
+	}
+	if err := m.submit(ctx, raft.MoveJob{Job: w.id, From: m.cfg.Node, To: h.To}); err != nil {
+		w.noteErr(fmt.Errorf("commit move to %s: %w", h.To, err))
+		w.set(func() { w.state, w.result.reason = StateFailed, reasonDegraded })
+		return
+	}
+	w.log.Info("job handed off", "to", h.To, "version", cp.Version, "final_checkpoint", h.FinalCheckpoint)
+	w.setState(StateMoved)
+}
+
+// migrate pushes cp to the hand-off's destination (class migration) at the
+// admitted flow's rate, not before the flow's start, re-pacing on changes.
+func (w *worker) migrate(ctx context.Context, h policy.HandoffDecision, cp raft.Checkpoint) error {
+	m := w.m
+	st := w.latest()
+	rate, fl := flowRate(st, w.id, m.cfg.Node, h.To, policy.ClassMigration)
+	if fl != nil {
+		if wait := fl.Start.Sub(m.cfg.Now()); wait > 0 {
+			t := time.NewTimer(wait)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return ctx.Err()
+			case <-t.C:
+			}
+		}
+	}
+	res := make(chan pushResult, 1)
+	ps := w.startPush(ctx, st, cp, h.To, policy.ClassMigration, rate, res)
+	for {
+		select {
+		case r := <-res:
+			return r.err
+		case <-w.notify:
+			st := w.latest()
+			if r, fl := flowRate(st, w.id, m.cfg.Node, h.To, policy.ClassMigration); fl != nil {
+				w.repace(ps, r)
+			}
+		}
+	}
+}
+
+// repace gives a push in flight a new assigned rate when it changed.
+func (w *worker) repace(p *push, rate float64) {
+	w.m.mu.Lock()
+	tr := p.tr
+	changed := tr != nil && p.rate != rate
+	if changed {
+		p.rate = rate
+	}
+	w.m.mu.Unlock()
+	if changed {
+		tr.SetRate(rate)
+	}
+}
+
+// ended handles the job's own end: exit 0 reports it done.
+func (w *worker) ended(ctx context.Context, job *supervisor.Job) {
+	res := job.Wait()
+	if res.Err != nil || res.ExitCode != 0 {
+		w.noteErr(fmt.Errorf("job ended: exit %d %s: %v", res.ExitCode, res.Signal, res.Err))
+		w.set(func() { w.state, w.result.reason = StateFailed, reasonFailed })
+		return
+	}
+	w.set(func() { w.state, w.result.reason = StateExited, reasonExited })
+	if err := w.m.submit(ctx, raft.JobReport{Job: w.id, Node: w.m.cfg.Node, Remaining: 0, Done: true}); err != nil {
+		w.noteErr(fmt.Errorf("report done: %w", err))
+	}
+}
+
+func (w *worker) stop(job *supervisor.Job) {
+	ctx, cancel := context.WithTimeout(context.Background(), w.m.cfg.StopTimeout)
+	defer cancel()
+	if err := job.Stop(ctx); err != nil {
+		w.noteErr(fmt.Errorf("stop: %w", err))
+	}
+	w.set(func() {
+		if w.state == StateRunning || w.state == StateCheckpointing {
+			w.state = StateStopped
+		}
+	})
+}
+
+func jobDecision(st *raft.State, id policy.JobID) policy.JobDecision {
+	for _, jd := range st.Decisions.Jobs {
+		if jd.Job == id {
+			return jd
+		}
+	}
+	return policy.JobDecision{}
+}
+
+func handoffFrom(st *raft.State, id policy.JobID, node policy.NodeID) (policy.HandoffDecision, bool) {
+	for _, h := range st.Decisions.Handoffs {
+		if h.Job == id && h.From == node {
+			return h, true
+		}
+	}
+	return policy.HandoffDecision{}, false
+}
+
+// presyncRate is the admitted pre-sync flow's rate, else the job's b_i.
+func presyncRate(st *raft.State, jd policy.JobDecision, id policy.JobID, from, to policy.NodeID) float64 {
+	if r, fl := flowRate(st, id, from, to, policy.ClassPresync); fl != nil {
+		return r
+	}
+	return jd.Bandwidth
+}
+
+func catalogueHolders(st *raft.State, id policy.JobID, v uint64) []policy.NodeID {
+	for _, cp := range st.Checkpoints[id] {
+		if cp.Version == v {
+			return cp.Holders
+		}
+	}
+	return nil
+}

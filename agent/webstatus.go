@@ -1,0 +1,362 @@
+package agent
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/hex"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"sort"
+	"strconv"
+	"time"
+
+	"github.com/reclaimnet/reclaimnet/mesh"
+	"github.com/reclaimnet/reclaimnet/policy"
+	"github.com/reclaimnet/reclaimnet/raft"
+	"github.com/reclaimnet/reclaimnet/web"
+)
+
+// webSource implements web.Source for the agent: the status page, /v1 and
+// /metrics all read the web.Status it builds.
+type webSource struct{ a *Agent }
+
+var _ web.Source = webSource{}
+
+// Status builds the node's view from one copy of the replicated state,
+// the gossip member table and the coordinator's configuration. Nothing in
+// the result is shared with the agent.
+func (s webSource) Status(ctx context.Context) (web.Status, error) {
+	if err := ctx.Err(); err != nil {
+		return web.Status{}, err
+	}
+	return s.a.webStatus(time.Now()), nil
+}
+
+// newWebHandler builds the status page handler on the agent's registry.
+func (a *Agent) newWebHandler() (*web.Handler, error) {
+	var secrets []string
+	if a.cfg.GossipKey != "" {
+		secrets = append(secrets, a.cfg.GossipKey)
+	}
+	for _, k := range a.gossipKeys {
+		if len(k) == 0 {
+			continue
+		}
+		secrets = append(secrets, base64.StdEncoding.EncodeToString(k), base64.RawStdEncoding.EncodeToString(k),
+			base64.URLEncoding.EncodeToString(k), base64.RawURLEncoding.EncodeToString(k), hex.EncodeToString(k))
+	}
+	bind := a.cfg.HTTPAddr
+	if a.httpLn != nil {
+		bind = a.httpLn.Addr().String()
+	}
+	h, err := web.New(web.Config{
+		Source:   webSource{a},
+		Registry: a.registry,
+		Bind:     bind,
+		Secrets:  secrets,
+		Logger:   a.logger.With("subsystem", "web"),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("status page: %w", err)
+	}
+	return h, nil
+}
+
+// webDocument renders GET /v1/status through the web handler itself, so
+// the control socket (and 'reclaimnet status --json') returns exactly the
+// document the HTTP API serves, secret filter included.
+func (a *Agent) webDocument() ([]byte, error) {
+	req := httptest.NewRequest(http.MethodGet, "http://localhost/v1/status", nil)
+	rec := httptest.NewRecorder()
+	a.web.ServeHTTP(rec, req)
+	if rec.Code != http.StatusOK {
+		return nil, fmt.Errorf("status document: HTTP %d: %s", rec.Code, rec.Body.String())
+	}
+	return rec.Body.Bytes(), nil
+}
+
+// webStatus assembles the status at now.
+func (a *Agent) webStatus(now time.Time) web.Status {
+	st := web.Status{GeneratedAt: now, Node: policy.NodeID(a.cfg.Name), Version: Version}
+	var state *raft.State
+	var servers []raft.Server
+	var raftState string
+	if c := a.Coordinator(); c != nil {
+		state = c.FSM().State()
+		servers, _ = c.Servers() // an error leaves every role "none"
+		id, _ := c.Leader()
+		st.Cluster.Leader = id
+		raftState = c.Status().RaftState
+	} else {
+		state = &raft.State{}
+	}
+	st.Cluster.Members = a.webMembers(now, state, servers, raftState)
+	st.Cluster.Hazard = clusterHazard(state)
+	st.Cluster.Bandwidth = buildingBandwidth(meshTelemetry{mesh: a.mesh}.Links(), a.mesh.Members())
+	st.Jobs = webJobs(state)
+	st.Reclaims = webReclaims(state)
+	st.Decisions = webDecisions(state.Decisions)
+	st.Control = web.Control{LastTick: state.Decisions.At, CheckpointBudget: state.Decisions.CheckpointBudget}
+	// Transfers: no transfer subsystem reports flows to the agent yet, so
+	// the list stays empty. Counters and reclaim history are not kept in
+	// the replicated state yet either and stay zero/empty.
+	return st
+}
+
+// webRole maps a server of the Raft configuration to the page's role.
+// raftState is this node's hashicorp/raft state, which tells a candidate
+// from a follower (only for this node: others' states are not known here).
+func webRole(s raft.Server, self bool, raftState string) web.RaftRole {
+	switch {
+	case s.Leader:
+		return web.RaftLeader
+	case s.Role == raft.RoleVoter && self && raftState == "Candidate":
+		return web.RaftCandidate
+	case s.Role == raft.RoleVoter:
+		return web.RaftFollower
+	case s.Role == raft.RoleNonvoter:
+		return web.RaftNonvoter
+	}
+	return web.RaftNone
+}
+
+// webMembers lists the gossip members, then registered nodes gossip no
+// longer knows (as left or dead), sorted by building and name.
+func (a *Agent) webMembers(now time.Time, state *raft.State, servers []raft.Server, raftState string) []web.Member {
+	roles := map[policy.NodeID]web.RaftRole{}
+	for _, s := range servers {
+		roles[s.ID] = webRole(s, string(s.ID) == a.cfg.Name, raftState)
+	}
+	role := func(id policy.NodeID) web.RaftRole {
+		if r, ok := roles[id]; ok {
+			return r
+		}
+		return web.RaftNone
+	}
+	hazard := func(m *web.Member) {
+		if h, ok := state.Hazards[m.ID]; ok {
+			m.HazardProfile = policy.HazardProfile{Rates: append([]float64(nil), h.EmergencyUpper.Rates...)}
+			m.Hazard = h.EmergencyUpper.At(now)
+		}
+	}
+	// GPUs the replicated state assigns to jobs, as the leader counts them.
+	used := map[policy.NodeID]int{}
+	for _, j := range state.Jobs {
+		if j.State != policy.JobDone && j.Node != "" {
+			used[j.Node] += j.GPUs
+		}
+	}
+	seen := map[policy.NodeID]bool{}
+	var out []web.Member
+	for _, gm := range a.mesh.Members() {
+		id := policy.NodeID(gm.Name)
+		seen[id] = true
+		m := web.Member{
+			ID:       id,
+			Building: gm.Meta.Building,
+			Addr:     net.JoinHostPort(gm.Addr.String(), strconv.Itoa(int(gm.Port))),
+			State:    web.MemberState(gm.State),
+			RaftRole: role(id),
+			GPU: policy.GPU{
+				Model:      gm.Meta.GPUModel,
+				VRAM:       int64(gm.Meta.GPUVRAMMiB) << 20,
+				Capability: float64(gm.Meta.GPUCapability) / 10,
+			},
+			GPUs:     int(gm.Meta.GPUs),
+			FreeGPUs: int(gm.Meta.GPUs),
+		}
+		if gm.HasTelemetry {
+			m.FreeGPUs = int(gm.Telemetry.FreeGPUs)
+			m.Load = gm.Telemetry.Load
+		}
+		// Free: what the node reports, less what jobs hold (the leader's
+		// count in its snapshot; node telemetry does not see jobs yet).
+		m.FreeGPUs = max(min(m.FreeGPUs, m.GPUs-used[id]), 0)
+		if gm.State != mesh.StateAlive && gm.State != mesh.StateSuspect {
+			// A gone node's last report is stale: it offers nothing.
+			m.FreeGPUs, m.Load = 0, 0
+		}
+		if _, pending := state.Reclaims[id]; gm.State == mesh.StateAlive && (pending || (gm.HasTelemetry && gm.Telemetry.Leaving)) {
+			m.State = web.MemberLeaving
+		}
+		hazard(&m)
+		out = append(out, m)
+	}
+	for id, n := range state.Nodes {
+		if seen[id] {
+			continue
+		}
+		m := web.Member{ID: id, Building: n.Building, Addr: n.GossipAddr, State: web.MemberDead,
+			RaftRole: role(id), GPU: n.GPU, GPUs: n.GPUs}
+		if n.State == raft.NodeLeft {
+			m.State = web.MemberLeft
+		}
+		hazard(&m)
+		out = append(out, m)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Building != out[j].Building {
+			return out[i].Building < out[j].Building
+		}
+		return out[i].ID < out[j].ID
+	})
+	return out
+}
+
+// clusterHazard is the mean of the active nodes' published λ̂⁺ profiles,
+// bucket by bucket (the cluster-wide time-of-day profile the page charts).
+func clusterHazard(state *raft.State) policy.HazardProfile {
+	var sum []float64
+	n := 0
+	for id, h := range state.Hazards {
+		if rec, ok := state.Nodes[id]; ok && rec.State != raft.NodeActive {
+			continue
+		}
+		r := h.EmergencyUpper.Rates
+		if len(r) == 0 {
+			continue
+		}
+		if sum == nil {
+			sum = make([]float64, len(r))
+		}
+		if len(r) != len(sum) {
+			continue // another bucket count: not comparable
+		}
+		for k, v := range r {
+			sum[k] += v
+		}
+		n++
+	}
+	for k := range sum {
+		sum[k] /= float64(n)
+	}
+	return policy.HazardProfile{Rates: sum}
+}
+
+// buildingBandwidth is the matrix between buildings on the campus graph
+// the leader plans with (meshTelemetry.Links: access links per node,
+// one uplink per building; measured where reported, default capacity
+// where not). Between two buildings the path is both uplinks; within a
+// building it is two access links, taken conservatively as the smallest.
+func buildingBandwidth(links []policy.Link, members []mesh.Member) []web.BuildingBandwidth {
+	uplink := map[string]policy.Link{}
+	access := map[string]policy.Link{}
+	for _, l := range links {
+		if l.B == "core" {
+			uplink[l.A] = l
+		}
+	}
+	nodeBuilding := map[string]string{}
+	for _, m := range members {
+		nodeBuilding[m.Name] = m.Meta.Building
+	}
+	for _, l := range links {
+		b, ok := nodeBuilding[l.A]
+		if !ok || l.B != "building/"+b {
+			continue
+		}
+		v := "building/" + b
+		if cur, ok := access[v]; !ok || l.Available < cur.Available {
+			access[v] = l
+		}
+	}
+	var buildings []string
+	for v := range uplink {
+		buildings = append(buildings, v)
+	}
+	sort.Strings(buildings)
+	var out []web.BuildingBandwidth
+	for _, from := range buildings {
+		for _, to := range buildings {
+			var e web.BuildingBandwidth
+			if from == to {
+				l, ok := access[from]
+				if !ok {
+					continue
+				}
+				e = web.BuildingBandwidth{Available: l.Available, AvailableLow: l.AvailableLow, Capacity: l.Capacity}
+			} else {
+				a, b := uplink[from], uplink[to]
+				e = web.BuildingBandwidth{Available: min(a.Available, b.Available),
+					AvailableLow: min(a.AvailableLow, b.AvailableLow), Capacity: min(a.Capacity, b.Capacity)}
+			}
+			e.From, e.To = strip(from), strip(to)
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+func strip(vertex string) string {
+	if len(vertex) > len("building/") {
+		return vertex[len("building/"):]
+	}
+	return ""
+}
+
+// webJobs lists the jobs with P1's decision and their freshest committed
+// checkpoint.
+func webJobs(state *raft.State) []web.Job {
+	decisions := map[policy.JobID]policy.JobDecision{}
+	for _, d := range state.Decisions.Jobs {
+		decisions[d.Job] = d
+	}
+	var out []web.Job
+	for _, j := range state.Jobs {
+		wj := web.Job{
+			ID:              j.ID,
+			State:           j.State.String(),
+			Node:            j.Node,
+			GPUs:            j.GPUs,
+			CheckpointBytes: j.CheckpointBytes,
+			LossBudget:      j.LossBudget,
+			Standby:         j.Standby,
+			StandbyHas:      j.StandbyHas,
+			Restarts:        j.Restarts,
+		}
+		if d, ok := decisions[j.ID]; ok {
+			wj.Decision = &d
+		}
+		if c, ok := state.FreshestCommitted(j.ID); ok {
+			wj.LastCheckpoint = &web.Checkpoint{Version: c.Version, Bytes: c.Size, CommittedAt: c.CommittedAt,
+				Holders: append([]policy.NodeID(nil), c.Holders...)}
+		}
+		out = append(out, wj)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out
+}
+
+// webReclaims lists the pending reclaims with the jobs on their nodes.
+func webReclaims(state *raft.State) web.Reclaims {
+	var r web.Reclaims
+	for node, rc := range state.Reclaims {
+		p := web.PendingReclaim{Reclaim: rc}
+		for _, j := range state.Jobs {
+			if j.Node == node && j.State != policy.JobDone {
+				p.Jobs = append(p.Jobs, j.ID)
+			}
+		}
+		sort.Slice(p.Jobs, func(i, k int) bool { return p.Jobs[i] < p.Jobs[k] })
+		r.Pending = append(r.Pending, p)
+	}
+	sort.Slice(r.Pending, func(i, j int) bool { return r.Pending[i].Reclaim.Deadline.Before(r.Pending[j].Reclaim.Deadline) })
+	return r
+}
+
+// webDecisions lists the current hand-offs and placements with their
+// ranked candidates.
+func webDecisions(rec raft.DecisionRecord) []web.Decision {
+	var out []web.Decision
+	for i := range rec.Handoffs {
+		h := rec.Handoffs[i]
+		out = append(out, web.Decision{At: rec.At, Kind: web.DecisionHandoff, Handoff: &h})
+	}
+	for i := range rec.Placements {
+		p := rec.Placements[i]
+		out = append(out, web.Decision{At: rec.At, Kind: web.DecisionPlacement, Placement: &p})
+	}
+	return out
+}

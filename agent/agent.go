@@ -20,6 +20,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/reclaimnet/reclaimnet/agent/enforce"
 	"github.com/reclaimnet/reclaimnet/gpu"
 	"github.com/reclaimnet/reclaimnet/mesh"
 	"github.com/reclaimnet/reclaimnet/pki"
@@ -42,7 +43,9 @@ type Subsystem interface {
 // Agent is one running node.
 type Agent struct {
 	// Subsystems are started in order by Run and stopped in reverse order
-	// during shutdown. Set them between New and Run.
+	// during shutdown. Append to them between New and Run: New puts the
+	// kernel-enforcement subsystem first (it protects the ports of what
+	// starts after it and outlives it at shutdown).
 	Subsystems []Subsystem
 	// HTTPMux serves the HTTP address; subsystems may add handlers to it
 	// between New and Run. The status page (web.Handler: /, /ui/, /v1/,
@@ -58,7 +61,8 @@ type Agent struct {
 	tls        *pki.Bundle
 	gossipKeys [][]byte
 	mesh       *mesh.Mesh
-	coord      coordinator // nil until the coordinator is wired in
+	enforce    *enforcement // kernel enforcement; first of Subsystems
+	coord      coordinator  // nil until the coordinator is wired in
 	registry   *prometheus.Registry
 	web        *web.Handler // status page, /v1 and /metrics
 	ctlLn      net.Listener
@@ -97,6 +101,13 @@ func New(cfg Config, logger *slog.Logger) (_ *Agent, err error) {
 	}()
 	if err := a.cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("config: %w", err)
+	}
+	if a.cfg.Enforce == EnforceOn {
+		// Before anything is created: a node told to enforce that cannot
+		// must not half start.
+		if err := enforce.Check(); err != nil {
+			return nil, fmt.Errorf("--enforce on: %w (run as root, or use --enforce auto or off)", err)
+		}
 	}
 	if a.cfg.Dev {
 		if err := a.prepareDev(); err != nil {
@@ -138,6 +149,9 @@ func New(cfg Config, logger *slog.Logger) (_ *Agent, err error) {
 		return nil, err
 	}
 	a.HTTPMux.Handle("/", a.web)
+	if err := a.registerEnforcement(); err != nil {
+		return nil, err
+	}
 	return a, nil
 }
 
@@ -476,13 +490,19 @@ func (a *Agent) telemetryLoop(ctx context.Context) {
 	}
 }
 
-// localTelemetry samples this node. Bandwidth estimates come from the
-// transfer/BPF subsystems once they are plugged in.
+// localTelemetry samples this node. Bandwidth is the enforcement
+// subsystem's per-building estimate from the kernel's egress counters
+// (none with enforcement off: the leader then keeps its defaults), the
+// kill-switch its kernel mode ("disabled" with enforcement off).
 func (a *Agent) localTelemetry() mesh.Telemetry {
 	// Free GPUs: all of them until the job supervisor reports its use.
 	t := mesh.Telemetry{Load: a.sampleLoad(), FreeGPUs: uint16(min(a.gpus, 65535))}
 	if a.coord != nil {
 		t.Hazard = a.coord.Hazard(a.cfg.Name)
+	}
+	if a.enforce != nil {
+		t.Bandwidth = a.enforce.current().Bandwidth()
+		t.KillSwitch, t.KillSwitchDrops = a.enforce.killSwitch()
 	}
 	return t
 }
@@ -567,13 +587,14 @@ func (a *Agent) Status() Status {
 			role = "-"
 		}
 		v := MemberView{
-			Name:     m.Name,
-			Building: m.Meta.Building,
-			State:    string(m.State),
-			Role:     role,
-			Addr:     net.JoinHostPort(m.Addr.String(), strconv.Itoa(int(m.Port))),
-			GPUs:     int(m.Meta.GPUs),
-			GPUModel: m.Meta.GPUModel,
+			Name:       m.Name,
+			Building:   m.Meta.Building,
+			State:      string(m.State),
+			Role:       role,
+			Addr:       net.JoinHostPort(m.Addr.String(), strconv.Itoa(int(m.Port))),
+			GPUs:       int(m.Meta.GPUs),
+			GPUModel:   m.Meta.GPUModel,
+			KillSwitch: m.Telemetry.KillSwitch.String(), // unknown without a report
 		}
 		if m.HasTelemetry {
 			v.FreeGPUs = int(m.Telemetry.FreeGPUs)

@@ -539,7 +539,21 @@ func TestTelemetryForLeader(t *testing.T) {
 		t.Fatal(err)
 	}
 	links = tel.Links()
-	if links[0].Available != 50e6 || links[1].Available != 20e6 {
-		t.Errorf("links after a measurement: access %v, uplink %v; want 50e6 and 20e6", links[0].Available, links[1].Available)
+	// Every report describes the node's access link (the enforcement
+	// subsystem's default accounting): the smallest sets it; the uplink
+	// keeps its default.
+	if links[0].Available != 20e6 || links[0].AvailableLow != 10e6 || links[0].Capacity != DefaultAccessCapacity ||
+		links[1].Available != DefaultUplinkCapacity {
+		t.Errorf("links after a measurement: access %v (low %v, capacity %v), uplink %v; want 20e6 (10e6, %v) and %v",
+			links[0].Available, links[0].AvailableLow, links[0].Capacity, links[1].Available, float64(DefaultAccessCapacity), float64(DefaultUplinkCapacity))
+	}
+	err = n.agent.Mesh().PublishTelemetry(meshTelemetryReport(4e9, 3e9), time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A node whose link is faster than the default (--link-capacity)
+	// raises its access link's capacity to what it measured.
+	if links = tel.Links(); links[0].Available != 3e9 || links[0].Capacity != 3e9 {
+		t.Errorf("links after a 10 Gbit/s node's report: access %v, capacity %v; want 3e9 both", links[0].Available, links[0].Capacity)
 	}
 }

@@ -57,6 +57,22 @@ type Config struct {
 	LeaveTimeout Duration `json:"leave_timeout"`
 	// TelemetryInterval is how often this node gossips its report.
 	TelemetryInterval Duration `json:"telemetry_interval"`
+	// Enforce selects kernel enforcement (BPF rate ceilings, DSCP,
+	// kill-switch, measured bandwidth): "auto" (the default: on when the
+	// process may and the node is not on loopback, off otherwise, with the
+	// reason in the log and on the status page), "on" (failing to enforce
+	// is fatal) or "off".
+	Enforce string `json:"enforce"`
+	// Iface is the interface the BPF programs attach to (default: the one
+	// that holds the advertise or bind address).
+	Iface string `json:"iface"`
+	// LinkCapacity is the node's access link, bytes/s ("1Gbit" in JSON
+	// too); 0 means DefaultLinkCapacity (1 Gbit/s).
+	LinkCapacity Rate `json:"link_capacity"`
+	// BPFPinDir overrides the bpffs directory the maps are pinned in
+	// (default /sys/fs/bpf/reclaimnet/NAME, which 'reclaimnet killswitch
+	// --node NAME' finds).
+	BPFPinDir string `json:"bpf_pin_dir,omitempty"`
 	// LocalTimings uses fast gossip and Raft timings (memberlist's and
 	// raft's DefaultLocalConfig) for clusters on one machine.
 	LocalTimings bool `json:"local_timings"`
@@ -94,6 +110,8 @@ func DefaultConfig() Config {
 		HTTPAddr:          DefaultHTTPAddr,
 		LeaveTimeout:      Duration(5 * time.Second),
 		TelemetryInterval: Duration(time.Second),
+		Enforce:           EnforceAuto,
+		LinkCapacity:      DefaultLinkCapacity,
 	}
 }
 
@@ -162,6 +180,14 @@ func (c Config) Validate() error {
 		if p == "" {
 			return errors.New("empty --join address")
 		}
+	}
+	switch c.Enforce {
+	case "", EnforceAuto, EnforceOn, EnforceOff:
+	default:
+		return fmt.Errorf("enforce %q: want auto, on or off", c.Enforce)
+	}
+	if c.LinkCapacity < 0 {
+		return fmt.Errorf("link capacity %v: want a positive rate such as 1Gbit", float64(c.LinkCapacity))
 	}
 	if c.LeaveTimeout < 0 || c.TelemetryInterval < 0 {
 		return errors.New("negative duration")

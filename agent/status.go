@@ -50,4 +50,7 @@ type MemberView struct {
 	Hazard     float64                  `json:"hazard"`
 	Bandwidth  []mesh.BuildingBandwidth `json:"bandwidth,omitempty"`
 	ReportedAt time.Time                `json:"reported_at,omitzero"`
+	// KillSwitch is off, soft, hard, disabled (no kernel enforcement on
+	// the node) or unknown (not reported).
+	KillSwitch string `json:"kill_switch"`
 }

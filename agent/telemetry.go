@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"math"
 	"net"
 	"sort"
 	"strconv"
@@ -84,11 +85,19 @@ func (t meshTelemetry) Nodes() []raft.NodeTelemetry {
 
 // Links builds the campus graph of SPEC P2.1 from gossip: each node hangs
 // off its building switch by an access link, each building switch off the
-// core by an uplink. A node's report of the bandwidth to its own building
-// sets its access link; the smallest report from a building towards any
-// other building sets that building's uplink (conservative). Links nobody
-// measured yet carry the default capacity, with half of it as the lower
-// bound.
+// core by an uplink.
+//
+// What a node reports per destination building describes its access link:
+// the enforcement subsystem feeds every building's estimator the node's
+// whole non-migration egress against the node's link capacity (all of it
+// crosses that link), and the estimates differ only where transfers to a
+// building fell short of their assigned rate. So the access link takes the
+// smallest of the node's reports (conservative: a shortfall somewhere
+// beyond the access link is charged to it, since the graph has no link per
+// building pair), its capacity is raised to that figure when the node's
+// link is faster than the default, and no report sets an uplink: nobody
+// measures uplinks, which keep the default capacity. Links nobody measured
+// carry the default capacity, with half of it as the lower bound.
 func (t meshTelemetry) Links() []policy.Link {
 	var links []policy.Link
 	uplinks := map[string]*policy.Link{}
@@ -99,20 +108,17 @@ func (t meshTelemetry) Links() []policy.Link {
 		b := m.Meta.Building
 		access := policy.Link{ID: accessLinkID(m.Name), A: m.Name, B: "building/" + b,
 			Capacity: DefaultAccessCapacity, Available: DefaultAccessCapacity, AvailableLow: DefaultAccessCapacity / 2}
-		up, ok := uplinks[b]
-		if !ok {
-			up = &policy.Link{ID: "uplink/" + b, A: "building/" + b, B: "core",
+		if _, ok := uplinks[b]; !ok {
+			uplinks[b] = &policy.Link{ID: "uplink/" + b, A: "building/" + b, B: "core",
 				Capacity: DefaultUplinkCapacity, Available: DefaultUplinkCapacity, AvailableLow: DefaultUplinkCapacity / 2}
-			uplinks[b] = up
 		}
-		if m.HasTelemetry {
+		if m.HasTelemetry && len(m.Telemetry.Bandwidth) > 0 {
+			avail, low := math.Inf(1), math.Inf(1)
 			for _, bw := range m.Telemetry.Bandwidth {
-				if bw.Building == b {
-					access.Available, access.AvailableLow = bw.Available, bw.AvailableLow
-				} else if bw.Available < up.Available {
-					up.Available, up.AvailableLow = bw.Available, bw.AvailableLow
-				}
+				avail, low = min(avail, bw.Available), min(low, bw.AvailableLow)
 			}
+			access.Available, access.AvailableLow = avail, min(low, avail)
+			access.Capacity = max(access.Capacity, avail)
 		}
 		links = append(links, access)
 	}

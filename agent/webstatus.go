@@ -164,12 +164,14 @@ func (a *Agent) webMembers(now time.Time, state *raft.State, servers []raft.Serv
 				VRAM:       int64(gm.Meta.GPUVRAMMiB) << 20,
 				Capability: float64(gm.Meta.GPUCapability) / 10,
 			},
-			GPUs:     int(gm.Meta.GPUs),
-			FreeGPUs: int(gm.Meta.GPUs),
+			GPUs:       int(gm.Meta.GPUs),
+			FreeGPUs:   int(gm.Meta.GPUs),
+			KillSwitch: web.KillSwitchMode(mesh.KillSwitchUnknown.String()),
 		}
 		if gm.HasTelemetry {
 			m.FreeGPUs = int(gm.Telemetry.FreeGPUs)
 			m.Load = gm.Telemetry.Load
+			m.KillSwitch, m.KillSwitchDrops = webKillSwitch(gm.Telemetry)
 		}
 		// Free: what the node reports, less what jobs hold (the leader's
 		// count in its snapshot; node telemetry does not see jobs yet).
@@ -189,7 +191,7 @@ func (a *Agent) webMembers(now time.Time, state *raft.State, servers []raft.Serv
 			continue
 		}
 		m := web.Member{ID: id, Building: n.Building, Addr: n.GossipAddr, State: web.MemberDead,
-			RaftRole: role(id), GPU: n.GPU, GPUs: n.GPUs}
+			RaftRole: role(id), GPU: n.GPU, GPUs: n.GPUs, KillSwitch: web.KillSwitchMode(mesh.KillSwitchUnknown.String())}
 		if n.State == raft.NodeLeft {
 			m.State = web.MemberLeft
 		}
@@ -203,6 +205,16 @@ func (a *Agent) webMembers(now time.Time, state *raft.State, servers []raft.Serv
 		return out[i].ID < out[j].ID
 	})
 	return out
+}
+
+// webKillSwitch is a member's kill-switch as its last report says:
+// off/soft/hard from the kernel, "disabled" where the node runs without
+// kernel enforcement (never shown as a fake "off"), "unknown" where the
+// report lacks it (an older node) or the node could not read it. The
+// page's Prometheus state set knows only off/soft/hard, so the two extra
+// values set none of them.
+func webKillSwitch(t mesh.Telemetry) (web.KillSwitchMode, uint64) {
+	return web.KillSwitchMode(t.KillSwitch.String()), t.KillSwitchDrops
 }
 
 // clusterHazard is the mean of the active nodes' published λ̂⁺ profiles,

@@ -20,7 +20,17 @@ func init() {
 Runs one node until SIGINT or SIGTERM, then leaves the cluster gracefully.
 --dev runs a complete throwaway node: temporary data dir, generated gossip
 key and CA, loopback addresses. Flags override the --config file (JSON,
-field names as in 'reclaimnet agent --print-config').`,
+field names as in 'reclaimnet agent --print-config').
+
+Kernel enforcement (BPF on --iface: per-transfer rate ceilings, DSCP marks,
+the kill-switch, measured bandwidth per building):
+  --enforce auto  on when running as root (or with CAP_BPF+CAP_NET_ADMIN),
+                  the node is not bound to loopback and the programs attach;
+                  otherwise off, with the reason in the log, on the status
+                  page (kill-switch "disabled") and at /v1/enforce
+  --enforce on    failing to enforce is a fatal start-up error
+  --enforce off   never load the programs
+--dev without root runs with enforcement off and says so.`,
 		run: runAgent,
 	})
 }
@@ -53,6 +63,10 @@ func runAgent(ctx context.Context, env *Env, args []string) error {
 	fs.StringVar(&fc.HTTPAddr, "http", fc.HTTPAddr, "status and metrics address (empty: off)")
 	fs.StringVar(&fc.GossipKey, "gossip-key", fc.GossipKey, "base64 gossip key (reclaimnet keygen)")
 	fs.StringVar(&fc.TLSDir, "tls-dir", fc.TLSDir, "directory with ca.pem, node.pem, node-key.pem")
+	fs.StringVar(&fc.Enforce, "enforce", fc.Enforce, "kernel enforcement: auto, on or off")
+	fs.StringVar(&fc.Iface, "iface", fc.Iface, "interface the BPF programs attach to (default: the one holding the advertise/bind address)")
+	fs.Var(&fc.LinkCapacity, "link-capacity", "the node's access link capacity, e.g. 1Gbit, 10Gbit, 125MB (bytes/s)")
+	fs.StringVar(&fc.BPFPinDir, "bpf-pin-dir", fc.BPFPinDir, "bpffs directory for the pinned maps (default /sys/fs/bpf/reclaimnet/NAME)")
 	fs.BoolVar(&fc.LocalTimings, "local-timings", fc.LocalTimings, "fast gossip and raft timings for one machine (tests)")
 	fs.BoolVar(&fc.Dev, "dev", fc.Dev, "run a throwaway single node on loopback")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
@@ -62,6 +76,11 @@ func runAgent(ctx context.Context, env *Env, args []string) error {
 	}
 	if fs.NArg() > 0 {
 		return usagef("unexpected argument %q", fs.Arg(0))
+	}
+	switch fc.Enforce {
+	case agent.EnforceAuto, agent.EnforceOn, agent.EnforceOff:
+	default:
+		return usagef("--enforce %q: want auto, on or off", fc.Enforce)
 	}
 	fc.Join = joins
 	fc.GPUs = gpus
@@ -133,6 +152,14 @@ func applyAgentFlag(cfg, fc *agent.Config, name string) {
 		cfg.GossipKey = fc.GossipKey
 	case "tls-dir":
 		cfg.TLSDir = fc.TLSDir
+	case "enforce":
+		cfg.Enforce = fc.Enforce
+	case "iface":
+		cfg.Iface = fc.Iface
+	case "link-capacity":
+		cfg.LinkCapacity = fc.LinkCapacity
+	case "bpf-pin-dir":
+		cfg.BPFPinDir = fc.BPFPinDir
 	case "local-timings":
 		cfg.LocalTimings = fc.LocalTimings
 	case "dev":

@@ -27,7 +27,22 @@ func sampleTelemetry() Telemetry {
 			{Building: "physics", Available: 102.5e6, AvailableLow: 80e6},
 			{Building: "chemistry", Available: 30e6, AvailableLow: 21e6},
 		},
+		KillSwitch: KillSwitchSoft, KillSwitchDrops: 300,
 	}
+}
+
+// sampleTelemetryV1 is sampleTelemetry as a version 1 node writes it:
+// without the kill-switch fields (a one-byte state and the one-byte
+// varint 300 takes two bytes).
+func sampleTelemetryV1(t testing.TB) []byte {
+	t.Helper()
+	b, err := sampleTelemetry().Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	v1 := append([]byte(nil), b[:len(b)-3]...)
+	v1[1] = 1
+	return v1
 }
 
 func TestMetaRoundTrip(t *testing.T) {
@@ -135,6 +150,53 @@ func TestTelemetryRoundTrip(t *testing.T) {
 	}
 }
 
+// A version 1 report (an older node) reads with the kill-switch unknown;
+// a newer version's state this build cannot name reads as unknown too,
+// while the same version with an unknown state is malformed.
+func TestTelemetryKillSwitchCompatible(t *testing.T) {
+	got, err := DecodeTelemetry(sampleTelemetryV1(t))
+	if err != nil {
+		t.Fatalf("DecodeTelemetry(version 1): %v", err)
+	}
+	want := sampleTelemetry()
+	want.KillSwitch, want.KillSwitchDrops = KillSwitchUnknown, 0
+	got.Sent = want.Sent
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("version 1: got %+v, want %+v", got, want)
+	}
+	if got.KillSwitch.String() != "unknown" {
+		t.Errorf("version 1 kill-switch: got %q, want unknown", got.KillSwitch)
+	}
+	good, _ := sampleTelemetry().Encode()
+	ksAt := len(good) - 3
+	newer := append([]byte(nil), good...)
+	newer[1], newer[ksAt] = TelemetryVersion+1, 9
+	newer = append(newer, 0xde, 0xad) // fields this build does not know
+	got, err = DecodeTelemetry(newer)
+	if err != nil {
+		t.Fatalf("DecodeTelemetry(version %d): %v", TelemetryVersion+1, err)
+	}
+	if got.KillSwitch != KillSwitchUnknown || got.KillSwitchDrops != 300 || got.Seq != 42 {
+		t.Errorf("newer version: got state %v drops %d seq %d, want unknown, 300, 42", got.KillSwitch, got.KillSwitchDrops, got.Seq)
+	}
+	same := append([]byte(nil), good...)
+	same[ksAt] = 9
+	if _, err := DecodeTelemetry(same); !errors.Is(err, ErrMalformed) {
+		t.Errorf("current version with state 9: got %v, want ErrMalformed", err)
+	}
+	bad := sampleTelemetry()
+	bad.KillSwitch = 9
+	if _, err := bad.Encode(); err == nil {
+		t.Error("Encode with state 9: no error")
+	}
+	for k, name := range map[KillSwitchState]string{KillSwitchUnknown: "unknown", KillSwitchDisabled: "disabled",
+		KillSwitchOff: "off", KillSwitchSoft: "soft", KillSwitchHard: "hard", 9: "unknown"} {
+		if k.String() != name {
+			t.Errorf("KillSwitchState(%d).String() = %q, want %q", k, k.String(), name)
+		}
+	}
+}
+
 func TestTelemetryRejects(t *testing.T) {
 	good, _ := sampleTelemetry().Encode()
 	nan := sampleTelemetry()
@@ -211,6 +273,7 @@ func FuzzDecodeTelemetry(f *testing.F) {
 	f.Add([]byte{})
 	f.Add([]byte{msgTelemetry, 1})
 	f.Add(good[:len(good)-1])
+	f.Add(sampleTelemetryV1(f))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		tel, err := DecodeTelemetry(b)
 		if err != nil {

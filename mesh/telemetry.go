@@ -6,8 +6,10 @@ import (
 )
 
 // TelemetryVersion is the telemetry encoding this build writes; like Meta,
-// newer versions only append fields.
-const TelemetryVersion = 1
+// newer versions only append fields. Version 2 appended the kill-switch
+// state and its drop counter; a version 1 report reads as
+// KillSwitchUnknown.
+const TelemetryVersion = 2
 
 // Limits on one telemetry report. A report must fit in one gossip packet
 // next to memberlist's own messages, so it stays under 1 KiB.
@@ -28,6 +30,30 @@ type BuildingBandwidth struct {
 	AvailableLow float64
 }
 
+// KillSwitchState is a node's kill-switch as it reports it (SPEC P3.7).
+type KillSwitchState uint8
+
+// Kill-switch states. The zero value is what a report without the field
+// (an older node) reads as.
+const (
+	KillSwitchUnknown  KillSwitchState = iota // not reported, or unreadable
+	KillSwitchDisabled                        // kernel enforcement is off on the node
+	KillSwitchOff
+	KillSwitchSoft     // new connections to protected ports dropped
+	KillSwitchHard     // all traffic to protected ports dropped
+	maxKillSwitchState = KillSwitchHard
+)
+
+var killSwitchNames = [...]string{"unknown", "disabled", "off", "soft", "hard"}
+
+// String returns "unknown", "disabled", "off", "soft" or "hard".
+func (k KillSwitchState) String() string {
+	if k > maxKillSwitchState {
+		return "unknown"
+	}
+	return killSwitchNames[k]
+}
+
 // Telemetry is one node's latest report. Reports from the same node are
 // ordered by Seq: a report replaces the one a peer holds only if its Seq is
 // higher.
@@ -45,6 +71,10 @@ type Telemetry struct {
 	// Leaving is set in the last report of a node that leaves gracefully
 	// (Mesh.Leave), so peers tell a departure from a failure.
 	Leaving bool
+	// KillSwitch is the node's kill-switch mode and KillSwitchDrops what
+	// it dropped since the programs were loaded (version 2).
+	KillSwitch      KillSwitchState
+	KillSwitchDrops uint64
 }
 
 // Telemetry flag bits.
@@ -81,6 +111,11 @@ func (t Telemetry) Encode() ([]byte, error) {
 		w.float64(b.Available)
 		w.float64(b.AvailableLow)
 	}
+	if t.KillSwitch > maxKillSwitchState {
+		return nil, fmt.Errorf("telemetry kill-switch state %d unknown", t.KillSwitch)
+	}
+	w.byte(byte(t.KillSwitch))
+	w.uvarint(t.KillSwitchDrops)
 	if len(w.buf) > MaxTelemetrySize {
 		return nil, fmt.Errorf("telemetry report is %d bytes, over %d", len(w.buf), MaxTelemetrySize)
 	}
@@ -109,7 +144,7 @@ func DecodeTelemetry(b []byte) (Telemetry, error) {
 	t.FreeGPUs = r.uint16("free gpus")
 	t.Hazard = r.float64("hazard")
 	flags := r.byte("flags")
-	if r.err == nil && v == TelemetryVersion && flags&^flagLeaving != 0 {
+	if r.err == nil && v <= TelemetryVersion && flags&^flagLeaving != 0 {
 		r.fail("unknown flags %#x", flags)
 	}
 	t.Leaving = flags&flagLeaving != 0
@@ -127,13 +162,24 @@ func DecodeTelemetry(b []byte) (Telemetry, error) {
 			t.Bandwidth = append(t.Bandwidth, bw)
 		}
 	}
+	if v >= 2 {
+		ks := KillSwitchState(r.byte("kill-switch state"))
+		if r.err == nil && ks > maxKillSwitchState {
+			if v == TelemetryVersion {
+				r.fail("kill-switch state %d unknown", ks)
+			}
+			ks = KillSwitchUnknown // a newer node's state this build cannot name
+		}
+		t.KillSwitch = ks
+		t.KillSwitchDrops = r.uvarint("kill-switch drops")
+	}
 	if r.err != nil {
 		return Telemetry{}, r.err
 	}
 	if len(t.Node) == 0 {
 		return Telemetry{}, fmt.Errorf("%w: telemetry without a node name", ErrMalformed)
 	}
-	if v == TelemetryVersion && len(r.buf) != 0 {
+	if v <= TelemetryVersion && len(r.buf) != 0 {
 		return Telemetry{}, fmt.Errorf("%w: %d trailing bytes", ErrMalformed, len(r.buf))
 	}
 	t.Sent = time.Unix(0, sent)

@@ -30,7 +30,7 @@ func benchSnapshot(nodes, jobs int, cold bool) Snapshot {
 }
 
 // benchSnapshotOf is benchSnapshot; varied gives every job its own
-// remaining time (up to 24 h) and one of 12 requirement classes (VRAM,
+// remaining time (up to 24 h) and one of 16 requirement classes (VRAM,
 // capability, GPUs), so Tick's per-period memos (survival per remaining
 // time, candidate counts per requirement) mostly miss.
 func benchSnapshotOf(nodes, jobs int, cold, varied bool) Snapshot {

@@ -71,6 +71,8 @@ func goldenCases() []goldenCase {
 		{"all-off", func(s *Snapshot, _ *rand.Rand) { s.Params.Switches = Switches{} }},
 		{"unbounded-lists", func(s *Snapshot, _ *rand.Rand) { s.Params.MaxCandidates = 0; s.Params.KMin = 0 }},
 		{"kmin-large", func(s *Snapshot, _ *rand.Rand) { s.Params.KMin = 50; s.Params.MaxCandidates = 3 }},
+		{"unbounded-lists-local", func(s *Snapshot, _ *rand.Rand) { s.Params.MaxCandidates = 0; s.Params.KMin = 1 }},
+		{"short-lists-local", func(s *Snapshot, _ *rand.Rand) { s.Params.MaxCandidates = 1; s.Params.KMin = 1 }},
 	}
 	for seed := range uint64(4) {
 		for _, v := range variants {

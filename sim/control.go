@@ -174,8 +174,11 @@ func (e *Engine) applyPlacement(p policy.Placement) {
 func (w *World) Snapshot(params policy.Params, emergency, departure func(policy.NodeID) policy.HazardProfile,
 	linkBW func(id string, capacity float64) (avail, low float64)) policy.Snapshot {
 	now := w.timeAt(w.now)
-	var s policy.Snapshot
-	s.Params = params
+	// Reuse the previous snapshot's slices: a plan is applied before the
+	// next snapshot is taken and policy.Tick keeps nothing.
+	s := policy.Snapshot{Params: params, Nodes: w.snap.Nodes[:0], Links: w.snap.Links[:0], Jobs: w.snap.Jobs[:0],
+		Reclaims: w.snap.Reclaims[:0], Flows: w.snap.Flows[:0]}
+	defer func() { w.snap = s }()
 	for _, n := range w.nodes {
 		if !n.up || n.storage {
 			continue

@@ -220,6 +220,7 @@ type World struct {
 	changed float64
 	speed   float64
 	adj     map[string][]int // vertex -> links
+	snap    policy.Snapshot  // slices reused by Snapshot
 	paths   map[[2]int][]int
 	// bwByLink holds each link's samples in time order (for the oracle).
 	bwByLink  [][]BandwidthRec

@@ -269,6 +269,9 @@ func genBandwidth(c GenConfig, rng *rand.Rand, tr *Trace) {
 	dur := c.Duration.Seconds()
 	step := c.SampleEvery.Seconds()
 	mean := meanShape(c.PeakRatio)
+	if n := int(math.Ceil(dur/step)) * len(tr.Links); n > 0 {
+		tr.Bandwidth = append(make([]BandwidthRec, 0, len(tr.Bandwidth)+n), tr.Bandwidth...)
+	}
 	for t := 0.0; t < dur; t += step {
 		off := time.Duration(t * float64(time.Second))
 		tod := timeOfDay(c.Start.Add(off))

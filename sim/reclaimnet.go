@@ -20,9 +20,13 @@ type TickController struct {
 	// Tick (baseline B7's state-independent interval).
 	IntervalOverride func(j policy.Job, now time.Time) time.Duration
 
-	hazard       *policy.HazardEstimator
-	bw           map[string]*policy.BandwidthEstimator
-	bwLast       map[string]time.Time
+	hazard *policy.HazardEstimator
+	bw     map[string]*policy.BandwidthEstimator
+	bwLast map[string]time.Time
+	// bwCache holds each link's estimate since its last observation: the
+	// simulator never reports shortfalls, so an estimate changes only when
+	// the link is observed.
+	bwCache      map[string][2]float64
 	upSince      map[policy.NodeID]time.Time
 	down         map[policy.NodeID]bool
 	profiles     map[policy.NodeID][2]policy.HazardProfile
@@ -42,7 +46,7 @@ func NewTickController(label string, params policy.Params) (*TickController, err
 		return nil, fmt.Errorf("hazard estimator: %w", err)
 	}
 	return &TickController{Label: label, Params: params, hazard: h, bw: map[string]*policy.BandwidthEstimator{},
-		bwLast: map[string]time.Time{}, upSince: map[policy.NodeID]time.Time{}, down: map[policy.NodeID]bool{},
+		bwLast: map[string]time.Time{}, bwCache: map[string][2]float64{}, upSince: map[policy.NodeID]time.Time{}, down: map[policy.NodeID]bool{},
 		profiles: map[policy.NodeID][2]policy.HazardProfile{}}, nil
 }
 
@@ -54,7 +58,11 @@ func (c *TickController) Enforced() bool { return c.Params.Switches.P3 }
 
 // ObserveDeparture implements Observer.
 func (c *TickController) ObserveDeparture(node policy.NodeID, at time.Time, emergency bool) {
-	if s, ok := c.upSince[node]; ok && at.After(s) {
+	s, ok := c.upSince[node]
+	if !ok && !c.down[node] && !c.start.IsZero() {
+		s, ok = c.start, true // up since the start, never reported yet
+	}
+	if ok && at.After(s) {
 		c.hazard.Up(node, s, at)
 	}
 	c.down[node] = true
@@ -91,6 +99,7 @@ func (c *TickController) ObserveBandwidth(link string, at time.Time, capacity, n
 		period = at.Sub(last)
 	}
 	c.bwLast[link] = at
+	delete(c.bwCache, link)
 	est.ObserveEgress(at, int64(nonMigration*period.Seconds()), period)
 }
 
@@ -99,7 +108,71 @@ func (c *TickController) Control(w *World, now time.Time) Plan {
 	if c.start.IsZero() {
 		c.start = w.Start
 	}
-	// Exposure: every node that is up was exposed since it was last seen.
+	refresh := c.profAt.IsZero() || now.Sub(c.profAt) >= time.Hour
+	sample := !now.Before(c.nextSample)
+	if refresh || sample {
+		c.expose(w, now)
+	}
+	if refresh {
+		c.profAt = now
+		for _, n := range w.nodes {
+			if n.storage {
+				continue
+			}
+			est := c.hazard.Estimate(n.id, now)
+			c.profiles[n.id] = [2]policy.HazardProfile{est.EmergencyUpper, est.Departure}
+		}
+	}
+	if sample {
+		c.sample(w, now)
+		c.nextSample = now.Add(10 * time.Minute)
+	}
+	snap := w.Snapshot(c.Params,
+		func(id policy.NodeID) policy.HazardProfile { return c.profiles[id][0] },
+		func(id policy.NodeID) policy.HazardProfile { return c.profiles[id][1] },
+		func(id string, capacity float64) (float64, float64) {
+			if v, ok := c.bwCache[id]; ok {
+				return v[0], v[1]
+			}
+			if est, ok := c.bw[id]; ok {
+				a, l := est.Estimate(now)
+				c.bwCache[id] = [2]float64{a, l}
+				return a, l
+			}
+			return capacity, capacity / 2
+		})
+	d := tick(snap, now)
+	if c.IntervalOverride != nil {
+		byID := map[policy.JobID]policy.Job{}
+		for _, j := range snap.Jobs {
+			byID[j.ID] = j
+		}
+		for i := range d.Jobs {
+			jd := &d.Jobs[i]
+			j := byID[jd.Job]
+			iv := c.IntervalOverride(j, now)
+			// B7 keeps P1's constraints (P1.5): the network floor
+			// C/(β·b) on the bandwidth the allocator gave the job, and
+			// the loss-budget ceiling 2·Lmax; only the state-dependent
+			// optimum is replaced.
+			if jd.Bandwidth > 0 && c.Params.BetaP1 > 0 {
+				floor := secs(float64(j.CheckpointBytes) / (c.Params.BetaP1 * jd.Bandwidth))
+				if j.LossBudget > 0 {
+					iv = min(iv, 2*j.LossBudget)
+				}
+				iv = max(iv, floor)
+			}
+			jd.Interval = iv
+		}
+	}
+	return d
+}
+
+// expose reports every up node's exposure since it was last reported. The
+// estimator only reads exposure when it estimates, so the controller
+// reports it just before (and the node's own interval at its departure);
+// splitting an up interval differently gives the same totals.
+func (c *TickController) expose(w *World, now time.Time) {
 	for _, n := range w.nodes {
 		if n.storage || !n.up {
 			continue
@@ -113,40 +186,6 @@ func (c *TickController) Control(w *World, now time.Time) Plan {
 			c.upSince[n.id] = now
 		}
 	}
-	if c.profAt.IsZero() || now.Sub(c.profAt) >= time.Hour {
-		c.profAt = now
-		for _, n := range w.nodes {
-			if n.storage {
-				continue
-			}
-			est := c.hazard.Estimate(n.id, now)
-			c.profiles[n.id] = [2]policy.HazardProfile{est.EmergencyUpper, est.Departure}
-		}
-	}
-	if !now.Before(c.nextSample) {
-		c.sample(w, now)
-		c.nextSample = now.Add(10 * time.Minute)
-	}
-	snap := w.Snapshot(c.Params,
-		func(id policy.NodeID) policy.HazardProfile { return c.profiles[id][0] },
-		func(id policy.NodeID) policy.HazardProfile { return c.profiles[id][1] },
-		func(id string, capacity float64) (float64, float64) {
-			if est, ok := c.bw[id]; ok {
-				return est.Estimate(now)
-			}
-			return capacity, capacity / 2
-		})
-	d := tick(snap, now)
-	if c.IntervalOverride != nil {
-		byID := map[policy.JobID]policy.Job{}
-		for _, j := range snap.Jobs {
-			byID[j.ID] = j
-		}
-		for i := range d.Jobs {
-			d.Jobs[i].Interval = c.IntervalOverride(byID[d.Jobs[i].Job], now)
-		}
-	}
-	return d
 }
 
 // sample records the estimated hazard (for the plot) and a (λ, B) point

@@ -373,15 +373,21 @@ func failError(p []byte) error {
 	return permanent{fmt.Errorf("%w: %s", base, f.msg)}
 }
 
-// worker sends queued chunks on its own data stream.
+// worker sends queued chunks on its own data stream. It opens the stream
+// before it takes a chunk from the queue: a receiver that grants fewer
+// streams than Config.Streams leaves the extra workers waiting here, holding
+// nothing the granted streams could send.
 func (t *Transfer) worker(ctx context.Context, conn *quic.Conn, queue *workQueue, sizes map[ckpt.Hash]int64) error {
-	var st *quic.SendStream
-	defer func() {
-		if st != nil {
-			st.Close()
+	st, err := conn.OpenUniStreamSync(ctx)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil
 		}
-	}()
+		return fmt.Errorf("open data stream: %w", err)
+	}
+	defer st.Close()
 	buf := make([]byte, 0, ckpt.DefaultChunker.Max+ckpt.DefaultChunker.Max/8)
+	rawBuf := make([]byte, 0, ckpt.DefaultChunker.Max+1)
 	for {
 		h, ok := queue.pop(ctx)
 		if !ok {
@@ -390,7 +396,8 @@ func (t *Transfer) worker(ctx context.Context, conn *quic.Conn, queue *workQueue
 		if _, known := sizes[h]; !known {
 			continue // not ours to send
 		}
-		raw, err := t.c.cfg.Store.ReadChunk(h)
+		raw, err := t.c.cfg.Store.ReadChunkInto(h, rawBuf)
+		rawBuf = raw[:0]
 		if err != nil {
 			return permanent{fmt.Errorf("read local chunk: %w", err)}
 		}
@@ -407,11 +414,6 @@ func (t *Transfer) worker(ctx context.Context, conn *quic.Conn, queue *workQueue
 		if t.c.cfg.corruptChunk != nil {
 			payload = append([]byte(nil), payload...)
 			t.c.cfg.corruptChunk(h, payload)
-		}
-		if st == nil {
-			if st, err = conn.OpenUniStreamSync(ctx); err != nil {
-				return fmt.Errorf("open data stream: %w", err)
-			}
 		}
 		if err := t.pacedWrite(ctx, st, head); err != nil {
 			return err

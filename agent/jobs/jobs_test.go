@@ -60,9 +60,30 @@ func TestPeriodicCheckpointsThenScheduledHandoff(t *testing.T) {
 	if jv.Interval != testInterval || jv.Checkpoints < 3 || jv.Standby != other || jv.LastCommitted < 1 {
 		t.Fatalf("host view %+v: want interval %v, >= 3 checkpoints, standby %s, a committed version", jv, testInterval, other)
 	}
-	if len(jv.Transfers) == 0 || jv.Transfers[0].Class != policy.ClassPresync {
-		t.Fatalf("host view transfers %+v: want a pre-sync transfer", jv.Transfers)
+	if len(jv.Transfers) == 0 || jv.Transfers[0].Class != policy.ClassPresync || jv.Transfers[0].To != other {
+		t.Fatalf("host view transfers %+v: want a pre-sync transfer to %s", jv.Transfers, other)
 	}
+	// Paced at the decided rate: the pre-sync flow's, else the job's b_i.
+	st := tc.state()
+	want := presyncRate(st, jobDecision(st, "train"), "train", host, other)
+	if got := jv.Transfers[0].AssignedRate; want <= 0 || got < want/2 || got > want*2 {
+		t.Errorf("pre-sync assigned rate %.0f B/s, want the decided %.0f B/s (within 2x: decisions drift)", got, want)
+	}
+	if tr := jv.Transfers[0]; tr.Done && tr.Err == "" && tr.BytesTotal <= 0 {
+		t.Errorf("finished transfer %+v reports no size", tr)
+	}
+	eventually(t, 10*time.Second, "flow progress for an admitted pre-sync flow", func() bool {
+		ids := map[string]bool{}
+		for _, f := range tc.state().Decisions.Flows {
+			ids[f.ID] = true
+		}
+		for _, p := range tc.nodes[host].mgr.FlowProgress() {
+			if ids[p.ID] {
+				return true
+			}
+		}
+		return false
+	})
 
 	// (c) Scheduled reclaim of the host: hand-off with a final checkpoint.
 	now := time.Now()
@@ -81,6 +102,9 @@ func TestPeriodicCheckpointsThenScheduledHandoff(t *testing.T) {
 		return true
 	})
 	evs := readSteps(t, tc.stepLog)
+	if s := starts(evs); len(s) != 2 {
+		t.Errorf("job started %d times, want twice (source, then destination): %+v", len(s), s)
+	}
 	first := starts(evs)[0]
 	lastCkpt, term := -1, -1
 	for _, e := range evs {
@@ -196,6 +220,25 @@ func TestHungCheckpointNeverCommitted(t *testing.T) {
 	}
 	before := len(readSteps(t, tc.stepLog))
 	eventually(t, 10*time.Second, "the job still stepping", func() bool { return len(readSteps(t, tc.stepLog)) > before+3 })
+
+	// Cancelled: the manager stops the process.
+	tc.submit(raft.CancelJob{Job: "hang"})
+	eventually(t, 20*time.Second, "the cancelled job's process stopped", func() bool {
+		for _, e := range readSteps(t, tc.stepLog) {
+			if e.kind == "term" {
+				return true
+			}
+		}
+		return false
+	})
+	eventually(t, 10*time.Second, "the cancelled job gone from the view", func() bool {
+		for _, v := range n.mgr.View() {
+			if v.Job == "hang" {
+				return false
+			}
+		}
+		return true
+	})
 }
 
 // A corrupt chunk in the freshest committed version at restore: the

@@ -47,6 +47,12 @@ type Config struct {
 	Now func() time.Time
 }
 
+// Validate reports a configuration that cannot work (zero durations and a
+// nil Logger or Now take their defaults).
+func (c Config) Validate() error { return c.fill() }
+
+// fill sets defaults on the receiver (New calls it on its own copy) and
+// reports missing parts.
 func (c *Config) fill() error {
 	var errs []error
 	if c.Node == "" {
@@ -92,9 +98,9 @@ type Manager struct {
 
 	mu       sync.Mutex
 	workers  map[policy.JobID]*worker
-	finished map[policy.JobID]finish // jobs that must not be restarted as they are
-	pushes   map[pushKey]*push       // recovery pushes this node makes as a holder
-	live     map[policy.JobID]bool   // jobs marked live in the store
+	finished map[policy.JobID]finish  // jobs that must not be restarted as they are
+	pushes   map[pushKey]*push        // recovery pushes this node makes as a holder
+	live     map[policy.JobID]bool    // jobs marked live in the store
 	ended    map[policy.JobID]JobView // last view of workers that ended
 	running  bool
 }
@@ -244,6 +250,17 @@ func handoffPending(st *raft.State, id policy.JobID, node policy.NodeID) bool {
 // the replica holder, the freshest committed version to the destination
 // (see the package doc: the holder pushes).
 func (m *Manager) recoveryPushes(ctx context.Context, st *raft.State, wg *sync.WaitGroup) {
+	wanted := map[pushKey]bool{}
+	for _, p := range st.Decisions.Placements {
+		if cp, ok := st.FreshestCommitted(p.Job); ok && p.Recovery && p.From == m.cfg.Node {
+			wanted[pushKey{p.Job, cp.Version, p.To}] = true
+		}
+	}
+	for key, p := range m.pushes {
+		if p.done && !wanted[key] {
+			delete(m.pushes, key) // its placement is history
+		}
+	}
 	for _, p := range st.Decisions.Placements {
 		if !p.Recovery || p.From != m.cfg.Node || p.To == m.cfg.Node || p.To == "" {
 			continue

@@ -31,6 +31,7 @@ const (
 	reasonDegraded = "degraded"
 	reasonExited   = "exited"
 	reasonFailed   = "failed"
+	reasonMoved    = "moved"
 )
 
 // push is one transfer this node sends.
@@ -169,13 +170,23 @@ func (m *Manager) View() []JobView {
 	return out
 }
 
-// Transfers returns every outgoing transfer in flight or last finished per
-// job (recovery pushes included).
+// Transfers returns the outgoing transfers this node knows: per hosted job
+// the one in flight and the one before, and the recovery pushes it makes as
+// a replica holder.
 func (m *Manager) Transfers() []TransferView {
+	now := m.cfg.Now()
+	m.mu.Lock()
+	defer m.mu.Unlock()
 	var out []TransferView
-	for _, v := range m.View() {
-		out = append(out, v.Transfers...)
+	for _, w := range m.workers {
+		for _, p := range w.pushes {
+			out = append(out, p.view(now))
+		}
 	}
+	for _, p := range m.pushes {
+		out = append(out, p.view(now))
+	}
+	slices.SortFunc(out, func(a, b TransferView) int { return a.Started.Compare(b.Started) })
 	return out
 }
 

@@ -322,6 +322,7 @@ func (w *worker) loop(ctx context.Context, job *supervisor.Job, deadline time.Ti
 			})
 		case r := <-ckptRes:
 			ckptBusy = false
+			lastCkpt = time.Now() // the interval runs from the end of a request (it may have waited for readiness)
 			w.setState(StateRunning)
 			if r.err != nil {
 				w.set(func() { w.failures++ })
@@ -489,7 +490,9 @@ func (w *worker) handoff(ctx context.Context, job *supervisor.Job, h policy.Hand
 		return
 	}
 	w.log.Info("job handed off", "to", h.To, "version", cp.Version, "final_checkpoint", h.FinalCheckpoint)
-	w.setState(StateMoved)
+	// Until this node's copy of the state applies the move, the job still
+	// looks placed here: the finish record keeps it from being started again.
+	w.set(func() { w.state, w.result.reason = StateMoved, reasonMoved })
 }
 
 // migrate pushes cp to the hand-off's destination (class migration) at the

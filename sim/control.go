@@ -20,6 +20,7 @@ func (e *Engine) control() {
 		return
 	}
 	e.m.controls++
+	e.lastCtl = w.now
 	plan := e.ctrl.Control(w, w.timeAt(w.now))
 	enforced := e.ctrl.Enforced()
 	for _, jd := range plan.Jobs {

@@ -242,6 +242,7 @@ type Engine struct {
 	stopped error
 	m       metrics
 	delays  []float64 // Requeuer delays, seconds
+	lastCtl float64   // when the controller last ran
 }
 
 type metrics struct {
@@ -528,6 +529,9 @@ func (e *Engine) applyBandwidth(t float64) {
 		}
 	}
 	e.dirty = true
+	// A new measurement changes what P1 and P3 allocate: the agent would
+	// act on it at its next 1-s tick.
+	e.wantCtl = true
 }
 
 // syncProgress brings a job's progress up to now.
@@ -575,8 +579,15 @@ func (e *Engine) handle(ev event) {
 	case evControl:
 		e.wantCtl = true
 	case evTick:
+		// The period is the longest gap between two runs: an event or a
+		// bandwidth sample that ran the controller restarts it.
+		p := e.opts.ControlPeriod.Seconds()
+		if e.m.controls > 0 && w.now-e.lastCtl < p-1e-9 {
+			e.push(e.lastCtl+p, evTick, 0, 0)
+			return
+		}
 		e.wantCtl = true
-		e.push(w.now+e.opts.ControlPeriod.Seconds(), evTick, 0, 0)
+		e.push(w.now+p, evTick, 0, 0)
 	case evCkptDue:
 		j := w.jobs[ev.i]
 		if ev.gen == j.ckptGen {

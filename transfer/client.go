@@ -76,6 +76,13 @@ type Stats struct {
 	// Shuffled and Compressed count chunks by encoding.
 	Shuffled   int64
 	Compressed int64
+	// QUICBytesSent, PacketsSent and PacketsLost are quic-go's counters of
+	// the connections that ended (QUIC packets with their headers and AEAD
+	// tags, retransmissions included; no UDP/IP headers): what the path
+	// carried for the chunks.
+	QUICBytesSent int64
+	PacketsSent   int64
+	PacketsLost   int64
 }
 
 // Transfer is one send in progress.
@@ -92,7 +99,13 @@ type Transfer struct {
 
 	chunks, raw, wire, resent, shuffled, compressed atomic.Int64
 	attempts                                        atomic.Int64
-	chooser                                         chooser
+	// writeNanos is the time spent inside stream writes (blocked by QUIC
+	// flow or congestion control, i.e. by the path or the receiver), as
+	// opposed to waiting for the pacer: it tells a pacing dip's cause.
+	writeNanos atomic.Int64
+	// quic-go's counters of the ended connections.
+	quicBytes, quicPackets, quicLost atomic.Int64
+	chooser    chooser
 }
 
 // Send runs a transfer to completion.
@@ -184,6 +197,7 @@ func (t *Transfer) Stats() Stats {
 	return Stats{
 		Attempts: int(t.attempts.Load()), ChunksSent: t.chunks.Load(), RawBytes: t.raw.Load(),
 		WireBytes: t.wire.Load(), Resent: t.resent.Load(), Shuffled: t.shuffled.Load(), Compressed: t.compressed.Load(),
+		QUICBytesSent: t.quicBytes.Load(), PacketsSent: t.quicPackets.Load(), PacketsLost: t.quicLost.Load(),
 	}
 }
 
@@ -258,6 +272,10 @@ func (t *Transfer) session(ctx context.Context) (err error) {
 			code, msg = codeCancelled, "cancelled"
 		}
 		conn.CloseWithError(code, msg)
+		cs := conn.ConnectionStats()
+		t.quicBytes.Add(int64(cs.BytesSent))
+		t.quicPackets.Add(int64(cs.PacketsSent))
+		t.quicLost.Add(int64(cs.PacketsLost))
 	}()
 	ctl, err := conn.OpenStreamSync(ctx)
 	if err != nil {
@@ -433,7 +451,10 @@ func (t *Transfer) pacedWrite(ctx context.Context, st *quic.SendStream, b []byte
 		if err := t.limiter.WaitN(ctx, n); err != nil {
 			return fmt.Errorf("pace: %w", err)
 		}
-		if _, err := st.Write(b[:n]); err != nil {
+		w0 := time.Now()
+		_, err := st.Write(b[:n])
+		t.writeNanos.Add(int64(time.Since(w0)))
+		if err != nil {
 			return fmt.Errorf("write data stream: %w", err)
 		}
 		t.wire.Add(int64(n))

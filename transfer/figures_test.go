@@ -65,9 +65,11 @@ func mbit(bytes int64, d time.Duration) float64 { return float64(bytes) * 8 / d.
 // between, free of the handshake, ramp-up, the last chunks' tail and the
 // commit.
 type delivery struct {
-	mu        sync.Mutex
-	size, got int64
-	t10, t90  time.Time
+	mu           sync.Mutex
+	size, got    int64
+	t10, t90     time.Time
+	tFirst, tAll time.Time // first bytes / all bytes delivered
+	tStart, tEnd time.Time // Send called / returned
 }
 
 func (d *delivery) add(n int) {
@@ -75,6 +77,12 @@ func (d *delivery) add(n int) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.got += int64(n)
+	if d.tFirst.IsZero() {
+		d.tFirst = now
+	}
+	if d.tAll.IsZero() && d.got >= d.size {
+		d.tAll = now
+	}
 	if d.t10.IsZero() && d.got*10 >= d.size {
 		d.t10 = now
 	}
@@ -126,6 +134,9 @@ func sendFileSteady(t *testing.T, file string, listen func(n *node) *Server, dia
 	cpu0, t0 := cpuSeconds(), time.Now()
 	st, err := c.Send(context.Background(), Request{Addr: dial(srv), Node: "b", JobID: "j", Version: 1})
 	d, cpu := time.Since(t0), cpuSeconds()-cpu0
+	rec.mu.Lock()
+	rec.tStart, rec.tEnd = t0, t0.Add(d)
+	rec.mu.Unlock()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -312,8 +323,8 @@ func figPacing(t *testing.T, random string) {
 			t.Fatal(err)
 		}
 		time.Sleep(500 * time.Millisecond) // skip the handshake and first fill
-		var windows []float64
-		prev, tprev := tr.Stats().WireBytes, time.Now()
+		var windows, blocked []float64
+		prev, tprev, wprev := tr.Stats().WireBytes, time.Now(), tr.writeNanos.Load()
 		for len(windows) < 5 {
 			select {
 			case <-tr.Done():
@@ -324,18 +335,25 @@ func figPacing(t *testing.T, random string) {
 				goto report
 			default:
 			}
-			cur, now := tr.Stats().WireBytes, time.Now()
+			cur, now, wcur := tr.Stats().WireBytes, time.Now(), tr.writeNanos.Load()
 			windows = append(windows, float64(cur-prev)/now.Sub(tprev).Seconds()/rate)
-			prev, tprev = cur, now
+			// Stream writes run on Streams workers at once: their blocked
+			// time per worker and second.
+			blocked = append(blocked, float64(wcur-wprev)/float64(now.Sub(tprev))/float64(c.cfg.Streams))
+			prev, tprev, wprev = cur, now, wcur
 		}
 	report:
 		tr.Cancel()
 		tr.Wait()
-		lo, hi, sum := 10.0, 0.0, 0.0
-		for _, w := range windows {
+		lo, hi, sum, loBlocked := 10.0, 0.0, 0.0, 0.0
+		for i, w := range windows {
+			if w < lo {
+				loBlocked = blocked[i]
+			}
 			lo, hi, sum = min(lo, w), max(hi, w), sum+w
 		}
-		fmt.Printf("FIGURE pacing %.0f Mbit/s: %d windows of 1 s, mean %.3f, min %.3f, max %.3f of the rate\n", mbps, len(windows), sum/float64(len(windows)), lo, hi)
+		fmt.Printf("FIGURE pacing %.0f Mbit/s: %d windows of 1 s, mean %.3f, min %.3f, max %.3f of the rate; windows %s; stream writes blocked (per worker) %s, %.2f in the lowest window\n",
+			mbps, len(windows), sum/float64(len(windows)), lo, hi, fmtFloats(windows), fmtFloats(blocked), loBlocked)
 		waitFor(t, 10*time.Second, "receiver clean-up", func() bool { return len(b.store.Pending()) == 0 })
 	}
 }
@@ -478,6 +496,8 @@ func figNetns(t *testing.T, random string) {
 		g, ss := mbit(fi.Size(), d), rec.steady()
 		fmt.Printf("FIGURE netns veth tbf %s reclaimnet-transfer: %d MiB in %.2fs (Send→DONE) = %.0f Mbit/s = %.1f%% of the shaped rate; steady state (10%%→90%% of the bytes stored at the receiver) %.0f Mbit/s = %.1f%%; %.2f CPU s/GB\n",
 			shape.name, fi.Size()>>20, d.Seconds(), g, 100*g*1e6/shape.bits, ss, 100*ss*1e6/shape.bits, cpu/(float64(fi.Size())/1e9))
+		fmt.Printf("FIGURE netns veth tbf %s reclaimnet-transfer phases: Send→first chunk stored %.0f ms, first→last chunk stored %.2f s, last chunk stored→DONE read (commit incl. syncfs) %.0f ms\n",
+			shape.name, ms(rec.tFirst.Sub(rec.tStart)), rec.tAll.Sub(rec.tFirst).Seconds(), ms(rec.tEnd.Sub(rec.tAll)))
 		d, cpu, rec = rawQUIC(t, random, peer, func(fn func()) {
 			if err := inNetns(ns, fn); err != nil {
 				t.Fatal(err)
@@ -487,4 +507,17 @@ func figNetns(t *testing.T, random string) {
 		fmt.Printf("FIGURE netns veth tbf %s raw quic-go stream: %d MiB in %.2fs (dial→last byte read) = %.0f Mbit/s = %.1f%% of the shaped rate; steady state %.0f Mbit/s = %.1f%%; %.2f CPU s/GB\n",
 			shape.name, fi.Size()>>20, d.Seconds(), g, 100*g*1e6/shape.bits, ss, 100*ss*1e6/shape.bits, cpu/(float64(fi.Size())/1e9))
 	}
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+func fmtFloats(fs []float64) string {
+	var b strings.Builder
+	for i, f := range fs {
+		if i > 0 {
+			b.WriteByte(' ')
+		}
+		fmt.Fprintf(&b, "%.3f", f)
+	}
+	return b.String()
 }

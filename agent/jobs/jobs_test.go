@@ -60,8 +60,8 @@ func TestPeriodicCheckpointsThenScheduledHandoff(t *testing.T) {
 	if jv.Interval != testInterval || jv.Checkpoints < 3 || jv.Standby != other || jv.LastCommitted < 1 {
 		t.Fatalf("host view %+v: want interval %v, >= 3 checkpoints, standby %s, a committed version", jv, testInterval, other)
 	}
-	if len(jv.Transfers) == 0 || jv.Transfers[0].Class != policy.ClassPresync || jv.Transfers[0].To != other {
-		t.Fatalf("host view transfers %+v: want a pre-sync transfer to %s", jv.Transfers, other)
+	if len(jv.Transfers) == 0 || jv.Transfers[0].Class != policy.ClassPresync || jv.Transfers[0].To != other || jv.Transfers[0].LocalPort == 0 {
+		t.Fatalf("host view transfers %+v: want a pre-sync transfer to %s with its source port", jv.Transfers, other)
 	}
 	// Paced at the decided rate: the pre-sync flow's, else the job's b_i.
 	st := tc.state()

@@ -52,6 +52,9 @@ type TransferView struct {
 	Version uint64
 	To      policy.NodeID
 	Class   policy.TrafficClass
+	// LocalPort is the transfer's UDP source port (the kernel flow key);
+	// 0 until the transfer started.
+	LocalPort int
 	// AssignedRate is the pacing rate (bytes/s, 0 = unpaced); AchievedRate
 	// the bytes sent (after compression) per second since the start.
 	AssignedRate float64
@@ -103,6 +106,7 @@ func (p *push) view(now time.Time) TransferView {
 	}
 	if p.tr != nil {
 		s := p.tr.Stats()
+		v.LocalPort = p.tr.LocalPort()
 		v.BytesDone = s.RawBytes
 		if mf := p.tr.Manifest(); mf != nil {
 			v.BytesTotal = mf.TotalSize()

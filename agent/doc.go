@@ -6,6 +6,15 @@
 // supervisor, transfers, BPF enforcement) plug in through fields of Agent without
 // changing its start-up and shutdown order.
 //
+// Kernel enforcement (agent/enforce) is the first subsystem: New builds it
+// from Config.Enforce ("auto", "on", "off"), Config.Iface and
+// Config.LinkCapacity, with the transfer port protected and the gossip and
+// Raft ports passed as never-protected control ports, and a resolver from
+// destination address to building read from gossip metadata. Every
+// telemetry report carries its per-building bandwidth estimate and the
+// kernel's kill-switch mode ("disabled" with enforcement off), which the
+// status page shows per member; GET /v1/enforce shows the subsystem itself.
+//
 // Start-up: lock the data dir → load TLS material → gossip → coordinator →
 // control socket → HTTP → join peers → background loops.
 //

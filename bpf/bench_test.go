@@ -25,6 +25,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/reclaimnet/reclaimnet/internal/netnstest"
 	"github.com/reclaimnet/reclaimnet/policy"
 )
 
@@ -113,17 +114,17 @@ type attemptStream struct {
 	stop     func()
 }
 
-func startAttempts(b *testing.B, p *netPair) *attemptStream {
+func startAttempts(b *testing.B, p *netnstest.Pair) *attemptStream {
 	var (
 		rx, tx *net.UDPConn
 		err    error
 	)
-	in(b, p.nsB, func() { rx, err = net.ListenUDP("udp", net.UDPAddrFromAddrPort(netip.AddrPortFrom(p.b4, 0))) })
+	netnstest.In(b, p.NsB, func() { rx, err = net.ListenUDP("udp", net.UDPAddrFromAddrPort(netip.AddrPortFrom(p.B4, 0))) })
 	if err != nil {
 		b.Fatal(err)
 	}
 	s := &attemptStream{port: rx.LocalAddr().(*net.UDPAddr).Port}
-	in(b, p.nsA, func() { tx, err = net.DialUDP("udp", nil, rx.LocalAddr().(*net.UDPAddr)) })
+	netnstest.In(b, p.NsA, func() { tx, err = net.DialUDP("udp", nil, rx.LocalAddr().(*net.UDPAddr)) })
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -217,13 +218,13 @@ func (l latencies) report(b *testing.B, prefix string) {
 // (a u32 rule, as iptables/nft are not installed here), measured by the
 // last datagram B's socket received.
 func BenchmarkKillSwitchLatency(b *testing.B) {
-	p := newNetPair(b)
-	pinDir := testPinDir(b)
+	p := netnstest.NewPair(b)
+	pinDir := netnstest.BPFPinDir(b, "t")
 	var (
 		e   *Enforcer
 		err error
 	)
-	in(b, p.nsB, func() { e, err = Open(Config{Iface: p.ifB, PinDir: pinDir, Attach: AttachTCX, NoEgress: true}) })
+	netnstest.In(b, p.NsB, func() { e, err = Open(Config{Iface: p.IfB, PinDir: pinDir, Attach: AttachTCX, NoEgress: true}) })
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -297,17 +298,17 @@ func BenchmarkKillSwitchLatency(b *testing.B) {
 		if err := e.SetKillSwitch(ModeOff); err != nil {
 			b.Fatal(err)
 		}
-		sh(b, "tc", "-n", p.nameB, "qdisc", "replace", "dev", p.ifB, "clsact")
+		netnstest.Run(b, "tc", "-n", p.NameB, "qdisc", "replace", "dev", p.IfB, "clsact")
 		// This kernel has no act_gact ("action drop"); redirecting to a
 		// veth that is down drops the packet just the same.
-		sink := "rnk" + randomSuffix(b)
-		sh(b, "ip", "-n", p.nameB, "link", "add", sink, "type", "veth", "peer", "name", sink+"p")
+		sink := "rnk" + netnstest.RandomSuffix(b)
+		netnstest.Run(b, "ip", "-n", p.NameB, "link", "add", sink, "type", "veth", "peer", "name", sink+"p")
 		var enforced latencies
 		// Each trial waits for 20 ms of silence: at most 300 trials.
 		for range min(b.N, 300) {
 			armTrial(b, e.Maps)
 			start := monotonicNow()
-			out, err := exec.Command("tc", "-n", p.nameB, "filter", "add", "dev", p.ifB, "ingress", "prio", "1", "handle", "800::1",
+			out, err := exec.Command("tc", "-n", p.NameB, "filter", "add", "dev", p.IfB, "ingress", "prio", "1", "handle", "800::1",
 				"protocol", "ip", "u32", "match", "ip", "dport", strconv.Itoa(s.port), "0xffff", "action", "mirred", "egress", "redirect", "dev", sink).CombinedOutput()
 			if err != nil {
 				b.Fatalf("tc filter add: %v: %s", err, out)
@@ -322,7 +323,7 @@ func BenchmarkKillSwitchLatency(b *testing.B) {
 					break
 				}
 			}
-			if out, err := exec.Command("tc", "-n", p.nameB, "filter", "del", "dev", p.ifB, "ingress").CombinedOutput(); err != nil {
+			if out, err := exec.Command("tc", "-n", p.NameB, "filter", "del", "dev", p.IfB, "ingress").CombinedOutput(); err != nil {
 				b.Fatalf("tc filter del: %v: %s", err, out)
 			}
 		}
@@ -337,11 +338,11 @@ func BenchmarkKillSwitchLatency(b *testing.B) {
 // link), so every packet takes the full path: parse, lookup, bucket,
 // DSCP, counters.
 func BenchmarkEgressThroughput(b *testing.B) {
-	p := newNetPair(b)
+	p := netnstest.NewPair(b)
 	const dur = 4 * time.Second
 	var ln net.Listener
 	var err error
-	in(b, p.nsB, func() { ln, err = net.Listen("tcp", netip.AddrPortFrom(p.b4, 0).String()) })
+	netnstest.In(b, p.NsB, func() { ln, err = net.Listen("tcp", netip.AddrPortFrom(p.B4, 0).String()) })
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -349,8 +350,8 @@ func BenchmarkEgressThroughput(b *testing.B) {
 	dst := ln.Addr().(*net.TCPAddr).AddrPort()
 	run := func(cport int) float64 {
 		var c net.Conn
-		d := net.Dialer{LocalAddr: &net.TCPAddr{IP: p.a4.AsSlice(), Port: cport}}
-		in(b, p.nsA, func() { c, err = d.Dial("tcp", dst.String()) })
+		d := net.Dialer{LocalAddr: &net.TCPAddr{IP: p.A4.AsSlice(), Port: cport}}
+		netnstest.In(b, p.NsA, func() { c, err = d.Dial("tcp", dst.String()) })
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -388,8 +389,8 @@ func BenchmarkEgressThroughput(b *testing.B) {
 	for round := range 3 {
 		without = append(without, run(41000+round))
 		var e *Enforcer
-		in(b, p.nsA, func() {
-			e, err = Open(Config{Iface: p.ifA, PinDir: testPinDir(b), Attach: AttachTCX, NoIngress: true})
+		netnstest.In(b, p.NsA, func() {
+			e, err = Open(Config{Iface: p.IfA, PinDir: netnstest.BPFPinDir(b, "t"), Attach: AttachTCX, NoIngress: true})
 		})
 		if err != nil {
 			b.Fatal(err)

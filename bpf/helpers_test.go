@@ -1,13 +1,11 @@
 package bpf
 
 import (
-	"crypto/rand"
 	"encoding/binary"
-	"encoding/hex"
 	"net/netip"
-	"os"
-	"path/filepath"
 	"testing"
+
+	"github.com/reclaimnet/reclaimnet/internal/netnstest"
 )
 
 // Verdicts as BPF_PROG_TEST_RUN reports them.
@@ -26,54 +24,14 @@ func verdictName(v uint32) string {
 	return "unknown"
 }
 
-// requirePrivileged skips (or, with CI=true, fails) a test that needs root
-// and a kernel with BPF and network namespaces.
-func requirePrivileged(t testing.TB) {
-	t.Helper()
-	if os.Geteuid() == 0 {
-		return
-	}
-	if os.Getenv("CI") == "true" {
-		t.Fatal("this test needs root (BPF, TC, network namespaces) and CI=true: it must run here")
-	}
-	t.Skip("needs root (BPF, TC, network namespaces); run as root to exercise the kernel")
-}
-
-// failOrSkip reports a missing kernel capability: a failure in CI, a skip
-// elsewhere.
-func failOrSkip(t testing.TB, format string, args ...any) {
-	t.Helper()
-	if os.Getenv("CI") == "true" {
-		t.Fatalf(format, args...)
-	}
-	t.Skipf(format+" (root/kernel capability missing; fails under CI=true)", args...)
-}
-
-func randomSuffix(t testing.TB) string {
-	t.Helper()
-	b := make([]byte, 3)
-	if _, err := rand.Read(b); err != nil {
-		t.Fatal(err)
-	}
-	return hex.EncodeToString(b)
-}
-
-// testPinDir returns a fresh pin directory under bpffs, removed at the end.
-func testPinDir(t testing.TB) string {
-	t.Helper()
-	dir := filepath.Join("/sys/fs/bpf/reclaimnet-test", "t"+randomSuffix(t))
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	return dir
-}
-
 // loadDetached loads the programs without attaching them, for
 // BPF_PROG_TEST_RUN.
 func loadDetached(t testing.TB) *Enforcer {
 	t.Helper()
-	requirePrivileged(t)
-	e, err := Open(Config{Iface: "lo", PinDir: testPinDir(t), NoEgress: true, NoIngress: true})
+	netnstest.RequirePrivileged(t)
+	e, err := Open(Config{Iface: "lo", PinDir: netnstest.BPFPinDir(t, "t"), NoEgress: true, NoIngress: true})
 	if err != nil {
-		failOrSkip(t, "load programs: %v", err)
+		netnstest.FailOrSkip(t, "load programs: %v", err)
 	}
 	t.Cleanup(func() { e.Close() })
 	return e

@@ -10,10 +10,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 	"golang.org/x/time/rate"
 
+	"github.com/reclaimnet/reclaimnet/internal/netnstest"
 	"github.com/reclaimnet/reclaimnet/policy"
 )
 
@@ -22,11 +22,11 @@ import (
 // keep its rate with next to no drops, and its bytes must be counted as
 // migration traffic towards the receiver.
 func TestLivePacedQUICUnderCeiling(t *testing.T) {
-	p := newNetPair(t)
-	e := openIn(t, p, "A", Config{Iface: p.ifA, NoIngress: true})
-	serverTLS, clientTLS := selfSignedTLS(t)
-	srv := startQUICServer(t, p.nsB, p.b4, serverTLS, true)
-	conn, udp, err := dialQUIC(t, p.nsA, p.a4, srv.addr, clientTLS, 5*time.Second)
+	p := netnstest.NewPair(t)
+	e := openIn(t, p, "A", Config{Iface: p.IfA, NoIngress: true})
+	serverTLS, clientTLS := netnstest.SelfSignedTLS(t)
+	srv := netnstest.StartQUICSink(t, p.NsB, p.B4, serverTLS)
+	conn, udp, err := netnstest.DialQUIC(t, p.NsA, p.A4, srv.Addr, clientTLS, 5*time.Second)
 	if err != nil {
 		t.Fatalf("dial: %v", err)
 	}
@@ -36,7 +36,7 @@ func TestLivePacedQUICUnderCeiling(t *testing.T) {
 		burst   = 512 << 10
 		chunk   = 16 << 10
 	)
-	key := FlowKey{Proto: ProtoUDP, SrcPort: uint16(udp.LocalAddr().(*net.UDPAddr).Port), Dst: srv.addr.AddrPort()}
+	key := FlowKey{Proto: ProtoUDP, SrcPort: uint16(udp.LocalAddr().(*net.UDPAddr).Port), Dst: srv.Addr.AddrPort()}
 	key.Dst = netip.AddrPortFrom(key.Dst.Addr().Unmap(), key.Dst.Port())
 	if err := e.SetFlow(key, policy.ClassMigration, ceiling, burst); err != nil {
 		t.Fatal(err)
@@ -68,9 +68,9 @@ func TestLivePacedQUICUnderCeiling(t *testing.T) {
 	})
 	// Measure after a warm-up so the initial burst does not count.
 	time.Sleep(500 * time.Millisecond)
-	b0, t0 := srv.received.Load(), time.Now()
+	b0, t0 := srv.Received.Load(), time.Now()
 	time.Sleep(3 * time.Second)
-	b1, t1 := srv.received.Load(), time.Now()
+	b1, t1 := srv.Received.Load(), time.Now()
 	got := float64(b1-b0) / t1.Sub(t0).Seconds()
 	if err, _ := sendErr.Load().(error); err != nil {
 		t.Fatalf("sender failed: %v", err)
@@ -90,8 +90,8 @@ func TestLivePacedQUICUnderCeiling(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c := counters[p.b4]; c.MigrationBytes < uint64(b1) || c.MigrationBytes < fs.PassedBytes {
-		t.Errorf("migration bytes to %s = %d, want ≥ %d received and ≥ %d passed by the flow", p.b4, c.MigrationBytes, b1, fs.PassedBytes)
+	if c := counters[p.B4]; c.MigrationBytes < uint64(b1) || c.MigrationBytes < fs.PassedBytes {
+		t.Errorf("migration bytes to %s = %d, want ≥ %d received and ≥ %d passed by the flow", p.B4, c.MigrationBytes, b1, fs.PassedBytes)
 	}
 }
 
@@ -102,7 +102,7 @@ func TestLivePacedQUICUnderCeiling(t *testing.T) {
 // compete with a research TCP flow, which must average at least 0.9·Bmin
 // over 5 s.
 func TestLiveIsolation(t *testing.T) {
-	p := newNetPair(t)
+	p := netnstest.NewPair(t)
 	const (
 		linkRate = 200e6 / 8 // bytes/s
 		bmin     = 60e6 / 8
@@ -113,36 +113,22 @@ func TestLiveIsolation(t *testing.T) {
 	bres := max(0.3*linkRate, bmin)
 	bmig := linkRate - bres
 	ceiling := bmig / flows
-	var err error
 	// The link: a token-bucket filter at 200 Mbit/s with a 256 KiB burst
 	// (10 ms at that rate). With HTB's default burst (~27 KB) a lone TCP
 	// flow only reached ~97 % of the rate on this veth; TBF, 99 %.
 	// (tc qdisc add dev IF root tbf rate 200mbit burst 256kb latency 20ms)
-	const burst = 256 << 10
-	in(t, p.nsA, func() {
-		link, lerr := netlink.LinkByName(p.ifA)
-		if lerr != nil {
-			err = lerr
-			return
-		}
-		err = netlink.QdiscAdd(&netlink.Tbf{
-			QdiscAttrs: netlink.QdiscAttrs{LinkIndex: link.Attrs().Index, Handle: netlink.MakeHandle(1, 0), Parent: netlink.HANDLE_ROOT},
-			Rate:       linkRate, Buffer: netlink.Xmittime(linkRate, burst), Limit: uint32(linkRate*0.020) + burst,
-		})
-	})
-	if err != nil {
-		t.Fatalf("shape the link with tbf: %v", err)
-	}
-	e := openIn(t, p, "A", Config{Iface: p.ifA, NoIngress: true})
+	netnstest.ShapeTBF(t, p.NsA, p.IfA, linkRate, 256<<10, 20*time.Millisecond)
+	var err error
+	e := openIn(t, p, "A", Config{Iface: p.IfA, NoIngress: true})
 
 	// Receivers in B: one UDP socket for the migration flows, one TCP sink.
 	var udpSink *net.UDPConn
 	var tcpLn net.Listener
-	in(t, p.nsB, func() {
-		if udpSink, err = net.ListenUDP("udp", net.UDPAddrFromAddrPort(netip.AddrPortFrom(p.b4, 0))); err != nil {
+	netnstest.In(t, p.NsB, func() {
+		if udpSink, err = net.ListenUDP("udp", net.UDPAddrFromAddrPort(netip.AddrPortFrom(p.B4, 0))); err != nil {
 			return
 		}
-		tcpLn, err = net.Listen("tcp", netip.AddrPortFrom(p.b4, 0).String())
+		tcpLn, err = net.Listen("tcp", netip.AddrPortFrom(p.B4, 0).String())
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -193,7 +179,7 @@ func TestLiveIsolation(t *testing.T) {
 	dst := udpSink.LocalAddr().(*net.UDPAddr).AddrPort()
 	for range flows {
 		var s *net.UDPConn
-		in(t, p.nsA, func() { s, err = net.DialUDP("udp", nil, net.UDPAddrFromAddrPort(dst)) })
+		netnstest.In(t, p.NsA, func() { s, err = net.DialUDP("udp", nil, net.UDPAddrFromAddrPort(dst)) })
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -205,7 +191,7 @@ func TestLiveIsolation(t *testing.T) {
 		// UDP GSO, as quic-go uses: one write of 16 datagrams is one
 		// super-packet at TC egress, charged at its wire length.
 		if err := setUDPSegment(s, payload); err != nil {
-			failOrSkip(t, "UDP_SEGMENT: %v", err)
+			netnstest.FailOrSkip(t, "UDP_SEGMENT: %v", err)
 		}
 		wg.Go(func() {
 			const batch = 16
@@ -218,7 +204,7 @@ func TestLiveIsolation(t *testing.T) {
 	}
 	// The research flow: TCP as fast as it can.
 	var research net.Conn
-	in(t, p.nsA, func() { research, err = net.Dial("tcp", tcpLn.Addr().String()) })
+	netnstest.In(t, p.NsA, func() { research, err = net.Dial("tcp", tcpLn.Addr().String()) })
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,25 +6,27 @@ import (
 	"os"
 	"testing"
 	"time"
+
+	"github.com/reclaimnet/reclaimnet/internal/netnstest"
 )
 
 // openIn opens an enforcer inside ns on iface and closes it at test end.
-func openIn(t *testing.T, p *netPair, ns string, cfg Config) *Enforcer {
+func openIn(t *testing.T, p *netnstest.Pair, ns string, cfg Config) *Enforcer {
 	t.Helper()
-	handle := p.nsA
+	handle := p.NsA
 	if ns == "B" {
-		handle = p.nsB
+		handle = p.NsB
 	}
 	if cfg.PinDir == "" {
-		cfg.PinDir = testPinDir(t)
+		cfg.PinDir = netnstest.BPFPinDir(t, "t")
 	}
 	var (
 		e   *Enforcer
 		err error
 	)
-	in(t, handle, func() { e, err = Open(cfg) })
+	netnstest.In(t, handle, func() { e, err = Open(cfg) })
 	if err != nil {
-		failOrSkip(t, "open enforcer on %s: %v", cfg.Iface, err)
+		netnstest.FailOrSkip(t, "open enforcer on %s: %v", cfg.Iface, err)
 	}
 	t.Cleanup(func() {
 		if err := e.Close(); err != nil {
@@ -40,7 +42,7 @@ func openIn(t *testing.T, p *netPair, ns string, cfg Config) *Enforcer {
 // keep working, that hard mode stops all traffic to protected ports, and
 // that other ports are never touched. Both attach paths are exercised.
 func TestLiveKillSwitch(t *testing.T) {
-	requirePrivileged(t)
+	netnstest.RequirePrivileged(t)
 	for _, attach := range []AttachMode{AttachTCX, AttachCLS} {
 		for _, v6 := range []bool{false, true} {
 			name := fmt.Sprintf("%s/ipv4", attach)
@@ -53,21 +55,21 @@ func TestLiveKillSwitch(t *testing.T) {
 }
 
 func testLiveKillSwitch(t *testing.T, attach AttachMode, v6 bool) {
-	p := newNetPair(t)
-	a, b := p.a4, p.b4
+	p := netnstest.NewPair(t)
+	a, b := p.A4, p.B4
 	if v6 {
-		a, b = p.a6, p.b6
+		a, b = p.A6, p.B6
 	}
-	e := openIn(t, p, "B", Config{Iface: p.ifB, Attach: attach, NoEgress: true})
+	e := openIn(t, p, "B", Config{Iface: p.IfB, Attach: attach, NoEgress: true})
 	if got := e.Attached()["ingress"]; got != attach {
 		t.Fatalf("ingress attached via %s, want %s", got, attach)
 	}
-	serverTLS, clientTLS := selfSignedTLS(t)
-	tcpProt := startTCPEcho(t, p.nsB, b)
-	tcpOpen := startTCPEcho(t, p.nsB, b)
-	quicProt := startQUICServer(t, p.nsB, b, serverTLS, false)
-	quicOpen := startQUICServer(t, p.nsB, b, serverTLS, false)
-	if err := e.ProtectPorts(Port{ProtoTCP, uint16(tcpProt.Port)}, Port{ProtoUDP, uint16(quicProt.addr.Port)}); err != nil {
+	serverTLS, clientTLS := netnstest.SelfSignedTLS(t)
+	tcpProt := netnstest.StartTCPEcho(t, p.NsB, b)
+	tcpOpen := netnstest.StartTCPEcho(t, p.NsB, b)
+	quicProt := netnstest.StartQUICEcho(t, p.NsB, b, serverTLS)
+	quicOpen := netnstest.StartQUICEcho(t, p.NsB, b, serverTLS)
+	if err := e.ProtectPorts(Port{ProtoTCP, uint16(tcpProt.Port)}, Port{ProtoUDP, uint16(quicProt.Addr.Port)}); err != nil {
 		t.Fatal(err)
 	}
 	const ok, refused = true, false
@@ -75,15 +77,15 @@ func testLiveKillSwitch(t *testing.T, attach AttachMode, v6 bool) {
 	const echo = 3 * time.Second        // generous: the machine may be loaded
 
 	// Established before the switch flips.
-	estTCP, err := dialTCP(t, p.nsA, tcpProt, echo)
+	estTCP, err := netnstest.DialTCP(t, p.NsA, tcpProt, echo)
 	if err != nil {
 		t.Fatalf("dial protected TCP with the switch off: %v", err)
 	}
-	estQUIC, _, err := dialQUIC(t, p.nsA, a, quicProt.addr, clientTLS, echo)
+	estQUIC, _, err := netnstest.DialQUIC(t, p.NsA, a, quicProt.Addr, clientTLS, echo)
 	if err != nil {
 		t.Fatalf("dial protected QUIC with the switch off: %v", err)
 	}
-	estOpenTCP, err := dialTCP(t, p.nsA, tcpOpen, echo)
+	estOpenTCP, err := netnstest.DialTCP(t, p.NsA, tcpOpen, echo)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -94,9 +96,9 @@ func testLiveKillSwitch(t *testing.T, attach AttachMode, v6 bool) {
 		if !want {
 			timeout = fail
 		}
-		c, err := dialTCP(t, p.nsA, to, timeout)
+		c, err := netnstest.DialTCP(t, p.NsA, to, timeout)
 		if err == nil {
-			err = tcpEcho(c, timeout)
+			err = netnstest.TCPEcho(c, timeout)
 		}
 		if got := err == nil; got != want {
 			t.Errorf("new TCP connection to :%d: connected=%v (%v), want %v", to.Port, got, err, want)
@@ -108,9 +110,9 @@ func testLiveKillSwitch(t *testing.T, attach AttachMode, v6 bool) {
 		if !want {
 			timeout = fail
 		}
-		c, _, err := dialQUIC(t, p.nsA, a, to, clientTLS, timeout)
+		c, _, err := netnstest.DialQUIC(t, p.NsA, a, to, clientTLS, timeout)
 		if err == nil {
-			err = quicEcho(c, timeout)
+			err = netnstest.QUICEcho(c, timeout)
 		}
 		if got := err == nil; got != want {
 			t.Errorf("new QUIC connection to :%d: connected=%v (%v), want %v", to.Port, got, err, want)
@@ -127,18 +129,18 @@ func testLiveKillSwitch(t *testing.T, attach AttachMode, v6 bool) {
 			t.Errorf("established %s: echo=%v (%v), want %v", what, got, err, want)
 		}
 	}
-	estTCPEcho := func(d time.Duration) error { return tcpEcho(estTCP, d) }
-	estQUICEcho := func(d time.Duration) error { return quicEcho(estQUIC, d) }
-	estOpenEcho := func(d time.Duration) error { return tcpEcho(estOpenTCP, d) }
+	estTCPEcho := func(d time.Duration) error { return netnstest.TCPEcho(estTCP, d) }
+	estQUICEcho := func(d time.Duration) error { return netnstest.QUICEcho(estQUIC, d) }
+	estOpenEcho := func(d time.Duration) error { return netnstest.TCPEcho(estOpenTCP, d) }
 
 	// Soft: no new connections to protected ports; everything else works.
 	if err := e.SetKillSwitch(ModeSoft); err != nil {
 		t.Fatal(err)
 	}
 	newTCP(tcpProt, refused)
-	newQUIC(quicProt.addr, refused)
+	newQUIC(quicProt.Addr, refused)
 	newTCP(tcpOpen, ok)
-	newQUIC(quicOpen.addr, ok)
+	newQUIC(quicOpen.Addr, ok)
 	established("TCP to protected port (soft)", estTCPEcho, ok)
 	established("QUIC to protected port (soft)", estQUICEcho, ok)
 	st, err := e.KillSwitchStats()
@@ -157,7 +159,7 @@ func testLiveKillSwitch(t *testing.T, attach AttachMode, v6 bool) {
 	established("QUIC to protected port (hard)", estQUICEcho, refused)
 	newTCP(tcpProt, refused)
 	newTCP(tcpOpen, ok)
-	newQUIC(quicOpen.addr, ok)
+	newQUIC(quicOpen.Addr, ok)
 	established("TCP to open port (hard)", estOpenEcho, ok)
 	if st, _ := e.KillSwitchStats(); st.DroppedHard == 0 {
 		t.Errorf("hard-mode counters %+v, want hard drops", st)
@@ -168,7 +170,7 @@ func testLiveKillSwitch(t *testing.T, attach AttachMode, v6 bool) {
 		t.Fatal(err)
 	}
 	newTCP(tcpProt, ok)
-	newQUIC(quicProt.addr, ok)
+	newQUIC(quicProt.Addr, ok)
 
 	// Close detaches: a refused port is reachable with the maps in hard.
 	if err := e.SetKillSwitch(ModeHard); err != nil {
@@ -188,10 +190,10 @@ func testLiveKillSwitch(t *testing.T, attach AttachMode, v6 bool) {
 // from "another process" after the enforcer's own handles are gone,
 // which is what `reclaimnet killswitch` does when the agent is hung.
 func TestLivePinnedSwitchOutlivesAgent(t *testing.T) {
-	p := newNetPair(t)
-	pinDir := testPinDir(t)
-	e := openIn(t, p, "B", Config{Iface: p.ifB, PinDir: pinDir, Attach: AttachTCX, NoEgress: true})
-	tcpProt := startTCPEcho(t, p.nsB, p.b4)
+	p := netnstest.NewPair(t)
+	pinDir := netnstest.BPFPinDir(t, "t")
+	e := openIn(t, p, "B", Config{Iface: p.IfB, PinDir: pinDir, Attach: AttachTCX, NoEgress: true})
+	tcpProt := netnstest.StartTCPEcho(t, p.NsB, p.B4)
 	if err := e.ProtectPorts(Port{ProtoTCP, uint16(tcpProt.Port)}); err != nil {
 		t.Fatal(err)
 	}
@@ -213,7 +215,7 @@ func TestLivePinnedSwitchOutlivesAgent(t *testing.T) {
 	if err := m.SetKillSwitch(ModeSoft); err != nil {
 		t.Fatal(err)
 	}
-	if c, err := dialTCP(t, p.nsA, tcpProt, 700*time.Millisecond); err == nil {
+	if c, err := netnstest.DialTCP(t, p.NsA, tcpProt, 700*time.Millisecond); err == nil {
 		t.Errorf("new TCP connection through a pinned soft switch: connected to %s, want refused", c.RemoteAddr())
 	}
 	if st, _ := m.KillSwitchStats(); st.DroppedSYN == 0 {
@@ -222,7 +224,7 @@ func TestLivePinnedSwitchOutlivesAgent(t *testing.T) {
 	if err := m.SetKillSwitch(ModeOff); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := dialTCP(t, p.nsA, tcpProt, 2*time.Second); err != nil {
+	if _, err := netnstest.DialTCP(t, p.NsA, tcpProt, 2*time.Second); err != nil {
 		t.Errorf("new TCP connection with the pinned switch off: %v", err)
 	}
 	// A restarted agent takes over the pinned maps and link, keeping the
@@ -230,11 +232,11 @@ func TestLivePinnedSwitchOutlivesAgent(t *testing.T) {
 	if err := m.SetKillSwitch(ModeHard); err != nil {
 		t.Fatal(err)
 	}
-	e2 := openIn(t, p, "B", Config{Iface: p.ifB, PinDir: pinDir, Attach: AttachTCX, NoEgress: true})
+	e2 := openIn(t, p, "B", Config{Iface: p.IfB, PinDir: pinDir, Attach: AttachTCX, NoEgress: true})
 	if mode, _ := e2.KillSwitch(); mode != ModeHard {
 		t.Errorf("mode after agent restart = %s, want hard", mode)
 	}
-	if _, err := dialTCP(t, p.nsA, tcpProt, 700*time.Millisecond); err == nil {
+	if _, err := netnstest.DialTCP(t, p.NsA, tcpProt, 700*time.Millisecond); err == nil {
 		t.Error("new TCP connection after restart in hard mode: connected, want refused")
 	}
 	if _, err := OpenPinned(t.TempDir()); err == nil {

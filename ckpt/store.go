@@ -383,8 +383,6 @@ func (s *Store) writeFileOpt(path string, data []byte, perm os.FileMode, sync bo
 		if err := f.Sync(); err != nil {
 			return fail(err)
 		}
-	} else {
-		startWriteback(f)
 	}
 	if err := f.Close(); err != nil {
 		os.Remove(tmp)

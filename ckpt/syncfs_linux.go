@@ -15,11 +15,3 @@ func syncFS(path string) error {
 	defer f.Close()
 	return unix.Syncfs(int(f.Fd()))
 }
-
-// startWriteback asks the kernel to start writing f's dirty pages now
-// without waiting (sync_file_range(2), SYNC_FILE_RANGE_WRITE): chunks
-// stream to disk while a transfer runs, so the syncfs at commit has little
-// left to flush. Advisory: errors are ignored.
-func startWriteback(f *os.File) {
-	_ = unix.SyncFileRange(int(f.Fd()), 0, 0, unix.SYNC_FILE_RANGE_WRITE)
-}

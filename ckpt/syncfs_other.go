@@ -2,16 +2,10 @@
 
 package ckpt
 
-import (
-	"os"
-	"syscall"
-)
+import "syscall"
 
 // syncFS flushes all file systems where syncfs(2) is not available.
 func syncFS(string) error {
 	syscall.Sync()
 	return nil
 }
-
-// startWriteback is a no-op where sync_file_range(2) is not available.
-func startWriteback(*os.File) {}

@@ -37,7 +37,7 @@ func runSim(ctx context.Context, env *Env, args []string) error {
 	genOut := fs.String("gen-out", "", "also write the generated trace (first seed) to this directory")
 	nodes := fs.Int("nodes", 54, "generator: number of nodes")
 	days := fs.Float64("days", 60, "generator: trace length in days")
-	period := fs.Duration("period", 5*time.Minute, "control period of the simulated coordinator")
+	period := fs.Duration("period", 10*time.Minute, "longest gap between two controller runs (it also runs on every event and bandwidth sample)")
 	drift := fs.Float64("drift", 0, "generator: multiply the hazard by this factor from mid-trace (e.g. 1.7)")
 	lossBudget := fs.Duration("loss-budget", 0, "generator: give every job this loss budget Lmax (default 5 min, the paper's Δ*/2)")
 	changed := fs.Float64("changed-fraction", 1, "share of a checkpoint that differs from the job's previous one (what a hand-off to a pre-synced standby still moves), in (0,1]")

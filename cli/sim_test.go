@@ -24,7 +24,8 @@ func TestSimCommandWritesTableJSONAndPlots(t *testing.T) {
 	if code != ExitOK {
 		t.Fatalf("exit %d, want 0; stderr: %s", code, errs)
 	}
-	for _, want := range []string{"| system | work loss GPU-h", "| B1' Slurm requeue |", "| ReclaimNet |", "| B6 oracle (hindsight) |"} {
+	for _, want := range []string{"| system | work loss GPU-h", "| B1' Slurm requeue |", "| ReclaimNet |", "| B6 oracle (hindsight) |",
+		"| system | emergency loss GPU-h |"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}
@@ -38,11 +39,21 @@ func TestSimCommandWritesTableJSONAndPlots(t *testing.T) {
 	}
 	var rep struct {
 		Rows []struct {
-			Key string `json:"key"`
+			Key  string `json:"key"`
+			Mean struct {
+				Breakdown *struct {
+					Emergency *float64 `json:"emergency_loss_gpu_h"`
+				} `json:"breakdown"`
+			} `json:"mean"`
 		} `json:"rows"`
 	}
 	if err := json.Unmarshal(b, &rep); err != nil || len(rep.Rows) != 4 {
 		t.Fatalf("results.json: got %d rows (err %v), want 4", len(rep.Rows), err)
+	}
+	for _, r := range rep.Rows {
+		if r.Mean.Breakdown == nil || r.Mean.Breakdown.Emergency == nil {
+			t.Errorf("results.json row %s has no loss breakdown", r.Key)
+		}
 	}
 	for _, f := range []string{"work_loss.svg", "downtime_cdf.svg", "hazard.svg", "trace/trace.jsonl"} {
 		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
@@ -72,7 +83,8 @@ func TestSimCommandBadTraceNamesFileAndLine(t *testing.T) {
 }
 
 func TestSimCommandUsageErrors(t *testing.T) {
-	for _, args := range [][]string{{"sim", "-seeds", "x"}, {"sim", "extra"}, {"sim", "-nodes", "1"}, {"sim", "-bogus"}} {
+	for _, args := range [][]string{{"sim", "-seeds", "x"}, {"sim", "extra"}, {"sim", "-nodes", "1"}, {"sim", "-bogus"},
+		{"sim", "-changed-fraction", "0"}, {"sim", "-changed-fraction", "1.5"}} {
 		if code, _, _ := runSimCLI(t, args...); code != ExitUsage {
 			t.Errorf("%v: exit %d, want %d", args, code, ExitUsage)
 		}

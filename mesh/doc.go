@@ -5,8 +5,9 @@
 //   - node metadata (Meta): a small, versioned binary record every member
 //     carries (building, ports, role, GPU summary), kept under memberlist's
 //     512-byte limit;
-//   - telemetry (Telemetry): each node's load, free GPUs, published hazard
-//     and the bandwidth it sees towards each destination building, spread by
+//   - telemetry (Telemetry): each node's load, free GPUs, published hazard,
+//     kill-switch state and the bandwidth it sees towards each destination
+//     building, in a versioned encoding that only appends fields, spread by
 //     epidemic broadcast where a newer report from a node replaces an older
 //     one, with bounded push/pull state for nodes that join late;
 //   - events (Event): joins, departures and updates handed to the agent over

@@ -278,7 +278,10 @@ func medianCheckpoint(tr *Trace) int64 {
 // policy of SPEC P1.8): one interval per hour of day for every job,
 // Δ(h) = sqrt(2·C·E[1/B]/λ̄(h)) from the trace-wide hazard of that hour of
 // day and the trace's mean 1/B, never reacting to the current bandwidth,
-// the node or the estimate's drift.
+// the node or the estimate's drift. The controller then applies P1.5's
+// box to it as P1 would (floor C/(β·b) on the allocated b, ceiling
+// 2·Lmax): B7 keeps P1's constraints and allocator, only the optimum is
+// state-independent.
 func TimeVaryingInterval(tr *Trace) func(policy.Job, time.Time) time.Duration {
 	var events, exposure [24]float64
 	for _, d := range tr.Departures {

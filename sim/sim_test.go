@@ -260,10 +260,15 @@ func TestSameSeedSameOutput(t *testing.T) {
 // TestBoundsOverSeeds: over several seeds of the short calibrated trace the
 // hindsight oracle loses no more than any policy, and every policy that
 // checkpoints loses less than no migration. The further bound,
-// ReclaimNet below every online baseline, does NOT hold in this model (see
-// the README: at the SPEC's event counts P1 picks long intervals and a
-// fixed 10-min schedule loses less work for ~5x the checkpoint traffic);
-// the test logs those comparisons instead of asserting them.
+// ReclaimNet below every online baseline, does NOT hold in this model, so
+// the test logs those comparisons instead of asserting them. Why (see
+// BENCHMARKS.md): with the paper's 5-min loss budgets P1.5's ceiling pins
+// ReclaimNet at Slurm's 10-min interval (the hazard optimum is hours at
+// the SPEC's event counts) and its floor C/(β·b) makes large checkpoints
+// less frequent than Slurm's unthrottled uploads; only ~15 emergencies per
+// seed hit a job, so the ReclaimNet-vs-Slurm order flips between seeds;
+// and the Bamboo-like model loses little work by design (it pays in
+// redundant computation, not in work loss).
 func TestBoundsOverSeeds(t *testing.T) {
 	keys := []string{"b1p", "b2", "b1", "b3", "b4", "b5", "b7", "reclaimnet", "b6"}
 	for _, seed := range []uint64{1, 2, 3} {
@@ -288,6 +293,11 @@ func TestBoundsOverSeeds(t *testing.T) {
 			}
 		}
 		t.Logf("seed %d work loss GPU-h: %v", seed, loss)
+		for _, k := range []string{"b1p", "b1", "b3", "b4", "b5", "b7"} {
+			if loss["reclaimnet"] >= loss[k] {
+				t.Logf("seed %d: ReclaimNet %.3f GPU-h is not below %s's %.3f (logged, not asserted; see above)", seed, loss["reclaimnet"], k, loss[k])
+			}
+		}
 	}
 }
 

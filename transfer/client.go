@@ -105,7 +105,7 @@ type Transfer struct {
 	writeNanos atomic.Int64
 	// quic-go's counters of the ended connections.
 	quicBytes, quicPackets, quicLost atomic.Int64
-	chooser    chooser
+	chooser                          chooser
 }
 
 // Send runs a transfer to completion.

@@ -27,6 +27,12 @@ const (
 	// not work for the shuffle: zstd's 128 KiB blocks must each hold one
 	// byte plane to compress it, so only whole shuffled chunks tell.)
 	probeEvery = 16
+	// maxProbeEvery: while probes keep choosing raw (incompressible data,
+	// e.g. already compressed or random), the interval doubles up to this,
+	// so such a transfer spends about 1.6 % instead of 6 % of its chunks on
+	// futile compression, and data that turns compressible is noticed within
+	// 64 chunks.
+	maxProbeEvery = 64
 	// minGain: a chunk must shrink below this fraction to be sent
 	// compressed (zstd on random bytes costs the receiver CPU for nothing).
 	minGain = 0.97
@@ -34,8 +40,33 @@ const (
 
 // chooser remembers which encoding recent chunks of one transfer liked.
 type chooser struct {
-	n      atomic.Int64
-	choice atomic.Int32 // encoding + 1; 0 = probe next
+	n         atomic.Int64
+	choice    atomic.Int32 // encoding + 1; 0 = probe next
+	nextProbe atomic.Int64 // chunk number of the next probe; 0 = at probeEvery
+	interval  atomic.Int64 // current probe interval; 0 = probeEvery
+}
+
+// probeDue reports whether chunk number n (from 1) is probed.
+func (ch *chooser) probeDue(n int64) bool {
+	next := ch.nextProbe.Load()
+	if next == 0 {
+		return n%probeEvery == 1
+	}
+	return n >= next
+}
+
+// probed records the choice a probe made at chunk n: raw doubles the
+// interval to the next probe (up to maxProbeEvery), a compression resets it.
+func (ch *chooser) probed(n int64, best uint8) {
+	iv := max(ch.interval.Load(), probeEvery)
+	if best == encRaw {
+		iv = min(2*iv, maxProbeEvery)
+	} else {
+		iv = probeEvery
+	}
+	ch.interval.Store(iv)
+	ch.nextProbe.Store(n + iv)
+	ch.choice.Store(int32(best) + 1)
 }
 
 // shuffle4 writes the byte planes of src (as 4-byte elements) into dst:
@@ -97,8 +128,8 @@ func (c *codec) encode(mode Compression, raw, dst []byte, ch *chooser) (uint8, [
 	}
 	limit := int(minGain * float64(len(raw)))
 	choice := int(ch.choice.Load()) - 1
-	if ch.n.Add(1)%probeEvery == 1 || choice < 0 {
-		return c.probe(mode, raw, dst, ch, limit)
+	if n := ch.n.Add(1); ch.probeDue(n) || choice < 0 {
+		return c.probe(mode, raw, dst, ch, limit, n)
 	}
 	var out []byte
 	switch uint8(choice) {
@@ -112,14 +143,16 @@ func (c *codec) encode(mode Compression, raw, dst []byte, ch *chooser) (uint8, [
 		out = c.enc.EncodeAll(raw, dst[:0])
 	}
 	if len(out) > limit {
-		ch.choice.Store(0) // data changed character: probe the next chunk
+		// The data changed character: probe the next chunk afresh.
+		ch.interval.Store(0)
+		ch.choice.Store(0)
 		return encRaw, raw
 	}
 	return uint8(choice), out
 }
 
 // probe compresses raw every way mode allows and keeps the best.
-func (c *codec) probe(mode Compression, raw, dst []byte, ch *chooser, limit int) (uint8, []byte) {
+func (c *codec) probe(mode Compression, raw, dst []byte, ch *chooser, limit int, n int64) (uint8, []byte) {
 	best, out := encRaw, raw
 	if z := c.enc.EncodeAll(raw, dst[:0]); len(z) <= limit {
 		best, out = encZstd, z
@@ -131,7 +164,7 @@ func (c *codec) probe(mode Compression, raw, dst []byte, ch *chooser, limit int)
 			best, out = encShuffle, z
 		}
 	}
-	ch.choice.Store(int32(best) + 1)
+	ch.probed(n, best)
 	return best, out
 }
 

@@ -53,6 +53,27 @@
 // place; the sender retries (Config.Attempts) and the new NEED lists only what
 // is still missing.
 //
+// # Limits, concurrent connections and stale versions
+//
+// A receiver grants each connection one bidirectional (control) stream and
+// Config.Streams data streams (QUIC stream limits: a further open is refused
+// by the sender's own QUIC stack). A sender configured for more streams
+// opens each data stream before it takes a chunk, so its extra workers wait
+// holding nothing and the granted streams carry every chunk.
+//
+// Connections receiving the same (job, version) at once (a resume that
+// arrives before the receiver noticed the old connection broke, or two
+// senders) share it: the second is asked only for what is still missing, an
+// abort (cancel, disk full) on one removes nothing while another still
+// receives the version, and an offer of a different manifest under the same
+// (job, version) while one is in progress is refused.
+//
+// A pending version that no connection holds and that saw no activity for
+// Config.PendingMaxAge (default one hour, by the store's clock; counted from
+// the last connection's end, or from the receiver's start for versions found
+// on disk) is removed with its partial data: a sender that never returns
+// leaves nothing behind for long.
+//
 // # Pacing
 //
 // The sender holds an assigned rate in bytes per second ([Transfer.SetRate],

@@ -229,6 +229,10 @@ func rawQUIC(t *testing.T, file, host string, within func(func())) (time.Duratio
 	}
 	d, cpu := time.Since(t0), cpuSeconds()-cpu0
 	conn.CloseWithError(0, "")
+	cs := conn.ConnectionStats()
+	fmt.Printf("FIGURE raw quic-go wire (%s): %d QUIC packets (%.0f bytes avg), %d lost (%.2f%%); payload is %.1f%% of the bytes tbf counted\n",
+		host, cs.PacketsSent, float64(cs.BytesSent)/float64(max(cs.PacketsSent, 1)), cs.PacketsLost, 100*float64(cs.PacketsLost)/float64(max(cs.PacketsSent, 1)),
+		100*float64(len(data))/float64(cs.BytesSent+42*cs.PacketsSent))
 	return d, cpu, rec
 }
 
@@ -492,12 +496,15 @@ func figNetns(t *testing.T, random string) {
 			}
 			return s
 		}
-		d, cpu, _, rec := sendFileSteady(t, random, inNS, func(s *Server) string { return net.JoinHostPort(peer, strconv.Itoa(s.Addr().Port)) }, CompressAuto)
+		d, cpu, st, rec := sendFileSteady(t, random, inNS, func(s *Server) string { return net.JoinHostPort(peer, strconv.Itoa(s.Addr().Port)) }, CompressAuto)
 		g, ss := mbit(fi.Size(), d), rec.steady()
 		fmt.Printf("FIGURE netns veth tbf %s reclaimnet-transfer: %d MiB in %.2fs (Send→DONE) = %.0f Mbit/s = %.1f%% of the shaped rate; steady state (10%%→90%% of the bytes stored at the receiver) %.0f Mbit/s = %.1f%%; %.2f CPU s/GB\n",
 			shape.name, fi.Size()>>20, d.Seconds(), g, 100*g*1e6/shape.bits, ss, 100*ss*1e6/shape.bits, cpu/(float64(fi.Size())/1e9))
 		fmt.Printf("FIGURE netns veth tbf %s reclaimnet-transfer phases: Send→first chunk stored %.0f ms, first→last chunk stored %.2f s, last chunk stored→DONE read (commit incl. syncfs) %.0f ms\n",
 			shape.name, ms(rec.tFirst.Sub(rec.tStart)), rec.tAll.Sub(rec.tFirst).Seconds(), ms(rec.tEnd.Sub(rec.tAll)))
+		fmt.Printf("FIGURE netns veth tbf %s reclaimnet-transfer wire: %d QUIC packets (%.0f bytes avg), %d lost (%.2f%%); payload is %.1f%% of the bytes tbf counted (QUIC + UDP/IP/Ethernet headers)\n",
+			shape.name, st.PacketsSent, float64(st.QUICBytesSent)/float64(max(st.PacketsSent, 1)), st.PacketsLost, 100*float64(st.PacketsLost)/float64(max(st.PacketsSent, 1)),
+			100*float64(fi.Size())/float64(st.QUICBytesSent+42*st.PacketsSent))
 		d, cpu, rec = rawQUIC(t, random, peer, func(fn func()) {
 			if err := inNetns(ns, fn); err != nil {
 				t.Fatal(err)

@@ -192,3 +192,37 @@ func TestCodecChoosesEncoding(t *testing.T) {
 		t.Errorf("fp32 shuffled: %d of %d bytes, want <= 95%%", len(sh), len(d))
 	}
 }
+
+func TestProbeBacksOffOnIncompressibleData(t *testing.T) {
+	cd, err := newCodec(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cd.Close()
+	ch := &chooser{}
+	probes, last := 0, int64(0)
+	for i := 0; i < 1000; i++ {
+		if enc, _ := cd.encode(CompressAuto, randomBytes(uint64(100+i), 4096), nil, ch); enc != encRaw {
+			t.Fatalf("random chunk %d: encoding %d, want raw", i, enc)
+		}
+		if next := ch.nextProbe.Load(); next != last {
+			probes, last = probes+1, next
+		}
+	}
+	// 16, 32, 64, then every 64: about 19 probes; without the back-off 63.
+	if probes < 10 || probes > 25 {
+		t.Fatalf("probes over 1000 random chunks: got %d, want 10..25", probes)
+	}
+	// Data that turns compressible is compressed again within maxProbeEvery
+	// chunks.
+	text := bytes.Repeat([]byte("step=1 loss=0.25\n"), 300)
+	for i := 1; ; i++ {
+		enc, _ := cd.encode(CompressAuto, text, nil, ch)
+		if enc == encZstd {
+			break
+		}
+		if i > maxProbeEvery {
+			t.Fatalf("compressible chunks still sent raw after %d chunks", i)
+		}
+	}
+}

@@ -5,38 +5,33 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"net"
 	"net/netip"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/vishvananda/netns"
-	"golang.org/x/sys/unix"
-	"golang.org/x/time/rate"
-
 	"github.com/reclaimnet/reclaimnet/bpf"
+	"github.com/reclaimnet/reclaimnet/internal/netnstest"
 	"github.com/reclaimnet/reclaimnet/mesh"
 	"github.com/reclaimnet/reclaimnet/policy"
 )
 
-// The node under test lives in namespace A (p.a4) and sends; the peer in
-// namespace B (p.b4) is building "bldg-b".
+// The node under test lives in namespace A (p.A4) and sends; the peer in
+// namespace B (p.B4) is building "bldg-b".
 
 // startNode starts an Enforcer on A's veth; it stops at test end.
-func startNode(t *testing.T, p *netPair, cfg Config) *Enforcer {
+func startNode(t *testing.T, p *netnstest.Pair, cfg Config) *Enforcer {
 	t.Helper()
-	cfg.Node = "n-" + p.nameA
-	cfg.Iface = p.ifA
-	cfg.PinDir = testPinDir(t)
+	cfg.Node = "n-" + p.NameA
+	cfg.Iface = p.IfA
+	cfg.PinDir = netnstest.BPFPinDir(t, "enf")
 	if cfg.Capacity == 0 {
 		cfg.Capacity = 50e6
 	}
 	if cfg.Resolve == nil {
 		cfg.Resolve = func(a netip.Addr) (string, bool) {
-			if a == p.b4 || a == p.b6 {
+			if a == p.B4 || a == p.B6 {
 				return "bldg-b", true
 			}
 			return "", false
@@ -46,9 +41,9 @@ func startNode(t *testing.T, p *netPair, cfg Config) *Enforcer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	in(t, p.nsA, func() { err = e.Start(context.Background()) })
+	netnstest.In(t, p.NsA, func() { err = e.Start(context.Background()) })
 	if err != nil {
-		failOrSkip(t, "start enforcement: %v", err)
+		netnstest.FailOrSkip(t, "start enforcement: %v", err)
 	}
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -58,206 +53,6 @@ func startNode(t *testing.T, p *netPair, cfg Config) *Enforcer {
 		}
 	})
 	return e
-}
-
-// udpSink counts the bytes it receives and remembers the TOS byte of the
-// latest datagram.
-type udpSink struct {
-	addr     netip.AddrPort
-	received atomic.Int64
-	tos      atomic.Int32
-	err      atomic.Value // string: why the reader stopped
-}
-
-// waitReceiving polls until the sink has received something.
-func (s *udpSink) waitReceiving(t *testing.T, snd *sender) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for s.received.Load() == 0 {
-		if time.Now().After(deadline) {
-			t.Fatalf("sink %s received nothing in 5 s (sender wrote %d bytes, last send error %v, reader stopped: %v)", s.addr, snd.sent.Load(), snd.err.Load(), s.err.Load())
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
-func startUDPSink(t *testing.T, ns netns.NsHandle, ip netip.Addr) *udpSink {
-	t.Helper()
-	var (
-		c   *net.UDPConn
-		err error
-	)
-	in(t, ns, func() { c, err = net.ListenUDP("udp", net.UDPAddrFromAddrPort(netip.AddrPortFrom(ip, 0))) })
-	if err != nil {
-		t.Fatalf("listen udp: %v", err)
-	}
-	c.SetReadBuffer(8 << 20)
-	raw, err := c.SyscallConn()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var serr error
-	raw.Control(func(fd uintptr) { serr = unix.SetsockoptInt(int(fd), unix.IPPROTO_IP, unix.IP_RECVTOS, 1) })
-	if serr != nil {
-		t.Fatalf("IP_RECVTOS: %v", serr)
-	}
-	s := &udpSink{addr: c.LocalAddr().(*net.UDPAddr).AddrPort()}
-	s.tos.Store(-1)
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		buf := make([]byte, 64<<10)
-		oob := make([]byte, 128)
-		for {
-			n, oobn, _, _, err := c.ReadMsgUDP(buf, oob)
-			if err != nil {
-				s.err.Store(err.Error())
-				return
-			}
-			s.received.Add(int64(n))
-			msgs, perr := unix.ParseSocketControlMessage(oob[:oobn])
-			if perr != nil {
-				continue
-			}
-			for _, m := range msgs {
-				if m.Header.Level == unix.IPPROTO_IP && m.Header.Type == unix.IP_TOS && len(m.Data) > 0 {
-					s.tos.Store(int32(m.Data[0]))
-				}
-			}
-		}
-	})
-	t.Cleanup(func() { c.Close(); wg.Wait() })
-	return s
-}
-
-// sender sends payload-sized writes paced at bytesPerSec until the test
-// ends, counting the payload bytes written.
-type sender struct {
-	local netip.AddrPort
-	sent  atomic.Int64
-	err   atomic.Value // error: the last write error ignored
-}
-
-func startUDPSender(t *testing.T, ns netns.NsHandle, local netip.Addr, to netip.AddrPort, bytesPerSec float64) *sender {
-	t.Helper()
-	var (
-		c   *net.UDPConn
-		err error
-	)
-	in(t, ns, func() {
-		c, err = net.DialUDP("udp", net.UDPAddrFromAddrPort(netip.AddrPortFrom(local, 0)), net.UDPAddrFromAddrPort(to))
-	})
-	if err != nil {
-		t.Fatalf("dial udp: %v", err)
-	}
-	s := &sender{local: c.LocalAddr().(*net.UDPAddr).AddrPort()}
-	runPaced(t, bytesPerSec, 1200, func(b []byte) error {
-		n, err := c.Write(b)
-		s.sent.Add(int64(n))
-		if errors.Is(err, unix.ENOBUFS) || errors.Is(err, unix.EPERM) || errors.Is(err, unix.ECONNREFUSED) {
-			s.err.Store(err)
-			return nil // dropped below us (the ceiling, a full queue): keep sending
-		}
-		return err
-	}, func() { c.Close() })
-	return s
-}
-
-func startTCPSender(t *testing.T, ns netns.NsHandle, local netip.Addr, to netip.AddrPort, bytesPerSec float64) *sender {
-	t.Helper()
-	var (
-		c   *net.TCPConn
-		err error
-	)
-	in(t, ns, func() {
-		c, err = net.DialTCP("tcp", net.TCPAddrFromAddrPort(netip.AddrPortFrom(local, 0)), net.TCPAddrFromAddrPort(to))
-	})
-	if err != nil {
-		t.Fatalf("dial tcp: %v", err)
-	}
-	s := &sender{local: c.LocalAddr().(*net.TCPAddr).AddrPort()}
-	runPaced(t, bytesPerSec, 16<<10, func(b []byte) error {
-		n, err := c.Write(b)
-		s.sent.Add(int64(n))
-		return err
-	}, func() { c.Close() })
-	return s
-}
-
-// runPaced calls write with chunk-sized buffers at bytesPerSec until test
-// end; closeFn unblocks a pending write.
-func runPaced(t *testing.T, bytesPerSec float64, chunk int, write func([]byte) error, closeFn func()) {
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		lim := rate.NewLimiter(rate.Limit(bytesPerSec), 64<<10)
-		buf := make([]byte, chunk)
-		for {
-			if err := lim.WaitN(ctx, chunk); err != nil {
-				return
-			}
-			if err := write(buf); err != nil {
-				if ctx.Err() == nil {
-					t.Errorf("send: %v", err)
-				}
-				return
-			}
-		}
-	})
-	t.Cleanup(func() { cancel(); closeFn(); wg.Wait() })
-}
-
-// startTCPSink accepts connections and discards what they send.
-func startTCPSink(t *testing.T, ns netns.NsHandle, ip netip.Addr) netip.AddrPort {
-	t.Helper()
-	var (
-		ln  net.Listener
-		err error
-	)
-	in(t, ns, func() { ln, err = net.Listen("tcp", netip.AddrPortFrom(ip, 0).String()) })
-	if err != nil {
-		t.Fatalf("listen tcp: %v", err)
-	}
-	var (
-		wg    sync.WaitGroup
-		mu    sync.Mutex
-		conns []net.Conn
-	)
-	wg.Go(func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			mu.Lock()
-			conns = append(conns, c)
-			mu.Unlock()
-			wg.Go(func() {
-				buf := make([]byte, 64<<10)
-				for {
-					if _, err := c.Read(buf); err != nil {
-						return
-					}
-				}
-			})
-		}
-	})
-	t.Cleanup(func() {
-		ln.Close()
-		mu.Lock()
-		for _, c := range conns {
-			c.Close()
-		}
-		mu.Unlock()
-		wg.Wait()
-	})
-	return ln.Addr().(*net.TCPAddr).AddrPort()
-}
-
-// rateOver returns the rate at which counter grows over d.
-func rateOver(counter *atomic.Int64, d time.Duration) float64 {
-	b0, t0 := counter.Load(), time.Now()
-	time.Sleep(d)
-	return float64(counter.Load()-b0) / time.Since(t0).Seconds()
 }
 
 func buildingRates(t *testing.T, e *Enforcer, building string) (BuildingRates, Stats) {
@@ -279,7 +74,7 @@ func buildingRates(t *testing.T, e *Enforcer, building string) (BuildingRates, S
 // building must match what was sent, and the published estimate must be
 // capacity minus that traffic.
 func TestLiveTelemetry(t *testing.T) {
-	p := newNetPair(t)
+	p := netnstest.NewPair(t)
 	const capacity = 50e6
 	var (
 		pubMu  sync.Mutex
@@ -290,14 +85,14 @@ func TestLiveTelemetry(t *testing.T) {
 	e := startNode(t, p, Config{Capacity: capacity, Bandwidth: &bw, PublishEvery: 200 * time.Millisecond,
 		Publish: func(b []mesh.BuildingBandwidth) { pubMu.Lock(); latest, pubs = b, pubs+1; pubMu.Unlock() }})
 
-	udpSink := startUDPSink(t, p.nsB, p.b4)
-	tcpSink := startTCPSink(t, p.nsB, p.b4)
-	udp := startUDPSender(t, p.nsA, p.a4, udpSink.addr, 6e6)
-	tcp := startTCPSender(t, p.nsA, p.a4, tcpSink, 4e6)
+	udpSink := netnstest.StartUDPSink(t, p.NsB, p.B4)
+	tcpSink := netnstest.StartTCPSink(t, p.NsB, p.B4)
+	udp := netnstest.StartUDPSender(t, p.NsA, p.A4, udpSink.Addr, 6e6)
+	tcp := netnstest.StartTCPSender(t, p.NsA, p.A4, tcpSink.AddrPort(), 4e6)
 
 	time.Sleep(1500 * time.Millisecond) // warm-up: three half-lives
 	// Average the sampler's figure over 2 s next to what the senders wrote.
-	u0, c0, t0 := udp.sent.Load(), tcp.sent.Load(), time.Now()
+	u0, c0, t0 := udp.Sent.Load(), tcp.Sent.Load(), time.Now()
 	var sum float64
 	var n int
 	tick := time.NewTicker(100 * time.Millisecond)
@@ -311,7 +106,7 @@ func TestLiveTelemetry(t *testing.T) {
 	}
 	tick.Stop()
 	secs := time.Since(t0).Seconds()
-	sent := float64(udp.sent.Load()-u0+tcp.sent.Load()-c0) / secs
+	sent := float64(udp.Sent.Load()-u0+tcp.Sent.Load()-c0) / secs
 	sampled := sum / float64(n)
 	t.Logf("sent %.2f MB/s (payload), sampler saw %.2f MB/s non-migration (wire) over %d samples", sent/1e6, sampled/1e6, n)
 	if sent < 5e6 {
@@ -364,27 +159,27 @@ func TestLiveTelemetry(t *testing.T) {
 // counting drops as violations and its bytes as migration; removing the
 // binding restores the sender's rate and its unmarked packets.
 func TestLiveFlowCeiling(t *testing.T) {
-	p := newNetPair(t)
+	p := netnstest.NewPair(t)
 	e := startNode(t, p, Config{})
-	sink := startUDPSink(t, p.nsB, p.b4)
+	sink := netnstest.StartUDPSink(t, p.NsB, p.B4)
 	const offered = 15e6
-	snd := startUDPSender(t, p.nsA, p.a4, sink.addr, offered)
-	sink.waitReceiving(t, snd)
+	snd := netnstest.StartUDPSender(t, p.NsA, p.A4, sink.Addr, offered)
+	sink.WaitReceiving(t, snd)
 
-	free := rateOver(&sink.received, time.Second)
+	free := netnstest.RateOver(&sink.Received, time.Second)
 	const assigned = 2e6
 	ceiling := MinCeilingFactor * assigned // the bucket counts wire bytes: payload is ~4 % less
 	if free < 3*ceiling {
-		t.Fatalf("sender reached only %.2f MB/s unbound (wrote %d bytes, last error %v), need ≥ %.2f to test a %.2f MB/s ceiling (machine overloaded?)", free/1e6, snd.sent.Load(), snd.err.Load(), 3*ceiling/1e6, ceiling/1e6)
+		t.Fatalf("sender reached only %.2f MB/s unbound (wrote %d bytes, last error %v), need ≥ %.2f to test a %.2f MB/s ceiling (machine overloaded?)", free/1e6, snd.Sent.Load(), snd.Err.Load(), 3*ceiling/1e6, ceiling/1e6)
 	}
-	b := FlowBinding{LocalPort: snd.local.Port(), Dst: sink.addr,
+	b := FlowBinding{LocalPort: snd.Local.Port(), Dst: sink.Addr,
 		Decision: policy.FlowDecision{ID: "f1", Class: policy.ClassMigration, Rate: assigned}}
 	if err := e.ApplyFlows([]FlowBinding{b}); err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(300 * time.Millisecond) // the 256 KiB burst drains
-	held := rateOver(&sink.received, 2*time.Second)
-	tos := sink.tos.Load()
+	held := netnstest.RateOver(&sink.Received, 2*time.Second)
+	tos := sink.TOS.Load()
 	fs, err := e.FlowStats(b)
 	if err != nil {
 		t.Fatal(err)
@@ -415,11 +210,11 @@ func TestLiveFlowCeiling(t *testing.T) {
 		t.Error("flow still in the kernel table after ApplyFlows(nil)")
 	}
 	time.Sleep(100 * time.Millisecond)
-	restored := rateOver(&sink.received, time.Second)
+	restored := netnstest.RateOver(&sink.Received, time.Second)
 	if restored < 3*ceiling {
 		t.Errorf("unbound again the sender delivers %.2f MB/s, want ≥ %.2f (3 × the removed ceiling)", restored/1e6, 3*ceiling/1e6)
 	}
-	if tos := sink.tos.Load(); tos&^3 != 0 {
+	if tos := sink.TOS.Load(); tos&^3 != 0 {
 		t.Errorf("TOS after removal = %#x, want unmarked", tos)
 	}
 }
@@ -458,14 +253,14 @@ func sameTable(got, want map[bpf.FlowKey]entry) error {
 // applying it again changes nothing, changes are applied, stale entries
 // (ours or anyone's) are removed, and a bad binding keeps its old entry.
 func TestLiveApplyFlowsIdempotent(t *testing.T) {
-	p := newNetPair(t)
+	p := netnstest.NewPair(t)
 	e := startNode(t, p, Config{})
 	other, err := bpf.OpenPinned(e.cfg.PinDir)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer other.Close()
-	dst := netip.AddrPortFrom(p.b4, 7948)
+	dst := netip.AddrPortFrom(p.B4, 7948)
 	bind := func(port uint16, class policy.TrafficClass, r float64) FlowBinding {
 		return FlowBinding{LocalPort: port, Dst: dst, Decision: policy.FlowDecision{ID: fmt.Sprint(port), Class: class, Rate: r, Ceiling: 1.1 * r, Burst: 512 << 10}}
 	}
@@ -531,13 +326,13 @@ func TestLiveApplyFlowsIdempotent(t *testing.T) {
 // transfer port and new TCP connections to a job port, keeps established
 // ones and other ports working; off lets new connections in again.
 func TestLiveKillSwitch(t *testing.T) {
-	p := newNetPair(t)
-	serverTLS, clientTLS := selfSignedTLS(t)
-	quicSrv := startQUICServer(t, p.nsA, p.a4, serverTLS, false)
-	job := startTCPEcho(t, p.nsA, p.a4)
-	owner := startTCPEcho(t, p.nsA, p.a4) // the owner's own service: never touched
+	p := netnstest.NewPair(t)
+	serverTLS, clientTLS := netnstest.SelfSignedTLS(t)
+	quicSrv := netnstest.StartQUICEcho(t, p.NsA, p.A4, serverTLS)
+	job := netnstest.StartTCPEcho(t, p.NsA, p.A4)
+	owner := netnstest.StartTCPEcho(t, p.NsA, p.A4) // the owner's own service: never touched
 	e := startNode(t, p, Config{
-		TransferPort: uint16(quicSrv.addr.Port),
+		TransferPort: uint16(quicSrv.Addr.Port),
 		JobPorts:     []bpf.Port{{Proto: bpf.ProtoTCP, Number: uint16(job.Port)}},
 		ControlPorts: []uint16{uint16(owner.Port)},
 	})
@@ -548,39 +343,39 @@ func TestLiveKillSwitch(t *testing.T) {
 	if st.KillSwitch != "off" || len(st.Protected) != 2 {
 		t.Fatalf("at start: kill-switch %s, protected %v; want off with 2 ports", st.KillSwitch, st.Protected)
 	}
-	established, err := dialTCP(t, p.nsB, job, 5*time.Second)
+	established, err := netnstest.DialTCP(t, p.NsB, job, 5*time.Second)
 	if err != nil {
 		t.Fatalf("dial job before the switch: %v", err)
 	}
-	if err := tcpEcho(established, 5*time.Second); err != nil {
+	if err := netnstest.TCPEcho(established, 5*time.Second); err != nil {
 		t.Fatal(err)
 	}
-	conn, _, err := dialQUIC(t, p.nsB, p.b4, quicSrv.addr, clientTLS, 5*time.Second)
+	conn, _, err := netnstest.DialQUIC(t, p.NsB, p.B4, quicSrv.Addr, clientTLS, 5*time.Second)
 	if err != nil {
 		t.Fatalf("dial QUIC before the switch: %v", err)
 	}
-	if err := quicEcho(conn, 5*time.Second); err != nil {
+	if err := netnstest.QUICEcho(conn, 5*time.Second); err != nil {
 		t.Fatal(err)
 	}
 
 	if err := e.SetKillSwitch(bpf.ModeSoft); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := dialTCP(t, p.nsB, job, time.Second); err == nil {
+	if _, err := netnstest.DialTCP(t, p.NsB, job, time.Second); err == nil {
 		t.Error("new TCP connection to the job port succeeded in soft mode")
 	}
-	if _, _, err := dialQUIC(t, p.nsB, p.b4, quicSrv.addr, clientTLS, time.Second); err == nil {
+	if _, _, err := netnstest.DialQUIC(t, p.NsB, p.B4, quicSrv.Addr, clientTLS, time.Second); err == nil {
 		t.Error("new QUIC connection to the transfer port succeeded in soft mode")
 	}
-	if err := tcpEcho(established, 5*time.Second); err != nil {
+	if err := netnstest.TCPEcho(established, 5*time.Second); err != nil {
 		t.Errorf("established TCP connection broken by soft mode: %v", err)
 	}
-	if err := quicEcho(conn, 5*time.Second); err != nil {
+	if err := netnstest.QUICEcho(conn, 5*time.Second); err != nil {
 		t.Errorf("established QUIC connection broken by soft mode: %v", err)
 	}
-	if c, err := dialTCP(t, p.nsB, owner, 5*time.Second); err != nil {
+	if c, err := netnstest.DialTCP(t, p.NsB, owner, 5*time.Second); err != nil {
 		t.Errorf("owner's unprotected port refused in soft mode: %v", err)
-	} else if err := tcpEcho(c, 5*time.Second); err != nil {
+	} else if err := netnstest.TCPEcho(c, 5*time.Second); err != nil {
 		t.Errorf("owner's unprotected port: %v", err)
 	}
 	st, err = e.Stats()
@@ -594,10 +389,10 @@ func TestLiveKillSwitch(t *testing.T) {
 	if err := e.SetKillSwitch(bpf.ModeOff); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := dialTCP(t, p.nsB, job, 5*time.Second); err != nil {
+	if _, err := netnstest.DialTCP(t, p.NsB, job, 5*time.Second); err != nil {
 		t.Errorf("new TCP connection after switching off: %v", err)
 	}
-	if _, _, err := dialQUIC(t, p.nsB, p.b4, quicSrv.addr, clientTLS, 5*time.Second); err != nil {
+	if _, _, err := netnstest.DialQUIC(t, p.NsB, p.B4, quicSrv.Addr, clientTLS, 5*time.Second); err != nil {
 		t.Errorf("new QUIC connection after switching off: %v", err)
 	}
 }
@@ -605,8 +400,8 @@ func TestLiveKillSwitch(t *testing.T) {
 // TestLiveStartErrors: a missing interface is named; a second Start is
 // refused; the pins are gone after Stop.
 func TestLiveStartErrors(t *testing.T) {
-	requirePrivileged(t)
-	e, err := New(Config{Node: "n", Iface: "rn-no-such-if", PinDir: testPinDir(t), Capacity: 1e6,
+	netnstest.RequirePrivileged(t)
+	e, err := New(Config{Node: "n", Iface: "rn-no-such-if", PinDir: netnstest.BPFPinDir(t, "enf"), Capacity: 1e6,
 		Resolve: func(netip.Addr) (string, bool) { return "", false }})
 	if err != nil {
 		t.Fatal(err)
@@ -618,10 +413,10 @@ func TestLiveStartErrors(t *testing.T) {
 	if e.Enabled() {
 		t.Error("Enabled() after a failed Start")
 	}
-	p := newNetPair(t)
+	p := netnstest.NewPair(t)
 	e2 := startNode(t, p, Config{})
 	var err2 error
-	in(t, p.nsA, func() { err2 = e2.Start(context.Background()) })
+	netnstest.In(t, p.NsA, func() { err2 = e2.Start(context.Background()) })
 	if err2 == nil {
 		t.Error("second Start succeeded")
 	}
@@ -638,8 +433,8 @@ func TestLiveStartErrors(t *testing.T) {
 // it in force (the owner's decision); a restarted agent keeps the pinned
 // mode; switched off, Stop removes everything.
 func TestLiveSwitchOutlivesStop(t *testing.T) {
-	p := newNetPair(t)
-	job := startTCPEcho(t, p.nsA, p.a4)
+	p := netnstest.NewPair(t)
+	job := netnstest.StartTCPEcho(t, p.NsA, p.A4)
 	cfg := Config{JobPorts: []bpf.Port{{Proto: bpf.ProtoTCP, Number: uint16(job.Port)}}}
 	e := startNode(t, p, cfg)
 	dir := e.cfg.PinDir
@@ -649,7 +444,7 @@ func TestLiveSwitchOutlivesStop(t *testing.T) {
 	if err := e.Stop(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := dialTCP(t, p.nsB, job, time.Second); err == nil {
+	if _, err := netnstest.DialTCP(t, p.NsB, job, time.Second); err == nil {
 		t.Error("new connection to the job port succeeded after Stop with the switch hard")
 	}
 	m, err := bpf.OpenPinned(dir)
@@ -662,13 +457,13 @@ func TestLiveSwitchOutlivesStop(t *testing.T) {
 		t.Fatalf("pinned mode after Stop = %v, %v; want hard", mode, err)
 	}
 	// A restarted agent on the same pins keeps the owner's mode.
-	cfg.Node, cfg.Iface, cfg.PinDir, cfg.Capacity = "again", p.ifA, dir, 50e6
+	cfg.Node, cfg.Iface, cfg.PinDir, cfg.Capacity = "again", p.IfA, dir, 50e6
 	cfg.Resolve = func(netip.Addr) (string, bool) { return "", false }
 	e2, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	in(t, p.nsA, func() { err = e2.Start(context.Background()) })
+	netnstest.In(t, p.NsA, func() { err = e2.Start(context.Background()) })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -678,7 +473,7 @@ func TestLiveSwitchOutlivesStop(t *testing.T) {
 	if err := e2.SetKillSwitch(bpf.ModeOff); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := dialTCP(t, p.nsB, job, 5*time.Second); err != nil {
+	if _, err := netnstest.DialTCP(t, p.NsB, job, 5*time.Second); err != nil {
 		t.Errorf("new connection after switching off: %v", err)
 	}
 	if err := e2.Stop(context.Background()); err != nil {

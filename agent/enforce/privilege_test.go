@@ -3,14 +3,12 @@ package enforce
 import (
 	"context"
 	"fmt"
-	"io"
 	"net/netip"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
+
+	"github.com/reclaimnet/reclaimnet/internal/netnstest"
 )
 
 const childEnv = "RECLAIMNET_ENFORCE_UNPRIVILEGED_CHILD"
@@ -35,47 +33,10 @@ func TestStartWithoutPrivilege(t *testing.T) {
 		fmt.Println("START-ERROR:", err)
 		return
 	}
-	// Root: copy the test binary where nobody can run it and run this test
-	// as nobody.
-	dir, err := os.MkdirTemp("", "enforce-unpriv")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer os.RemoveAll(dir)
-	if err := os.Chmod(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	bin := filepath.Join(dir, "enforce.test")
-	if err := copyFile(os.Args[0], bin); err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(bin, "-test.run=^TestStartWithoutPrivilege$", "-test.v")
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), childEnv+"=1")
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("unprivileged run failed: %v\n%s", err, out)
-	}
-	if !strings.Contains(string(out), "START-ERROR:") {
+	// Root: run this test again as nobody.
+	out := netnstest.RerunAsNobody(t, "TestStartWithoutPrivilege", childEnv+"=1")
+	if !strings.Contains(out, "START-ERROR:") {
 		t.Fatalf("unprivileged run did not reach Start (skipped?):\n%s", out)
 	}
-	t.Logf("%s", strings.TrimSpace(string(out)))
-}
-
-func copyFile(from, to string) error {
-	src, err := os.Open(from)
-	if err != nil {
-		return err
-	}
-	defer src.Close()
-	dst, err := os.OpenFile(to, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o755)
-	if err != nil {
-		return err
-	}
-	if _, err := io.Copy(dst, src); err != nil {
-		dst.Close()
-		return err
-	}
-	return dst.Close()
+	t.Logf("%s", out)
 }

@@ -14,10 +14,10 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Pair is two network namespaces joined by a veth pair: A (the peer
-// that connects or sends) and B (the node under test), created for one
-// test and deleted at its end. A has 10.77.0.1 and fd77::1, B 10.77.0.2
-// and fd77::2.
+// Pair is two network namespaces, A and B, joined by a veth pair,
+// created for one test and deleted at its end. A has 10.77.0.1 and
+// fd77::1, B 10.77.0.2 and fd77::2. Which side holds the node under test
+// is the test's choice (bpf's tests use B, agent/enforce's A).
 type Pair struct {
 	NameA, NameB string // namespace names, as `ip -n` and `tc -n` take them
 	IfA, IfB     string // the veth ends, IfA in A and IfB in B

@@ -78,14 +78,7 @@ func StartQUICSink(t testing.TB, ns netns.NsHandle, ip netip.Addr, tlsConf *tls.
 
 func startQUICServer(t testing.TB, ns netns.NsHandle, ip netip.Addr, tlsConf *tls.Config, sink bool) *QUICServer {
 	t.Helper()
-	var (
-		udp *net.UDPConn
-		err error
-	)
-	In(t, ns, func() { udp, err = net.ListenUDP("udp", net.UDPAddrFromAddrPort(netip.AddrPortFrom(ip, 0))) })
-	if err != nil {
-		t.Fatalf("listen udp: %v", err)
-	}
+	udp := listenUDP(t, ns, ip)
 	tr := &quic.Transport{Conn: udp}
 	ln, err := tr.Listen(tlsConf, &quic.Config{MaxIdleTimeout: 30 * time.Second, InitialStreamReceiveWindow: 8 << 20, MaxStreamReceiveWindow: 32 << 20, InitialConnectionReceiveWindow: 16 << 20, MaxConnectionReceiveWindow: 64 << 20})
 	if err != nil {
@@ -142,14 +135,7 @@ func startQUICServer(t testing.TB, ns netns.NsHandle, ip netip.Addr, tlsConf *tl
 // end.
 func DialQUIC(t testing.TB, ns netns.NsHandle, local netip.Addr, to *net.UDPAddr, tlsConf *tls.Config, timeout time.Duration) (*quic.Conn, *net.UDPConn, error) {
 	t.Helper()
-	var (
-		udp *net.UDPConn
-		err error
-	)
-	In(t, ns, func() { udp, err = net.ListenUDP("udp", net.UDPAddrFromAddrPort(netip.AddrPortFrom(local, 0))) })
-	if err != nil {
-		t.Fatalf("listen udp: %v", err)
-	}
+	udp := listenUDP(t, ns, local)
 	tr := &quic.Transport{Conn: udp}
 	t.Cleanup(func() { tr.Close() })
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)

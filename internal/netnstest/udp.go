@@ -28,14 +28,7 @@ type UDPSink struct {
 // and IP_RECVTOS; it stops at test end.
 func StartUDPSink(t testing.TB, ns netns.NsHandle, ip netip.Addr) *UDPSink {
 	t.Helper()
-	var (
-		c   *net.UDPConn
-		err error
-	)
-	In(t, ns, func() { c, err = net.ListenUDP("udp", net.UDPAddrFromAddrPort(netip.AddrPortFrom(ip, 0))) })
-	if err != nil {
-		t.Fatalf("listen udp: %v", err)
-	}
+	c := listenUDP(t, ns, ip)
 	c.SetReadBuffer(8 << 20)
 	raw, err := c.SyscallConn()
 	if err != nil {
@@ -72,6 +65,20 @@ func StartUDPSink(t testing.TB, ns netns.NsHandle, ip netip.Addr) *UDPSink {
 	})
 	t.Cleanup(func() { c.Close(); wg.Wait() })
 	return s
+}
+
+// listenUDP opens a UDP socket in ns on ip, port 0. The caller closes it.
+func listenUDP(t testing.TB, ns netns.NsHandle, ip netip.Addr) *net.UDPConn {
+	t.Helper()
+	var (
+		c   *net.UDPConn
+		err error
+	)
+	In(t, ns, func() { c, err = net.ListenUDP("udp", net.UDPAddrFromAddrPort(netip.AddrPortFrom(ip, 0))) })
+	if err != nil {
+		t.Fatalf("listen udp: %v", err)
+	}
+	return c
 }
 
 // WaitReceiving polls until the sink has received something, failing the

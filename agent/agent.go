@@ -25,6 +25,7 @@ import (
 	"github.com/reclaimnet/reclaimnet/mesh"
 	"github.com/reclaimnet/reclaimnet/pki"
 	"github.com/reclaimnet/reclaimnet/policy"
+	"github.com/reclaimnet/reclaimnet/raft"
 	"github.com/reclaimnet/reclaimnet/web"
 )
 
@@ -62,7 +63,11 @@ type Agent struct {
 	gossipKeys [][]byte
 	mesh       *mesh.Mesh
 	enforce    *enforcement // kernel enforcement; first of Subsystems
-	coord      coordinator  // nil until the coordinator is wired in
+	jobs       *jobSystem   // checkpoint store, transfers, job manager
+	// raftConfig, when set (tests), adjusts the coordinator's config
+	// before it opens (policy parameters for short intervals).
+	raftConfig func(*raft.Config)
+	coord      coordinator // nil until the coordinator is wired in
 	registry   *prometheus.Registry
 	web        *web.Handler // status page, /v1 and /metrics
 	ctlLn      net.Listener
@@ -141,6 +146,10 @@ func New(cfg Config, logger *slog.Logger) (_ *Agent, err error) {
 		return nil, err
 	}
 	a.cfg.RaftPort = a.raftLn.Addr().(*net.TCPAddr).Port
+	// The transfer port is bound before gossip announces it.
+	if a.jobs, err = a.newJobSystem(); err != nil {
+		return nil, err
+	}
 	if err := a.startMesh(); err != nil {
 		return nil, err
 	}
@@ -152,6 +161,7 @@ func New(cfg Config, logger *slog.Logger) (_ *Agent, err error) {
 	if err := a.registerEnforcement(); err != nil {
 		return nil, err
 	}
+	a.Subsystems = append(a.Subsystems, a.jobs)
 	return a, nil
 }
 
@@ -399,6 +409,9 @@ func (a *Agent) closeAll() {
 	}
 	if a.raftLn != nil {
 		a.raftLn.Close()
+	}
+	if a.jobs != nil {
+		a.jobs.close()
 	}
 	if a.httpLn != nil {
 		a.httpLn.Close()

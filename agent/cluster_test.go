@@ -67,6 +67,8 @@ type testCluster struct {
 	// load, when set, replaces the host's load in every agent's telemetry
 	// (the test machine's real load may exceed P2's θ and block placement).
 	load func() float64
+	// raftConfig, when set, adjusts every agent's coordinator config.
+	raftConfig func(*raft.Config)
 }
 
 func newTestCluster(t *testing.T) *testCluster {
@@ -126,6 +128,7 @@ func (c *testCluster) start(cfg Config) *testNode {
 	if c.load != nil {
 		a.sampleLoad = c.load
 	}
+	a.raftConfig = c.raftConfig
 	ctx, cancel := context.WithCancel(context.Background())
 	n := &testNode{agent: a, cancel: cancel, done: make(chan error, 1)}
 	ready := make(chan Info, 1)

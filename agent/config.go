@@ -73,6 +73,9 @@ type Config struct {
 	// (default /sys/fs/bpf/reclaimnet/NAME, which 'reclaimnet killswitch
 	// --node NAME' finds).
 	BPFPinDir string `json:"bpf_pin_dir,omitempty"`
+	// CacheSize caps the checkpoint store under DataDir/ckpt (and is the
+	// receiver's disk quota); 0 means DefaultCacheSize (50 GiB).
+	CacheSize Size `json:"cache_size,omitempty"`
 	// LocalTimings uses fast gossip and Raft timings (memberlist's and
 	// raft's DefaultLocalConfig) for clusters on one machine.
 	LocalTimings bool `json:"local_timings"`
@@ -96,6 +99,31 @@ func (d *Duration) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
+// Size is a byte count that reads "50GiB" from flags and JSON.
+type Size int64
+
+func (s Size) String() string { return strconv.FormatInt(int64(s), 10) + "B" }
+
+// Set parses a size with a unit ("50GiB", "500GB").
+func (s *Size) Set(v string) error {
+	n, err := gpu.ParseBytes(v)
+	if err != nil {
+		return err
+	}
+	*s = Size(n)
+	return nil
+}
+
+func (s Size) MarshalJSON() ([]byte, error) { return json.Marshal(s.String()) }
+
+func (s *Size) UnmarshalJSON(b []byte) error {
+	var v string
+	if err := json.Unmarshal(b, &v); err != nil {
+		return fmt.Errorf("size: want a string like \"50GiB\": %w", err)
+	}
+	return s.Set(v)
+}
+
 // DefaultConfig returns the defaults of a production node; the caller sets
 // at least the gossip key and TLS dir.
 func DefaultConfig() Config {
@@ -112,6 +140,7 @@ func DefaultConfig() Config {
 		TelemetryInterval: Duration(time.Second),
 		Enforce:           EnforceAuto,
 		LinkCapacity:      DefaultLinkCapacity,
+		CacheSize:         DefaultCacheSize,
 	}
 }
 
@@ -188,6 +217,9 @@ func (c Config) Validate() error {
 	}
 	if c.LinkCapacity < 0 {
 		return fmt.Errorf("link capacity %v: want a positive rate such as 1Gbit", float64(c.LinkCapacity))
+	}
+	if c.CacheSize < 0 {
+		return fmt.Errorf("cache size %d: must not be negative", c.CacheSize)
 	}
 	if c.LeaveTimeout < 0 || c.TelemetryInterval < 0 {
 		return errors.New("negative duration")

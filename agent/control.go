@@ -33,6 +33,12 @@ const (
 type Request struct {
 	Op    string   `json:"op"`
 	Peers []string `json:"peers,omitempty"`
+	// Job is the job to submit (OpRun); JobID the job of OpLogs and
+	// OpCancel; Tail how many bytes of the log's end OpLogs returns (0:
+	// up to 4 MiB).
+	Job   *JobRequest `json:"job,omitempty"`
+	JobID string      `json:"job_id,omitempty"`
+	Tail  int64       `json:"tail,omitempty"`
 }
 
 // Error kinds in Response.Kind, so the CLI can explain a failure.
@@ -52,6 +58,13 @@ type Response struct {
 	// the HTTP API serves it (a web.Status).
 	Document json.RawMessage `json:"document,omitempty"`
 	Joined   int             `json:"joined,omitempty"`
+	// JobID is the submitted or cancelled job; Jobs the list (OpJobs);
+	// Log a job's log, Node the node it runs on, Note a remark (OpLogs).
+	JobID string    `json:"job_id,omitempty"`
+	Jobs  []JobInfo `json:"jobs,omitempty"`
+	Log   string    `json:"log,omitempty"`
+	Node  string    `json:"node,omitempty"`
+	Note  string    `json:"note,omitempty"`
 }
 
 // Info is what the agent writes to InfoFile.
@@ -136,6 +149,8 @@ func (a *Agent) control(req Request) Response {
 			return Response{Error: err.Error(), Kind: kind}
 		}
 		return Response{Joined: n}
+	case OpRun, OpJobs, OpLogs, OpCancel:
+		return a.jobControl(req)
 	}
 	return Response{Error: fmt.Sprintf("unknown operation %q", req.Op), Kind: KindBadRequest}
 }

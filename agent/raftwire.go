@@ -45,8 +45,11 @@ func (a *Agent) startCoordinator(ln net.Listener) error {
 	rc.AdvertiseAddr = net.JoinHostPort(adv, strconv.Itoa(ln.Addr().(*net.TCPAddr).Port))
 	rc.TLS = a.tls
 	rc.Bootstrap = len(a.cfg.Join) == 0
-	rc.Telemetry = meshTelemetry{mesh: a.mesh}
+	rc.Telemetry = meshTelemetry{mesh: a.mesh, flows: a.flowProgress}
 	rc.Logger = a.logger.With("subsystem", "raft")
+	if a.raftConfig != nil {
+		a.raftConfig(&rc)
+	}
 	c, err := raft.Open(rc)
 	if err != nil {
 		return fmt.Errorf("coordinator: %w", err)

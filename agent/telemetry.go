@@ -22,6 +22,8 @@ const (
 // builds its policy.Snapshot from what every node reports.
 type meshTelemetry struct {
 	mesh *mesh.Mesh
+	// flows is this node's outgoing flow progress (nil: none).
+	flows func() []raft.FlowProgress
 }
 
 var _ raft.Telemetry = meshTelemetry{}
@@ -129,5 +131,12 @@ func (t meshTelemetry) Links() []policy.Link {
 	return links
 }
 
-// Flows reports transfer progress; none until transfer/ is plugged in.
-func (t meshTelemetry) Flows() []raft.FlowProgress { return nil }
+// Flows reports the progress of the flows this node sends (the job
+// manager's). Gossip does not carry flow progress, so the leader sees only
+// its own flows; the others count as not started.
+func (t meshTelemetry) Flows() []raft.FlowProgress {
+	if t.flows == nil {
+		return nil
+	}
+	return t.flows()
+}

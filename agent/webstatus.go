@@ -99,9 +99,12 @@ func (a *Agent) webStatus(now time.Time) web.Status {
 	st.Reclaims = webReclaims(state)
 	st.Decisions = webDecisions(state.Decisions)
 	st.Control = web.Control{LastTick: state.Decisions.At, CheckpointBudget: state.Decisions.CheckpointBudget}
-	// Transfers: no transfer subsystem reports flows to the agent yet, so
-	// the list stays empty. Counters and reclaim history are not kept in
-	// the replicated state yet either and stay zero/empty.
+	// Transfers: the ones this node sends (the job manager's). Counters
+	// and reclaim history are not kept in the replicated state yet and
+	// stay zero/empty.
+	if a.jobs != nil {
+		st.Transfers = a.jobs.webTransfers(state)
+	}
 	return st
 }
 

@@ -207,6 +207,12 @@ func TestLivePinnedSwitchOutlivesAgent(t *testing.T) {
 	}
 	e.closeObjects()
 
+	// Resolve the neighbour first (switch still off): on a loaded machine
+	// ARP can outlast the short dial below, and then no SYN is ever sent.
+	if _, err := netnstest.DialTCP(t, p.NsA, tcpProt, 5*time.Second); err != nil {
+		t.Fatalf("warm-up connection with the switch off: %v", err)
+	}
+
 	m, err := OpenPinned(pinDir)
 	if err != nil {
 		t.Fatalf("open pinned maps: %v", err)

@@ -441,3 +441,42 @@ func versionsOf(ms []*Manifest) []uint64 {
 	}
 	return out
 }
+
+func TestEarlyWritebackRoundTrip(t *testing.T) {
+	s, err := Open(Config{Root: t.TempDir(), Chunker: testChunker, EarlyWriteback: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := t.TempDir()
+	files := map[string][]byte{"model.pt": randBytes(60, 700<<10)}
+	writeTree(t, src, files)
+	m, err := s.AddDir("j", 1, src, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Chunks stored one by one (as a receiver does) and committed.
+	r, err := Open(Config{Root: t.TempDir(), Chunker: testChunker, EarlyWriteback: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.BeginPending(m); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range m.Chunks() {
+		b, err := s.ReadChunk(c.Hash)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := r.PutChunk(c.Hash, b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := r.Commit(m); err != nil {
+		t.Fatal(err)
+	}
+	dst := t.TempDir()
+	if err := r.Restore("j", 1, dst); err != nil {
+		t.Fatal(err)
+	}
+	checkTree(t, dst, files)
+}

@@ -15,3 +15,10 @@ func syncFS(path string) error {
 	defer f.Close()
 	return unix.Syncfs(int(f.Fd()))
 }
+
+// startWriteback asks the kernel to start writing f's dirty pages now
+// without waiting for them (sync_file_range(2), SYNC_FILE_RANGE_WRITE).
+// Advisory: errors are ignored.
+func startWriteback(f *os.File) {
+	_ = unix.SyncFileRange(int(f.Fd()), 0, 0, unix.SYNC_FILE_RANGE_WRITE)
+}

@@ -496,7 +496,44 @@ func figNetns(t *testing.T, random string) {
 			}
 			return s
 		}
-		d, cpu, st, rec := sendFileSteady(t, random, inNS, func(s *Server) string { return net.JoinHostPort(peer, strconv.Itoa(s.Addr().Port)) }, CompressAuto)
+		for _, early := range []bool{false, true} {
+			figNetnsOnce(t, random, shape.name, shape.bits, early, inNS, peer)
+		}
+		d, cpu, rec := rawQUIC(t, random, peer, func(fn func()) {
+			if err := inNetns(ns, fn); err != nil {
+				t.Fatal(err)
+			}
+		})
+		g, ss := mbit(fi.Size(), d), rec.steady()
+		fmt.Printf("FIGURE netns veth tbf %s raw quic-go stream: %d MiB in %.2fs (dial→last byte read) = %.0f Mbit/s = %.1f%% of the shaped rate; steady state %.0f Mbit/s = %.1f%%; %.2f CPU s/GB\n",
+			shape.name, fi.Size()>>20, d.Seconds(), g, 100*g*1e6/shape.bits, ss, 100*ss*1e6/shape.bits, cpu/(float64(fi.Size())/1e9))
+	}
+}
+
+// figNetnsOnce sends the file once over the shaped veth and prints its
+// figures; early turns on the receiver store's EarlyWriteback.
+func figNetnsOnce(t *testing.T, random, shape string, bits float64, early bool, inNS func(*node) *Server, peer string) {
+	fi, _ := os.Stat(random)
+	listenEarly := func(n *node) *Server {
+		if early {
+			st, err := ckpt.Open(ckpt.Config{Root: t.TempDir(), Chunker: ckpt.DefaultChunker, EarlyWriteback: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			n.store, n.cfg.Store = st, st
+		}
+		return inNS(n)
+	}
+	name := shape
+	if early {
+		name += " receiver-EarlyWriteback"
+	}
+	{
+		shape := struct {
+			name string
+			bits float64
+		}{name, bits}
+		d, cpu, st, rec := sendFileSteady(t, random, listenEarly, func(s *Server) string { return net.JoinHostPort(peer, strconv.Itoa(s.Addr().Port)) }, CompressAuto)
 		g, ss := mbit(fi.Size(), d), rec.steady()
 		fmt.Printf("FIGURE netns veth tbf %s reclaimnet-transfer: %d MiB in %.2fs (Send→DONE) = %.0f Mbit/s = %.1f%% of the shaped rate; steady state (10%%→90%% of the bytes stored at the receiver) %.0f Mbit/s = %.1f%%; %.2f CPU s/GB\n",
 			shape.name, fi.Size()>>20, d.Seconds(), g, 100*g*1e6/shape.bits, ss, 100*ss*1e6/shape.bits, cpu/(float64(fi.Size())/1e9))
@@ -505,14 +542,6 @@ func figNetns(t *testing.T, random string) {
 		fmt.Printf("FIGURE netns veth tbf %s reclaimnet-transfer wire: %d QUIC packets (%.0f bytes avg), %d lost (%.2f%%); payload is %.1f%% of the bytes tbf counted (QUIC + UDP/IP/Ethernet headers)\n",
 			shape.name, st.PacketsSent, float64(st.QUICBytesSent)/float64(max(st.PacketsSent, 1)), st.PacketsLost, 100*float64(st.PacketsLost)/float64(max(st.PacketsSent, 1)),
 			100*float64(fi.Size())/float64(st.QUICBytesSent+42*st.PacketsSent))
-		d, cpu, rec = rawQUIC(t, random, peer, func(fn func()) {
-			if err := inNetns(ns, fn); err != nil {
-				t.Fatal(err)
-			}
-		})
-		g, ss = mbit(fi.Size(), d), rec.steady()
-		fmt.Printf("FIGURE netns veth tbf %s raw quic-go stream: %d MiB in %.2fs (dial→last byte read) = %.0f Mbit/s = %.1f%% of the shaped rate; steady state %.0f Mbit/s = %.1f%%; %.2f CPU s/GB\n",
-			shape.name, fi.Size()>>20, d.Seconds(), g, 100*g*1e6/shape.bits, ss, 100*ss*1e6/shape.bits, cpu/(float64(fi.Size())/1e9))
 	}
 }
 

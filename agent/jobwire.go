@@ -1,0 +1,273 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/reclaimnet/reclaimnet/agent/enforce"
+	"github.com/reclaimnet/reclaimnet/agent/jobs"
+	"github.com/reclaimnet/reclaimnet/agent/supervisor"
+	"github.com/reclaimnet/reclaimnet/ckpt"
+	"github.com/reclaimnet/reclaimnet/policy"
+	"github.com/reclaimnet/reclaimnet/raft"
+	"github.com/reclaimnet/reclaimnet/transfer"
+	"github.com/reclaimnet/reclaimnet/web"
+)
+
+// DefaultCacheSize caps the checkpoint store (--cache-size).
+const DefaultCacheSize = Size(50 << 30)
+
+// Paths inside the data dir.
+const (
+	ckptDirName = "ckpt"
+	jobsDirName = "jobs"
+)
+
+// jobSystem is the node's job part: the checkpoint store, the transfer
+// server and client, the supervisor and the job manager. It is a
+// Subsystem (appended after enforcement, so enforcement outlives it).
+type jobSystem struct {
+	a      *Agent
+	store  *ckpt.Store
+	srv    *transfer.Server
+	client *transfer.Client
+	mgr    *jobs.Manager
+	coord  *lazyCoord
+
+	mu        sync.Mutex
+	cancel    context.CancelFunc
+	done      chan error
+	closeOnce sync.Once
+}
+
+// lazyCoord lets the manager (and the transfer hooks, which must exist
+// before gossip announces the transfer port) be built in New, before Run
+// opens the coordinator.
+type lazyCoord struct {
+	c atomic.Pointer[raft.Coordinator]
+}
+
+var errNoCoordinator = errors.New("coordinator not running yet")
+
+func (l *lazyCoord) Submit(ctx context.Context, cmd raft.Command) (uint64, error) {
+	c := l.c.Load()
+	if c == nil {
+		return 0, errNoCoordinator
+	}
+	return c.Submit(ctx, cmd)
+}
+
+func (l *lazyCoord) State() *raft.State {
+	if c := l.c.Load(); c != nil {
+		return c.FSM().State()
+	}
+	return &raft.State{}
+}
+
+func (l *lazyCoord) Changed() <-chan struct{} {
+	if c := l.c.Load(); c != nil {
+		return c.FSM().Changed()
+	}
+	return nil // blocks: nothing changes before the coordinator runs
+}
+
+// newJobSystem opens the store, binds the transfer port and builds the
+// manager. Called by New before gossip starts, so the bound transfer port
+// (0 in tests) is the one in the node's metadata.
+func (a *Agent) newJobSystem() (_ *jobSystem, err error) {
+	js := &jobSystem{a: a, coord: &lazyCoord{}}
+	defer func() {
+		if err != nil {
+			js.close()
+		}
+	}()
+	size := a.cfg.CacheSize
+	if size == 0 {
+		size = DefaultCacheSize
+	}
+	log := a.logger.With("subsystem", "jobs")
+	js.store, err = ckpt.Open(ckpt.Config{Root: filepath.Join(a.cfg.DataDir, ckptDirName), MaxBytes: int64(size), Logger: log})
+	if err != nil {
+		return nil, fmt.Errorf("checkpoint store: %w", err)
+	}
+	tcfg := transfer.DefaultConfig()
+	if a.cfg.LocalTimings {
+		tcfg = transfer.DefaultLocalConfig()
+	}
+	tcfg.TLS, tcfg.Store, tcfg.Logger = a.tls, js.store, log.With("part", "transfer")
+	if js.client, err = transfer.NewClient(tcfg); err != nil {
+		return nil, fmt.Errorf("transfer client: %w", err)
+	}
+	scfg := supervisor.DefaultConfig()
+	if a.cfg.LocalTimings {
+		scfg = supervisor.DefaultLocalConfig()
+	}
+	scfg.Logger = log.With("part", "supervisor")
+	sup, err := supervisor.New(scfg)
+	if err != nil {
+		return nil, fmt.Errorf("supervisor: %w", err)
+	}
+	js.mgr, err = jobs.New(jobs.Config{Node: policy.NodeID(a.cfg.Name), Coord: js.coord, Store: js.store,
+		Client: js.client, Supervisor: sup, WorkDir: filepath.Join(a.cfg.DataDir, jobsDirName), Logger: log})
+	if err != nil {
+		return nil, fmt.Errorf("job manager: %w", err)
+	}
+	addr := net.JoinHostPort(a.cfg.BindAddr, strconv.Itoa(a.cfg.TransferPort))
+	if js.srv, err = transfer.Listen(addr, tcfg, js.mgr.TransferHooks()); err != nil {
+		return nil, fmt.Errorf("transfer listener on %s: %w", addr, err)
+	}
+	a.cfg.TransferPort = js.srv.Addr().Port
+	return js, nil
+}
+
+func (js *jobSystem) Name() string { return "jobs" }
+
+// Start runs the manager until Stop; the coordinator is open by now.
+func (js *jobSystem) Start(ctx context.Context) error {
+	c := js.a.Coordinator()
+	if c == nil {
+		return errNoCoordinator
+	}
+	js.coord.c.Store(c)
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	js.mu.Lock()
+	js.cancel, js.done = cancel, done
+	js.mu.Unlock()
+	go func() { done <- js.mgr.Run(ctx) }()
+	js.a.wg.Go(func() { js.flowLoop(ctx) })
+	return nil
+}
+
+// Stop stops every job this node runs, then the transfer server, client
+// and store.
+func (js *jobSystem) Stop(ctx context.Context) error {
+	js.mu.Lock()
+	cancel, done := js.cancel, js.done
+	js.mu.Unlock()
+	var err error
+	if cancel != nil {
+		cancel()
+		select {
+		case err = <-done:
+		case <-ctx.Done():
+			err = fmt.Errorf("job manager did not stop: %w", ctx.Err())
+		}
+	}
+	js.close()
+	return err
+}
+
+// close releases the server, client and store once (New's error path,
+// Stop and closeAll may all call it).
+func (js *jobSystem) close() {
+	js.closeOnce.Do(func() {
+		if js.srv != nil {
+			js.srv.Close()
+		}
+		if js.client != nil {
+			js.client.Close()
+		}
+		if js.store != nil {
+			js.store.Close()
+		}
+	})
+}
+
+// flowLoop programs the kernel ceiling of each outgoing transfer that has
+// an admitted flow (enforcement on only): key = the transfer's UDP source
+// port and the receiver's transfer address, rate and ceiling the leader's.
+func (js *jobSystem) flowLoop(ctx context.Context) {
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		e := js.a.Enforcer()
+		if e == nil {
+			continue
+		}
+		if err := e.ApplyFlows(js.flowBindings()); err != nil {
+			js.a.logger.Warn("apply transfer flows", "err", err)
+		}
+	}
+}
+
+// flowBindings matches the outgoing transfers in flight to the admitted
+// flows of the current decisions (same job, destination and class).
+func (js *jobSystem) flowBindings() []enforce.FlowBinding {
+	st := js.coord.State()
+	me := policy.NodeID(js.a.cfg.Name)
+	var out []enforce.FlowBinding
+	for _, tv := range js.mgr.Transfers() {
+		if tv.Done || tv.LocalPort <= 0 || tv.LocalPort > 65535 {
+			continue
+		}
+		rec, ok := st.Nodes[tv.To]
+		if !ok {
+			continue
+		}
+		dst, err := netip.ParseAddrPort(rec.TransferAddr)
+		if err != nil {
+			continue
+		}
+		for _, f := range st.Decisions.Flows {
+			if f.From == me && f.To == tv.To && f.Job == tv.Job && f.Class == tv.Class && f.Rate > 0 {
+				out = append(out, enforce.FlowBinding{LocalPort: uint16(tv.LocalPort), Dst: dst, Decision: f})
+				break
+			}
+		}
+	}
+	return out
+}
+
+// webTransfers is the status page's transfer section: this node's
+// outgoing transfers, with the admitted flow where there is one.
+func (js *jobSystem) webTransfers(state *raft.State) []web.Transfer {
+	me := policy.NodeID(js.a.cfg.Name)
+	out := []web.Transfer{}
+	for _, tv := range js.mgr.Transfers() {
+		if tv.Done {
+			continue
+		}
+		flow := policy.FlowDecision{Job: tv.Job, From: me, To: tv.To, Class: tv.Class, Rate: tv.AssignedRate}
+		for _, f := range state.Decisions.Flows {
+			if f.From == me && f.To == tv.To && f.Job == tv.Job && f.Class == tv.Class {
+				flow = f
+				break
+			}
+		}
+		out = append(out, web.Transfer{Flow: flow, Class: tv.Class.String(), Achieved: tv.AchievedRate,
+			BytesDone: tv.BytesDone, BytesTotal: tv.BytesTotal})
+	}
+	return out
+}
+
+// Jobs is the node's job manager (nil on a node without one).
+func (a *Agent) Jobs() *jobs.Manager {
+	if a.jobs == nil {
+		return nil
+	}
+	return a.jobs.mgr
+}
+
+// flowProgress feeds the leader's telemetry with the flows this node
+// sends. Gossip carries no flow progress yet, so a leader knows only its
+// own flows; others' count as not started.
+func (a *Agent) flowProgress() []raft.FlowProgress {
+	if a.jobs == nil {
+		return nil
+	}
+	return a.jobs.mgr.FlowProgress()
+}

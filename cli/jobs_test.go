@@ -1,0 +1,141 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/reclaimnet/reclaimnet/agent"
+)
+
+func TestJobCommandsUsage(t *testing.T) {
+	dir := t.TempDir()
+	tests := []struct {
+		name     string
+		args     []string
+		wantCode int
+		wantErr  string
+	}{
+		{"run without command", []string{"run", "--data-dir", dir}, ExitUsage, "no command"},
+		{"run bad vram", []string{"run", "--data-dir", dir, "--vram", "20", "--", "true"}, ExitUsage, "--vram"},
+		{"run bad capability", []string{"run", "--data-dir", dir, "--capability", "x", "--", "true"}, ExitUsage, "--capability"},
+		{"run bad size hint", []string{"run", "--data-dir", dir, "--size-hint", "3 parsecs", "--", "true"}, ExitUsage, "--size-hint"},
+		{"run bad signal", []string{"run", "--data-dir", dir, "--signal", "KILL", "--", "true"}, ExitUsage, "--signal"},
+		{"run zero gpus", []string{"run", "--data-dir", dir, "--gpus", "0", "--", "true"}, ExitUsage, "--gpus"},
+		{"run bad name", []string{"run", "--data-dir", dir, "--name", "../x", "--", "true"}, ExitUsage, "--name"},
+		{"run bad env", []string{"run", "--data-dir", dir, "--env", "NOEQUALS", "--", "true"}, ExitUsage, "--env"},
+		{"run zero loss budget", []string{"run", "--data-dir", dir, "--loss-budget", "0s", "--", "true"}, ExitUsage, "--loss-budget"},
+		{"run other signal unsupported", []string{"run", "--data-dir", dir, "--signal", "USR2", "--", "true"}, ExitError, "not supported yet"},
+		{"run no agent", []string{"run", "--data-dir", dir, "--", "true"}, ExitError, "no agent running"},
+		{"jobs extra arg", []string{"jobs", "--data-dir", dir, "x"}, ExitUsage, "no arguments"},
+		{"jobs no agent", []string{"jobs", "--data-dir", dir}, ExitError, "no agent running"},
+		{"logs without job", []string{"logs", "--data-dir", dir}, ExitUsage, "one job"},
+		{"logs no agent", []string{"logs", "--data-dir", dir, "j"}, ExitError, "no agent running"},
+		{"cancel without job", []string{"cancel", "--data-dir", dir}, ExitUsage, "one job"},
+		{"cancel no agent", []string{"cancel", "--data-dir", dir, "j"}, ExitError, "no agent running"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			code, _, errOut := runCLI(t, tt.args...)
+			if code != tt.wantCode || !strings.Contains(errOut, tt.wantErr) {
+				t.Errorf("exit %d, stderr %q; want exit %d with %q", code, errOut, tt.wantCode, tt.wantErr)
+			}
+		})
+	}
+}
+
+// TestJobCommandsAgainstAgent drives run, jobs, logs and cancel against a
+// real single-node agent (--dev, in process). The host's load may keep
+// P2 from placing the job, so the job may be pending or running; what is
+// checked holds either way.
+func TestJobCommandsAgainstAgent(t *testing.T) {
+	cfg := agent.DefaultConfig()
+	cfg.Name, cfg.Dev, cfg.DataDir = "solo", true, t.TempDir()
+	cfg.BindAddr, cfg.HTTPAddr = "127.0.0.1", ""
+	cfg.GossipPort, cfg.RaftPort, cfg.TransferPort = 0, 0, 0
+	cfg.GPUs = []string{"RTX-4090:24GiB:8.9:x1"}
+	a, err := agent.New(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	ready := make(chan struct{})
+	go func() { done <- a.Run(ctx, func(agent.Info) { close(ready) }) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("agent: %v", err)
+			}
+		case <-time.After(60 * time.Second):
+			t.Error("agent did not stop")
+		}
+	})
+	select {
+	case <-ready:
+	case err := <-done:
+		t.Fatalf("agent stopped: %v", err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("agent not ready")
+	}
+	dir := cfg.DataDir
+	// The single node must lead before a submit can commit.
+	waitUntilT(t, 30*time.Second, "a leader", func() bool { c := a.Coordinator(); return c != nil && c.IsLeader() })
+
+	script := filepath.Join(t.TempDir(), "job.sh")
+	if err := os.WriteFile(script, []byte("#!/bin/sh\necho hello from the job\ntouch \"$RECLAIMNET_READY_FILE\"\nwhile :; do sleep 0.1; done\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut := runCLI(t, "run", "--data-dir", dir, "--name", "cli-job", "--vram", "8GiB", "--capability", "8.0",
+		"--size-hint", "1MiB", "--runtime-hint", "1h", "--", "/bin/sh", script)
+	if code != ExitOK || strings.TrimSpace(out) != "cli-job" {
+		t.Fatalf("run: exit %d, stdout %q, stderr %q; want exit 0 printing cli-job", code, out, errOut)
+	}
+	code, out, errOut = runCLI(t, "jobs", "--data-dir", dir, "--json")
+	if code != ExitOK {
+		t.Fatalf("jobs --json: exit %d, stderr %q", code, errOut)
+	}
+	var jobs []agent.JobInfo
+	if err := json.Unmarshal([]byte(out), &jobs); err != nil {
+		t.Fatalf("jobs --json: %v in %q", err, out)
+	}
+	if len(jobs) != 1 || jobs[0].ID != "cli-job" || strings.Join(jobs[0].Command, " ") != "/bin/sh "+script ||
+		(jobs[0].State != "pending" && jobs[0].State != "running") {
+		t.Fatalf("jobs: got %+v, want cli-job pending or running with its command", jobs)
+	}
+	code, out, _ = runCLI(t, "jobs", "--data-dir", dir)
+	if code != ExitOK || !strings.Contains(out, "cli-job") || !strings.Contains(out, "STATE") {
+		t.Errorf("jobs table: exit %d, got %q", code, out)
+	}
+	// Logs: the job's output once it runs here, else a clear error.
+	code, out, errOut = runCLI(t, "logs", "--data-dir", dir, "cli-job")
+	if code == ExitOK {
+		waitUntilT(t, 30*time.Second, "the job's output in logs", func() bool {
+			_, out, _ = runCLI(t, "logs", "--data-dir", dir, "cli-job")
+			return strings.Contains(out, "hello from the job")
+		})
+	} else if code != ExitError || !strings.Contains(errOut, "no log on this node yet") {
+		t.Errorf("logs of a job not started: exit %d, stderr %q; want exit 1 saying there is no log yet", code, errOut)
+	}
+	if code, _, errOut := runCLI(t, "logs", "--data-dir", dir, "nope"); code != ExitError || !strings.Contains(errOut, `no job "nope"`) {
+		t.Errorf("logs of an unknown job: exit %d, stderr %q", code, errOut)
+	}
+	if code, _, errOut := runCLI(t, "cancel", "--data-dir", dir, "nope"); code != ExitError || !strings.Contains(errOut, `no job "nope"`) {
+		t.Errorf("cancel of an unknown job: exit %d, stderr %q", code, errOut)
+	}
+	if code, out, errOut := runCLI(t, "cancel", "--data-dir", dir, "cli-job"); code != ExitOK || !strings.Contains(out, "cancelled cli-job") {
+		t.Fatalf("cancel: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	waitUntilT(t, 30*time.Second, "the job done after cancel", func() bool {
+		_, out, _ := runCLI(t, "jobs", "--data-dir", dir, "--json")
+		return json.Unmarshal([]byte(out), &jobs) == nil && len(jobs) == 1 && jobs[0].State == "done"
+	})
+}

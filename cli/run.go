@@ -1,0 +1,114 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/reclaimnet/reclaimnet/agent"
+	"github.com/reclaimnet/reclaimnet/gpu"
+)
+
+func init() {
+	register(&command{
+		name:     "run",
+		synopsis: "submit a job to the cluster",
+		usage: "reclaimnet run [--data-dir DIR] [--name ID] [--gpus N] [--vram 20GiB] [--capability 8.0] [--loss-budget 10m]\n" +
+			"       [--size-hint 3GiB] [--runtime-hint 6h] [--signal USR1] [--grace 30s] [--env KEY=VALUE]... [--dir DIR] -- CMD ARGS...",
+		run: runRun,
+	})
+}
+
+// checkpointSignals are the signals a job may ask for checkpoints with.
+var checkpointSignals = map[string]bool{"USR1": true, "USR2": true, "HUP": true, "INT": true, "QUIT": true, "ALRM": true, "URG": true, "PWR": true}
+
+// parseSignalName accepts "USR1", "SIGUSR1", "usr1".
+func parseSignalName(s string) (string, error) {
+	name := strings.TrimPrefix(strings.ToUpper(strings.TrimSpace(s)), "SIG")
+	if !checkpointSignals[name] {
+		return "", fmt.Errorf("signal %q: want one of USR1, USR2, HUP, INT, QUIT, ALRM, URG, PWR", s)
+	}
+	return name, nil
+}
+
+func runRun(ctx context.Context, env *Env, args []string) error {
+	fs := newFlagSet(env, "run")
+	dir := dataDirFlag(fs)
+	name := fs.String("name", "", "job ID (default: a generated one)")
+	gpus := fs.Int("gpus", 1, "GPUs the job needs")
+	vram := fs.String("vram", "", "VRAM per GPU, e.g. 20GiB")
+	capability := fs.String("capability", "", "minimum CUDA compute capability, e.g. 8.0")
+	lossBudget := fs.Duration("loss-budget", 10*time.Minute, "tolerated expected loss of work per emergency")
+	sizeHint := fs.String("size-hint", "", "expected checkpoint size, e.g. 3GiB")
+	runtimeHint := fs.Duration("runtime-hint", 0, "expected runtime, e.g. 6h")
+	signal := fs.String("signal", "USR1", "checkpoint request signal")
+	grace := fs.Duration("grace", 30*time.Second, "time between SIGTERM and SIGKILL at stop")
+	workDir := fs.String("dir", "", "working directory on the node that runs the job (default: the job's own directory)")
+	var envs listFlag
+	fs.Var(&envs, "env", "KEY=VALUE added to the job's environment (repeatable)")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	cmd := fs.Args()
+	if len(cmd) == 0 {
+		return usagef("run: no command (put it after --)")
+	}
+	jr := &agent.JobRequest{Name: *name, Command: cmd, Env: envs, Dir: *workDir, GPUs: *gpus,
+		LossBudget: *lossBudget, RuntimeHint: *runtimeHint, Owner: env.Getenv("USER")}
+	if *name != "" {
+		if err := agent.ValidJobName(*name); err != nil {
+			return usagef("--name: %v", err)
+		}
+	}
+	if *gpus < 1 {
+		return usagef("--gpus %d: want at least 1", *gpus)
+	}
+	if *lossBudget <= 0 {
+		return usagef("--loss-budget %v: want a positive duration", *lossBudget)
+	}
+	if *runtimeHint < 0 {
+		return usagef("--runtime-hint %v: must not be negative", *runtimeHint)
+	}
+	if *grace <= 0 {
+		return usagef("--grace %v: want a positive duration", *grace)
+	}
+	var err error
+	if *vram != "" {
+		if jr.VRAM, err = gpu.ParseBytes(*vram); err != nil {
+			return usagef("--vram: %v", err)
+		}
+	}
+	if *sizeHint != "" {
+		if jr.SizeHint, err = gpu.ParseBytes(*sizeHint); err != nil {
+			return usagef("--size-hint: %v", err)
+		}
+	}
+	if *capability != "" {
+		c, err := gpu.ParseCapability(*capability)
+		if err != nil {
+			return usagef("--capability: %v", err)
+		}
+		jr.Capability = c.Float()
+	}
+	sig, err := parseSignalName(*signal)
+	if err != nil {
+		return usagef("--signal: %v", err)
+	}
+	for _, e := range envs {
+		if k, _, ok := strings.Cut(e, "="); !ok || k == "" {
+			return usagef("--env %q: want KEY=VALUE", e)
+		}
+	}
+	// The replicated job record has no per-job signal or grace yet: every
+	// node uses its supervisor's (USR1, 30 s). Refuse rather than ignore.
+	if sig != "USR1" || *grace != 30*time.Second {
+		return fmt.Errorf("--signal %s / --grace %v: per-job checkpoint signal and grace are not supported yet (nodes use USR1 and 30s)", sig, *grace)
+	}
+	resp, err := callAgent(ctx, resolveDataDir(env, *dir), agent.Request{Op: agent.OpRun, Job: jr})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(env.Stdout, resp.JobID)
+	return nil
+}

@@ -72,6 +72,10 @@ type testCluster struct {
 }
 
 func newTestCluster(t *testing.T) *testCluster {
+	// The first TempDir registers the removal of every temporary dir;
+	// taken first, it runs after the agents below stopped (their jobs and
+	// checkpoint stores write into their data dirs until then).
+	t.TempDir()
 	dev, err := pki.NewDev()
 	if err != nil {
 		t.Fatal(err)

@@ -360,6 +360,9 @@ func TestCampus(t *testing.T) {
 
 	t.Run("iperf3 via Exec", func(t *testing.T) {
 		if _, err := exec.LookPath("iperf3"); err != nil {
+			if os.Getenv("CI") == "true" {
+				t.Fatalf("iperf3 not installed (CI installs it with .ci/run): %v", err)
+			}
 			t.Skipf("skipping: iperf3 not installed: %v", err)
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

@@ -67,6 +67,7 @@ func runAgent(ctx context.Context, env *Env, args []string) error {
 	fs.StringVar(&fc.Iface, "iface", fc.Iface, "interface the BPF programs attach to (default: the one holding the advertise/bind address)")
 	fs.Var(&fc.LinkCapacity, "link-capacity", "the node's access link capacity, e.g. 1Gbit, 10Gbit, 125MB (bytes/s)")
 	fs.StringVar(&fc.BPFPinDir, "bpf-pin-dir", fc.BPFPinDir, "bpffs directory for the pinned maps (default /sys/fs/bpf/reclaimnet/NAME)")
+	fs.Var(&fc.CacheSize, "cache-size", "checkpoint store size cap under the data dir, e.g. 50GiB (also the receiver's disk quota)")
 	fs.BoolVar(&fc.LocalTimings, "local-timings", fc.LocalTimings, "fast gossip and raft timings for one machine (tests)")
 	fs.BoolVar(&fc.Dev, "dev", fc.Dev, "run a throwaway single node on loopback")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
@@ -160,6 +161,8 @@ func applyAgentFlag(cfg, fc *agent.Config, name string) {
 		cfg.LinkCapacity = fc.LinkCapacity
 	case "bpf-pin-dir":
 		cfg.BPFPinDir = fc.BPFPinDir
+	case "cache-size":
+		cfg.CacheSize = fc.CacheSize
 	case "local-timings":
 		cfg.LocalTimings = fc.LocalTimings
 	case "dev":

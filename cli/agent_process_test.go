@@ -72,7 +72,7 @@ func (c *processCluster) startAgent(name string, extra ...string) agent.Info {
 	os.Remove(filepath.Join(dir, agent.InfoFile))
 	args := append([]string{"agent", "--name", name, "--data-dir", dir, "--bind", "127.0.0.1",
 		"--http", "127.0.0.1:0", "--gossip-key", c.key, "--tls-dir", filepath.Join(c.root, name, "tls"),
-		"--local-timings", "--log-level", "debug"}, extra...)
+		"--local-timings", "--log-level", "debug", "--transfer-port", "0"}, extra...)
 	cmd := exec.Command(c.bin, args...)
 	logf, err := os.OpenFile(filepath.Join(c.root, name+".log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
 	if err != nil {

@@ -17,8 +17,8 @@
 // DecodeTelemetry, the push/pull state) returns an error on malformed input
 // and never panics; fuzz targets check that.
 //
-// MemNetwork is a small in-memory transport for cluster tests: packets are
-// dropped like UDP (full receive buffer, closed or unknown peer) and streams
-// are in-memory pipes, so many nodes run in one process, also inside
-// testing/synctest's fake time.
+// The package tests use MemNetwork (memnet_test.go), a small in-memory
+// transport: packets are dropped like UDP (full receive buffer, closed or
+// unknown peer) and streams are in-memory pipes, so many nodes run in one
+// process, also inside testing/synctest's fake time.
 package mesh

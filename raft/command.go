@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"reflect"
 	"slices"
@@ -348,7 +349,8 @@ func DecodeCommand(b []byte) (Command, error) {
 	if err := dec.Decode(cmd); err != nil {
 		return nil, fmt.Errorf("%w: decode %s: %v", ErrInvalidCommand, Kind(b[1]), err)
 	}
-	if dec.More() {
+	// dec.More misses a stray '}' or ']', so require the end of input.
+	if _, err := dec.Token(); err != io.EOF {
 		return nil, invalid("decode %s: trailing data", Kind(b[1]))
 	}
 	// cmd holds a pointer; hand back the value so callers switch on values.

@@ -210,6 +210,8 @@ func TestDecodeRejects(t *testing.T) {
 		{"unknown field", append([]byte{1, byte(KindCancelJob)}, []byte(`{"Job":"j","X":1}`)...), ErrInvalidCommand},
 		{"invalid value", append([]byte{1, byte(KindCancelJob)}, []byte(`{"Job":""}`)...), ErrInvalidCommand},
 		{"trailing", append(good, []byte(`{}`)...), ErrInvalidCommand},
+		{"trailing brace", append(good, []byte(`}`)...), ErrInvalidCommand},
+		{"trailing bracket", append(good, []byte(`]`)...), ErrInvalidCommand},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -219,10 +219,7 @@ func corr(x, y []float64) float64 {
 }
 
 func TestSameSeedSameOutput(t *testing.T) {
-	keys := []string{"b1p", "b1", "b6"}
-	if tickAvailable {
-		keys = append(keys, "reclaimnet")
-	}
+	keys := []string{"b1p", "b1", "b6", "reclaimnet"}
 	run := func() string {
 		rep, err := RunSuite(keys, []uint64{7}, func(seed uint64) (*Trace, error) {
 			c := shortConfig(seed)
@@ -308,10 +305,7 @@ func TestGoldenTranscripts(t *testing.T) {
 	if len(files) == 0 {
 		t.Fatal("no traces in testdata")
 	}
-	keys := []string{"b1p", "b2", "b1", "b6"}
-	if tickAvailable {
-		keys = append(keys, "reclaimnet")
-	}
+	keys := []string{"b1p", "b2", "b1", "b6", "reclaimnet"}
 	for _, f := range files {
 		t.Run(filepath.Base(f), func(t *testing.T) {
 			tr, err := LoadTrace(f)

@@ -1,7 +1,6 @@
 package sim
 
 import (
-	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -9,10 +8,6 @@ import (
 
 	"github.com/reclaimnet/reclaimnet/policy"
 )
-
-// ErrNoTick is returned for Tick-driven policies while policy.Tick is not
-// available in this build.
-var ErrNoTick = errors.New("policy.Tick is not available yet")
 
 // PolicyKeys lists the policies of the SPEC §5 table in its order.
 var PolicyKeys = []string{"b1p", "b2", "b3", "b1", "b4", "b5", "b7", "reclaimnet", "b6"}
@@ -56,9 +51,6 @@ func NewController(key string, tr *Trace, opts Options, seed uint64, tune Tuning
 		return policy.Switches{P1: strings.Contains(s, "p1"), P2: strings.Contains(s, "p2"), P3: strings.Contains(s, "p3")}
 	}
 	tickCtl := func(label string, sw policy.Switches) (Controller, error) {
-		if !tickAvailable {
-			return nil, fmt.Errorf("%s: %w", label, ErrNoTick)
-		}
 		p := params
 		p.Switches = sw
 		return NewTickController(label, p)

@@ -156,7 +156,8 @@ func decodeReclaimRequest(body []byte) (ReclaimRequest, error) {
 	if err := dec.Decode(&req); err != nil {
 		return ReclaimRequest{}, fmt.Errorf("decode reclaim request: %w", err)
 	}
-	if dec.More() {
+	// dec.More misses a stray '}' or ']', so require the end of input.
+	if _, err := dec.Token(); err != io.EOF {
 		return ReclaimRequest{}, errors.New("decode reclaim request: trailing data after the object")
 	}
 	if req.Notice < 0 {

@@ -276,3 +276,14 @@ func FuzzDecodeReclaimRequest(f *testing.F) {
 		}
 	})
 }
+
+func TestDecodeReclaimRequestRejectsTrailingData(t *testing.T) {
+	for _, body := range []string{`{"notice_ns": 1}}`, `{"notice_ns": 1}]`, `{"notice_ns": 1}{}`, `{"notice_ns": 1} 2`} {
+		if req, err := decodeReclaimRequest([]byte(body)); err == nil {
+			t.Errorf("decode %q: got %+v, want an error for trailing data", body, req)
+		}
+	}
+	if _, err := decodeReclaimRequest([]byte(`{"notice_ns": 1}` + "\n")); err != nil {
+		t.Errorf("decode with a trailing newline: %v, want it accepted", err)
+	}
+}

@@ -49,6 +49,11 @@ type JobRequest struct {
 	SizeHint    int64         `json:"size_hint,omitempty"`
 	RuntimeHint time.Duration `json:"runtime_hint,omitempty"`
 	Owner       string        `json:"owner,omitempty"`
+	// Signal requests checkpoints ("USR2"; empty: USR1) and Grace is the
+	// time between SIGTERM and SIGKILL at stop (0: 30 s), on every node
+	// that runs the job.
+	Signal string        `json:"signal,omitempty"`
+	Grace  time.Duration `json:"grace,omitempty"`
 }
 
 // JobInfo is one job as 'reclaimnet jobs' shows it.
@@ -137,6 +142,19 @@ func (a *Agent) runJob(ctx context.Context, c *raft.Coordinator, jr *JobRequest)
 	if jr.GPUs < 0 || jr.VRAM < 0 || jr.Capability < 0 || jr.LossBudget < 0 || jr.SizeHint < 0 || jr.RuntimeHint < 0 {
 		return Response{Error: "run: negative resource or hint", Kind: KindBadRequest}
 	}
+	spec := raft.JobSpec{Command: jr.Command, Env: jr.Env, Dir: jr.Dir, Grace: jr.Grace}
+	if jr.Signal != "" {
+		sig, err := raft.CanonicalSignal(jr.Signal)
+		if err != nil {
+			return Response{Error: "run: " + err.Error(), Kind: KindBadRequest}
+		}
+		spec.Signal = sig
+	}
+	if jr.Grace != 0 {
+		if err := raft.ValidStopGrace(jr.Grace); err != nil {
+			return Response{Error: "run: " + err.Error(), Kind: KindBadRequest}
+		}
+	}
 	gpus := jr.GPUs
 	if gpus == 0 {
 		gpus = 1
@@ -144,7 +162,7 @@ func (a *Agent) runJob(ctx context.Context, c *raft.Coordinator, jr *JobRequest)
 	rec := raft.JobRecord{
 		Job: policy.Job{ID: policy.JobID(jr.Name), GPUs: gpus, VRAM: jr.VRAM, Capability: jr.Capability,
 			LossBudget: jr.LossBudget, CheckpointBytes: jr.SizeHint, Remaining: jr.RuntimeHint},
-		Spec:      raft.JobSpec{Command: jr.Command, Env: jr.Env, Dir: jr.Dir},
+		Spec:      spec,
 		Owner:     jr.Owner,
 		Submitted: time.Now().UTC().Truncate(time.Second),
 	}

@@ -80,8 +80,10 @@ func TestLivePacedQUICUnderCeiling(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("goodput %.2f MB/s (paced at %.2f, ceiling %.2f); flow %d packets passed, %d dropped", got/1e6, pace/1e6, ceiling/1e6, fs.PassedPackets, fs.DroppedPackets)
-	if got < 0.85*pace || got > 1.05*ceiling {
-		t.Errorf("goodput %.2f MB/s, want within [0.85·%.1f, 1.05·%.1f] MB/s", got/1e6, pace/1e6, ceiling/1e6)
+	// The lower bound is generous (CI runs packages in parallel on 2 cores);
+	// a policer without pacing collapses QUIC to a few % of the rate.
+	if got < 0.7*pace || got > 1.05*ceiling {
+		t.Errorf("goodput %.2f MB/s, want within [0.7·%.1f, 1.05·%.1f] MB/s", got/1e6, pace/1e6, ceiling/1e6)
 	}
 	if limit := max(3, fs.PassedPackets/200); fs.DroppedPackets > limit {
 		t.Errorf("%d packets dropped at the ceiling, want at most %d (0.5 %% of %d)", fs.DroppedPackets, limit, fs.PassedPackets)

@@ -15,9 +15,11 @@ import (
 )
 
 // CommandVersion is the encoding version this build writes and the only one
-// it reads. A change to any command's fields bumps it; a node that meets a
-// newer version rejects the command with ErrUnknownVersion instead of
-// guessing.
+// it reads. A change that alters how existing bytes decode (a renamed,
+// removed or retyped field, a new required field) bumps it; an optional
+// field whose zero value keeps the old meaning does not (see the package
+// doc). A node that meets a newer version rejects the command with
+// ErrUnknownVersion instead of guessing.
 const CommandVersion = 1
 
 // MaxCommandSize bounds an encoded command (a forwarded one is rejected
@@ -181,6 +183,9 @@ func (c SubmitJob) validate() error {
 		return invalid("job %s: empty command", j.ID)
 	case j.GPUs < 0 || j.VRAM < 0 || j.CheckpointBytes < 0:
 		return invalid("job %s: negative resource", j.ID)
+	}
+	if err := j.Spec.validate(); err != nil {
+		return invalid("job %s: %v", j.ID, err)
 	}
 	return nil
 }

@@ -23,7 +23,7 @@ func sampleCommands() []Command {
 	return []Command{
 		UpsertNode{Node: NodeRecord{ID: "a", Building: "north", RaftAddr: "10.0.0.1:7947", GPUs: 2, GPU: policy.GPU{Model: "A100", VRAM: 80 << 30, Capability: 8}, Role: RoleVoter, Joined: t0}},
 		UpsertNode{Node: NodeRecord{ID: "b", Building: "south", RaftAddr: "10.0.0.2:7947", GPUs: 1, Joined: t0}},
-		SubmitJob{Job: JobRecord{Job: policy.Job{ID: "j1", CheckpointBytes: 3 << 30, GPUs: 1, LossBudget: time.Minute}, Spec: JobSpec{Command: []string{"python3", "train.py"}}, Owner: "alice", Submitted: t0}},
+		SubmitJob{Job: JobRecord{Job: policy.Job{ID: "j1", CheckpointBytes: 3 << 30, GPUs: 1, LossBudget: time.Minute}, Spec: JobSpec{Command: []string{"python3", "train.py"}, Signal: "USR2", Grace: 5 * time.Second}, Owner: "alice", Submitted: t0}},
 		SetDecisions{Decisions: DecisionRecord{At: t0.Add(time.Second), Leader: "a", Decisions: policy.Decisions{
 			Placements: []policy.Placement{{Job: "j1", To: "a", Candidates: []policy.Candidate{{Node: "a", Score: math.Inf(1)}}}},
 			Jobs:       []policy.JobDecision{{Job: "j1", Bandwidth: 1e6, Interval: 10 * time.Minute, Standby: "b"}},

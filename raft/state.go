@@ -1,7 +1,9 @@
 package raft
 
 import (
+	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/reclaimnet/reclaimnet/policy"
@@ -75,6 +77,56 @@ type JobSpec struct {
 	Command []string
 	Env     []string `json:",omitempty"` // KEY=VALUE
 	Dir     string   `json:",omitempty"`
+	// Signal is the name of the signal that requests a checkpoint (one of
+	// CheckpointSignals, canonical: "USR2", not "SIGUSR2"); empty means the
+	// host's default (USR1). A name, not a number: signal numbers differ
+	// between architectures, and any node may run the job.
+	Signal string `json:",omitempty"`
+	// Grace is the time between SIGTERM and SIGKILL when the job is
+	// stopped; 0 means the host's default (30 s). At most MaxStopGrace.
+	Grace time.Duration `json:",omitempty"`
+}
+
+// CheckpointSignals are the signals a job may ask for checkpoint requests
+// with: ones a job can catch and whose default action does not matter to
+// the supervisor. TERM (the stop signal), KILL and STOP are not among them.
+var CheckpointSignals = []string{"USR1", "USR2", "HUP", "INT", "QUIT", "ALRM", "URG", "PWR"}
+
+// MaxStopGrace bounds a job's stop grace (a stop must end in bounded time).
+const MaxStopGrace = time.Hour
+
+// CanonicalSignal returns the canonical name of a checkpoint signal given
+// as "USR2", "SIGUSR2" or "usr2", or an error that lists the valid ones.
+func CanonicalSignal(name string) (string, error) {
+	n := strings.TrimPrefix(strings.ToUpper(strings.TrimSpace(name)), "SIG")
+	if slices.Contains(CheckpointSignals, n) {
+		return n, nil
+	}
+	return "", fmt.Errorf("checkpoint signal %q: want one of %s (not TERM, KILL or STOP)", name, strings.Join(CheckpointSignals, ", "))
+}
+
+// ValidStopGrace reports whether g can be a job's stop grace (0 < g <=
+// MaxStopGrace; a spec's 0 means the default and is checked by callers).
+func ValidStopGrace(g time.Duration) error {
+	if g <= 0 || g > MaxStopGrace {
+		return fmt.Errorf("stop grace %v: want more than 0 and at most %v", g, MaxStopGrace)
+	}
+	return nil
+}
+
+// validate checks the optional per-job settings: the signal must be a
+// canonical checkpoint signal, the grace 0 (default) or a valid one.
+func (s JobSpec) validate() error {
+	if s.Signal != "" && !slices.Contains(CheckpointSignals, s.Signal) {
+		if _, err := CanonicalSignal(s.Signal); err != nil {
+			return err
+		}
+		return fmt.Errorf("checkpoint signal %q: not in canonical form (USR2, not SIGUSR2 or usr2)", s.Signal)
+	}
+	if s.Grace != 0 {
+		return ValidStopGrace(s.Grace)
+	}
+	return nil
 }
 
 // JobRecord is one job: the leader's view (policy.Job) plus what it takes

@@ -169,8 +169,8 @@ func TestLiveFlowCeiling(t *testing.T) {
 	free := netnstest.RateOver(&sink.Received, time.Second)
 	const assigned = 2e6
 	ceiling := MinCeilingFactor * assigned // the bucket counts wire bytes: payload is ~4 % less
-	if free < 3*ceiling {
-		t.Fatalf("sender reached only %.2f MB/s unbound (wrote %d bytes, last error %v), need ≥ %.2f to test a %.2f MB/s ceiling (machine overloaded?)", free/1e6, snd.Sent.Load(), snd.Err.Load(), 3*ceiling/1e6, ceiling/1e6)
+	if free < 2*ceiling {
+		t.Fatalf("sender reached only %.2f MB/s unbound (wrote %d bytes, last error %v), need ≥ %.2f to test a %.2f MB/s ceiling (machine overloaded?)", free/1e6, snd.Sent.Load(), snd.Err.Load(), 2*ceiling/1e6, ceiling/1e6)
 	}
 	b := FlowBinding{LocalPort: snd.Local.Port(), Dst: sink.Addr,
 		Decision: policy.FlowDecision{ID: "f1", Class: policy.ClassMigration, Rate: assigned}}

@@ -32,15 +32,22 @@ const testInterval = time.Second
 // checkpoint directory on SIGUSR1, and logs what it does (pid, event, step)
 // to $STEPLOG. After a checkpoint taken while a reclaim deadline is pending it
 // stops stepping (what a well-behaved job does: later steps could not be
-// kept). With HANG set it ignores checkpoint requests.
+// kept). With HANG set it ignores checkpoint requests. CKSIG names the
+// checkpoint signal it traps (default USR1; any other leaves USR1's default
+// action, which kills it). With IGNTERM set it logs SIGTERM and keeps going
+// (only SIGKILL after the grace ends it).
 const stepJob = `#!/bin/sh
 step=0
 if [ -n "$RECLAIMNET_RESTORE_DIR" ]; then step=$(cat "$RECLAIMNET_RESTORE_DIR/step"); fi
 echo "$$ start $step $RECLAIMNET_RESTART_COUNT" >> "$STEPLOG"
 ck=0
 paused=
-trap 'ck=1' USR1
-trap 'echo "$$ term $step" >> "$STEPLOG"; exit 0' TERM
+trap 'ck=1' "${CKSIG:-USR1}"
+if [ -n "$IGNTERM" ]; then
+  trap 'echo "$$ term $step" >> "$STEPLOG"' TERM
+else
+  trap 'echo "$$ term $step" >> "$STEPLOG"; exit 0' TERM
+fi
 touch "$RECLAIMNET_READY_FILE"
 while :; do
   if [ "$ck" = 1 ]; then
@@ -353,9 +360,14 @@ func (tc *testCluster) submitJob(id policy.JobID, env ...string) {
 
 func (tc *testCluster) submitCommand(id policy.JobID, cmd, env []string) {
 	tc.t.Helper()
+	tc.submitSpec(id, raft.JobSpec{Command: cmd, Env: env})
+}
+
+func (tc *testCluster) submitSpec(id policy.JobID, spec raft.JobSpec) {
+	tc.t.Helper()
 	tc.submit(raft.SubmitJob{Job: raft.JobRecord{
 		Job:  policy.Job{ID: id, GPUs: 1, CheckpointBytes: 1 << 10, LossBudget: time.Hour},
-		Spec: raft.JobSpec{Command: cmd, Env: env},
+		Spec: spec,
 	}})
 }
 

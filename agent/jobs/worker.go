@@ -105,9 +105,18 @@ func (w *worker) run(ctx context.Context) {
 	if r, ok := st.Reclaims[m.cfg.Node]; ok {
 		deadline = r.Deadline
 	}
+	sig, err := supervisorSignal(j.Spec)
+	if err != nil {
+		w.noteErr(fmt.Errorf("start: %w", err))
+		w.set(func() { w.state, w.result.reason = StateFailed, reasonFailed })
+		return
+	}
+	// The per-job signal and grace come from the replicated spec, so every
+	// start and restart, on any node, uses the same ones.
 	job, err := m.cfg.Supervisor.Start(ctx, supervisor.Spec{
 		JobID: string(w.id), Command: j.Spec.Command, Env: j.Spec.Env, Dir: j.Spec.Dir,
 		WorkDir: filepath.Join(w.dir(), "run"), RestoreDir: restoreDir, RestartCount: j.Restarts, Deadline: deadline,
+		Signal: 0*sig, Grace: 0*j.Spec.Grace,
 	})
 	if err != nil {
 		if ctx.Err() == nil {

@@ -31,7 +31,16 @@ func TestJobCommandsUsage(t *testing.T) {
 		{"run bad name", []string{"run", "--data-dir", dir, "--name", "../x", "--", "true"}, ExitUsage, "--name"},
 		{"run bad env", []string{"run", "--data-dir", dir, "--env", "NOEQUALS", "--", "true"}, ExitUsage, "--env"},
 		{"run zero loss budget", []string{"run", "--data-dir", dir, "--loss-budget", "0s", "--", "true"}, ExitUsage, "--loss-budget"},
-		{"run other signal unsupported", []string{"run", "--data-dir", dir, "--signal", "USR2", "--", "true"}, ExitError, "not supported yet"},
+		{"run signal STOP", []string{"run", "--data-dir", dir, "--signal", "SIGSTOP", "--", "true"}, ExitUsage, "--signal"},
+		{"run signal TERM", []string{"run", "--data-dir", dir, "--signal", "TERM", "--", "true"}, ExitUsage, "want one of USR1, USR2"},
+		{"run signal unknown", []string{"run", "--data-dir", dir, "--signal", "FOO", "--", "true"}, ExitUsage, `"FOO"`},
+		{"run zero grace", []string{"run", "--data-dir", dir, "--grace", "0s", "--", "true"}, ExitUsage, "--grace"},
+		{"run negative grace", []string{"run", "--data-dir", dir, "--grace", "-5s", "--", "true"}, ExitUsage, "want more than 0"},
+		{"run grace over an hour", []string{"run", "--data-dir", dir, "--grace", "61m", "--", "true"}, ExitUsage, "at most 1h"},
+		{"run bad grace", []string{"run", "--data-dir", dir, "--grace", "soon", "--", "true"}, ExitUsage, "grace"},
+		// Valid values pass validation and reach the agent (none here).
+		{"run other signal and grace", []string{"run", "--data-dir", dir, "--signal", "usr2", "--grace", "5s", "--", "true"}, ExitError, "no agent running"},
+		{"run grace of an hour", []string{"run", "--data-dir", dir, "--signal", "SIGURG", "--grace", "1h", "--", "true"}, ExitError, "no agent running"},
 		{"run no agent", []string{"run", "--data-dir", dir, "--", "true"}, ExitError, "no agent running"},
 		{"jobs extra arg", []string{"jobs", "--data-dir", dir, "x"}, ExitUsage, "no arguments"},
 		{"jobs no agent", []string{"jobs", "--data-dir", dir}, ExitError, "no agent running"},
@@ -95,9 +104,13 @@ func TestJobCommandsAgainstAgent(t *testing.T) {
 		t.Fatal(err)
 	}
 	code, out, errOut := runCLI(t, "run", "--data-dir", dir, "--name", "cli-job", "--vram", "8GiB", "--capability", "8.0",
-		"--size-hint", "1MiB", "--runtime-hint", "1h", "--", "/bin/sh", script)
+		"--size-hint", "1MiB", "--runtime-hint", "1h", "--signal", "USR2", "--grace", "5s", "--", "/bin/sh", script)
 	if code != ExitOK || strings.TrimSpace(out) != "cli-job" {
 		t.Fatalf("run: exit %d, stdout %q, stderr %q; want exit 0 printing cli-job", code, out, errOut)
+	}
+	// The signal and grace are in the replicated record every node reads.
+	if j, ok := a.Coordinator().FSM().Job("cli-job"); !ok || j.Spec.Signal != "USR2" || j.Spec.Grace != 5*time.Second {
+		t.Fatalf("replicated spec %+v (found %v), want signal USR2 and grace 5s", j.Spec, ok)
 	}
 	code, out, errOut = runCLI(t, "jobs", "--data-dir", dir, "--json")
 	if code != ExitOK {

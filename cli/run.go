@@ -2,12 +2,14 @@ package cli
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"strings"
 	"time"
 
 	"github.com/reclaimnet/reclaimnet/agent"
 	"github.com/reclaimnet/reclaimnet/gpu"
+	"github.com/reclaimnet/reclaimnet/raft"
 )
 
 func init() {
@@ -20,18 +22,6 @@ func init() {
 	})
 }
 
-// checkpointSignals are the signals a job may ask for checkpoints with.
-var checkpointSignals = map[string]bool{"USR1": true, "USR2": true, "HUP": true, "INT": true, "QUIT": true, "ALRM": true, "URG": true, "PWR": true}
-
-// parseSignalName accepts "USR1", "SIGUSR1", "usr1".
-func parseSignalName(s string) (string, error) {
-	name := strings.TrimPrefix(strings.ToUpper(strings.TrimSpace(s)), "SIG")
-	if !checkpointSignals[name] {
-		return "", fmt.Errorf("signal %q: want one of USR1, USR2, HUP, INT, QUIT, ALRM, URG, PWR", s)
-	}
-	return name, nil
-}
-
 func runRun(ctx context.Context, env *Env, args []string) error {
 	fs := newFlagSet(env, "run")
 	dir := dataDirFlag(fs)
@@ -42,8 +32,8 @@ func runRun(ctx context.Context, env *Env, args []string) error {
 	lossBudget := fs.Duration("loss-budget", 10*time.Minute, "tolerated expected loss of work per emergency")
 	sizeHint := fs.String("size-hint", "", "expected checkpoint size, e.g. 3GiB")
 	runtimeHint := fs.Duration("runtime-hint", 0, "expected runtime, e.g. 6h")
-	signal := fs.String("signal", "USR1", "checkpoint request signal")
-	grace := fs.Duration("grace", 30*time.Second, "time between SIGTERM and SIGKILL at stop")
+	signal := fs.String("signal", "USR1", "checkpoint request signal: "+strings.Join(raft.CheckpointSignals, ", "))
+	grace := fs.Duration("grace", 30*time.Second, "time between SIGTERM and SIGKILL at stop (at most 1h)")
 	workDir := fs.String("dir", "", "working directory on the node that runs the job (default: the job's own directory)")
 	var envs listFlag
 	fs.Var(&envs, "env", "KEY=VALUE added to the job's environment (repeatable)")
@@ -70,8 +60,8 @@ func runRun(ctx context.Context, env *Env, args []string) error {
 	if *runtimeHint < 0 {
 		return usagef("--runtime-hint %v: must not be negative", *runtimeHint)
 	}
-	if *grace <= 0 {
-		return usagef("--grace %v: want a positive duration", *grace)
+	if err := raft.ValidStopGrace(*grace); err != nil {
+		return usagef("--grace: %v", err)
 	}
 	var err error
 	if *vram != "" {
@@ -91,7 +81,7 @@ func runRun(ctx context.Context, env *Env, args []string) error {
 		}
 		jr.Capability = c.Float()
 	}
-	sig, err := parseSignalName(*signal)
+	sig, err := raft.CanonicalSignal(*signal)
 	if err != nil {
 		return usagef("--signal: %v", err)
 	}
@@ -100,11 +90,16 @@ func runRun(ctx context.Context, env *Env, args []string) error {
 			return usagef("--env %q: want KEY=VALUE", e)
 		}
 	}
-	// The replicated job record has no per-job signal or grace yet: every
-	// node uses its supervisor's (USR1, 30 s). Refuse rather than ignore.
-	if sig != "USR1" || *grace != 30*time.Second {
-		return fmt.Errorf("--signal %s / --grace %v: per-job checkpoint signal and grace are not supported yet (nodes use USR1 and 30s)", sig, *grace)
-	}
+	// Only what was given goes into the job's record: a job without them
+	// gets the defaults of whichever node runs it (USR1, 30 s).
+	fs.Visit(func(f *flag.Flag) {
+		switch f.Name {
+		case "signal":
+			jr.Signal = sig
+		case "grace":
+			jr.Grace = *grace
+		}
+	})
 	resp, err := callAgent(ctx, resolveDataDir(env, *dir), agent.Request{Op: agent.OpRun, Job: jr})
 	if err != nil {
 		return err

@@ -116,7 +116,7 @@ func (w *worker) run(ctx context.Context) {
 	job, err := m.cfg.Supervisor.Start(ctx, supervisor.Spec{
 		JobID: string(w.id), Command: j.Spec.Command, Env: j.Spec.Env, Dir: j.Spec.Dir,
 		WorkDir: filepath.Join(w.dir(), "run"), RestoreDir: restoreDir, RestartCount: j.Restarts, Deadline: deadline,
-		Signal: 0*sig, Grace: 0*j.Spec.Grace,
+		Signal: sig, Grace: j.Spec.Grace,
 	})
 	if err != nil {
 		if ctx.Err() == nil {

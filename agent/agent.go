@@ -87,6 +87,9 @@ type Agent struct {
 	// right to the machine comes before the cluster.
 	abandon atomic.Bool
 
+	// reclaim is the owner's reclaim of this node (reclaim.go).
+	reclaim reclaimer
+
 	mu     sync.Mutex
 	joined bool // a join (or a join by a peer) succeeded
 }
@@ -340,9 +343,13 @@ func (a *Agent) Run(ctx context.Context, ready func(Info)) error {
 		if ready != nil {
 			ready(a.info)
 		}
-		<-ctx.Done()
+		select {
+		case <-ctx.Done():
+		case <-a.reclaim.leaving(): // a reclaim's deadline or emergency
+		}
 		a.logger.Info("shutting down", "node", a.cfg.Name)
 	}
+	a.reclaim.shutdown()
 	a.shutdown(startedSubs, cancel)
 	return startErr
 }

@@ -39,6 +39,8 @@ type Request struct {
 	Job   *JobRequest `json:"job,omitempty"`
 	JobID string      `json:"job_id,omitempty"`
 	Tail  int64       `json:"tail,omitempty"`
+	// Notice is a scheduled reclaim's notice (OpReclaim).
+	Notice time.Duration `json:"notice,omitempty"`
 }
 
 // Error kinds in Response.Kind, so the CLI can explain a failure.
@@ -65,6 +67,8 @@ type Response struct {
 	Log   string    `json:"log,omitempty"`
 	Node  string    `json:"node,omitempty"`
 	Note  string    `json:"note,omitempty"`
+	// Reclaim is the reclaim's progress (the reclaim operations).
+	Reclaim *ReclaimStatus `json:"reclaim,omitempty"`
 }
 
 // Info is what the agent writes to InfoFile.
@@ -151,6 +155,8 @@ func (a *Agent) control(req Request) Response {
 		return Response{Joined: n}
 	case OpRun, OpJobs, OpLogs, OpCancel:
 		return a.jobControl(req)
+	case OpReclaim, OpReclaimStatus, OpReclaimCancel, OpReclaimNow:
+		return a.reclaimControl(req)
 	}
 	return Response{Error: fmt.Sprintf("unknown operation %q", req.Op), Kind: KindBadRequest}
 }

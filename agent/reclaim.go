@@ -1,0 +1,549 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/reclaimnet/reclaimnet/agent/jobs"
+	"github.com/reclaimnet/reclaimnet/bpf"
+	"github.com/reclaimnet/reclaimnet/policy"
+	"github.com/reclaimnet/reclaimnet/raft"
+)
+
+// Reclaim operations (reclaimnet reclaim).
+const (
+	// OpReclaim announces a scheduled reclaim of this node (Request.Notice).
+	OpReclaim = "reclaim"
+	// OpReclaimStatus reports the reclaim's progress.
+	OpReclaimStatus = "reclaim-status"
+	// OpReclaimCancel withdraws the pending reclaim.
+	OpReclaimCancel = "reclaim-cancel"
+	// OpReclaimNow is the emergency: jobs killed, node gone, no waiting.
+	OpReclaimNow = "reclaim-now"
+)
+
+// ReportFile, inside the data dir, keeps the last reclaim's owner's
+// report, so 'reclaim --status' can show it after the agent left.
+const ReportFile = "reclaim-report.json"
+
+// Job progress kinds in ReclaimJob.Progress.
+const (
+	ProgressRunning    = "still running"
+	ProgressHandingOff = "handing off"
+	ProgressMoved      = "handed off"
+	ProgressDegraded   = "degraded"
+	ProgressFinished   = "finished"
+)
+
+// ReclaimJob is one job that ran here when the reclaim was announced.
+type ReclaimJob struct {
+	Job      string `json:"job"`
+	Progress string `json:"progress"`
+	// Detail is the line the owner reads ("handed off to node-02", ...).
+	Detail string `json:"detail"`
+	// Stopped is set once no process of the job runs here any more.
+	Stopped bool `json:"stopped"`
+	// To is the node the job went to (hand-off) or restarts on.
+	To string `json:"to,omitempty"`
+}
+
+// ReclaimStatus is the reclaim as OpReclaimStatus (and the other reclaim
+// operations) report it.
+type ReclaimStatus struct {
+	Node      string    `json:"node"`
+	Active    bool      `json:"active"`
+	Emergency bool      `json:"emergency,omitempty"`
+	Announced time.Time `json:"announced,omitzero"`
+	Deadline  time.Time `json:"deadline,omitzero"`
+	// Complete: every job that ran here has stopped after handing off or
+	// being marked degraded (or finished).
+	Complete bool         `json:"complete"`
+	Jobs     []ReclaimJob `json:"jobs,omitempty"`
+	// Enforcement says whether the kill-switch is enforced here.
+	Enforcement bool   `json:"enforcement"`
+	KillSwitch  string `json:"kill_switch,omitempty"`
+	// Report is the owner's report, once complete (or after --now).
+	Report *ReclaimReport `json:"report,omitempty"`
+}
+
+// ReclaimReport is the owner's short report after a reclaim.
+type ReclaimReport struct {
+	Node      string    `json:"node"`
+	Emergency bool      `json:"emergency"`
+	Announced time.Time `json:"announced"`
+	// Isolate is how long the kill-switch flip took (0 with enforcement
+	// off: nothing was isolated).
+	Isolate  time.Duration `json:"isolate_ns"`
+	Isolated bool          `json:"isolated"`
+	Moved    []string      `json:"moved,omitempty"`
+	Degraded []string      `json:"degraded,omitempty"`
+	Finished []string      `json:"finished,omitempty"`
+	// BytesSent is what this node's transfers sent for those jobs since
+	// the announcement (chunk bytes, before compression).
+	BytesSent int64 `json:"bytes_sent"`
+	// UsedFor is how long after the command jobs still ran here.
+	UsedFor time.Duration `json:"used_for_ns"`
+	// Left is when the node left (zero until then).
+	Left time.Time `json:"left,omitzero"`
+}
+
+// reclaimer is the agent's reclaim state. Its one goroutine (the deadline
+// watcher) is started by a scheduled announcement and stopped by cancel,
+// the deadline or the agent's shutdown.
+type reclaimer struct {
+	mu       sync.Mutex
+	run      *reclaimRun
+	report   *ReclaimReport
+	leaveC   chan struct{}
+	left     bool
+	closed   bool
+	wg       sync.WaitGroup
+	isolate  time.Duration
+	isolated bool
+}
+
+type reclaimRun struct {
+	announced, deadline time.Time
+	emergency           bool
+	jobs                []policy.JobID
+	stop                chan struct{}
+}
+
+// leaving is closed when a reclaim makes the node leave; Run then shuts
+// down (graceful unless Abandon was called).
+func (r *reclaimer) leaving() <-chan struct{} {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.leaveC == nil {
+		r.leaveC = make(chan struct{})
+	}
+	return r.leaveC
+}
+
+func (r *reclaimer) triggerLeave() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.leaveC == nil {
+		r.leaveC = make(chan struct{})
+	}
+	if !r.left {
+		r.left = true
+		close(r.leaveC)
+	}
+}
+
+// shutdown stops the deadline watcher; the agent calls it when it stops.
+func (r *reclaimer) shutdown() {
+	r.mu.Lock()
+	r.closed = true
+	if r.run != nil && r.run.stop != nil {
+		select {
+		case <-r.run.stop:
+		default:
+			close(r.run.stop)
+		}
+	}
+	r.mu.Unlock()
+	r.wg.Wait()
+}
+
+func (a *Agent) reclaimControl(req Request) Response {
+	c := a.Coordinator()
+	if c == nil {
+		return Response{Error: "coordinator not running", Kind: KindInternal}
+	}
+	switch req.Op {
+	case OpReclaim:
+		return a.announceReclaim(c, req.Notice)
+	case OpReclaimStatus:
+		st := a.reclaimStatus(c.FSM().State())
+		return Response{Reclaim: &st}
+	case OpReclaimCancel:
+		return a.cancelReclaim(c)
+	case OpReclaimNow:
+		return a.reclaimNow(c)
+	}
+	return Response{Error: fmt.Sprintf("unknown operation %q", req.Op), Kind: KindBadRequest}
+}
+
+func (a *Agent) localJobs(st *raft.State) []policy.JobID {
+	var out []policy.JobID
+	for id, j := range st.Jobs {
+		if j.Node == policy.NodeID(a.cfg.Name) && j.State != policy.JobDone {
+			out = append(out, id)
+		}
+	}
+	if m := a.Jobs(); m != nil {
+		for _, v := range m.View() {
+			if !slices.Contains(out, v.Job) && !jobStopped(v.State) {
+				out = append(out, v.Job)
+			}
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// setKillSwitch flips the kill-switch if enforcement is on and returns
+// how long the flip took.
+func (a *Agent) setKillSwitch(mode bpf.Mode) (time.Duration, bool, error) {
+	e := a.Enforcer()
+	if e == nil || !e.Enabled() {
+		return 0, false, nil
+	}
+	start := time.Now()
+	if err := e.SetKillSwitch(mode); err != nil {
+		return 0, false, err
+	}
+	return time.Since(start), true, nil
+}
+
+func (a *Agent) announceReclaim(c *raft.Coordinator, notice time.Duration) Response {
+	if notice <= 0 {
+		return Response{Error: "reclaim: the notice must be positive (use reclaim-now for an emergency)", Kind: KindBadRequest}
+	}
+	r := &a.reclaim
+	r.mu.Lock()
+	if r.run != nil || r.left {
+		r.mu.Unlock()
+		return Response{Error: "reclaim: a reclaim of this node is already under way (cancel it first)", Kind: KindBadRequest}
+	}
+	r.mu.Unlock()
+	// No new work: soft kill-switch first.
+	took, on, err := a.setKillSwitch(bpf.ModeSoft)
+	if err != nil {
+		return Response{Error: fmt.Sprintf("reclaim: kill-switch soft: %v", err), Kind: KindInternal}
+	}
+	now := time.Now()
+	run := &reclaimRun{announced: now, deadline: now.Add(notice), stop: make(chan struct{}),
+		jobs: a.localJobs(c.FSM().State())}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := c.Submit(ctx, raft.AnnounceReclaim{Reclaim: policy.Reclaim{Node: policy.NodeID(a.cfg.Name), Announced: now, Deadline: run.deadline}}); err != nil {
+		a.setKillSwitch(bpf.ModeOff)
+		return submitError("reclaim", err)
+	}
+	r.mu.Lock()
+	if r.closed || r.run != nil {
+		r.mu.Unlock()
+		return Response{Error: "reclaim: the agent is stopping", Kind: KindInternal}
+	}
+	r.run, r.report, r.isolate, r.isolated = run, nil, took, on
+	r.wg.Add(1)
+	r.mu.Unlock()
+	go func() {
+		defer r.wg.Done()
+		a.watchDeadline(run)
+	}()
+	a.logger.Info("reclaim announced", "deadline", run.deadline, "jobs", len(run.jobs))
+	st := a.reclaimStatus(c.FSM().State())
+	return Response{Reclaim: &st}
+}
+
+// watchDeadline records the report once the reclaim is complete and makes
+// the node leave at the deadline, whatever else is happening.
+func (a *Agent) watchDeadline(run *reclaimRun) {
+	deadline := time.NewTimer(time.Until(run.deadline))
+	defer deadline.Stop()
+	poll := time.NewTicker(200 * time.Millisecond)
+	defer poll.Stop()
+	for {
+		select {
+		case <-run.stop:
+			return
+		case <-poll.C:
+			if c := a.Coordinator(); c != nil {
+				a.reclaimStatus(c.FSM().State()) // records completion
+			}
+		case <-deadline.C:
+			a.logger.Warn("reclaim deadline: leaving now")
+			if _, _, err := a.setKillSwitch(bpf.ModeHard); err != nil {
+				a.logger.Error("kill-switch hard at the deadline", "err", err)
+			}
+			a.finishReport(time.Now())
+			a.reclaim.triggerLeave()
+			return
+		}
+	}
+}
+
+func (a *Agent) cancelReclaim(c *raft.Coordinator) Response {
+	r := &a.reclaim
+	r.mu.Lock()
+	run := r.run
+	if r.left {
+		r.mu.Unlock()
+		return Response{Error: "reclaim: the node is already leaving", Kind: KindBadRequest}
+	}
+	r.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := c.Submit(ctx, raft.CancelReclaim{Node: policy.NodeID(a.cfg.Name)}); err != nil {
+		return submitError("reclaim cancel", err)
+	}
+	if run != nil {
+		r.mu.Lock()
+		select {
+		case <-run.stop:
+		default:
+			close(run.stop)
+		}
+		r.run = nil
+		r.mu.Unlock()
+	}
+	if _, _, err := a.setKillSwitch(bpf.ModeOff); err != nil {
+		return Response{Error: fmt.Sprintf("reclaim cancel: kill-switch off: %v", err), Kind: KindInternal}
+	}
+	st := a.reclaimStatus(c.FSM().State())
+	return Response{Reclaim: &st}
+}
+
+// reclaimNow is the emergency. The CLI flipped the pinned kill-switch
+// before asking; the agent flips it again (cheap), records the emergency
+// in the log if the leader answers within a second, and leaves without
+// the graceful steps (Abandon): peers see a failure, the leader re-places
+// the jobs from their freshest committed replicas. The jobs are stopped
+// by the shutdown (SIGTERM, SIGKILL after their grace).
+func (a *Agent) reclaimNow(c *raft.Coordinator) Response {
+	start := time.Now()
+	took, on, err := a.setKillSwitch(bpf.ModeHard)
+	if err != nil {
+		a.logger.Error("kill-switch hard", "err", err)
+	}
+	st := c.FSM().State()
+	r := &a.reclaim
+	r.mu.Lock()
+	jobsHere := a.localJobs(st)
+	if r.run != nil {
+		jobsHere = mergeJobs(r.run.jobs, jobsHere)
+		select {
+		case <-r.run.stop:
+		default:
+			close(r.run.stop)
+		}
+	}
+	r.run = &reclaimRun{announced: start, deadline: start, emergency: true, jobs: jobsHere, stop: make(chan struct{})}
+	r.report, r.isolate, r.isolated = nil, took, on
+	r.mu.Unlock()
+	a.Abandon()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	if _, err := c.Submit(ctx, raft.AnnounceReclaim{Reclaim: policy.Reclaim{Node: policy.NodeID(a.cfg.Name), Announced: start, Deadline: start}}); err != nil {
+		a.logger.Warn("emergency reclaim not recorded; peers will detect the failure", "err", err)
+	}
+	cancel()
+	status := a.reclaimStatus(st)
+	rep := a.finishReport(time.Now())
+	status.Report = rep
+	a.reclaim.triggerLeave()
+	return Response{Reclaim: &status}
+}
+
+func mergeJobs(a, b []policy.JobID) []policy.JobID {
+	out := slices.Clone(a)
+	for _, j := range b {
+		if !slices.Contains(out, j) {
+			out = append(out, j)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+func jobStopped(state string) bool {
+	switch state {
+	case jobs.StateMoved, jobs.StateDegraded, jobs.StateExited, jobs.StateFailed, jobs.StateStopped:
+		return true
+	}
+	return false
+}
+
+// reclaimStatus computes the honest progress from the replicated state
+// and the job manager's view; it records the report when complete.
+func (a *Agent) reclaimStatus(st *raft.State) ReclaimStatus {
+	self := policy.NodeID(a.cfg.Name)
+	out := ReclaimStatus{Node: a.cfg.Name}
+	if e := a.Enforcer(); e != nil && e.Enabled() {
+		out.Enforcement = true
+	}
+	if a.enforce != nil {
+		ks, _ := a.enforce.killSwitch()
+		out.KillSwitch = ks.String()
+	}
+	r := &a.reclaim
+	r.mu.Lock()
+	run := r.run
+	report := r.report
+	r.mu.Unlock()
+	if run == nil {
+		out.Report = report
+		return out
+	}
+	out.Active = true
+	out.Emergency, out.Announced, out.Deadline = run.emergency, run.announced, run.deadline
+	views := map[policy.JobID]jobs.JobView{}
+	if m := a.Jobs(); m != nil {
+		for _, v := range m.View() {
+			views[v.Job] = v
+		}
+	}
+	out.Complete = true
+	for _, id := range run.jobs {
+		rj := ReclaimJob{Job: string(id)}
+		j, ok := st.Jobs[id]
+		v, hasView := views[id]
+		localRunning := hasView && !jobStopped(v.State)
+		replica := ""
+		if cp, ok := st.FreshestCommitted(id); ok {
+			replica = fmt.Sprintf("v%d", cp.Version)
+		}
+		switch {
+		case !ok || j.State == policy.JobDone:
+			rj.Progress, rj.Detail = ProgressFinished, "finished or cancelled"
+		case j.Node != "" && j.Node != self:
+			rj.Progress, rj.To = ProgressMoved, string(j.Node)
+			rj.Detail = fmt.Sprintf("handed off to %s (%s there)", j.Node, j.State)
+			if j.State == policy.JobMigrating || j.State == policy.JobRecovering {
+				rj.Progress = ProgressDegraded
+				rj.Detail = fmt.Sprintf("degraded: recovering on %s from replica %s", j.Node, orNone(replica))
+			}
+		case j.State == policy.JobRecovering || (hasView && v.State == jobs.StateDegraded):
+			rj.Progress = ProgressDegraded
+			rj.Detail = fmt.Sprintf("degraded: recovering from replica %s", orNone(replica))
+			if j.Node == self && !run.emergency {
+				rj.Detail += " once this node leaves"
+			}
+		case hasView && v.State == jobs.StateHandingOff:
+			rj.Progress = ProgressHandingOff
+			rj.Detail = "handing off: final checkpoint and transfer"
+			if h, ok := handoffOf(st, id, self); ok && h.To != "" {
+				rj.To = string(h.To)
+				rj.Detail = fmt.Sprintf("handing off to %s (%d bytes to move)", h.To, h.Bytes)
+			}
+		default:
+			rj.Progress, rj.Detail = ProgressRunning, "still running"
+			if h, ok := handoffOf(st, id, self); ok {
+				if h.Degraded || h.To == "" {
+					rj.Detail = fmt.Sprintf("still running; hand-off infeasible (%s): will recover from replica %s", h.Reason, orNone(replica))
+				} else {
+					rj.Detail = fmt.Sprintf("still running; hand-off to %s planned", h.To)
+				}
+			}
+		}
+		rj.Stopped = !localRunning && rj.Progress != ProgressRunning && rj.Progress != ProgressHandingOff
+		if !rj.Stopped {
+			out.Complete = false
+		}
+		out.Jobs = append(out.Jobs, rj)
+	}
+	if out.Complete && !run.emergency {
+		r.mu.Lock()
+		if r.report == nil && r.run == run {
+			r.report = a.buildReport(run, out, time.Now())
+			a.writeReport(r.report)
+		}
+		report = r.report
+		r.mu.Unlock()
+	}
+	out.Report = report
+	return out
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "(none: restarts from the beginning)"
+	}
+	return s
+}
+
+func handoffOf(st *raft.State, job policy.JobID, from policy.NodeID) (policy.HandoffDecision, bool) {
+	for _, h := range st.Decisions.Handoffs {
+		if h.Job == job && h.From == from {
+			return h, true
+		}
+	}
+	return policy.HandoffDecision{}, false
+}
+
+// buildReport makes the owner's report; called with r.mu held.
+func (a *Agent) buildReport(run *reclaimRun, st ReclaimStatus, now time.Time) *ReclaimReport {
+	rep := &ReclaimReport{Node: a.cfg.Name, Emergency: run.emergency, Announced: run.announced,
+		Isolate: a.reclaim.isolate, Isolated: a.reclaim.isolated, UsedFor: now.Sub(run.announced)}
+	for _, j := range st.Jobs {
+		switch j.Progress {
+		case ProgressMoved, ProgressHandingOff:
+			rep.Moved = append(rep.Moved, j.Job)
+		case ProgressDegraded, ProgressRunning:
+			rep.Degraded = append(rep.Degraded, j.Job)
+		case ProgressFinished:
+			rep.Finished = append(rep.Finished, j.Job)
+		}
+	}
+	if m := a.Jobs(); m != nil {
+		for _, t := range m.Transfers() {
+			if slices.Contains(run.jobs, t.Job) && !t.Started.Before(run.announced) {
+				rep.BytesSent += t.BytesDone
+			}
+		}
+	}
+	return rep
+}
+
+// finishReport records the report at the node's leave (the deadline or
+// an emergency): jobs not yet stopped count as degraded, the machine as
+// used until now.
+func (a *Agent) finishReport(now time.Time) *ReclaimReport {
+	c := a.Coordinator()
+	if c == nil {
+		return nil
+	}
+	st := a.reclaimStatus(c.FSM().State())
+	r := &a.reclaim
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.run == nil {
+		return r.report
+	}
+	if r.report == nil {
+		r.report = a.buildReport(r.run, st, now)
+	}
+	r.report.Left = now
+	a.writeReport(r.report)
+	return r.report
+}
+
+func (a *Agent) writeReport(rep *ReclaimReport) {
+	b, err := json.MarshalIndent(rep, "", "  ")
+	if err != nil {
+		return
+	}
+	path := filepath.Join(a.cfg.DataDir, ReportFile)
+	if err := os.WriteFile(path+".tmp", b, 0o600); err == nil {
+		err = os.Rename(path+".tmp", path)
+		if err != nil {
+			a.logger.Warn("write reclaim report", "err", err)
+		}
+	}
+}
+
+// ReadReport reads the last reclaim's report from a data dir.
+func ReadReport(dir string) (*ReclaimReport, error) {
+	b, err := os.ReadFile(filepath.Join(dir, ReportFile))
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("read reclaim report: %w", err)
+	}
+	var rep ReclaimReport
+	if err := json.Unmarshal(b, &rep); err != nil {
+		return nil, fmt.Errorf("reclaim report %s: %w", filepath.Join(dir, ReportFile), err)
+	}
+	return &rep, nil
+}

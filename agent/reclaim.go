@@ -333,11 +333,18 @@ func (a *Agent) reclaimNow(c *raft.Coordinator) Response {
 	r.report, r.isolate, r.isolated = nil, took, on
 	r.mu.Unlock()
 	a.Abandon()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-	if _, err := c.Submit(ctx, raft.AnnounceReclaim{Reclaim: policy.Reclaim{Node: policy.NodeID(a.cfg.Name), Announced: start, Deadline: start}}); err != nil {
-		a.logger.Warn("emergency reclaim not recorded; peers will detect the failure", "err", err)
+	// Recording the emergency lets the leader act before failure
+	// detection. Not when this node leads: its own tick would then start
+	// membership changes that its shutdown, a moment later, waits on
+	// (raft.Coordinator.Shutdown waits for the leader loop, whose
+	// reconcile waits on a Raft future); peers detect the failure instead.
+	if !c.IsLeader() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		if _, err := c.Submit(ctx, raft.AnnounceReclaim{Reclaim: policy.Reclaim{Node: policy.NodeID(a.cfg.Name), Announced: start, Deadline: start}}); err != nil {
+			a.logger.Warn("emergency reclaim not recorded; peers will detect the failure", "err", err)
+		}
+		cancel()
 	}
-	cancel()
 	status := a.reclaimStatus(st)
 	rep := a.finishReport(time.Now())
 	status.Report = rep

@@ -43,6 +43,21 @@ type HazardConfig struct {
 	NodePrior float64
 	// Floor is the lowest hazard the bound ever reports, 1/s (MinHazard).
 	Floor float64
+	// PriorEmergencyPerHour and PriorDeparturePerHour are the prior rates
+	// of emergency departures and of all departures, per node-hour, that
+	// the estimate starts from before the cluster has data of its own.
+	// Defaults follow SPEC §0's trace: 847 departures on 54 nodes over two
+	// months ≈ 0.011 per node-hour, 42 % of them emergencies (≈ 0.0046).
+	PriorEmergencyPerHour, PriorDeparturePerHour float64
+	// PriorExposureHours is the prior's weight as equivalent exposure in
+	// node-hours (200: worth about one emergency and two departures at the
+	// default rates, so the first real events outweigh it; a 54-node pool
+	// gathers that much in under four hours). It enters the window's
+	// totals and every bucket (spread evenly) as pseudo-exposure with
+	// prior-rate × exposure pseudo-events. 0 turns the prior off: an empty
+	// window then has no point estimate and the bound is the zero-count
+	// bound −ln(1−Confidence)/exposure, which is huge for little exposure.
+	PriorExposureHours float64
 }
 
 // DefaultHazardConfig returns the coordinator's estimator settings.
@@ -55,6 +70,11 @@ func DefaultHazardConfig() HazardConfig {
 		Confidence: 0.9,
 		NodePrior:  5,
 		Floor:      MinHazard,
+		// SPEC §0: 847 departures / (54 nodes × ~61 days × 24 h), 42 %
+		// emergencies.
+		PriorDeparturePerHour: 0.011,
+		PriorEmergencyPerHour: 0.42 * 0.011,
+		PriorExposureHours:    200,
 	}
 }
 
@@ -77,6 +97,14 @@ func (c HazardConfig) Validate() error {
 		return fmt.Errorf("hazard config: node prior %v negative", c.NodePrior)
 	case !(c.Floor > 0):
 		return fmt.Errorf("hazard config: floor %v must be positive", c.Floor)
+	case !(c.PriorEmergencyPerHour >= 0) || math.IsInf(c.PriorEmergencyPerHour, 1):
+		return fmt.Errorf("hazard config: prior emergency rate %v must be finite and not negative", c.PriorEmergencyPerHour)
+	case !(c.PriorDeparturePerHour >= 0) || math.IsInf(c.PriorDeparturePerHour, 1):
+		return fmt.Errorf("hazard config: prior departure rate %v must be finite and not negative", c.PriorDeparturePerHour)
+	case c.PriorEmergencyPerHour > c.PriorDeparturePerHour:
+		return fmt.Errorf("hazard config: prior emergency rate %v above the prior rate of all departures %v", c.PriorEmergencyPerHour, c.PriorDeparturePerHour)
+	case !(c.PriorExposureHours >= 0) || math.IsInf(c.PriorExposureHours, 1):
+		return fmt.Errorf("hazard config: prior exposure %v node-hours must be finite and not negative", c.PriorExposureHours)
 	}
 	return nil
 }
@@ -110,12 +138,16 @@ type nodeHistory struct {
 //
 // with p_k the maximum-likelihood rate of time-of-day bucket k over the
 // sliding Window (events_k / exposure_k, per node, lightly pulled toward
-// the window's mean so an empty bucket is not zero), s the fast global
+// the window's mean so an empty bucket is not zero; the configured prior
+// adds PriorExposureHours of pseudo-exposure at the prior rate to the
+// window and, spread evenly, to every bucket, so a new cluster starts at
+// the prior rather than at zero), s the fast global
 // scale (events / expected events in the recent fast window), and f_v the
 // node's factor (its events / its expected events, shrunk toward 1 by
 // NodePrior). The upper bound λ̂⁺ treats the estimate as a Poisson count of
 // effective size N_eff = 1/(1/n_k + 1/N_fast + 1/(n_v+prior)) and takes the
-// one-sided Confidence quantile; it is never below Floor.
+// one-sided Confidence quantile, with the bucket's prior pseudo-events
+// counted in n_k; it is never below Floor.
 //
 // It is not safe for concurrent use; the coordinator owns one on the leader.
 type HazardEstimator struct {
@@ -139,6 +171,8 @@ type globalHazard struct {
 	scale      float64
 	total      float64 // events in the window
 	exposure   float64 // node-seconds in the window
+	// The prior per bucket: pseudo-events and pseudo-exposure (node-s).
+	priorEvents, priorExposure float64
 }
 
 // NewHazardEstimator returns an empty estimator.
@@ -326,7 +360,7 @@ func (e *HazardEstimator) estimate(h *nodeHistory, now time.Time) HazardEstimate
 		upper := make([]float64, e.cfg.Buckets)
 		for k := range point {
 			point[k] = gh.rates[k] * gh.scale * factor
-			relVar := 1/(gh.events[k]+1) + 1/(gh.fastEvents+1)
+			relVar := 1/(gh.events[k]+gh.priorEvents+1) + 1/(gh.fastEvents+1)
 			if !math.IsInf(nodeEvents, 1) {
 				relVar += 1 / (nodeEvents + math.Max(e.cfg.NodePrior, 1))
 			}
@@ -334,9 +368,10 @@ func (e *HazardEstimator) estimate(h *nodeHistory, now time.Time) HazardEstimate
 			case point[k] > 0:
 				n := 1 / relVar
 				upper[k] = point[k] * poissonUpper(n, z) / n
-			case gh.exposure > 0:
-				// No event in the whole window: the zero-count Poisson bound.
-				upper[k] = -math.Log(1-e.cfg.Confidence) / gh.exposure
+			case gh.exposure+gh.priorExposure*float64(e.cfg.Buckets) > 0:
+				// No event in the whole window (and a prior of rate 0):
+				// the zero-count Poisson bound.
+				upper[k] = -math.Log(1-e.cfg.Confidence) / (gh.exposure + gh.priorExposure*float64(e.cfg.Buckets))
 			}
 			upper[k] = math.Max(upper[k], e.cfg.Floor)
 		}
@@ -405,14 +440,20 @@ func (e *HazardEstimator) global(now time.Time) [2]globalHazard {
 			totalEv[kind] += s.events[kind]
 		}
 	}
+	priorRate := [2]float64{e.cfg.PriorEmergencyPerHour / 3600, e.cfg.PriorDeparturePerHour / 3600}
+	priorExp := e.cfg.PriorExposureHours * 3600 // node-seconds
 	for kind := range 2 {
 		gh := globalHazard{rates: make([]float64, nb), events: events[kind], total: totalEv[kind], exposure: totalExp, scale: 1}
-		if totalExp > 0 && totalEv[kind] > 0 {
-			mean := totalEv[kind] / totalExp
+		// The prior as pseudo-counts: with weight 0 both are 0 and every
+		// sum below is bit for bit what it was without a prior.
+		priorEv := priorRate[kind] * priorExp
+		gh.priorEvents, gh.priorExposure = priorEv/float64(nb), priorExp/float64(nb)
+		if totalExp+priorExp > 0 && totalEv[kind]+priorEv > 0 {
+			mean := (totalEv[kind] + priorEv) / (totalExp + priorExp)
 			// One pseudo-event at the window's mean rate per bucket: an
 			// empty bucket reads as the mean, a full one as its own MLE.
 			for k := range nb {
-				gh.rates[k] = (events[kind][k] + 1) / (exposure[k] + 1/mean)
+				gh.rates[k] = (events[kind][k] + gh.priorEvents + 1) / (exposure[k] + gh.priorExposure + 1/mean)
 			}
 			// Fast window: walk back until the expected count reaches
 			// FastEvents.

@@ -226,7 +226,9 @@ func TestHazardNodeFactorShrinksTowardOne(t *testing.T) {
 }
 
 func TestHazardBoundNeverZero(t *testing.T) {
-	e, err := NewHazardEstimator(DefaultHazardConfig())
+	// Without a prior, the bound of an empty window is the zero-count
+	// Poisson bound (the prior's own case is TestHazardPriorFreshNode).
+	e, err := NewHazardEstimator(zeroPrior(DefaultHazardConfig()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -258,6 +260,11 @@ func TestHazardConfigValidate(t *testing.T) {
 		func(c *HazardConfig) { c.FastEvents = 0 },
 		func(c *HazardConfig) { c.Confidence = 1 },
 		func(c *HazardConfig) { c.Floor = 0 },
+		func(c *HazardConfig) { c.PriorEmergencyPerHour = -1 },
+		func(c *HazardConfig) { c.PriorDeparturePerHour = math.NaN() },
+		func(c *HazardConfig) { c.PriorEmergencyPerHour = 2 * c.PriorDeparturePerHour },
+		func(c *HazardConfig) { c.PriorExposureHours = -1 },
+		func(c *HazardConfig) { c.PriorExposureHours = math.Inf(1) },
 	}
 	for i, m := range mut {
 		c := DefaultHazardConfig()

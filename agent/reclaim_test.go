@@ -1,0 +1,258 @@
+package agent
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/reclaimnet/reclaimnet/policy"
+)
+
+// startStepJob submits the e2e sh job and waits until it runs with a
+// committed checkpoint held off its host; it returns the host and the
+// step log's path.
+func startStepJob(t *testing.T, c *testCluster, byName map[string]*testNode, name, job string) (*testNode, string) {
+	t.Helper()
+	dir := t.TempDir()
+	script, stepLog := filepath.Join(dir, "job.sh"), filepath.Join(dir, "steps.log")
+	if err := os.WriteFile(script, []byte(job), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	resp := call(t, c.nodes[0], Request{Op: OpRun, Job: &JobRequest{Name: name, Command: []string{"/bin/sh", script},
+		Env: []string{"STEPLOG=" + stepLog}, GPUs: 1, LossBudget: time.Hour, SizeHint: 1 << 10}})
+	if resp.Error != "" {
+		t.Fatalf("run: %s", resp.Error)
+	}
+	var host string
+	waitUntil(t, 90*time.Second, "job running with a committed checkpoint held off its host", func() bool {
+		j, ok := findJob(call(t, c.nodes[0], Request{Op: OpJobs}).Jobs, name)
+		host = j.Node
+		return ok && j.State == policy.JobRunning.String() && j.Node != "" && j.LastCommitted >= 1 &&
+			slices.ContainsFunc(j.Holders, func(h string) bool { return h != j.Node })
+	})
+	return byName[host], stepLog
+}
+
+// pidsOf returns the pids in the step log and whether each logged "term".
+func pidsOf(t *testing.T, stepLog string) map[string]bool {
+	out := map[string]bool{}
+	for _, l := range readStepLog(t, stepLog) {
+		out[l.pid] = out[l.pid] || l.event == "term"
+	}
+	return out
+}
+
+// waitLeft waits until n's Run returned on its own (a reclaim's leave).
+func waitLeft(t *testing.T, n *testNode, within time.Duration) {
+	t.Helper()
+	select {
+	case err := <-n.done:
+		if err != nil {
+			t.Errorf("%s: Run: %v", n.info.Node, err)
+		}
+		n.done = nil
+	case <-time.After(within):
+		t.Fatalf("%s did not leave within %v", n.info.Node, within)
+	}
+}
+
+// TestScheduledReclaimHandsOff: a cancelled reclaim changes nothing; a
+// scheduled reclaim with enough notice hands the job off (it lands on
+// another node and its step counter continues), the status says
+// complete only once the job's process here has stopped, and the node
+// leaves at the deadline with the owner's report stored.
+func TestScheduledReclaimHandsOff(t *testing.T) {
+	c, byName := startJobCluster(t)
+	host, stepLog := startStepJob(t, c, byName, "sched", e2eStepJob)
+
+	// --cancel restores: announce on another node, cancel, no reclaim left.
+	var other *testNode
+	for _, n := range c.nodes {
+		if n != host {
+			other = n
+			break
+		}
+	}
+	if r := call(t, other, Request{Op: OpReclaim, Notice: 30 * time.Second}); r.Error != "" || r.Reclaim == nil || !r.Reclaim.Active {
+		t.Fatalf("reclaim on %s: %+v", other.info.Node, r)
+	}
+	if r := call(t, other, Request{Op: OpReclaim, Notice: 30 * time.Second}); r.Kind != KindBadRequest {
+		t.Errorf("second reclaim: got kind %q (%q), want %q", r.Kind, r.Error, KindBadRequest)
+	}
+	if r := call(t, other, Request{Op: OpReclaimCancel}); r.Error != "" || r.Reclaim.Active {
+		t.Fatalf("cancel: %+v", r)
+	}
+	waitUntil(t, 10*time.Second, "the cancelled reclaim gone from the replicated state", func() bool {
+		_, ok := other.agent.Coordinator().FSM().State().Reclaims[policy.NodeID(other.info.Node)]
+		return !ok
+	})
+
+	before := pidsOf(t, stepLog)
+	lastStep := 0
+	for _, l := range readStepLog(t, stepLog) {
+		lastStep = max(lastStep, l.step)
+	}
+	notice := 25 * time.Second
+	r := call(t, host, Request{Op: OpReclaim, Notice: notice})
+	if r.Error != "" || r.Reclaim == nil {
+		t.Fatalf("reclaim: %+v", r)
+	}
+	if len(r.Reclaim.Jobs) != 1 || r.Reclaim.Jobs[0].Job != "sched" {
+		t.Errorf("reclaim jobs %+v, want [sched]", r.Reclaim.Jobs)
+	}
+	deadline := r.Reclaim.Deadline
+	if d := deadline.Sub(r.Reclaim.Announced); d != notice {
+		t.Errorf("deadline %v after the announcement, want %v", d, notice)
+	}
+	// Poll the status: whenever it says complete, the old process must
+	// have stopped (logged its TERM).
+	var complete ReclaimStatus
+	waitUntil(t, notice, "reclaim status complete", func() bool {
+		st := call(t, host, Request{Op: OpReclaimStatus}).Reclaim
+		if st == nil || !st.Complete {
+			return false
+		}
+		now := pidsOf(t, stepLog)
+		for pid := range before {
+			if !now[pid] {
+				t.Fatalf("status complete (%+v) while process %s still runs (no term in the step log)", st.Jobs, pid)
+			}
+		}
+		complete = *st
+		return true
+	})
+	if j := complete.Jobs[0]; j.Progress != ProgressMoved || j.To == "" || j.To == host.info.Node {
+		t.Errorf("complete status job %+v, want handed off to another node", j)
+	}
+	if complete.Report == nil || !slices.Contains(complete.Report.Moved, "sched") {
+		t.Errorf("report %+v, want sched moved", complete.Report)
+	}
+	// The job runs elsewhere and its step counter continues.
+	waitUntil(t, 60*time.Second, "the moved job's new process stepping past the old step", func() bool {
+		for _, l := range readStepLog(t, stepLog) {
+			if _, old := before[l.pid]; !old && l.event == "start" && l.step < lastStep {
+				t.Fatalf("new process started at step %d, want ≥ %d (the step before the reclaim)", l.step, lastStep)
+			}
+			if _, old := before[l.pid]; !old && l.event == "step" && l.step > lastStep {
+				return true
+			}
+		}
+		return false
+	})
+	// At the deadline the node leaves on its own.
+	waitLeft(t, host, time.Until(deadline)+30*time.Second)
+	if time.Now().Before(deadline) {
+		t.Errorf("node left before the deadline %v", deadline)
+	}
+	rep, err := ReadReport(host.agent.DataDir())
+	if err != nil || rep == nil || rep.Left.IsZero() || !slices.Contains(rep.Moved, "sched") {
+		t.Errorf("stored report %+v (%v), want sched moved and the leave time", rep, err)
+	}
+	t.Logf("report: %+v", rep)
+}
+
+// TestEmergencyReclaim: the reclaim-now operation stops the job here,
+// the node leaves at once without waiting, and the job recovers on
+// another node from its replica.
+func TestEmergencyReclaim(t *testing.T) {
+	c, byName := startJobCluster(t)
+	host, stepLog := startStepJob(t, c, byName, "emerg", e2eStepJob)
+	before := pidsOf(t, stepLog)
+	start := time.Now()
+	r := call(t, host, Request{Op: OpReclaimNow})
+	if r.Error != "" || r.Reclaim == nil || !r.Reclaim.Emergency || r.Reclaim.Report == nil {
+		t.Fatalf("reclaim-now: %+v", r)
+	}
+	if !slices.Contains(r.Reclaim.Report.Degraded, "emerg") {
+		t.Errorf("report %+v, want emerg degraded", r.Reclaim.Report)
+	}
+	waitLeft(t, host, 20*time.Second)
+	t.Logf("left %v after the command", time.Since(start))
+	now := pidsOf(t, stepLog)
+	for pid := range before {
+		if !now[pid] {
+			t.Errorf("process %s of the job did not stop (no term in the step log) after the node left", pid)
+		}
+	}
+	var survivor *testNode
+	for _, n := range c.nodes {
+		if n != host {
+			survivor = n
+			break
+		}
+	}
+	waitUntil(t, 90*time.Second, "job emerg running again on another node", func() bool {
+		j, ok := findJob(call(t, survivor, Request{Op: OpJobs}).Jobs, "emerg")
+		return ok && j.State == policy.JobRunning.String() && j.Node != host.info.Node
+	})
+}
+
+// TestScheduledReclaimDegraded: a notice shorter than the job's restart
+// time cannot hand the job off; it is marked degraded, stopped here
+// (status complete only then), and recovers elsewhere from its replica
+// once the node left at the deadline.
+func TestScheduledReclaimDegraded(t *testing.T) {
+	c, byName := startJobCluster(t)
+	// The job takes 4 s to become ready: its restart time Tr.
+	slow := strings.Replace(e2eStepJob, `touch "$RECLAIMNET_READY_FILE"`, `sleep 4; touch "$RECLAIMNET_READY_FILE"`, 1)
+	host, stepLog := startStepJob(t, c, byName, "degr", slow)
+	var tr time.Duration
+	waitUntil(t, 30*time.Second, "the job's measured restart time", func() bool {
+		j, _ := findJob(call(t, host, Request{Op: OpJobs}).Jobs, "degr")
+		tr = j.RestartTime
+		return tr > 3*time.Second
+	})
+	before := pidsOf(t, stepLog)
+	notice := tr / 2
+	r := call(t, host, Request{Op: OpReclaim, Notice: notice})
+	if r.Error != "" || r.Reclaim == nil {
+		t.Fatalf("reclaim: %+v", r)
+	}
+	deadline := r.Reclaim.Deadline
+	// Decided early, not at the deadline: the job is marked degraded and
+	// stopped, and the status says complete, before the deadline.
+	var complete ReclaimStatus
+	waitUntil(t, time.Until(deadline), "status complete before the deadline", func() bool {
+		st := call(t, host, Request{Op: OpReclaimStatus}).Reclaim
+		if st == nil || !st.Complete {
+			return false
+		}
+		now := pidsOf(t, stepLog)
+		for pid := range before {
+			if !now[pid] {
+				t.Fatalf("status complete (%+v) while process %s still runs", st.Jobs, pid)
+			}
+		}
+		complete = *st
+		return true
+	})
+	t.Logf("restart time %v, notice %v, complete status %+v", tr, notice, complete.Jobs)
+	if j := complete.Jobs[0]; j.Progress != ProgressDegraded || !strings.Contains(j.Detail, "replica v") {
+		t.Errorf("complete status job %+v, want degraded naming its replica", j)
+	}
+	waitLeft(t, host, time.Until(deadline)+30*time.Second)
+	now := pidsOf(t, stepLog)
+	for pid := range before {
+		if !now[pid] {
+			t.Errorf("process %s still running after the node left", pid)
+		}
+	}
+	rep, err := ReadReport(host.agent.DataDir())
+	if err != nil || rep == nil || !slices.Contains(rep.Degraded, "degr") || slices.Contains(rep.Moved, "degr") {
+		t.Errorf("stored report %+v (%v), want degr degraded, not moved", rep, err)
+	}
+	var survivor *testNode
+	for _, n := range c.nodes {
+		if n != host {
+			survivor = n
+			break
+		}
+	}
+	waitUntil(t, 90*time.Second, "job degr running again on another node", func() bool {
+		j, ok := findJob(call(t, survivor, Request{Op: OpJobs}).Jobs, "degr")
+		return ok && j.State == policy.JobRunning.String() && j.Node != host.info.Node
+	})
+}

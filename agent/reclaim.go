@@ -233,7 +233,7 @@ func (a *Agent) announceReclaim(c *raft.Coordinator, notice time.Duration) Respo
 	r.mu.Lock()
 	if r.closed || r.run != nil {
 		r.mu.Unlock()
-		return Response{Error: "reclaim: the agent is stopping", Kind: KindInternal}
+		return Response{Error: "reclaim: the agent is stopping, or another reclaim was announced meanwhile", Kind: KindInternal}
 	}
 	r.run, r.report, r.isolate, r.isolated = run, nil, took, on
 	r.wg.Add(1)

@@ -169,7 +169,7 @@ func (c *Coordinator) reconcile(members []Member, now time.Time) error {
 	timeout := c.cfg.ApplyTimeout
 	self := c.cfg.NodeID
 	cf := c.raft.GetConfiguration()
-	if err := cf.Error(); err != nil {
+	if err := c.await(cf); err != nil {
 		return fmt.Errorf("reconcile: %w", err)
 	}
 	servers := map[policy.NodeID]hraft.Server{}
@@ -238,12 +238,12 @@ func (c *Coordinator) reconcile(members []Member, now time.Time) error {
 			continue
 		}
 		if ok {
-			if err := c.raft.RemoveServer(s.ID, 0, timeout).Error(); err != nil {
+			if err := c.await(c.raft.RemoveServer(s.ID, 0, timeout)); err != nil {
 				errs = append(errs, fmt.Errorf("remove %s at its old address: %w", m.ID, err))
 				continue
 			}
 		}
-		if err := c.raft.AddNonvoter(hraft.ServerID(m.ID), hraft.ServerAddress(m.RaftAddr), 0, timeout).Error(); err != nil {
+		if err := c.await(c.raft.AddNonvoter(hraft.ServerID(m.ID), hraft.ServerAddress(m.RaftAddr), 0, timeout)); err != nil {
 			errs = append(errs, fmt.Errorf("add non-voter %s: %w", m.ID, err))
 			continue
 		}
@@ -287,7 +287,7 @@ func (c *Coordinator) reconcile(members []Member, now time.Time) error {
 		if s.Suffrage == hraft.Voter {
 			continue
 		}
-		if err := c.raft.AddVoter(s.ID, s.Address, 0, timeout).Error(); err != nil {
+		if err := c.await(c.raft.AddVoter(s.ID, s.Address, 0, timeout)); err != nil {
 			errs = append(errs, fmt.Errorf("promote %s: %w", id, err))
 			promoted = false
 			continue
@@ -305,12 +305,12 @@ func (c *Coordinator) reconcile(members []Member, now time.Time) error {
 			if id == self {
 				// Hand over first; the next leader demotes this node.
 				target := sortedIDs(want)[0]
-				if err := c.raft.LeadershipTransferToServer(hraft.ServerID(target), servers[target].Address).Error(); err != nil {
+				if err := c.await(c.raft.LeadershipTransferToServer(hraft.ServerID(target), servers[target].Address)); err != nil {
 					errs = append(errs, fmt.Errorf("transfer leadership to %s: %w", target, err))
 				}
 				return errors.Join(errs...)
 			}
-			if err := c.raft.DemoteVoter(s.ID, 0, timeout).Error(); err != nil {
+			if err := c.await(c.raft.DemoteVoter(s.ID, 0, timeout)); err != nil {
 				errs = append(errs, fmt.Errorf("demote %s: %w", id, err))
 				continue
 			}
@@ -335,7 +335,7 @@ func (c *Coordinator) reconcile(members []Member, now time.Time) error {
 		if !gone || s.Suffrage == hraft.Voter {
 			continue
 		}
-		if err := c.raft.RemoveServer(s.ID, 0, timeout).Error(); err != nil {
+		if err := c.await(c.raft.RemoveServer(s.ID, 0, timeout)); err != nil {
 			errs = append(errs, fmt.Errorf("remove %s: %w", id, err))
 			continue
 		}
@@ -412,4 +412,19 @@ func sortedIDs[V any](m map[policy.NodeID]V) []policy.NodeID {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// await waits for a Raft future unless the coordinator shuts down first.
+// hashicorp/raft can leave a future (a leadership transfer in flight, say)
+// unanswered once it has shut down, and Shutdown waits for the goroutine
+// that reconciles, so an unbounded wait here would hang Shutdown.
+func (c *Coordinator) await(f hraft.Future) error {
+	done := make(chan error, 1)
+	go func() { done <- f.Error() }()
+	select {
+	case err := <-done:
+		return err
+	case <-c.stop:
+		return ErrClosed
+	}
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"sync"
 	"time"
@@ -254,6 +255,7 @@ func (a *Agent) watchDeadline(run *reclaimRun) {
 	defer deadline.Stop()
 	poll := time.NewTicker(200 * time.Millisecond)
 	defer poll.Stop()
+	var recorded *raft.ReclaimReport // the last report the log accepted
 	for {
 		select {
 		case <-run.stop:
@@ -261,6 +263,7 @@ func (a *Agent) watchDeadline(run *reclaimRun) {
 		case <-poll.C:
 			if c := a.Coordinator(); c != nil {
 				a.reclaimStatus(c.FSM().State()) // records completion
+				recorded = a.recordReport(c, run, recorded, 5*time.Second)
 			}
 		case <-deadline.C:
 			a.logger.Warn("reclaim deadline: leaving now")
@@ -268,10 +271,59 @@ func (a *Agent) watchDeadline(run *reclaimRun) {
 				a.logger.Error("kill-switch hard at the deadline", "err", err)
 			}
 			a.finishReport(time.Now())
+			if c := a.Coordinator(); c != nil {
+				a.recordReport(c, run, recorded, 2*time.Second)
+			}
 			a.reclaim.triggerLeave()
 			return
 		}
 	}
+}
+
+// recordReport submits run's owner's report to the replicated reclaim
+// history when it exists and differs from the last one recorded (best
+// effort: the local report file is written regardless). It returns what
+// the log now holds.
+func (a *Agent) recordReport(c *raft.Coordinator, run *reclaimRun, last *raft.ReclaimReport, timeout time.Duration) *raft.ReclaimReport {
+	r := &a.reclaim
+	r.mu.Lock()
+	if r.report == nil || r.run != run {
+		r.mu.Unlock()
+		return last
+	}
+	rep := replicatedReport(run, r.report)
+	r.mu.Unlock()
+	if last != nil && reflect.DeepEqual(*last, rep) {
+		return last
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	if _, err := c.Submit(ctx, raft.RecordReclaimReport{Report: rep}); err != nil {
+		a.logger.Warn("reclaim report not recorded in the cluster (kept locally)", "err", err)
+		return last
+	}
+	return &rep
+}
+
+// replicatedReport is rep as the replicated history keeps it.
+func replicatedReport(run *reclaimRun, rep *ReclaimReport) raft.ReclaimReport {
+	kind := raft.DepartureScheduled
+	if run.emergency {
+		kind = raft.DepartureEmergency
+	}
+	ids := func(jobs []string) []policy.JobID {
+		var out []policy.JobID
+		for _, j := range jobs {
+			out = append(out, policy.JobID(j))
+		}
+		return out
+	}
+	return raft.ReclaimReport{Node: policy.NodeID(rep.Node), Kind: kind,
+		Announced: run.announced.UTC().Round(0), Deadline: run.deadline.UTC().Round(0),
+		Completed: rep.Announced.Add(rep.UsedFor).UTC().Round(0),
+		Isolate:   rep.Isolate, Isolated: rep.Isolated,
+		Moved: ids(rep.Moved), Degraded: ids(rep.Degraded), Finished: ids(rep.Finished),
+		BytesSent: rep.BytesSent, UsedFor: rep.UsedFor, Left: rep.Left.UTC().Round(0)}
 }
 
 func (a *Agent) cancelReclaim(c *raft.Coordinator) Response {
@@ -346,6 +398,9 @@ func (a *Agent) reclaimNow(c *raft.Coordinator) Response {
 		cancel()
 	}
 	status := a.reclaimStatus(st)
+	// The emergency report is not submitted to the replicated history:
+	// the node is leaving at once (and may be gone before a commit), so
+	// only the local report file (ReportFile) keeps it.
 	rep := a.finishReport(time.Now())
 	status.Report = rep
 	a.reclaim.triggerLeave()

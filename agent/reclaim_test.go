@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/reclaimnet/reclaimnet/policy"
+	"github.com/reclaimnet/reclaimnet/web"
 )
 
 // startStepJob submits the e2e sh job and waits until it runs with a
@@ -130,6 +131,24 @@ func TestScheduledReclaimHandsOff(t *testing.T) {
 	if complete.Report == nil || !slices.Contains(complete.Report.Moved, "sched") {
 		t.Errorf("report %+v, want sched moved", complete.Report)
 	}
+	// The report is replicated: another node's web status lists it in the
+	// reclaim history.
+	historyOf := func(n *testNode) []web.ReclaimRecord {
+		var out []web.ReclaimRecord
+		for _, h := range n.agent.webStatus(time.Now()).Reclaims.History {
+			if h.Reclaim.Node == policy.NodeID(host.info.Node) {
+				out = append(out, h)
+			}
+		}
+		return out
+	}
+	waitUntil(t, 20*time.Second, "the reclaim report in another node's web status history", func() bool {
+		return len(historyOf(other)) > 0
+	})
+	if h := historyOf(other); len(h) != 1 || len(h[0].Jobs) != 1 || h[0].Jobs[0].Job != "sched" || !h[0].Jobs[0].FinalCheckpoint ||
+		!h[0].Reclaim.Deadline.Equal(deadline) || !h[0].OnTime {
+		t.Errorf("history on %s got %+v, want one on-time record with sched handed off, deadline %v", other.info.Node, h, deadline)
+	}
 	// The job runs elsewhere and its step counter continues.
 	waitUntil(t, 60*time.Second, "the moved job's new process stepping past the old step", func() bool {
 		for _, l := range readStepLog(t, stepLog) {
@@ -150,6 +169,10 @@ func TestScheduledReclaimHandsOff(t *testing.T) {
 	rep, err := ReadReport(host.agent.DataDir())
 	if err != nil || rep == nil || rep.Left.IsZero() || !slices.Contains(rep.Moved, "sched") {
 		t.Errorf("stored report %+v (%v), want sched moved and the leave time", rep, err)
+	}
+	// The leave time updated the replicated report instead of adding one.
+	if h := historyOf(other); len(h) != 1 {
+		t.Errorf("history on %s after the leave got %d records for %s, want 1: %+v", other.info.Node, len(h), host.info.Node, h)
 	}
 	t.Logf("report: %+v", rep)
 }

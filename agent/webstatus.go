@@ -100,8 +100,7 @@ func (a *Agent) webStatus(now time.Time) web.Status {
 	st.Decisions = webDecisions(state.Decisions)
 	st.Control = web.Control{LastTick: state.Decisions.At, CheckpointBudget: state.Decisions.CheckpointBudget}
 	// Transfers: the ones this node sends (the job manager's). Counters
-	// and reclaim history are not kept in the replicated state yet and
-	// stay zero/empty.
+	// are not kept in the replicated state yet and stay zero.
 	if a.jobs != nil {
 		st.Transfers = a.jobs.webTransfers(state)
 	}
@@ -358,7 +357,38 @@ func webReclaims(state *raft.State) web.Reclaims {
 		r.Pending = append(r.Pending, p)
 	}
 	sort.Slice(r.Pending, func(i, j int) bool { return r.Pending[i].Reclaim.Deadline.Before(r.Pending[j].Reclaim.Deadline) })
+	// History: the replicated owners' reports, newest first. Emergency
+	// (--now) reclaims are not in it: their node leaves at once and keeps
+	// the report only in its local file.
+	for i := len(state.ReclaimReports) - 1; i >= 0; i-- {
+		r.History = append(r.History, webReclaimRecord(state.ReclaimReports[i]))
+	}
 	return r
+}
+
+// webReclaimRecord maps one replicated reclaim report to the page's
+// record: the node was released when its jobs had all left (or when it
+// left, if that came first).
+func webReclaimRecord(rep raft.ReclaimReport) web.ReclaimRecord {
+	released := rep.Completed
+	if !rep.Left.IsZero() && (released.IsZero() || rep.Left.Before(released)) {
+		released = rep.Left
+	}
+	rec := web.ReclaimRecord{
+		Reclaim:  policy.Reclaim{Node: rep.Node, Announced: rep.Announced, Deadline: rep.Deadline},
+		Released: released,
+		OnTime:   !released.IsZero() && !released.After(rep.Deadline),
+	}
+	for _, j := range rep.Moved {
+		rec.Jobs = append(rec.Jobs, web.ReclaimOutcome{Job: j, FinalCheckpoint: true})
+	}
+	for _, j := range rep.Degraded {
+		rec.Jobs = append(rec.Jobs, web.ReclaimOutcome{Job: j, Degraded: true, Reason: "not handed off before the node left: recovers from its freshest committed replica"})
+	}
+	for _, j := range rep.Finished {
+		rec.Jobs = append(rec.Jobs, web.ReclaimOutcome{Job: j, Reason: "finished"})
+	}
+	return rec
 }
 
 // webDecisions lists the current hand-offs and placements with their

@@ -55,6 +55,7 @@ const (
 	KindRecordDeparture
 	KindPublishHazards
 	KindSetDecisions
+	KindRecordReclaimReport
 )
 
 var kindNames = map[Kind]string{
@@ -69,6 +70,8 @@ var kindNames = map[Kind]string{
 	KindRecordDeparture: "record-departure",
 	KindPublishHazards:  "publish-hazards",
 	KindSetDecisions:    "set-decisions",
+
+	KindRecordReclaimReport: "record-reclaim-report",
 }
 
 func (k Kind) String() string {
@@ -148,17 +151,24 @@ type PublishHazards struct {
 // migrating).
 type SetDecisions struct{ Decisions DecisionRecord }
 
-func (UpsertNode) Kind() Kind      { return KindUpsertNode }
-func (SubmitJob) Kind() Kind       { return KindSubmitJob }
-func (CancelJob) Kind() Kind       { return KindCancelJob }
-func (JobReport) Kind() Kind       { return KindJobReport }
-func (MoveJob) Kind() Kind         { return KindMoveJob }
-func (ReplicaComplete) Kind() Kind { return KindReplicaComplete }
-func (AnnounceReclaim) Kind() Kind { return KindAnnounceReclaim }
-func (CancelReclaim) Kind() Kind   { return KindCancelReclaim }
-func (RecordDeparture) Kind() Kind { return KindRecordDeparture }
-func (PublishHazards) Kind() Kind  { return KindPublishHazards }
-func (SetDecisions) Kind() Kind    { return KindSetDecisions }
+// RecordReclaimReport keeps the owner's report of a finished reclaim in
+// the bounded reclaim history. A report for the same node and
+// announcement replaces the earlier one (the reclaimed node may record it
+// at completion and again, with Left set, at the deadline).
+type RecordReclaimReport struct{ Report ReclaimReport }
+
+func (UpsertNode) Kind() Kind          { return KindUpsertNode }
+func (SubmitJob) Kind() Kind           { return KindSubmitJob }
+func (CancelJob) Kind() Kind           { return KindCancelJob }
+func (JobReport) Kind() Kind           { return KindJobReport }
+func (MoveJob) Kind() Kind             { return KindMoveJob }
+func (ReplicaComplete) Kind() Kind     { return KindReplicaComplete }
+func (AnnounceReclaim) Kind() Kind     { return KindAnnounceReclaim }
+func (CancelReclaim) Kind() Kind       { return KindCancelReclaim }
+func (RecordDeparture) Kind() Kind     { return KindRecordDeparture }
+func (PublishHazards) Kind() Kind      { return KindPublishHazards }
+func (SetDecisions) Kind() Kind        { return KindSetDecisions }
+func (RecordReclaimReport) Kind() Kind { return KindRecordReclaimReport }
 
 func invalid(format string, args ...any) error {
 	return fmt.Errorf("%w: %s", ErrInvalidCommand, fmt.Sprintf(format, args...))
@@ -287,6 +297,25 @@ func (c SetDecisions) validate() error {
 	return nil
 }
 
+func (c RecordReclaimReport) validate() error {
+	r := c.Report
+	switch {
+	case r.Node == "":
+		return invalid("reclaim report without node")
+	case r.Kind != DepartureScheduled && r.Kind != DepartureEmergency:
+		return invalid("reclaim report of %s: kind %d", r.Node, r.Kind)
+	case r.Announced.IsZero():
+		return invalid("reclaim report of %s without announcement time", r.Node)
+	case r.Deadline.Before(r.Announced):
+		return invalid("reclaim report of %s: deadline before announcement", r.Node)
+	case r.Isolate < 0 || r.UsedFor < 0 || r.BytesSent < 0:
+		return invalid("reclaim report of %s: negative value", r.Node)
+	case len(r.Moved)+len(r.Degraded)+len(r.Finished) > maxReportJobs:
+		return invalid("reclaim report of %s: more than %d jobs", r.Node, maxReportJobs)
+	}
+	return nil
+}
+
 // EncodeCommand returns the log encoding of cmd: a version byte, a kind
 // byte, then the command as JSON. Non-finite floats (which JSON cannot
 // carry) are clamped first: ±Inf to ±MaxFloat64, NaN to 0.
@@ -346,6 +375,8 @@ func DecodeCommand(b []byte) (Command, error) {
 		cmd = decodeAs[PublishHazards]()
 	case KindSetDecisions:
 		cmd = decodeAs[SetDecisions]()
+	case KindRecordReclaimReport:
+		cmd = decodeAs[RecordReclaimReport]()
 	default:
 		return nil, fmt.Errorf("%w: %d", ErrUnknownCommand, b[1])
 	}

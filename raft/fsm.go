@@ -23,6 +23,10 @@ const (
 	// keepVersions is how many checkpoint versions per job the catalogue
 	// keeps once a newer one is committed.
 	keepVersions = 3
+	// maxReclaimReports is how many reclaim reports the history keeps
+	// (the oldest go first); maxReportJobs bounds the jobs of one.
+	maxReclaimReports = 100
+	maxReportJobs     = 4096
 )
 
 // snapshotVersion is the format of a persisted snapshot.
@@ -211,6 +215,9 @@ func applyTo(s *State, cmd Command) (bool, error) {
 
 	case SetDecisions:
 		return applyDecisions(s, c.Decisions), nil
+
+	case RecordReclaimReport:
+		return applyReclaimReport(s, c.Report), nil
 	}
 	return false, fmt.Errorf("%w: %T", ErrUnknownCommand, cmd)
 }
@@ -310,6 +317,26 @@ func applyDeparture(s *State, d Departure) bool {
 		if changed {
 			s.Jobs[id] = j
 		}
+	}
+	return true
+}
+
+// applyReclaimReport adds r to the history or replaces the report of the
+// same node and announcement; an equal report changes nothing.
+func applyReclaimReport(s *State, r ReclaimReport) bool {
+	r = r.clone()
+	for i, old := range s.ReclaimReports {
+		if old.Node == r.Node && old.Announced.Equal(r.Announced) {
+			if reflect.DeepEqual(old, r) {
+				return false
+			}
+			s.ReclaimReports[i] = r
+			return true
+		}
+	}
+	s.ReclaimReports = append(s.ReclaimReports, r)
+	if len(s.ReclaimReports) > maxReclaimReports {
+		s.ReclaimReports = slices.Clone(s.ReclaimReports[len(s.ReclaimReports)-maxReclaimReports:])
 	}
 	return true
 }

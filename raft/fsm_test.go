@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"math"
 	"reflect"
@@ -36,6 +37,10 @@ func sampleCommands() []Command {
 		AnnounceReclaim{Reclaim: policy.Reclaim{Node: "a", Announced: t0.Add(5 * time.Second), Deadline: t0.Add(65 * time.Second)}},
 		MoveJob{Job: "j1", From: "a", To: "b"},
 		RecordDeparture{Departure: Departure{Node: "a", At: t0.Add(65 * time.Second), Kind: DepartureScheduled}},
+		RecordReclaimReport{Report: ReclaimReport{Node: "a", Kind: DepartureScheduled, Announced: t0.Add(5 * time.Second), Deadline: t0.Add(65 * time.Second),
+			Completed: t0.Add(40 * time.Second), Isolate: 3 * time.Millisecond, Isolated: true, Moved: []policy.JobID{"j1"}, BytesSent: 2 << 30, UsedFor: 35 * time.Second}},
+		RecordReclaimReport{Report: ReclaimReport{Node: "a", Kind: DepartureScheduled, Announced: t0.Add(5 * time.Second), Deadline: t0.Add(65 * time.Second),
+			Completed: t0.Add(40 * time.Second), Isolate: 3 * time.Millisecond, Isolated: true, Moved: []policy.JobID{"j1"}, BytesSent: 2 << 30, UsedFor: 35 * time.Second, Left: t0.Add(65 * time.Second)}},
 		AnnounceReclaim{Reclaim: policy.Reclaim{Node: "b", Announced: t0.Add(70 * time.Second), Deadline: t0.Add(70 * time.Second)}},
 		CancelReclaim{Node: "b"},
 		CancelJob{Job: "j1"},
@@ -305,5 +310,66 @@ func TestWaitAfterWakesOnChange(t *testing.T) {
 	defer cancelShort()
 	if _, err := f.WaitAfter(short, 8); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("WaitAfter with no change got %v, want the context's deadline", err)
+	}
+}
+
+// TestReclaimReportHistory checks that a report replaces the one of the
+// same node and announcement, that the history keeps only the newest
+// maxReclaimReports, that reads are copies and that it survives a snapshot.
+func TestReclaimReportHistory(t *testing.T) {
+	f := NewFSM()
+	idx := uint64(0)
+	report := func(i int) ReclaimReport {
+		return ReclaimReport{Node: policy.NodeID(fmt.Sprintf("n%d", i%7)), Kind: DepartureEmergency,
+			Announced: t0.Add(time.Duration(i) * time.Minute), Deadline: t0.Add(time.Duration(i) * time.Minute),
+			Degraded: []policy.JobID{policy.JobID(fmt.Sprintf("j%d", i))}}
+	}
+	total := maxReclaimReports + 20
+	for i := range total {
+		idx++
+		if res := applyEncoded(t, f, idx, RecordReclaimReport{Report: report(i)}); res != nil {
+			t.Fatal(res)
+		}
+	}
+	// Left set later on the newest: replaced, not appended.
+	last := report(total - 1)
+	last.Left = last.Deadline.Add(time.Second)
+	idx++
+	if res := applyEncoded(t, f, idx, RecordReclaimReport{Report: last}); res != nil {
+		t.Fatal(res)
+	}
+	got := f.ReclaimReports()
+	if len(got) != maxReclaimReports {
+		t.Fatalf("history length got %d, want %d", len(got), maxReclaimReports)
+	}
+	if want := report(total - maxReclaimReports); !reflect.DeepEqual(got[0], want) {
+		t.Fatalf("oldest kept got %+v, want %+v", got[0], want)
+	}
+	if !reflect.DeepEqual(got[len(got)-1], normalize(last)) {
+		t.Fatalf("newest got %+v, want %+v", got[len(got)-1], last)
+	}
+	got[0].Degraded[0] = "changed"
+	if again := f.ReclaimReports(); again[0].Degraded[0] == "changed" {
+		t.Fatal("ReclaimReports returned the FSM's own slice")
+	}
+	snap, err := f.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sink := &memSink{}
+	if err := snap.Persist(sink); err != nil {
+		t.Fatal(err)
+	}
+	g := NewFSM()
+	if err := g.Restore(io.NopCloser(bytes.NewReader(sink.Bytes()))); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(g.ReclaimReports(), f.ReclaimReports()) {
+		t.Fatalf("restored history differs:\n got %+v\nwant %+v", g.ReclaimReports(), f.ReclaimReports())
+	}
+	bad := report(1)
+	bad.Kind = 0
+	if _, err := EncodeCommand(RecordReclaimReport{Report: bad}); !errors.Is(err, ErrInvalidCommand) {
+		t.Fatalf("report without kind got %v, want ErrInvalidCommand", err)
 	}
 }

@@ -149,6 +149,17 @@ func sortedReclaims(s *State) []policy.Reclaim {
 	return out
 }
 
+// ReclaimReports returns the reclaim history (copies), oldest first.
+func (f *FSM) ReclaimReports() []ReclaimReport {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	out := make([]ReclaimReport, len(f.state.ReclaimReports))
+	for i, r := range f.state.ReclaimReports {
+		out[i] = r.clone()
+	}
+	return out
+}
+
 // Decisions returns the current decisions.
 func (f *FSM) Decisions() DecisionRecord {
 	f.mu.RLock()

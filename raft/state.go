@@ -214,6 +214,40 @@ type State struct {
 	HazardsAt   time.Time `json:",omitzero"`
 	Reclaims    map[policy.NodeID]policy.Reclaim
 	Decisions   DecisionRecord
+	// ReclaimReports is the reclaim history, oldest first, at most
+	// maxReclaimReports (older snapshots lack it: empty).
+	ReclaimReports []ReclaimReport `json:",omitempty"`
+}
+
+// ReclaimReport is the owner's report of one reclaim, as the reclaimed
+// node recorded it.
+type ReclaimReport struct {
+	Node      policy.NodeID
+	Kind      DepartureKind // scheduled or emergency
+	Announced time.Time
+	Deadline  time.Time
+	// Completed is when every job had left the node (or the node left).
+	Completed time.Time `json:",omitzero"`
+	// Isolate is how long the kill-switch flip took; Isolated whether it
+	// was enforced at all.
+	Isolate  time.Duration
+	Isolated bool
+	Moved    []policy.JobID `json:",omitempty"`
+	Degraded []policy.JobID `json:",omitempty"`
+	Finished []policy.JobID `json:",omitempty"`
+	// BytesSent is what the node's transfers sent for its jobs since the
+	// announcement; UsedFor how long jobs still ran after it.
+	BytesSent int64
+	UsedFor   time.Duration
+	// Left is when the node left (zero until then).
+	Left time.Time `json:",omitzero"`
+}
+
+func (r ReclaimReport) clone() ReclaimReport {
+	r.Moved = slices.Clone(r.Moved)
+	r.Degraded = slices.Clone(r.Degraded)
+	r.Finished = slices.Clone(r.Finished)
+	return r
 }
 
 func newState() *State {
@@ -251,6 +285,12 @@ func (s *State) clone() *State {
 		c.Reclaims[id] = r
 	}
 	c.Decisions = s.Decisions.clone()
+	if s.ReclaimReports != nil {
+		c.ReclaimReports = make([]ReclaimReport, len(s.ReclaimReports))
+		for i, r := range s.ReclaimReports {
+			c.ReclaimReports[i] = r.clone()
+		}
+	}
 	return c
 }
 

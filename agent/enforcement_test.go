@@ -17,11 +17,11 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/reclaimnet/reclaimnet/bpf"
+	"github.com/reclaimnet/reclaimnet/internal/netnstest"
 	"github.com/reclaimnet/reclaimnet/mesh"
 	"github.com/reclaimnet/reclaimnet/web"
 )
@@ -198,47 +198,11 @@ func TestEnforceOnWithoutPrivilege(t *testing.T) {
 		fmt.Println("NEW-ERROR:", err)
 		return
 	}
-	dir, err := os.MkdirTemp("", "agent-unpriv")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer os.RemoveAll(dir)
-	if err := os.Chmod(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	bin := filepath.Join(dir, "agent.test")
-	if err := copyExecutable(os.Args[0], bin); err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(bin, "-test.run=^TestEnforceOnWithoutPrivilege$", "-test.v", "-test.count=1")
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), unprivilegedChildEnv+"=1", "TMPDIR="+dir)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("run as nobody: %v\n%s", err, out)
-	}
-	if !strings.Contains(string(out), "NEW-ERROR:") {
+	out := netnstest.RerunAsNobody(t, "TestEnforceOnWithoutPrivilege", unprivilegedChildEnv+"=1")
+	if !strings.Contains(out, "NEW-ERROR:") {
 		t.Fatalf("run as nobody did not reach New (skipped?):\n%s", out)
 	}
-	t.Logf("%s", strings.TrimSpace(string(out)))
-}
-
-func copyExecutable(from, to string) error {
-	src, err := os.Open(from)
-	if err != nil {
-		return err
-	}
-	defer src.Close()
-	dst, err := os.OpenFile(to, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o755)
-	if err != nil {
-		return err
-	}
-	if _, err := io.Copy(dst, src); err != nil {
-		dst.Close()
-		return err
-	}
-	return dst.Close()
+	t.Logf("%s", out)
 }
 
 // requireRootKernel skips (or, with CI=true, fails) a test that needs root

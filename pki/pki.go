@@ -325,11 +325,19 @@ func verifyChain(roots *x509.CertPool, cert *x509.Certificate, now time.Time) er
 		return fmt.Errorf("%w: valid %s to %s, now %s", ErrExpired,
 			cert.NotBefore.UTC().Format(time.RFC3339), cert.NotAfter.UTC().Format(time.RFC3339), now.UTC().Format(time.RFC3339))
 	}
-	_, err := cert.Verify(x509.VerifyOptions{
-		Roots:       roots,
-		CurrentTime: now,
-		KeyUsages:   []x509.ExtKeyUsage{x509.ExtKeyUsageAny},
-	})
+	// Every node is both a TLS server and a TLS client (raft, transfers), so
+	// its certificate must be valid for both usages: a certificate the CA
+	// signed for something else (code signing, say) is not a node's.
+	var err error
+	for _, usage := range []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth} {
+		if _, err = cert.Verify(x509.VerifyOptions{
+			Roots:       roots,
+			CurrentTime: now,
+			KeyUsages:   []x509.ExtKeyUsage{usage},
+		}); err != nil {
+			break
+		}
+	}
 	if err != nil {
 		var ce x509.CertificateInvalidError
 		if errors.As(err, &ce) && ce.Reason == x509.Expired {

@@ -1,9 +1,15 @@
 package pki
 
 import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
 	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
 	"errors"
 	"io"
+	"math/big"
 	"net"
 	"os"
 	"path/filepath"
@@ -294,5 +300,52 @@ func TestDev(t *testing.T) {
 	cerr, serr := handshake(t, a.ServerTLS("p"), b.ClientTLS("a", "p"))
 	if cerr != nil || serr != nil {
 		t.Fatalf("dev handshake: client %v, server %v", cerr, serr)
+	}
+}
+
+// A certificate the cluster CA signed for another purpose is not a node's:
+// with only code signing, neither NewBundle nor a handshake accepts it.
+func TestCertificateForOtherUsageRefused(t *testing.T) {
+	ca := mustCA(t, "lab")
+	good := mustBundle(t, ca, "node-a")
+	for _, usages := range [][]x509.ExtKeyUsage{
+		{x509.ExtKeyUsageCodeSigning},
+		{x509.ExtKeyUsageServerAuth}, // a server-only certificate cannot dial peers
+	} {
+		key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+		if err != nil {
+			t.Fatal(err)
+		}
+		now := time.Now()
+		tmpl := &x509.Certificate{
+			SerialNumber: big.NewInt(42),
+			Subject:      pkix.Name{CommonName: "node-b"},
+			DNSNames:     []string{"node-b"},
+			NotBefore:    now.Add(-time.Minute),
+			NotAfter:     now.Add(time.Hour),
+			KeyUsage:     x509.KeyUsageDigitalSignature,
+			ExtKeyUsage:  usages,
+		}
+		der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.Cert, &key.PublicKey, ca.Key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		keyDER, err := x509.MarshalECPrivateKey(key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		certPEM, keyPEM := pemBlock("CERTIFICATE", der), pemBlock("EC PRIVATE KEY", keyDER)
+		if _, err := NewBundle(ca.CertPEM, certPEM, keyPEM, now); err == nil {
+			t.Errorf("NewBundle accepted a certificate with usages %v", usages)
+		}
+		pair, err := tls.X509KeyPair(certPEM, keyPEM)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg := good.ClientTLS("node-a", "x")
+		cfg.Certificates = []tls.Certificate{pair}
+		if _, serr := handshake(t, good.ServerTLS("x"), cfg); serr == nil || !errors.Is(serr, ErrForeignCA) {
+			t.Errorf("usages %v: server error %v, want ErrForeignCA", usages, serr)
+		}
 	}
 }

@@ -67,15 +67,20 @@ type Agent struct {
 	// raftConfig, when set (tests), adjusts the coordinator's config
 	// before it opens (policy parameters for short intervals).
 	raftConfig func(*raft.Config)
-	coord      coordinator // nil until the coordinator is wired in
-	registry   *prometheus.Registry
-	web        *web.Handler // status page, /v1 and /metrics
-	ctlLn      net.Listener
-	raftLn     net.Listener // handed to the coordinator by Run
-	httpLn     net.Listener
-	httpSrv    *http.Server
-	info       Info
-	gpus       int // GPUs found at start
+	// protocols are this node's own protocol settings (used when it
+	// leads); set when the coordinator opens.
+	protocols raft.Protocols
+	// bandwidth is the bounded bandwidth history trace export writes.
+	bandwidth bandwidthHistory
+	coord     coordinator // nil until the coordinator is wired in
+	registry  *prometheus.Registry
+	web       *web.Handler // status page, /v1 and /metrics
+	ctlLn     net.Listener
+	raftLn    net.Listener // handed to the coordinator by Run
+	httpLn    net.Listener
+	httpSrv   *http.Server
+	info      Info
+	gpus      int // GPUs found at start
 	// sampleLoad reads the host's load for telemetry (hostLoad; tests on
 	// a loaded machine pin it, since P2 rejects nodes above θ).
 	sampleLoad func() float64
@@ -102,11 +107,25 @@ func New(cfg Config, logger *slog.Logger) (_ *Agent, err error) {
 		logger = slog.Default()
 	}
 	a := &Agent{cfg: cfg, logger: logger, started: time.Now(), HTTPMux: http.NewServeMux(), sampleLoad: hostLoad}
+	if cfg.FixedLoad != nil {
+		load := *cfg.FixedLoad
+		a.sampleLoad = func() float64 { return load }
+	}
 	defer func() {
 		if err != nil {
 			a.closeAll()
 		}
 	}()
+	if a.cfg.GossipKeyFile != "" {
+		if a.cfg.GossipKey != "" {
+			return nil, errors.New("config: give the gossip key or the gossip key file, not both")
+		}
+		key, err := ReadGossipKeyFile(a.cfg.GossipKeyFile, logger)
+		if err != nil {
+			return nil, fmt.Errorf("config: %w", err)
+		}
+		a.cfg.GossipKey = key
+	}
 	if err := a.cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("config: %w", err)
 	}
@@ -161,6 +180,7 @@ func New(cfg Config, logger *slog.Logger) (_ *Agent, err error) {
 		return nil, err
 	}
 	a.HTTPMux.Handle("/", a.web)
+	a.HTTPMux.HandleFunc("GET /v1/trace", a.serveTrace)
 	if err := a.registerEnforcement(); err != nil {
 		return nil, err
 	}
@@ -321,6 +341,7 @@ func (a *Agent) Run(ctx context.Context, ready func(Info)) error {
 	a.wg.Go(func() { a.serveControl(ctlLn) })
 	a.wg.Go(func() { a.telemetryLoop(runCtx) })
 	a.wg.Go(func() { a.eventLoop(runCtx) })
+	a.wg.Go(func() { a.historyLoop(runCtx) })
 	if len(a.cfg.Join) > 0 {
 		a.wg.Go(func() { a.retryJoin(runCtx) })
 	}

@@ -69,6 +69,8 @@ type testCluster struct {
 	load func() float64
 	// raftConfig, when set, adjusts every agent's coordinator config.
 	raftConfig func(*raft.Config)
+	// logger, when set, gives each agent its logger (by node name).
+	logger func(name string) *slog.Logger
 }
 
 func newTestCluster(t *testing.T) *testCluster {
@@ -125,7 +127,11 @@ func (c *testCluster) start(cfg Config) *testNode {
 	if len(c.nodes) > 0 && cfg.Join == nil {
 		cfg.Join = []string{c.nodes[0].info.GossipAddr}
 	}
-	a, err := New(cfg, testLogger().With("node", cfg.Name))
+	logger := testLogger().With("node", cfg.Name)
+	if c.logger != nil {
+		logger = c.logger(cfg.Name)
+	}
+	a, err := New(cfg, logger)
 	if err != nil {
 		c.t.Fatalf("New %s: %v", cfg.Name, err)
 	}
@@ -305,6 +311,16 @@ func TestClusterOfThree(t *testing.T) {
 		}
 		return false
 	})
+	// ... and recorded in the reclaim history as a leave without a
+	// reclaim, not as a failure.
+	waitUntil(t, 30*time.Second, "node-01's graceful leave in the history", func() bool {
+		for _, h := range n2.agent.webStatus(time.Now()).Reclaims.History {
+			if h.Reclaim.Node == "node-01" {
+				return h.Graceful && h.Detected && !h.OwnerReport
+			}
+		}
+		return false
+	})
 }
 
 func TestDataDirLocked(t *testing.T) {
@@ -417,7 +433,12 @@ func TestSevenEmergencyDeparturesOfNonVoters(t *testing.T) {
 				break
 			}
 		}
-		l = c.leader()
+		// WaitLeader knows the leader's ID a moment before that node's own
+		// state says it leads: poll for it.
+		waitUntil(t, 10*time.Second, "a leader among the survivors", func() bool {
+			l = c.leader()
+			return l != nil
+		})
 	}
 	ticks := l.agent.Coordinator().Ticks()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)

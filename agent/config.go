@@ -5,13 +5,20 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
+	"maps"
+	"math"
 	"net"
 	"net/netip"
 	"os"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/reclaimnet/reclaimnet/gpu"
+	"github.com/reclaimnet/reclaimnet/policy"
+	"github.com/reclaimnet/reclaimnet/raft"
 )
 
 // Default ports (ARCHITECTURE.md, "Ports and addresses").
@@ -45,6 +52,9 @@ type Config struct {
 	HTTPAddr string `json:"http_addr"`
 	// GossipKey is the base64 symmetric gossip key (reclaimnet keygen).
 	GossipKey string `json:"gossip_key"`
+	// GossipKeyFile names a file holding the key instead (so it is not in
+	// the process list or the config file); exclusive with GossipKey.
+	GossipKeyFile string `json:"gossip_key_file,omitempty"`
 	// TLSDir holds ca.pem, node.pem, node-key.pem (reclaimnet tls ...).
 	TLSDir string `json:"tls_dir"`
 	// Dev runs a throwaway single node: temporary data dir, generated key
@@ -79,6 +89,106 @@ type Config struct {
 	// LocalTimings uses fast gossip and Raft timings (memberlist's and
 	// raft's DefaultLocalConfig) for clusters on one machine.
 	LocalTimings bool `json:"local_timings"`
+	// FixedLoad, when set, is the load this node reports instead of the
+	// host's load average per CPU: for campuses simulated on one machine,
+	// where the host's load says nothing about any one node (and would
+	// make P2 reject every destination on a busy host).
+	FixedLoad *float64 `json:"fixed_load,omitempty"`
+	// RaftHeartbeat, when set, overrides the Raft heartbeat and election
+	// timeouts (the leader lease is half of it). With LocalTimings they are
+	// 50 ms, right for one process but too tight for several agent
+	// processes sharing a busy host, where leaders then come and go.
+	RaftHeartbeat Duration `json:"raft_heartbeat,omitempty"`
+	// Protocols lists the protocols this node decides with when it leads
+	// ("p1,p2,p3"; "none" switches all off; empty means all on): the
+	// paper's ablation on real processes. The leader's setting applies to
+	// the whole cluster (raft.Protocols).
+	Protocols string `json:"protocols,omitempty"`
+	// FixedInterval is every job's checkpoint interval while P1 is off;
+	// 0 means the policy's default (10 min).
+	FixedInterval Duration `json:"fixed_interval,omitempty"`
+	// UplinkCapacity declares the capacity of building uplinks (the
+	// building switch's link to the core), bytes/s: key "*" for every
+	// building, a building's name for that building. Nobody measures
+	// uplinks; undeclared ones keep DefaultUplinkCapacity (10 Gbit/s).
+	// Like Protocols it is the leader's setting that counts (its policy
+	// graph): give every agent the same list.
+	UplinkCapacity UplinkCapacities `json:"uplink_capacity,omitempty"`
+	// Bmin is P3's reservation floor on every link, bytes/s (SPEC P3.2:
+	// Bres = max(β3·B, Bmin)); 0 means none. The leader's applies.
+	Bmin Rate `json:"bmin,omitempty"`
+}
+
+// UplinkCapacities maps a building ("*": every building not listed) to
+// its uplink capacity. As a flag it reads "60Mbit" (every building) or
+// "a=60Mbit,b=1Gbit" (repeatable; later entries win).
+type UplinkCapacities map[string]Rate
+
+// String writes the map as Set reads it, buildings sorted.
+func (u UplinkCapacities) String() string {
+	keys := make([]string, 0, len(u))
+	for k := range u {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	var parts []string
+	for _, k := range keys {
+		if k == "*" {
+			parts = append(parts, u[k].String())
+			continue
+		}
+		parts = append(parts, k+"="+u[k].String())
+	}
+	return strings.Join(parts, ",")
+}
+
+// Set implements flag.Value: "RATE" or "BUILDING=RATE[,BUILDING=RATE...]".
+func (u *UplinkCapacities) Set(v string) error {
+	if strings.TrimSpace(v) == "" {
+		return errors.New("uplink capacity: want RATE or BUILDING=RATE[,BUILDING=RATE...], e.g. 10Gbit or a=1Gbit,b=10Gbit")
+	}
+	out := UplinkCapacities{}
+	for part := range strings.SplitSeq(v, ",") {
+		building, rate, named := strings.Cut(strings.TrimSpace(part), "=")
+		if !named {
+			building, rate = "*", building
+		}
+		building = strings.TrimSpace(building)
+		if building == "" {
+			return fmt.Errorf("uplink capacity %q: empty building name", part)
+		}
+		r, err := ParseRate(rate)
+		if err != nil {
+			return fmt.Errorf("uplink capacity of %s: %w", building, err)
+		}
+		out[building] = r
+	}
+	if *u == nil {
+		*u = UplinkCapacities{}
+	}
+	maps.Copy(*u, out)
+	return nil
+}
+
+// Of returns building's declared uplink capacity (bytes/s) and whether
+// one was declared.
+func (u UplinkCapacities) Of(building string) (float64, bool) {
+	if r, ok := u[building]; ok {
+		return float64(r), true
+	}
+	if r, ok := u["*"]; ok {
+		return float64(r), true
+	}
+	return 0, false
+}
+
+// Switches returns the protocol switches of c.Protocols (all on when it
+// is empty).
+func (c Config) Switches() (policy.Switches, error) {
+	if strings.TrimSpace(c.Protocols) == "" {
+		return policy.DefaultParams().Switches, nil
+	}
+	return raft.ParseProtocols(c.Protocols)
 }
 
 // Duration is a time.Duration that reads "5s" from JSON.
@@ -193,8 +303,8 @@ func (c Config) Validate() error {
 		if _, err := DecodeGossipKey(c.GossipKey); err != nil {
 			return err
 		}
-	} else if !c.Dev {
-		return errors.New("no gossip key (create one with 'reclaimnet keygen' and pass --gossip-key)")
+	} else if !c.Dev && c.GossipKeyFile == "" {
+		return errors.New("no gossip key (create one with 'reclaimnet keygen' and pass --gossip-key-file or --gossip-key)")
 	}
 	if c.TLSDir == "" && !c.Dev {
 		return errors.New("no TLS dir (create one with 'reclaimnet tls ca create' and 'reclaimnet tls cert create', pass --tls-dir)")
@@ -221,10 +331,49 @@ func (c Config) Validate() error {
 	if c.CacheSize < 0 {
 		return fmt.Errorf("cache size %d: must not be negative", c.CacheSize)
 	}
+	if _, err := c.Switches(); err != nil {
+		return err
+	}
+	if c.RaftHeartbeat < 0 || (c.RaftHeartbeat > 0 && time.Duration(c.RaftHeartbeat) < 10*time.Millisecond) {
+		return fmt.Errorf("raft heartbeat %v: must be at least 10ms", time.Duration(c.RaftHeartbeat))
+	}
+	if c.FixedInterval < 0 {
+		return fmt.Errorf("fixed interval %v: must not be negative", time.Duration(c.FixedInterval))
+	}
+	for b, r := range c.UplinkCapacity {
+		if !(r > 0) || math.IsInf(float64(r), 0) {
+			return fmt.Errorf("uplink capacity of %s %v: want a positive rate such as 10Gbit", b, float64(r))
+		}
+	}
+	if !(c.Bmin >= 0) || math.IsInf(float64(c.Bmin), 0) {
+		return fmt.Errorf("bmin %v: want a non-negative rate such as 10Mbit", float64(c.Bmin))
+	}
 	if c.LeaveTimeout < 0 || c.TelemetryInterval < 0 {
 		return errors.New("negative duration")
 	}
 	return nil
+}
+
+// ReadGossipKeyFile reads a base64 gossip key from path (surrounding
+// white space ignored) and checks it. A file others may read is accepted
+// with a warning: the key admits anyone to the cluster's gossip.
+func ReadGossipKeyFile(path string, logger *slog.Logger) (string, error) {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return "", fmt.Errorf("gossip key file: %w", err)
+	}
+	if fi.Mode().Perm()&0o077 != 0 && logger != nil {
+		logger.Warn("the gossip key file can be read by others than its owner (chmod 600 it)", "file", path, "mode", fi.Mode().Perm().String())
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", fmt.Errorf("gossip key file: %w", err)
+	}
+	key := strings.TrimSpace(string(b))
+	if _, err := DecodeGossipKey(key); err != nil {
+		return "", fmt.Errorf("gossip key file %s: %w", path, err)
+	}
+	return key, nil
 }
 
 // DecodeGossipKey parses a base64 gossip key of 16, 24 or 32 bytes.

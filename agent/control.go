@@ -60,6 +60,9 @@ type Response struct {
 	// the HTTP API serves it (a web.Status).
 	Document json.RawMessage `json:"document,omitempty"`
 	Joined   int             `json:"joined,omitempty"`
+	// Trace is the cluster's history in the simulator's trace format
+	// (JSON Lines, OpTraceExport).
+	Trace string `json:"trace,omitempty"`
 	// JobID is the submitted or cancelled job; Jobs the list (OpJobs);
 	// Log a job's log, Node the node it runs on, Note a remark (OpLogs).
 	JobID string    `json:"job_id,omitempty"`
@@ -155,6 +158,12 @@ func (a *Agent) control(req Request) Response {
 		return Response{Joined: n}
 	case OpRun, OpJobs, OpLogs, OpCancel:
 		return a.jobControl(req)
+	case OpTraceExport:
+		doc, err := a.traceDocument(time.Now())
+		if err != nil {
+			return Response{Error: err.Error(), Kind: KindInternal}
+		}
+		return Response{Trace: string(doc)}
 	case OpReclaim, OpReclaimStatus, OpReclaimCancel, OpReclaimNow:
 		return a.reclaimControl(req)
 	}

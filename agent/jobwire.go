@@ -116,7 +116,8 @@ func (a *Agent) newJobSystem() (_ *jobSystem, err error) {
 		return nil, fmt.Errorf("supervisor: %w", err)
 	}
 	js.mgr, err = jobs.New(jobs.Config{Node: policy.NodeID(a.cfg.Name), Coord: js.coord, Store: js.store,
-		Client: js.client, Supervisor: sup, WorkDir: filepath.Join(a.cfg.DataDir, jobsDirName), Logger: log})
+		Client: js.client, Supervisor: sup, WorkDir: filepath.Join(a.cfg.DataDir, jobsDirName), Logger: log,
+		Since: a.started}) // no job starts before the state records this membership (campus bug C)
 	if err != nil {
 		return nil, fmt.Errorf("job manager: %w", err)
 	}
@@ -207,10 +208,18 @@ func (js *jobSystem) flowLoop(ctx context.Context) {
 // flowBindings matches the outgoing transfers in flight to the admitted
 // flows of the current decisions (same job, destination and class).
 func (js *jobSystem) flowBindings() []enforce.FlowBinding {
-	st := js.coord.State()
-	me := policy.NodeID(js.a.cfg.Name)
+	return flowBindings(js.coord.State(), policy.NodeID(js.a.cfg.Name), js.mgr.Transfers())
+}
+
+// flowBindings is the kernel flow table node me must hold for its
+// transfers: one ceiling per transfer with an admitted flow, none at all
+// with P3 off (ApplyFlows then removes any left).
+func flowBindings(st *raft.State, me policy.NodeID, transfers []jobs.TransferView) []enforce.FlowBinding {
+	if !st.Protocols().Switches.P3 {
+		return nil
+	}
 	var out []enforce.FlowBinding
-	for _, tv := range js.mgr.Transfers() {
+	for _, tv := range transfers {
 		if tv.Done || tv.LocalPort <= 0 || tv.LocalPort > 65535 {
 			continue
 		}
@@ -247,6 +256,11 @@ func (js *jobSystem) webTransfers(state *raft.State) []web.Transfer {
 				flow = f
 				break
 			}
+		}
+		if !state.Protocols().Switches.P3 {
+			// P3 off: unpaced and without a kernel ceiling, whatever the
+			// leader's max-min share was.
+			flow.Rate, flow.Ceiling, flow.Burst = tv.AssignedRate, 0, 0
 		}
 		out = append(out, web.Transfer{Flow: flow, Class: tv.Class.String(), Achieved: tv.AchievedRate,
 			BytesDone: tv.BytesDone, BytesTotal: tv.BytesTotal})

@@ -34,6 +34,9 @@ func (a *Agent) startCoordinator(ln net.Listener) error {
 	if a.cfg.LocalTimings {
 		rc = raft.DefaultLocalConfig()
 	}
+	if hb := time.Duration(a.cfg.RaftHeartbeat); hb > 0 {
+		rc.HeartbeatTimeout, rc.ElectionTimeout, rc.LeaderLeaseTimeout = hb, hb, hb/2
+	}
 	rc.NodeID = policy.NodeID(a.cfg.Name)
 	rc.DataDir = a.cfg.DataDir
 	rc.Listener = ln
@@ -45,11 +48,24 @@ func (a *Agent) startCoordinator(ln net.Listener) error {
 	rc.AdvertiseAddr = net.JoinHostPort(adv, strconv.Itoa(ln.Addr().(*net.TCPAddr).Port))
 	rc.TLS = a.tls
 	rc.Bootstrap = len(a.cfg.Join) == 0
-	rc.Telemetry = meshTelemetry{mesh: a.mesh, flows: a.flowProgress}
+	rc.Telemetry = meshTelemetry{mesh: a.mesh, flows: a.flowProgress, uplinks: a.cfg.UplinkCapacity}
 	rc.Logger = a.logger.With("subsystem", "raft")
+	sw, err := a.cfg.Switches()
+	if err != nil {
+		return fmt.Errorf("coordinator: %w", err)
+	}
+	rc.Params.Switches = sw
+	if a.cfg.FixedInterval > 0 {
+		rc.Params.FixedInterval = time.Duration(a.cfg.FixedInterval)
+	}
+	if a.cfg.Bmin > 0 {
+		rc.Params.Bmin = float64(a.cfg.Bmin) // P3's reservation floor when this node leads
+	}
 	if a.raftConfig != nil {
 		a.raftConfig(&rc)
 	}
+	a.protocols = raft.ProtocolsOf(rc.Params)
+	a.logger.Info("protocols this node decides with when it leads", "protocols", a.protocols.String())
 	c, err := raft.Open(rc)
 	if err != nil {
 		return fmt.Errorf("coordinator: %w", err)

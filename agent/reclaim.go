@@ -93,6 +93,13 @@ type ReclaimReport struct {
 	UsedFor time.Duration `json:"used_for_ns"`
 	// Left is when the node left (zero until then).
 	Left time.Time `json:"left,omitzero"`
+	// Deadline is the reclaim's deadline (the announcement for an
+	// emergency).
+	Deadline time.Time `json:"deadline,omitzero"`
+	// Replicated is set once the cluster's history holds the final
+	// report; a report left without it (an emergency: the node left at
+	// once) is submitted by the agent when it runs again.
+	Replicated bool `json:"replicated,omitempty"`
 }
 
 // reclaimer is the agent's reclaim state. Its one goroutine (the deadline
@@ -115,6 +122,19 @@ type reclaimRun struct {
 	emergency           bool
 	jobs                []policy.JobID
 	stop                chan struct{}
+	// sent is the most each of the run's transfers was seen to have sent
+	// (guarded by reclaimer.mu), from the job manager's TransfersSince,
+	// which remembers finished transfers: a hand-off's push is no longer
+	// listed by Transfers() once the job moved (campus bug G).
+	sent map[sentKey]int64
+}
+
+// sentKey identifies one outgoing transfer.
+type sentKey struct {
+	job     policy.JobID
+	version uint64
+	to      policy.NodeID
+	started time.Time
 }
 
 // leaving is closed when a reclaim makes the node leave; Run then shuts
@@ -270,12 +290,67 @@ func (a *Agent) watchDeadline(run *reclaimRun) {
 			if _, _, err := a.setKillSwitch(bpf.ModeHard); err != nil {
 				a.logger.Error("kill-switch hard at the deadline", "err", err)
 			}
+			a.settleHandoffs(run, handoffSettle)
 			a.finishReport(time.Now())
 			if c := a.Coordinator(); c != nil {
 				a.recordReport(c, run, recorded, 2*time.Second)
 			}
 			a.reclaim.triggerLeave()
 			return
+		}
+	}
+}
+
+// noteSent keeps the most each of run's transfers in ts sent; called with
+// reclaimer.mu held.
+func noteSent(run *reclaimRun, ts []jobs.TransferView) {
+	for _, t := range ts {
+		if !slices.Contains(run.jobs, t.Job) || t.Started.Before(run.announced) {
+			continue
+		}
+		if run.sent == nil {
+			run.sent = map[sentKey]int64{}
+		}
+		k := sentKey{job: t.Job, version: t.Version, to: t.To, started: t.Started}
+		run.sent[k] = max(run.sent[k], t.BytesDone)
+	}
+}
+
+// handoffSettle bounds how long the node waits at the deadline for its
+// hand-offs still in flight to end: their transfers end at the deadline
+// (the hand-off's context), so what is left is a MoveJob being committed
+// or a failure being noted, a matter of milliseconds normally.
+const handoffSettle = time.Second
+
+// settleHandoffs waits, at most within, until no job of run is handing off
+// here, so the owner's report records each hand-off's outcome (moved only
+// if its move committed) instead of a hand-off in flight.
+func (a *Agent) settleHandoffs(run *reclaimRun, within time.Duration) {
+	m := a.Jobs()
+	if m == nil {
+		return
+	}
+	limit := time.NewTimer(within)
+	defer limit.Stop()
+	poll := time.NewTicker(20 * time.Millisecond)
+	defer poll.Stop()
+	for {
+		busy := false
+		for _, v := range m.View() {
+			if v.State == jobs.StateHandingOff && slices.Contains(run.jobs, v.Job) {
+				busy = true
+			}
+		}
+		if !busy {
+			return
+		}
+		select {
+		case <-run.stop:
+			return
+		case <-limit.C:
+			a.logger.Warn("reclaim deadline: a hand-off is still in flight; reported as degraded")
+			return
+		case <-poll.C:
 		}
 	}
 }
@@ -302,6 +377,7 @@ func (a *Agent) recordReport(c *raft.Coordinator, run *reclaimRun, last *raft.Re
 		a.logger.Warn("reclaim report not recorded in the cluster (kept locally)", "err", err)
 		return last
 	}
+	a.markReplicated(run)
 	return &rep
 }
 
@@ -390,21 +466,60 @@ func (a *Agent) reclaimNow(c *raft.Coordinator) Response {
 	// membership changes that its shutdown, a moment later, waits on
 	// (raft.Coordinator.Shutdown waits for the leader loop, whose
 	// reconcile waits on a Raft future); peers detect the failure instead.
-	if !c.IsLeader() {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	leader := c.IsLeader()
+	if !leader {
+		ctx, cancel := context.WithDeadline(context.Background(), start.Add(time.Second))
 		if _, err := c.Submit(ctx, raft.AnnounceReclaim{Reclaim: policy.Reclaim{Node: policy.NodeID(a.cfg.Name), Announced: start, Deadline: start}}); err != nil {
 			a.logger.Warn("emergency reclaim not recorded; peers will detect the failure", "err", err)
 		}
 		cancel()
 	}
 	status := a.reclaimStatus(st)
-	// The emergency report is not submitted to the replicated history:
-	// the node is leaving at once (and may be gone before a commit), so
-	// only the local report file (ReportFile) keeps it.
 	rep := a.finishReport(time.Now())
 	status.Report = rep
+	// The owner's report goes to the cluster's history now if the leader
+	// answers in time (the CLI waits 2 s for this answer); otherwise the
+	// report file keeps it unreplicated and the agent submits it when it
+	// runs again (historyLoop). Not when this node leads (see above).
+	if !leader && rep != nil {
+		a.recordEmergencyReport(c, start.Add(1500*time.Millisecond))
+	}
 	a.reclaim.triggerLeave()
 	return Response{Reclaim: &status}
+}
+
+// recordEmergencyReport submits the emergency's report before deadline and
+// marks the report file replicated when the log accepted it.
+func (a *Agent) recordEmergencyReport(c *raft.Coordinator, deadline time.Time) {
+	r := &a.reclaim
+	r.mu.Lock()
+	run, rep := r.run, r.report
+	if run == nil || rep == nil {
+		r.mu.Unlock()
+		return
+	}
+	cmd := raft.RecordReclaimReport{Report: replicatedReport(run, rep)}
+	r.mu.Unlock()
+	ctx, cancel := context.WithDeadline(context.Background(), deadline)
+	defer cancel()
+	if _, err := c.Submit(ctx, cmd); err != nil {
+		a.logger.Warn("emergency report not recorded in the cluster yet: kept in the report file, submitted when the agent runs again", "err", err)
+		return
+	}
+	a.markReplicated(run)
+}
+
+// markReplicated notes in the report file that the cluster's history holds
+// run's final report.
+func (a *Agent) markReplicated(run *reclaimRun) {
+	r := &a.reclaim
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.run != run || r.report == nil || r.report.Left.IsZero() {
+		return
+	}
+	r.report.Replicated = true
+	a.writeReport(r.report)
 }
 
 func mergeJobs(a, b []policy.JobID) []policy.JobID {
@@ -468,14 +583,15 @@ func (a *Agent) reclaimStatus(st *raft.State) ReclaimStatus {
 		switch {
 		case !ok || j.State == policy.JobDone:
 			rj.Progress, rj.Detail = ProgressFinished, "finished or cancelled"
-		case j.Node != "" && j.Node != self:
+		case j.Node != "" && j.Node != self && handedOff(st, self, run.announced, id):
+			// Moved only by a committed MoveJob from this node (the
+			// history's outcome), never by a recovery placement.
 			rj.Progress, rj.To = ProgressMoved, string(j.Node)
 			rj.Detail = fmt.Sprintf("handed off to %s (%s there)", j.Node, j.State)
-			if j.State == policy.JobMigrating || j.State == policy.JobRecovering {
-				rj.Progress = ProgressDegraded
-				rj.Detail = fmt.Sprintf("degraded: recovering on %s from replica %s", j.Node, orNone(replica))
-			}
-		case j.State == policy.JobRecovering || (hasView && v.State == jobs.StateDegraded):
+		case j.Node != "" && j.Node != self:
+			rj.Progress, rj.To = ProgressDegraded, string(j.Node)
+			rj.Detail = fmt.Sprintf("degraded: recovered on %s from replica %s (%s there)", j.Node, orNone(replica), j.State)
+		case j.State == policy.JobRecovering || (hasView && (v.State == jobs.StateDegraded || v.State == jobs.StateFailed)):
 			rj.Progress = ProgressDegraded
 			rj.Detail = fmt.Sprintf("degraded: recovering from replica %s", orNone(replica))
 			if j.Node == self && !run.emergency {
@@ -524,6 +640,24 @@ func orNone(s string) string {
 	return s
 }
 
+// handedOff reports whether the replicated reclaim history records job as
+// handed off from node by the reclaim announced at announced: MoveJob
+// committed while the reclaim was pending (raft's noteHandoff).
+func handedOff(st *raft.State, node policy.NodeID, announced time.Time, job policy.JobID) bool {
+	for i := len(st.ReclaimReports) - 1; i >= 0; i-- {
+		e := st.ReclaimReports[i]
+		if e.Node != node || e.Announced.Sub(announced).Abs() > time.Millisecond {
+			continue
+		}
+		for _, o := range e.Jobs {
+			if o.Job == job && o.HandedOff {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 func handoffOf(st *raft.State, job policy.JobID, from policy.NodeID) (policy.HandoffDecision, bool) {
 	for _, h := range st.Decisions.Handoffs {
 		if h.Job == job && h.From == from {
@@ -535,24 +669,27 @@ func handoffOf(st *raft.State, job policy.JobID, from policy.NodeID) (policy.Han
 
 // buildReport makes the owner's report; called with r.mu held.
 func (a *Agent) buildReport(run *reclaimRun, st ReclaimStatus, now time.Time) *ReclaimReport {
-	rep := &ReclaimReport{Node: a.cfg.Name, Emergency: run.emergency, Announced: run.announced,
+	rep := &ReclaimReport{Node: a.cfg.Name, Emergency: run.emergency, Announced: run.announced, Deadline: run.deadline,
 		Isolate: a.reclaim.isolate, Isolated: a.reclaim.isolated, UsedFor: now.Sub(run.announced)}
 	for _, j := range st.Jobs {
 		switch j.Progress {
-		case ProgressMoved, ProgressHandingOff:
+		case ProgressMoved:
 			rep.Moved = append(rep.Moved, j.Job)
-		case ProgressDegraded, ProgressRunning:
+		case ProgressDegraded, ProgressRunning, ProgressHandingOff:
+			// A hand-off still in flight when the node leaves has not
+			// moved the job: its transfer ends at the deadline, and only
+			// a committed move counts (watchDeadline first lets a move in
+			// its last step commit, see settleHandoffs).
 			rep.Degraded = append(rep.Degraded, j.Job)
 		case ProgressFinished:
 			rep.Finished = append(rep.Finished, j.Job)
 		}
 	}
 	if m := a.Jobs(); m != nil {
-		for _, t := range m.Transfers() {
-			if slices.Contains(run.jobs, t.Job) && !t.Started.Before(run.announced) {
-				rep.BytesSent += t.BytesDone
-			}
-		}
+		noteSent(run, m.TransfersSince(run.announced))
+	}
+	for _, b := range run.sent {
+		rep.BytesSent += b
 	}
 	return rep
 }

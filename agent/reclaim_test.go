@@ -142,10 +142,14 @@ func TestScheduledReclaimHandsOff(t *testing.T) {
 		}
 		return out
 	}
-	waitUntil(t, 20*time.Second, "the reclaim report in another node's web status history", func() bool {
-		return len(historyOf(other)) > 0
+	// The cluster records the hand-off in the history at once; the owner's
+	// report joins that entry when the reclaimed node sends it.
+	waitUntil(t, 20*time.Second, "the owner's reclaim report in another node's web status history", func() bool {
+		h := historyOf(other)
+		return len(h) > 0 && h[0].OwnerReport
 	})
 	if h := historyOf(other); len(h) != 1 || len(h[0].Jobs) != 1 || h[0].Jobs[0].Job != "sched" || !h[0].Jobs[0].FinalCheckpoint ||
+		h[0].Jobs[0].To == "" || h[0].Jobs[0].To == policy.NodeID(host.info.Node) ||
 		!h[0].Reclaim.Deadline.Equal(deadline) || !h[0].OnTime {
 		t.Errorf("history on %s got %+v, want one on-time record with sched handed off, deadline %v", other.info.Node, h, deadline)
 	}

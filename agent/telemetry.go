@@ -24,6 +24,9 @@ type meshTelemetry struct {
 	mesh *mesh.Mesh
 	// flows is this node's outgoing flow progress (nil: none).
 	flows func() []raft.FlowProgress
+	// uplinks are the declared building uplink capacities
+	// (Config.UplinkCapacity; nil: none declared).
+	uplinks UplinkCapacities
 }
 
 var _ raft.Telemetry = meshTelemetry{}
@@ -98,12 +101,19 @@ func (t meshTelemetry) Nodes() []raft.NodeTelemetry {
 // beyond the access link is charged to it, since the graph has no link per
 // building pair), its capacity is raised to that figure when the node's
 // link is faster than the default, and no report sets an uplink: nobody
-// measures uplinks, which keep the default capacity. Links nobody measured
-// carry the default capacity, with half of it as the lower bound.
-func (t meshTelemetry) Links() []policy.Link {
+// measures uplinks: an uplink has the capacity the operator declared
+// (--uplink-capacity, this leader's setting), else the default. Links
+// nobody measured are taken as free up to their capacity, with half of it
+// as the lower bound; P3 then reserves max(β3·capacity, Bmin) of each, so
+// a declared uplink is what lets P3 protect research traffic where the
+// campus's bottleneck is.
+func (t meshTelemetry) Links() []policy.Link { return linksOf(t.mesh.Members(), t.uplinks) }
+
+// linksOf builds the graph Links describes from the member list.
+func linksOf(members []mesh.Member, declared UplinkCapacities) []policy.Link {
 	var links []policy.Link
 	uplinks := map[string]*policy.Link{}
-	for _, m := range t.mesh.Members() {
+	for _, m := range members {
 		if m.State != mesh.StateAlive {
 			continue
 		}
@@ -111,8 +121,12 @@ func (t meshTelemetry) Links() []policy.Link {
 		access := policy.Link{ID: accessLinkID(m.Name), A: m.Name, B: "building/" + b,
 			Capacity: DefaultAccessCapacity, Available: DefaultAccessCapacity, AvailableLow: DefaultAccessCapacity / 2}
 		if _, ok := uplinks[b]; !ok {
+			c, ok := declared.Of(b)
+			if !ok {
+				c = DefaultUplinkCapacity
+			}
 			uplinks[b] = &policy.Link{ID: "uplink/" + b, A: "building/" + b, B: "core",
-				Capacity: DefaultUplinkCapacity, Available: DefaultUplinkCapacity, AvailableLow: DefaultUplinkCapacity / 2}
+				Capacity: c, Available: c, AvailableLow: c / 2}
 		}
 		if m.HasTelemetry && len(m.Telemetry.Bandwidth) > 0 {
 			avail, low := math.Inf(1), math.Inf(1)

@@ -95,6 +95,7 @@ func (a *Agent) webStatus(now time.Time) web.Status {
 	st.Cluster.Members = a.webMembers(now, state, servers, raftState)
 	st.Cluster.Hazard = clusterHazard(state)
 	st.Cluster.Bandwidth = buildingBandwidth(meshTelemetry{mesh: a.mesh}.Links(), a.mesh.Members())
+	st.Cluster.Protocols = a.webProtocols(state)
 	st.Jobs = webJobs(state)
 	st.Reclaims = webReclaims(state)
 	st.Decisions = webDecisions(state.Decisions)
@@ -357,9 +358,10 @@ func webReclaims(state *raft.State) web.Reclaims {
 		r.Pending = append(r.Pending, p)
 	}
 	sort.Slice(r.Pending, func(i, j int) bool { return r.Pending[i].Reclaim.Deadline.Before(r.Pending[j].Reclaim.Deadline) })
-	// History: the replicated owners' reports, newest first. Emergency
-	// (--now) reclaims are not in it: their node leaves at once and keeps
-	// the report only in its local file.
+	// History: the replicated reclaim history, newest first: owners'
+	// reports (an emergency's arrives when its agent had time to send it,
+	// or when it starts again), departures found by failure detection,
+	// and what the cluster did with each job.
 	for i := len(state.ReclaimReports) - 1; i >= 0; i-- {
 		r.History = append(r.History, webReclaimRecord(state.ReclaimReports[i]))
 	}
@@ -375,18 +377,48 @@ func webReclaimRecord(rep raft.ReclaimReport) web.ReclaimRecord {
 		released = rep.Left
 	}
 	rec := web.ReclaimRecord{
-		Reclaim:  policy.Reclaim{Node: rep.Node, Announced: rep.Announced, Deadline: rep.Deadline},
-		Released: released,
-		OnTime:   !released.IsZero() && !released.After(rep.Deadline),
+		Reclaim:     policy.Reclaim{Node: rep.Node, Announced: rep.Announced, Deadline: rep.Deadline},
+		Released:    released,
+		OnTime:      !released.IsZero() && !released.After(rep.Deadline),
+		Detected:    rep.Detected,
+		OwnerReport: !rep.ClusterOnly,
+		Graceful:    rep.Graceful,
+	}
+	// The cluster's record of each job (destination, replica, lost work)
+	// comes first; the owner's lists add the jobs it does not cover.
+	seen := map[policy.JobID]bool{}
+	for _, o := range rep.Jobs {
+		seen[o.Job] = true
+		out := web.ReclaimOutcome{Job: o.Job, To: o.To, Replica: o.Replica, Version: o.Version, WorkLost: o.LostWork}
+		if !o.At.IsZero() && !rep.Left.IsZero() && o.At.After(rep.Left) {
+			out.Downtime = o.At.Sub(rep.Left) // departure to placement
+		}
+		switch {
+		case o.HandedOff:
+			out.FinalCheckpoint = true
+		case o.Replica != "":
+			out.Degraded = true
+			out.Reason = "recovered from the freshest committed replica"
+		default:
+			out.Degraded = true
+			out.Reason = "no replica survived: restarted from the beginning"
+		}
+		rec.Jobs = append(rec.Jobs, out)
+	}
+	add := func(o web.ReclaimOutcome) {
+		if !seen[o.Job] {
+			seen[o.Job] = true
+			rec.Jobs = append(rec.Jobs, o)
+		}
 	}
 	for _, j := range rep.Moved {
-		rec.Jobs = append(rec.Jobs, web.ReclaimOutcome{Job: j, FinalCheckpoint: true})
+		add(web.ReclaimOutcome{Job: j, FinalCheckpoint: true})
 	}
 	for _, j := range rep.Degraded {
-		rec.Jobs = append(rec.Jobs, web.ReclaimOutcome{Job: j, Degraded: true, Reason: "not handed off before the node left: recovers from its freshest committed replica"})
+		add(web.ReclaimOutcome{Job: j, Degraded: true, Reason: "not handed off before the node left: recovers from its freshest committed replica"})
 	}
 	for _, j := range rep.Finished {
-		rec.Jobs = append(rec.Jobs, web.ReclaimOutcome{Job: j, Reason: "finished"})
+		add(web.ReclaimOutcome{Job: j, Reason: "finished"})
 	}
 	return rec
 }

@@ -28,9 +28,15 @@
 //	live/<job>        marker: the job is live (its newest version is pinned)
 //	tmp/              temporary files, removed at Open
 //
-// Every write goes to tmp/, is fsynced and renamed into place; a version is
-// committed (its manifest renamed into versions/) only after every chunk is
-// present and verified. Reads verify each chunk's hash; a corrupt chunk is
+// Every write goes to tmp/ and is renamed into place. A chunk file is then
+// fsynced, with its directory, by a background worker while later chunks
+// are still arriving, so a commit after a large transfer only waits for the
+// last few; a version is committed (its manifest fsynced and renamed into
+// versions/, then the directory fsynced) only after every chunk is present,
+// verified and durable. A crash at any point leaves either the whole version
+// or none (chunks found at Open are made durable by one syncfs(2) before a
+// commit uses them; Config.CommitSyncfs keeps the older scheme of one
+// syncfs at every commit). Reads verify each chunk's hash; a corrupt chunk is
 // reported with [ErrCorruptChunk], removed so it can be fetched again, and
 // [Store.RestoreNewest] falls back to the previous complete version. State is
 // the files themselves, so the store survives a restart.

@@ -51,16 +51,35 @@ type Config struct {
 	Logger *slog.Logger
 	// Now is the clock for LRU times; nil means time.Now.
 	Now func() time.Time
-	// EarlyWriteback starts the disk write of each chunk as it is stored
-	// (sync_file_range(2) on Linux, without waiting), so the file-system
-	// flush at Commit has little left: a receiver's commit after a large
-	// transfer takes less time. Off, the kernel writes back when it likes.
+	// EarlyWriteback also starts each chunk's disk write inline as it is
+	// stored (sync_file_range(2) on Linux, without waiting). Chunks are
+	// made durable by background fsync workers anyway (see PutChunk), so
+	// this only moves the start of the write earlier; kept for callers that
+	// set it.
 	EarlyWriteback bool
+	// CommitSyncfs makes chunks durable the way this store did before
+	// background fsync: no fsync per chunk, one syncfs(2) of the whole
+	// file system at commit. For file systems where an fsync per file is
+	// slow; it makes a commit after a large transfer wait for the whole
+	// flush (and for anything else dirty on that file system).
+	CommitSyncfs bool
 }
 
 type chunkInfo struct {
 	size int64
 	used time.Time
+	// durable: the chunk's data and directory entry are known to be on
+	// disk. A chunk written by this process is durable once its background
+	// fsync (sync) succeeds; a chunk found at Open is made durable by one
+	// syncfs(2) at the first commit that uses one.
+	durable bool
+	sync    *syncTicket
+}
+
+// syncTicket is the background fsync of one chunk file.
+type syncTicket struct {
+	done chan struct{}
+	err  error // set before done closes
 }
 
 type versionKey struct {
@@ -78,6 +97,7 @@ type Store struct {
 	log     *slog.Logger
 	now     func() time.Time
 	early   bool
+	syncfs  bool // Config.CommitSyncfs
 
 	mu sync.Mutex
 	// chunks is every chunk file present; total is the sum of their sizes.
@@ -95,9 +115,48 @@ type Store struct {
 	// verified holds chunks hashed since this process opened the store, so a
 	// commit re-reads only chunks it has not seen verified.
 	verified map[Hash]bool
-	// dirtyDirs are chunk directories with renames not yet fsynced.
-	dirtyDirs map[string]bool
+	// writing holds chunks being written now; a second put of the same
+	// chunk waits for the first instead of writing (and renaming) a
+	// second copy whose durability no fsync would cover.
+	writing map[Hash]chan struct{}
+
+	// Background fsync of chunk files (see syncWorker).
+	syncMu      sync.Mutex
+	syncQueue   []syncItem
+	syncRunning int
+	syncIdle    *sync.Cond // on syncMu; broadcast when syncRunning drops to 0
+	syncHurry   bool       // a commit waits: do not gather
+	// syncSlots bounds the chunk files written but not yet fsynced: a
+	// writer faster than the disk waits for a slot.
+	syncSlots chan struct{}
+	// syncHook, when set (tests), is called for every durability step:
+	// "file" path (fsync of a chunk file), "dir" path (fsync of a
+	// directory), "syncfs" root, "manifest" path (a committed manifest
+	// renamed into place).
+	syncHook func(kind, path string)
+	// fsync syncs a chunk file; tests inject failures here.
+	fsync func(*os.File) error
+	// unsynced: in CommitSyncfs mode, chunks were written since the last
+	// syncfs (Close flushes them).
+	unsynced bool
 }
+
+const (
+	// maxSyncWorkers fsync chunk files at once. One, gathering batches:
+	// each batch costs a journal commit, and while the journal commits the
+	// receiver's own file creates and renames wait (two workers taking
+	// whatever was queued cost a 1 Gbit/s receiver a fifth of its rate).
+	maxSyncWorkers = 1
+	// syncBatch is the most files one worker takes at a time.
+	syncBatch = 32
+	// syncGather is how long a worker waits for a batch to fill.
+	syncGather = 20 * time.Millisecond
+	// maxUnsynced chunk files may wait for their fsync (128 MiB at the
+	// average chunk size): enough to ride out a slow journal commit (other
+	// writers' data is flushed with it) without stalling the receiver,
+	// small enough that a commit never waits for much.
+	maxUnsynced = 256
+)
 
 // Open opens (or creates) the store at cfg.Root and loads its state.
 func Open(cfg Config) (*Store, error) {
@@ -114,10 +173,12 @@ func Open(cfg Config) (*Store, error) {
 		return nil, err
 	}
 	s := &Store{
-		root: cfg.Root, max: cfg.MaxBytes, chunker: cfg.Chunker, log: cfg.Logger, now: cfg.Now, early: cfg.EarlyWriteback,
+		root: cfg.Root, max: cfg.MaxBytes, chunker: cfg.Chunker, log: cfg.Logger, now: cfg.Now, early: cfg.EarlyWriteback, syncfs: cfg.CommitSyncfs,
 		chunks: map[Hash]*chunkInfo{}, committed: map[versionKey]*Manifest{}, pending: map[versionKey]*Manifest{},
-		touched: map[versionKey]time.Time{}, live: map[string]bool{}, inflight: map[Hash]int{}, verified: map[Hash]bool{}, dirtyDirs: map[string]bool{},
+		touched: map[versionKey]time.Time{}, live: map[string]bool{}, inflight: map[Hash]int{}, verified: map[Hash]bool{}, writing: map[Hash]chan struct{}{},
+		syncSlots: make(chan struct{}, maxUnsynced), fsync: (*os.File).Sync,
 	}
+	s.syncIdle = sync.NewCond(&s.syncMu)
 	if s.log == nil {
 		s.log = slog.Default()
 	}
@@ -207,12 +268,30 @@ func (s *Store) load() error {
 	return nil
 }
 
-// Close flushes chunks written since the last commit to disk. It is safe to
-// call more than once; the store holds no open files between calls.
+// Close waits until every chunk written so far is on disk (their
+// background fsyncs). It is safe to call more than once; the store holds no
+// open files or goroutines once it returns (a later write starts them
+// again).
 func (s *Store) Close() error {
+	s.syncMu.Lock()
+	for s.syncRunning > 0 {
+		s.syncIdle.Wait()
+	}
+	s.syncMu.Unlock()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.syncDirsLocked()
+	var errs []error
+	if s.unsynced {
+		if err := s.syncLoadedLocked(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	for h, ci := range s.chunks {
+		if ci.sync != nil && ci.sync.err != nil {
+			errs = append(errs, fmt.Errorf("sync chunk %s: %w", h, ci.sync.err))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 func versionFile(v uint64) string { return fmt.Sprintf("%020d.manifest", v) }
@@ -251,7 +330,9 @@ func (s *Store) Missing(refs []ChunkRef) []ChunkRef {
 }
 
 // PutChunk stores data as chunk h after checking that h is its SHA-256. It
-// is idempotent. When the size cap would be exceeded it first evicts least
+// is idempotent. It returns once the chunk is in the store (readable, and
+// counted by Has and Missing); a background worker then makes it durable,
+// and Commit waits for that. When the size cap would be exceeded it first evicts least
 // recently used unpinned chunks, and fails with ErrQuota if that is not
 // enough; a full disk gives ErrDiskFull and leaves no partial file.
 func (s *Store) PutChunk(h Hash, data []byte) error {
@@ -266,10 +347,20 @@ func (s *Store) PutChunk(h Hash, data []byte) error {
 
 func (s *Store) putVerified(h Hash, data []byte) error {
 	s.mu.Lock()
-	if ci, ok := s.chunks[h]; ok {
-		ci.used = s.now()
+	for {
+		if ci, ok := s.chunks[h]; ok {
+			ci.used = s.now()
+			s.mu.Unlock()
+			return nil
+		}
+		wait, busy := s.writing[h]
+		if !busy {
+			break
+		}
+		// Another put is writing this chunk: take its result.
 		s.mu.Unlock()
-		return nil
+		<-wait
+		s.mu.Lock()
 	}
 	if s.max > 0 && s.total+int64(len(data)) > s.max {
 		if err := s.evictLocked(s.max - int64(len(data))); err != nil {
@@ -279,28 +370,198 @@ func (s *Store) putVerified(h Hash, data []byte) error {
 	}
 	// Reserve the space now so concurrent puts see it.
 	s.total += int64(len(data))
+	done := make(chan struct{})
+	s.writing[h] = done
 	s.mu.Unlock()
 
+	// A slot bounds the files waiting for their fsync: a writer faster
+	// than the disk waits here.
+	if !s.syncfs {
+		s.syncSlots <- struct{}{}
+	}
 	dst := s.chunkPath(h)
-	// No fsync per chunk (it capped a receiver at a few dozen chunks per
-	// second): Commit flushes the file system once before the manifest
-	// lands, and a chunk torn by a crash before that is caught by the
-	// re-hash of unverified chunks at commit and by verify-on-read.
-	err := s.writeFileNoSync(dst, data, 0o444)
+	// No fsync here (inline it capped a receiver at a few dozen chunks per
+	// second): the file goes to a background fsync worker, and Commit
+	// waits for the fsyncs of its chunks before the manifest lands. A
+	// chunk torn by a crash before its fsync is caught by the re-hash of
+	// unverified chunks at commit and by verify-on-read.
+	f, newDir, err := s.writeChunkFile(dst, data)
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	delete(s.writing, h)
+	close(done)
 	if err != nil {
 		s.total -= int64(len(data))
+		s.mu.Unlock()
+		if !s.syncfs {
+			<-s.syncSlots
+		}
 		return fmt.Errorf("put chunk %s: %w", h, err)
 	}
-	if _, ok := s.chunks[h]; ok {
-		s.total -= int64(len(data)) // a concurrent put won
-	} else {
+	if s.syncfs {
+		// Made durable by the syncfs at commit (like a chunk found at Open).
+		f.Close()
 		s.chunks[h] = &chunkInfo{size: int64(len(data)), used: s.now()}
+		s.verified[h] = true
+		s.unsynced = true
+		s.mu.Unlock()
+		return nil
 	}
+	t := &syncTicket{done: make(chan struct{})}
+	s.chunks[h] = &chunkInfo{size: int64(len(data)), used: s.now(), sync: t}
 	s.verified[h] = true
-	s.dirtyDirs[filepath.Dir(dst)] = true
+	s.mu.Unlock()
+	s.enqueueSync(syncItem{hash: h, f: f, path: dst, newDir: newDir, ticket: t})
 	return nil
+}
+
+// writeChunkFile writes data to a temp file and renames it to dst, creating
+// dst's directory if needed (newDir). It returns the file still open, for
+// its fsync. ENOSPC becomes ErrDiskFull; nothing is left on failure.
+func (s *Store) writeChunkFile(dst string, data []byte) (f *os.File, newDir bool, err error) {
+	f, err = os.CreateTemp(filepath.Join(s.root, "tmp"), "w-*")
+	if err != nil {
+		return nil, false, diskErr(err)
+	}
+	tmp := f.Name()
+	fail := func(err error) (*os.File, bool, error) {
+		f.Close()
+		os.Remove(tmp)
+		return nil, false, diskErr(err)
+	}
+	if _, err := f.Write(data); err != nil {
+		return fail(err)
+	}
+	if err := f.Chmod(0o444); err != nil {
+		return fail(err)
+	}
+	if s.early {
+		startWriteback(f)
+	}
+	err = os.Rename(tmp, dst)
+	if errors.Is(err, os.ErrNotExist) {
+		// First chunk under this prefix.
+		if merr := os.Mkdir(filepath.Dir(dst), 0o755); merr != nil && !errors.Is(merr, os.ErrExist) {
+			return fail(merr)
+		}
+		newDir = true
+		err = os.Rename(tmp, dst)
+	}
+	if err != nil {
+		return fail(err)
+	}
+	return f, newDir, nil
+}
+
+// syncItem is one chunk file waiting for its fsync.
+type syncItem struct {
+	hash   Hash
+	f      *os.File // open; closed by the worker
+	path   string   // where it was renamed to; its directory is fsynced after the file
+	newDir bool     // dir was created: its entry in chunks/ is fsynced too
+	ticket *syncTicket
+}
+
+// enqueueSync hands a written chunk file to the background fsync workers,
+// starting one if fewer than maxSyncWorkers run. Workers exit when the
+// queue is empty, so an idle store holds no goroutine.
+func (s *Store) enqueueSync(it syncItem) {
+	s.syncMu.Lock()
+	defer s.syncMu.Unlock()
+	s.syncQueue = append(s.syncQueue, it)
+	if s.syncRunning < maxSyncWorkers && s.syncRunning < len(s.syncQueue) {
+		s.syncRunning++
+		go s.syncWorker()
+	}
+}
+
+// syncWorker fsyncs queued chunk files in batches until the queue is empty.
+func (s *Store) syncWorker() {
+	for {
+		s.syncMu.Lock()
+		if len(s.syncQueue) == 0 {
+			if s.syncRunning--; s.syncRunning == 0 {
+				s.syncIdle.Broadcast()
+			}
+			s.syncMu.Unlock()
+			return
+		}
+		if len(s.syncQueue) < syncBatch && !s.syncHurry {
+			// Let a batch gather: every fsync batch costs a journal
+			// commit, which also stalls the writers' file creates.
+			s.syncMu.Unlock()
+			time.Sleep(syncGather)
+			s.syncMu.Lock()
+		}
+		n := min(len(s.syncQueue), syncBatch)
+		batch := make([]syncItem, n)
+		copy(batch, s.syncQueue)
+		s.syncQueue = s.syncQueue[n:]
+		if len(s.syncQueue) == 0 {
+			s.syncQueue = nil // let the backing array go
+		}
+		s.syncMu.Unlock()
+		s.syncBatchFiles(batch)
+	}
+}
+
+// syncBatchFiles makes a batch of chunk files durable: it starts the write
+// of all of them, fsyncs each (the first fsync waits for the data and the
+// journal; most later ones find both done), then fsyncs each directory that
+// got a new entry. Each ticket gets its chunk's result.
+func (s *Store) syncBatchFiles(batch []syncItem) {
+	for _, it := range batch {
+		startWriteback(it.f)
+	}
+	errs := make([]error, len(batch))
+	dirs := map[string]error{}
+	newDir := false
+	for i, it := range batch {
+		errs[i] = s.fsync(it.f)
+		if errs[i] == nil {
+			s.hook("file", it.path)
+		}
+		if cerr := it.f.Close(); errs[i] == nil {
+			errs[i] = cerr
+		}
+		dirs[filepath.Dir(it.path)] = nil
+		newDir = newDir || it.newDir
+	}
+	if newDir {
+		// A new chunks/xx directory's own entry must be durable too.
+		dirs[filepath.Join(s.root, "chunks")] = nil
+	}
+	for d := range dirs {
+		if dirs[d] = syncDir(d); dirs[d] == nil {
+			s.hook("dir", d)
+		}
+	}
+	rootErr := dirs[filepath.Join(s.root, "chunks")]
+	s.mu.Lock()
+	for i, it := range batch {
+		err := errs[i]
+		if err == nil {
+			err = dirs[filepath.Dir(it.path)]
+		}
+		if err == nil && it.newDir {
+			err = rootErr
+		}
+		if err != nil {
+			it.ticket.err = fmt.Errorf("fsync: %w", diskErr(err))
+		} else if ci := s.chunks[it.hash]; ci != nil && ci.sync == it.ticket {
+			ci.durable, ci.sync = true, nil
+		}
+		close(it.ticket.done)
+	}
+	s.mu.Unlock()
+	for range batch {
+		<-s.syncSlots
+	}
+}
+
+func (s *Store) hook(kind, path string) {
+	if s.syncHook != nil {
+		s.syncHook(kind, path)
+	}
 }
 
 // ReadChunk returns chunk h after verifying its hash. A corrupt chunk is
@@ -358,14 +619,6 @@ func (s *Store) forget(h Hash) {
 // writeFile writes data to path atomically: temp file in tmp/, fsync, rename.
 // ENOSPC becomes ErrDiskFull; the temp file is always removed on failure.
 func (s *Store) writeFile(path string, data []byte, perm os.FileMode) error {
-	return s.writeFileOpt(path, data, perm, true)
-}
-
-func (s *Store) writeFileNoSync(path string, data []byte, perm os.FileMode) error {
-	return s.writeFileOpt(path, data, perm, false)
-}
-
-func (s *Store) writeFileOpt(path string, data []byte, perm os.FileMode, sync bool) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return diskErr(err)
 	}
@@ -385,12 +638,8 @@ func (s *Store) writeFileOpt(path string, data []byte, perm os.FileMode, sync bo
 	if err := f.Chmod(perm); err != nil {
 		return fail(err)
 	}
-	if sync {
-		if err := f.Sync(); err != nil {
-			return fail(err)
-		}
-	} else if s.early {
-		startWriteback(f)
+	if err := f.Sync(); err != nil {
+		return fail(err)
 	}
 	if err := f.Close(); err != nil {
 		os.Remove(tmp)
@@ -419,17 +668,22 @@ func syncDir(dir string) error {
 	return d.Sync()
 }
 
-// syncDirsLocked makes every chunk written since the last call durable:
-// one syncfs(2) of the store's file system covers the chunk files and their
-// directory entries.
-func (s *Store) syncDirsLocked() error {
-	if len(s.dirtyDirs) == 0 {
-		return nil
-	}
+// syncLoadedLocked makes the chunks found at Open (and, with
+// CommitSyncfs, those written since) durable with one syncfs(2) of the
+// store's file system (a previous process may have written them without an
+// fsync before it stopped). Without CommitSyncfs it runs at most once per
+// Open, at the first commit that needs it.
+func (s *Store) syncLoadedLocked() error {
 	if err := syncFS(s.root); err != nil {
 		return fmt.Errorf("sync %s: %w", s.root, err)
 	}
-	clear(s.dirtyDirs)
+	s.hook("syncfs", s.root)
+	s.unsynced = false
+	for _, ci := range s.chunks {
+		if ci.sync == nil {
+			ci.durable = true
+		}
+	}
 	return nil
 }
 
@@ -633,22 +887,40 @@ func (s *Store) Commit(m *Manifest) error {
 			return fmt.Errorf("commit %s v%d: %w: %w", m.JobID, m.Version, ErrIncomplete, err)
 		}
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if err := s.syncDirsLocked(); err != nil {
-		return fmt.Errorf("commit %s v%d: %w", m.JobID, m.Version, diskErr(err))
-	}
-	dir := filepath.Join(s.root, "versions", m.JobID)
-	if err := s.writeFile(filepath.Join(dir, versionFile(m.Version)), m.Encode(), 0o644); err != nil {
+	if err := s.waitDurable(m); err != nil {
 		return fmt.Errorf("commit %s v%d: %w", m.JobID, m.Version, err)
 	}
-	if err := syncDir(dir); err != nil {
-		return fmt.Errorf("commit %s v%d: %w", m.JobID, m.Version, diskErr(err))
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, c := range m.Chunks() {
+		// Pending and in-flight chunks are pinned; this catches a caller
+		// committing chunks nothing pins while they are evicted.
+		if ci, ok := s.chunks[c.Hash]; !ok || !ci.durable {
+			return fmt.Errorf("commit %s v%d: chunk %s gone before the manifest was written: %w", m.JobID, m.Version, c.Hash, ErrIncomplete)
+		}
+	}
+	// Every chunk is on disk now (waitDurable); the manifest is written
+	// last, atomically (fsync, rename, fsync of its directory and of the
+	// directory above, which may be new).
+	dir := filepath.Join(s.root, "versions", m.JobID)
+	mp := filepath.Join(dir, versionFile(m.Version))
+	// From here a crash may leave the manifest on disk.
+	s.hook("manifest", mp)
+	if err := s.writeFile(mp, m.Encode(), 0o644); err != nil {
+		return fmt.Errorf("commit %s v%d: %w", m.JobID, m.Version, err)
+	}
+	for _, d := range []string{dir, filepath.Dir(dir)} {
+		if err := syncDir(d); err != nil {
+			os.Remove(mp)
+			return fmt.Errorf("commit %s v%d: %w", m.JobID, m.Version, diskErr(err))
+		}
 	}
 	s.committed[k] = m
 	now := s.now()
 	for _, c := range m.Chunks() {
-		s.chunks[c.Hash].used = now
+		if ci := s.chunks[c.Hash]; ci != nil {
+			ci.used = now
+		}
 		// mtime is the LRU time that survives a restart.
 		_ = os.Chtimes(s.chunkPath(c.Hash), now, now)
 	}
@@ -663,6 +935,65 @@ func (s *Store) Commit(m *Manifest) error {
 		}
 	}
 	return nil
+}
+
+// waitDurable returns once every chunk of m is on disk: it waits for the
+// background fsyncs of chunks written by this process and runs one syncfs
+// for chunks found at Open. A chunk whose fsync failed is removed (its data
+// may never reach the disk; a resumed transfer fetches it again) and the
+// commit fails.
+func (s *Store) waitDurable(m *Manifest) error {
+	s.mu.Lock()
+	var waits []*syncTicket
+	var hashes []Hash
+	loaded := false
+	for _, c := range m.Chunks() {
+		ci, ok := s.chunks[c.Hash]
+		switch {
+		case !ok:
+			s.mu.Unlock()
+			return fmt.Errorf("chunk %s: %w", c.Hash, ErrIncomplete)
+		case ci.durable:
+		case ci.sync != nil:
+			waits = append(waits, ci.sync)
+			hashes = append(hashes, c.Hash)
+		default:
+			loaded = true
+		}
+	}
+	if loaded {
+		if err := s.syncLoadedLocked(); err != nil {
+			s.mu.Unlock()
+			return diskErr(err)
+		}
+	}
+	s.mu.Unlock()
+	if len(waits) > 0 {
+		s.syncMu.Lock()
+		s.syncHurry = true
+		s.syncMu.Unlock()
+		defer func() {
+			s.syncMu.Lock()
+			s.syncHurry = false
+			s.syncMu.Unlock()
+		}()
+	}
+	var errs []error
+	for i, t := range waits {
+		<-t.done
+		if t.err != nil {
+			errs = append(errs, fmt.Errorf("chunk %s: %w: %w", hashes[i], ErrIncomplete, t.err))
+			s.mu.Lock()
+			if ci := s.chunks[hashes[i]]; ci != nil && ci.sync == t {
+				os.Remove(s.chunkPath(hashes[i]))
+				s.total -= ci.size
+				delete(s.chunks, hashes[i])
+				delete(s.verified, hashes[i])
+			}
+			s.mu.Unlock()
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // Manifest returns committed version v of job.

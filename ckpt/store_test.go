@@ -23,6 +23,9 @@ func openStore(t *testing.T, root string, max int64) *Store {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Background fsyncs hold files open until they finish (a test that
+	// unmounts its file system needs them done).
+	t.Cleanup(func() { s.Close() })
 	return s
 }
 

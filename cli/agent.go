@@ -5,10 +5,14 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"math"
 	"os"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/reclaimnet/reclaimnet/agent"
+	"github.com/reclaimnet/reclaimnet/raft"
 )
 
 func init() {
@@ -30,7 +34,19 @@ the kill-switch, measured bandwidth per building):
                   page (kill-switch "disabled") and at /v1/enforce
   --enforce on    failing to enforce is a fatal start-up error
   --enforce off   never load the programs
---dev without root runs with enforcement off and says so.`,
+--dev without root runs with enforcement off and says so.
+
+Protocol switches (the paper's ablation on real processes):
+  --protocols p1,p2,p3   the protocols this node decides with when it
+                         leads (default all three; "" or none: all off).
+                         P1 off: every job checkpoints at --fixed-interval;
+                         P2 off: destinations at random among feasible ones;
+                         P3 off: no admission, transfers unpaced, no kernel
+                         ceilings. The leader's setting applies to the whole
+                         cluster: start every agent with the same list (a
+                         node whose list differs warns in its log, and
+                         'reclaimnet status' shows the switches in force).
+  --fixed-interval 10m   the checkpoint interval while P1 is off`,
 		run: runAgent,
 	})
 }
@@ -61,7 +77,8 @@ func runAgent(ctx context.Context, env *Env, args []string) error {
 	fs.IntVar(&fc.RaftPort, "raft-port", fc.RaftPort, "raft port (TCP)")
 	fs.IntVar(&fc.TransferPort, "transfer-port", fc.TransferPort, "checkpoint transfer port (QUIC/UDP)")
 	fs.StringVar(&fc.HTTPAddr, "http", fc.HTTPAddr, "status and metrics address (empty: off)")
-	fs.StringVar(&fc.GossipKey, "gossip-key", fc.GossipKey, "base64 gossip key (reclaimnet keygen)")
+	fs.StringVar(&fc.GossipKey, "gossip-key", fc.GossipKey, "base64 gossip key (reclaimnet keygen); visible in the process list, prefer --gossip-key-file")
+	fs.StringVar(&fc.GossipKeyFile, "gossip-key-file", fc.GossipKeyFile, "file holding the base64 gossip key (reclaimnet keygen > FILE; chmod 600)")
 	fs.StringVar(&fc.TLSDir, "tls-dir", fc.TLSDir, "directory with ca.pem, node.pem, node-key.pem")
 	fs.StringVar(&fc.Enforce, "enforce", fc.Enforce, "kernel enforcement: auto, on or off")
 	fs.StringVar(&fc.Iface, "iface", fc.Iface, "interface the BPF programs attach to (default: the one holding the advertise/bind address)")
@@ -69,7 +86,20 @@ func runAgent(ctx context.Context, env *Env, args []string) error {
 	fs.StringVar(&fc.BPFPinDir, "bpf-pin-dir", fc.BPFPinDir, "bpffs directory for the pinned maps (default /sys/fs/bpf/reclaimnet/NAME)")
 	fs.Var(&fc.CacheSize, "cache-size", "checkpoint store size cap under the data dir, e.g. 50GiB (also the receiver's disk quota)")
 	fs.BoolVar(&fc.LocalTimings, "local-timings", fc.LocalTimings, "fast gossip and raft timings for one machine (tests)")
+	fs.Func("fixed-load", "report this load (0..1 per CPU) instead of the host's load average: for campuses simulated on one machine", func(v string) error {
+		x, err := strconv.ParseFloat(v, 64)
+		if err != nil || x < 0 || math.IsInf(x, 0) || math.IsNaN(x) {
+			return fmt.Errorf("want a non-negative number, e.g. 0.1")
+		}
+		fc.FixedLoad = &x
+		return nil
+	})
 	fs.BoolVar(&fc.Dev, "dev", fc.Dev, "run a throwaway single node on loopback")
+	protocols := fs.String("protocols", "p1,p2,p3", "protocols on when this node leads: comma list of p1,p2,p3; empty or none: all off")
+	fs.Var((*durationFlag)(&fc.RaftHeartbeat), "raft-heartbeat", "Raft heartbeat and election timeout (default 1s; 50ms with --local-timings); the leader lease is half")
+	fs.Var((*durationFlag)(&fc.FixedInterval), "fixed-interval", "checkpoint interval while P1 is off (default 10m)")
+	fs.Var(&fc.UplinkCapacity, "uplink-capacity", "building uplink capacity for P2/P3 when this node leads: RATE for every building or BUILDING=RATE[,...] (repeatable; default 10Gbit; give every agent the same)")
+	fs.Var(&fc.Bmin, "bmin", "P3's reservation floor per link when this node leads, e.g. 10Mbit (Bres = max(0.3·capacity, bmin); default 0)")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	printConfig := fs.Bool("print-config", false, "print the effective configuration as JSON and exit")
 	if err := parseFlags(fs, args); err != nil {
@@ -85,6 +115,16 @@ func runAgent(ctx context.Context, env *Env, args []string) error {
 	}
 	fc.Join = joins
 	fc.GPUs = gpus
+	if _, err := raft.ParseProtocols(*protocols); err != nil {
+		return usagef("--protocols: %v", err)
+	}
+	fc.Protocols = strings.TrimSpace(*protocols)
+	if fc.Protocols == "" {
+		fc.Protocols = "none" // the flag's empty list: all off (the config's empty means all on)
+	}
+	if fc.FixedInterval < 0 {
+		return usagef("--fixed-interval %v: must be positive", time.Duration(fc.FixedInterval))
+	}
 
 	cfg := agent.DefaultConfig()
 	if *configPath != "" {
@@ -151,6 +191,8 @@ func applyAgentFlag(cfg, fc *agent.Config, name string) {
 		cfg.HTTPAddr = fc.HTTPAddr
 	case "gossip-key":
 		cfg.GossipKey = fc.GossipKey
+	case "gossip-key-file":
+		cfg.GossipKeyFile = fc.GossipKeyFile
 	case "tls-dir":
 		cfg.TLSDir = fc.TLSDir
 	case "enforce":
@@ -165,9 +207,37 @@ func applyAgentFlag(cfg, fc *agent.Config, name string) {
 		cfg.CacheSize = fc.CacheSize
 	case "local-timings":
 		cfg.LocalTimings = fc.LocalTimings
+	case "fixed-load":
+		cfg.FixedLoad = fc.FixedLoad
+	case "raft-heartbeat":
+		cfg.RaftHeartbeat = fc.RaftHeartbeat
 	case "dev":
 		cfg.Dev = fc.Dev
+	case "protocols":
+		cfg.Protocols = fc.Protocols
+	case "fixed-interval":
+		cfg.FixedInterval = fc.FixedInterval
+	case "uplink-capacity":
+		cfg.UplinkCapacity = fc.UplinkCapacity
+	case "bmin":
+		cfg.Bmin = fc.Bmin
 	}
+}
+
+// durationFlag is an agent.Duration flag ("10m").
+type durationFlag agent.Duration
+
+func (d *durationFlag) String() string { return time.Duration(*d).String() }
+func (d *durationFlag) Set(v string) error {
+	x, err := time.ParseDuration(v)
+	if err != nil {
+		return err
+	}
+	if x <= 0 {
+		return fmt.Errorf("%v: must be positive", x)
+	}
+	*d = durationFlag(x)
+	return nil
 }
 
 // devDefaults: loopback and a temporary data dir unless flags said

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/reclaimnet/reclaimnet/agent"
+	"github.com/reclaimnet/reclaimnet/sim"
 	"github.com/reclaimnet/reclaimnet/web"
 )
 
@@ -154,9 +155,11 @@ func TestAgentProcesses(t *testing.T) {
 	}
 
 	infos := map[string]agent.Info{}
-	infos["n0"] = c.startAgent("n0", "--gossip-port", "0", "--raft-port", "0")
+	// Declared GPUs: the trace export below lists GPU nodes only.
+	gpu := []string{"--gpu", "A100-80GB:80GiB:8.0"}
+	infos["n0"] = c.startAgent("n0", append(gpu, "--gossip-port", "0", "--raft-port", "0")...)
 	for _, n := range names[1:] {
-		infos[n] = c.startAgent(n, "--gossip-port", "0", "--raft-port", "0", "--join", infos["n0"].GossipAddr)
+		infos[n] = c.startAgent(n, append(gpu, "--gossip-port", "0", "--raft-port", "0", "--join", infos["n0"].GossipAddr)...)
 	}
 
 	// members shows all three, alive, one leader and two voters.
@@ -194,8 +197,9 @@ func TestAgentProcesses(t *testing.T) {
 		t.Errorf("status --json: node %q with %d members; /v1/status: node %q with %d; want n1 with 3 in both",
 			st.Node, len(st.Cluster.Members), httpSt.Node, len(httpSt.Cluster.Members))
 	}
-	if out := c.mustRun("status", "--data-dir", c.dataDir("n1")); !strings.Contains(out, "Page:      http://"+infos["n1"].HTTPAddr+"/") || !strings.Contains(out, "No jobs.") {
-		t.Errorf("status (human) lacks the page address or the jobs section:\n%s", out)
+	if out := c.mustRun("status", "--data-dir", c.dataDir("n1")); !strings.Contains(out, "Page:      http://"+infos["n1"].HTTPAddr+"/") || !strings.Contains(out, "No jobs.") ||
+		!strings.Contains(out, "Protocols: p1,p2,p3") {
+		t.Errorf("status (human) lacks the page address, the protocols or the jobs section:\n%s", out)
 	}
 	old := string(st.Cluster.Leader)
 	if old == "" {
@@ -232,7 +236,7 @@ func TestAgentProcesses(t *testing.T) {
 	if _, err := strconv.Atoi(rport); err != nil {
 		t.Fatalf("raft address %q", infos[old].RaftAddr)
 	}
-	c.startAgent(old, "--gossip-port", gport, "--raft-port", rport, "--join", infos[survivor].GossipAddr)
+	c.startAgent(old, append(gpu, "--gossip-port", gport, "--raft-port", rport, "--join", infos[survivor].GossipAddr)...)
 	waitUntilT(t, 60*time.Second, "restarted node rejoins: sees 3 alive members and the leader", func() bool {
 		st, err := c.status(old)
 		if err != nil || st.Cluster.Leader == "" {
@@ -258,6 +262,19 @@ func TestAgentProcesses(t *testing.T) {
 		}
 		return false
 	})
+
+	// The cluster's history as a trace, replayed by the simulator.
+	traceDir := filepath.Join(c.root, "trace")
+	os.MkdirAll(traceDir, 0o755)
+	c.mustRun("trace", "export", "--out", traceDir, "--data-dir", c.dataDir(survivor))
+	tr, err := sim.LoadTrace(traceDir)
+	if err != nil || len(tr.Nodes) != 3 || len(tr.Bandwidth) == 0 {
+		b, _ := os.ReadFile(filepath.Join(traceDir, sim.TraceFileName))
+		t.Fatalf("exported trace (%v): want 3 GPU nodes and bandwidth samples:\n%s", err, b)
+	}
+	if out := c.mustRun("sim", "--trace", traceDir, "--policies", "reclaimnet", "-q"); !strings.Contains(out, "ReclaimNet") {
+		t.Errorf("sim on the exported trace printed no ReclaimNet row:\n%s", out)
+	}
 
 	// Errors the CLI must explain.
 	if _, err := c.run("members", "--data-dir", filepath.Join(c.root, "nowhere")); err == nil || !strings.Contains(err.Error(), "no agent running") {

@@ -73,6 +73,16 @@ func runStatus(ctx context.Context, env *Env, args []string) error {
 	if st.HTTPAddr != "" {
 		fmt.Fprintf(w, "Page:      http://%s/ (JSON: /v1/status, metrics: /metrics)\n", st.HTTPAddr)
 	}
+	if p := doc.Cluster.Protocols; p.Summary != "" {
+		by := ""
+		if p.DecidedBy != "" {
+			by = " (leader " + string(p.DecidedBy) + ")"
+		}
+		fmt.Fprintf(w, "Protocols: %s%s\n", p.Summary, by)
+		if !p.Agree {
+			fmt.Fprintf(w, "           this node's own setting differs: %s (applies only while it leads)\n", p.Local)
+		}
+	}
 	fmt.Fprintln(w)
 	printMembers(w, st.Members)
 	fmt.Fprintln(w)

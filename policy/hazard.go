@@ -173,6 +173,8 @@ type globalHazard struct {
 	exposure   float64 // node-seconds in the window
 	// The prior per bucket: pseudo-events and pseudo-exposure (node-s).
 	priorEvents, priorExposure float64
+	// cum integrates rates (built once here, read by every node's factor).
+	cum cumulative
 }
 
 // NewHazardEstimator returns an empty estimator.
@@ -350,19 +352,24 @@ func (e *HazardEstimator) estimate(h *nodeHistory, now time.Time) HazardEstimate
 		Exposure:   g[kindEmergency].exposure,
 	}
 	z := math.Sqrt2 * math.Erfinv(2*e.cfg.Confidence-1)
+	nb := e.cfg.Buckets
+	// The four profiles share one allocation (an estimate per node is
+	// made every few minutes on a large campus).
+	rates := make([]float64, 4*nb)
+	nodePrior := math.Max(e.cfg.NodePrior, 1)
 	for kind := range 2 {
 		gh := g[kind]
 		factor, nodeEvents := 1.0, math.Inf(1)
 		if h != nil {
 			factor, nodeEvents = e.nodeFactor(h, gh, now, kind)
 		}
-		point := make([]float64, e.cfg.Buckets)
-		upper := make([]float64, e.cfg.Buckets)
+		point := rates[2*kind*nb : (2*kind+1)*nb : (2*kind+1)*nb]
+		upper := rates[(2*kind+1)*nb : (2*kind+2)*nb : (2*kind+2)*nb]
 		for k := range point {
 			point[k] = gh.rates[k] * gh.scale * factor
 			relVar := 1/(gh.events[k]+gh.priorEvents+1) + 1/(gh.fastEvents+1)
 			if !math.IsInf(nodeEvents, 1) {
-				relVar += 1 / (nodeEvents + math.Max(e.cfg.NodePrior, 1))
+				relVar += 1 / (nodeEvents + nodePrior)
 			}
 			switch {
 			case point[k] > 0:
@@ -373,7 +380,9 @@ func (e *HazardEstimator) estimate(h *nodeHistory, now time.Time) HazardEstimate
 				// the zero-count Poisson bound.
 				upper[k] = -math.Log(1-e.cfg.Confidence) / (gh.exposure + gh.priorExposure*float64(e.cfg.Buckets))
 			}
-			upper[k] = math.Max(upper[k], e.cfg.Floor)
+			if upper[k] < e.cfg.Floor { // math.Max without its NaN/±0 cases (Floor > 0)
+				upper[k] = e.cfg.Floor
+			}
 		}
 		if kind == kindEmergency {
 			out.Emergency, out.EmergencyUpper = HazardProfile{Rates: point}, HazardProfile{Rates: upper}
@@ -427,12 +436,15 @@ func (e *HazardEstimator) global(now time.Time) [2]globalHazard {
 	var totalEv [2]float64
 	n := int64(len(e.slots))
 	first := nowSlot - n + 1
+	// Ring position and bucket advance with idx (no division per slot:
+	// this loop runs over the whole window on every recomputation).
+	it := e.slotIter(first)
 	for idx := first; idx <= nowSlot; idx++ {
-		s := &e.slots[((idx%n)+n)%n]
+		s, k := &e.slots[it.pos], it.bucket
+		it.next(e)
 		if s.index != idx {
 			continue
 		}
-		k := e.bucketOfSlot(idx)
 		exposure[k] += s.exposure
 		totalExp += s.exposure
 		for kind := range 2 {
@@ -459,14 +471,16 @@ func (e *HazardEstimator) global(now time.Time) [2]globalHazard {
 			// FastEvents.
 			var fe, fx float64
 			slotsUsed := int64(0)
+			back := e.slotIter(nowSlot)
 			for idx := nowSlot; idx >= first; idx-- {
-				s := &e.slots[((idx%n)+n)%n]
+				s, k := &e.slots[back.pos], back.bucket
+				back.prev(e)
 				slotsUsed++
 				if s.index != idx {
 					continue
 				}
 				fe += s.events[kind]
-				fx += gh.rates[e.bucketOfSlot(idx)] * s.exposure
+				fx += gh.rates[k] * s.exposure
 				if fx >= e.cfg.FastEvents {
 					break
 				}
@@ -475,10 +489,49 @@ func (e *HazardEstimator) global(now time.Time) [2]globalHazard {
 			gh.fastWindow = time.Duration(slotsUsed) * e.cfg.Slot
 			gh.scale = shrinkScale(fe, fx)
 		}
+		gh.cum = cumulativeOf(HazardProfile{Rates: gh.rates})
 		out[kind] = gh
 	}
 	e.cache, e.cacheSlot, e.cacheValid = out, nowSlot, true
 	return out
+}
+
+// slotCursor walks absolute slots one by one, keeping the ring position,
+// the time-of-day bucket and the offset inside the bucket of its slot
+// (what slot arithmetic and bucketOfSlot would give, without dividing).
+type slotCursor struct {
+	pos    int64 // ring index
+	bucket int
+	within int64 // slot offset inside its bucket, 0..perBkt−1
+}
+
+func (e *HazardEstimator) slotIter(idx int64) slotCursor {
+	n := int64(len(e.slots))
+	return slotCursor{pos: ((idx % n) + n) % n, bucket: e.bucketOfSlot(idx), within: ((idx % e.perBkt) + e.perBkt) % e.perBkt}
+}
+
+func (c *slotCursor) next(e *HazardEstimator) {
+	if c.pos++; c.pos == int64(len(e.slots)) {
+		c.pos = 0
+	}
+	if c.within++; c.within == e.perBkt {
+		c.within = 0
+		if c.bucket++; c.bucket == e.cfg.Buckets {
+			c.bucket = 0
+		}
+	}
+}
+
+func (c *slotCursor) prev(e *HazardEstimator) {
+	if c.pos--; c.pos < 0 {
+		c.pos = int64(len(e.slots)) - 1
+	}
+	if c.within--; c.within < 0 {
+		c.within = e.perBkt - 1
+		if c.bucket--; c.bucket < 0 {
+			c.bucket = e.cfg.Buckets - 1
+		}
+	}
 }
 
 func (e *HazardEstimator) bucketOfSlot(idx int64) int {
@@ -495,7 +548,7 @@ func (e *HazardEstimator) bucketOfSlot(idx int64) int {
 // window, and n_v its events.
 func (e *HazardEstimator) nodeFactor(h *nodeHistory, g globalHazard, now time.Time, kind int) (factor, events float64) {
 	from := now.Add(-e.cfg.Window)
-	prof := cumulativeOf(HazardProfile{Rates: g.rates})
+	prof := g.cum
 	var expected float64
 	for _, u := range h.ups {
 		a, b := maxTime(u.from, from), minTime(u.to, now)

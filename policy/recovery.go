@@ -12,10 +12,24 @@ func (w *world) recoveries(recover []*Job, d *Decisions) []*migration {
 		best, bestSrc := scanResult{best: -1}, -1
 		for _, rep := range sortedReplicas(j.Replicas) {
 			ri, ok := w.nodeIndex(rep)
-			if !ok || w.leaving[ri] {
+			if !ok {
 				continue
 			}
-			res := w.scan(scanRequest{job: j, src: ri, recovery: true, list: true})
+			req := scanRequest{job: j, src: ri, recovery: true, list: true}
+			if w.leaving[ri] {
+				// A node under scheduled reclaim still serves its copy
+				// until its deadline (SPEC §0: only the departure takes
+				// it away): a source when the restore can finish by then
+				// at the path's lower bound. Only the transfer needs the
+				// source, not the restart, hence deadline + Tr for P2.3's
+				// C/B⁻ + Tr ≤ τ test.
+				r, ok := w.reclaims[rep]
+				if !ok || r.Emergency() || !r.Deadline.After(w.now) {
+					continue
+				}
+				req.deadline = r.Deadline.Add(j.RestartTime)
+			}
+			res := w.scan(req)
 			if res.best >= 0 && (best.best < 0 || res.cand.Score < best.cand.Score) {
 				best, bestSrc = res, ri
 			}
@@ -34,6 +48,9 @@ func (w *world) recoveries(recover []*Job, d *Decisions) []*migration {
 		if bestSrc >= 0 {
 			pl.From = w.nodes[bestSrc].ID
 			if bestSrc != best.best && j.CheckpointBytes > 0 {
+				// A restore carries no deadline even from a leaving
+				// source (the scan checked it fits at the path's lower
+				// bound): deadlines mark admitted hand-offs (P3.4).
 				restores = append(restores, &migration{
 					id: "restore/" + string(j.ID), job: j, from: bestSrc, to: best.best,
 					bytes: j.CheckpointBytes, start: w.now, links: w.pathLinks(bestSrc, best.best),

@@ -82,6 +82,7 @@ func Tick(s Snapshot, now time.Time) Decisions {
 		reclaimed[id] = true
 	}
 	w := newWorld(s, now, reclaimed)
+	w.reclaims = reclaims
 
 	jobs := make([]*Job, 0, len(s.Jobs))
 	for i := range s.Jobs {
@@ -142,10 +143,33 @@ func Tick(s Snapshot, now time.Time) Decisions {
 	}
 	w.placeNew(jobs, &d)
 
+	// Last-chance checkpoints for the degraded scheduled hand-offs (in
+	// step 1's deadline order).
+	var degraded []handoffReq
+	for _, h := range handoffs {
+		for k := range d.Handoffs {
+			if hd := &d.Handoffs[k]; hd.Job == h.job.ID && hd.Degraded {
+				degraded = append(degraded, h)
+			}
+		}
+	}
+	rescued := w.rescues(degraded)
+
 	// Step 3: P1 on what is left.
 	var paths [][]int
 	var standbys []int
 	d.Jobs, paths, standbys, d.CheckpointBudget = w.checkpoints(running, runningHost)
+	if len(rescued) > 0 {
+		for _, r := range rescued {
+			d.Jobs = append(d.Jobs, JobDecision{Job: r.job.ID, Bandwidth: r.rate, Interval: RescueInterval,
+				Hazard: r.lambda, Standby: w.nodes[r.to].ID})
+			paths = append(paths, r.links)
+			standbys = append(standbys, r.to)
+			running = append(running, r.job)
+			runningHost = append(runningHost, r.host)
+		}
+		sortJobDecisions(d.Jobs, paths, standbys, running, runningHost)
+	}
 	d.Flows = make([]FlowDecision, 0, len(d.Jobs)+len(planned)+len(restores))
 	// The flows' IDs are cut from one string (one allocation, not one
 	// per flow).
@@ -251,4 +275,18 @@ func sortedReplicas(r []NodeID) []NodeID {
 	out := slices.Clone(r)
 	slices.Sort(out)
 	return slices.Compact(out)
+}
+
+// sortJobDecisions sorts the job decisions by job ID, keeping the parallel
+// slices (path, standby, job, host of each) in step.
+func sortJobDecisions(jd []JobDecision, paths [][]int, standbys []int, jobs []*Job, hosts []int) {
+	idx := make([]int, len(jd))
+	for i := range idx {
+		idx[i] = i
+	}
+	slices.SortStableFunc(idx, func(a, b int) int { return cmp.Compare(jd[a].Job, jd[b].Job) })
+	jd2, p2, s2, j2, h2 := slices.Clone(jd), slices.Clone(paths), slices.Clone(standbys), slices.Clone(jobs), slices.Clone(hosts)
+	for k, i := range idx {
+		jd[k], paths[k], standbys[k], jobs[k], hosts[k] = jd2[i], p2[i], s2[i], j2[i], h2[i]
+	}
 }

@@ -443,3 +443,41 @@ func TestTickInvariantsAtBenchmarkScale(t *testing.T) {
 		}
 	}
 }
+
+// TestTickRecoversFromLeavingHolder: a replica on a node under scheduled
+// reclaim is still readable until that node's deadline, so an emergency
+// recovery restores from it when the transfer lands in time, and starts
+// over when it cannot.
+func TestTickRecoversFromLeavingHolder(t *testing.T) {
+	nodes, links := buildCampus(campusSpec{buildings: 2, perBuilding: 3, access: gbit, uplink: gbit})
+	j := testJob("j", nodes[0].ID)
+	j.Replicas = []NodeID{nodes[4].ID}
+	for _, tt := range []struct {
+		notice time.Duration
+		want   NodeID
+	}{
+		{300 * time.Second, nodes[4].ID}, // 10 GB at ~80 MB/s: ~126 s
+		{60 * time.Second, ""},
+	} {
+		s := Snapshot{Nodes: nodes, Links: links, Jobs: []Job{j}, Params: DefaultParams(),
+			Reclaims: []Reclaim{
+				{Node: nodes[0].ID, Announced: testEpoch, Deadline: testEpoch},
+				{Node: nodes[4].ID, Announced: testEpoch, Deadline: testEpoch.Add(tt.notice)},
+			}}
+		d := Tick(s, testEpoch)
+		if len(d.Placements) != 1 || d.Placements[0].From != tt.want || d.Placements[0].To == nodes[4].ID || d.Placements[0].To == nodes[0].ID {
+			t.Fatalf("holder leaving in %v: placements %+v, want a recovery from %q, not onto a leaving node", tt.notice, d.Placements, tt.want)
+		}
+		for _, f := range d.Flows {
+			if f.Job != "j" || f.Class != ClassMigration {
+				continue
+			}
+			if tt.want == "" {
+				t.Errorf("holder leaving in %v: restore flow %+v although no copy can land in time", tt.notice, f)
+			} else if secs := float64(j.CheckpointBytes) / f.Rate; secs > tt.notice.Seconds() {
+				t.Errorf("holder leaving in %v: restore at %g B/s takes %.0f s, after the holder leaves", tt.notice, f.Rate, secs)
+			}
+		}
+		checkInvariants(t, s, d, testEpoch)
+	}
+}

@@ -11,10 +11,13 @@ import (
 // nodes sorted by ID, the routing tree, each node's cumulative departure
 // hazard, and the migration bandwidth left on every directed link.
 type world struct {
-	p    Params
-	now  time.Time
-	cf   float64 // ceiling factor (1 when P3 is off)
-	topo *Topology
+	p   Params
+	now time.Time
+	// reclaims holds each node's pending reclaim (Tick sets it; nil for
+	// a lone destination query).
+	reclaims map[NodeID]Reclaim
+	cf       float64 // ceiling factor (1 when P3 is off)
+	topo     *Topology
 
 	nodes []*Node // sorted by ID, pointing into the snapshot
 	// Node ID → index: through the graph's vertex map (node IDs are
@@ -74,7 +77,7 @@ type nodeFacts struct {
 // reclaim (they are leaving too).
 func newWorld(s Snapshot, now time.Time, reclaimed map[NodeID]bool) *world {
 	p := s.Params
-	w := &world{p: p, now: now, cf: 1, topo: newTopology(s.Links, false), nowSec: secondOfDay(now)}
+	w := &world{p: p, now: now, cf: 1, topo: cachedTopology(s.Links), nowSec: secondOfDay(now)}
 	if p.Switches.P3 && p.CeilingFactor > 1 {
 		w.cf = p.CeilingFactor
 	}

@@ -310,7 +310,7 @@ func (c RecordReclaimReport) validate() error {
 		return invalid("reclaim report of %s: deadline before announcement", r.Node)
 	case r.Isolate < 0 || r.UsedFor < 0 || r.BytesSent < 0:
 		return invalid("reclaim report of %s: negative value", r.Node)
-	case len(r.Moved)+len(r.Degraded)+len(r.Finished) > maxReportJobs:
+	case len(r.Moved)+len(r.Degraded)+len(r.Finished) > maxReportJobs || len(r.Jobs) > maxReportJobs:
 		return invalid("reclaim report of %s: more than %d jobs", r.Node, maxReportJobs)
 	}
 	return nil

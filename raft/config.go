@@ -165,6 +165,9 @@ func (c Config) Validate() error {
 	if c.SnapshotRetain < 1 || c.SnapshotThreshold == 0 || c.SnapshotInterval <= 0 {
 		errs = append(errs, errors.New("snapshot retain, threshold and interval must be positive"))
 	}
+	if !c.Params.Switches.P1 && c.Params.FixedInterval <= 0 {
+		errs = append(errs, fmt.Errorf("fixed interval %v: must be positive while P1 is off", c.Params.FixedInterval))
+	}
 	if c.Clock == nil {
 		errs = append(errs, errors.New("no clock"))
 	}

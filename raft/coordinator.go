@@ -151,9 +151,18 @@ func Open(cfg Config) (*Coordinator, error) {
 		Stream:  streamLayer{m: c.mux},
 		MaxPool: 3,
 		Timeout: 10 * time.Second,
-		Logger:  hlog,
+		// No pipelining: every AppendEntries is a plain RPC under Timeout.
+		// The pipeline's send and decode goroutines can wedge on a peer
+		// that vanished mid-stream (seen when a reclaimed node's peer left
+		// in the campus demo), and Raft's Shutdown then waits for them
+		// for minutes while gossip still calls this node alive.
+		MaxRPCsInFlight: 1,
+		Logger:          hlog,
 	})
-	c.mux.start(func(conn net.Conn) { serveForward(conn, c.applyForwarded) })
+	c.mux.start(func(conn net.Conn) {
+		peer := peerNode(conn)
+		serveForward(conn, func(b []byte) (uint64, error) { return c.applyForwarded(peer, b) })
+	})
 
 	rc := hraft.DefaultConfig()
 	rc.LocalID = hraft.ServerID(cfg.NodeID)
@@ -378,11 +387,16 @@ func (c *Coordinator) applyLocal(b []byte) (uint64, error) {
 }
 
 // applyForwarded serves a command another node forwarded to this leader.
-func (c *Coordinator) applyForwarded(b []byte) (uint64, error) {
+func (c *Coordinator) applyForwarded(peer policy.NodeID, b []byte) (uint64, error) {
 	if c.raft.State() != hraft.Leader {
 		return 0, ErrNotLeader
 	}
-	if _, err := DecodeCommand(b); err != nil {
+	cmd, err := DecodeCommand(b)
+	if err != nil {
+		return 0, err
+	}
+	if err := checkForwarder(peer, cmd); err != nil {
+		c.logger.Warn("rejected a forwarded command", "peer", peer, "kind", cmd.Kind(), "err", err)
 		return 0, err
 	}
 	idx, err := c.applyLocal(b)
@@ -405,6 +419,9 @@ func (c *Coordinator) TransferLeadership() error {
 	return nil
 }
 
+// shutdownGrace bounds each wait for Raft's own shutdown.
+const shutdownGrace = 3 * time.Second
+
 // Shutdown stops the control loop, Raft and the listener, and closes the
 // log. It is safe to call more than once. It does not leave the cluster:
 // a graceful exit calls TransferLeadership first and leaves gossip.
@@ -412,8 +429,25 @@ func (c *Coordinator) Shutdown() error {
 	c.shutdownOnce.Do(func() {
 		close(c.stop)
 		var errs []error
-		if err := c.raft.Shutdown().Error(); err != nil {
-			errs = append(errs, fmt.Errorf("raft shutdown: %w", err))
+		// Raft's shutdown waits for its replication goroutines; one stuck
+		// on a dead peer must not keep this node from leaving (the owner
+		// never waits for the cluster). After shutdownGrace the
+		// connections are closed under it, which unblocks their I/O.
+		done := make(chan error, 1)
+		go func() { done <- c.raft.Shutdown().Error() }()
+		select {
+		case err := <-done:
+			if err != nil {
+				errs = append(errs, fmt.Errorf("raft shutdown: %w", err))
+			}
+		case <-time.After(shutdownGrace):
+			c.logger.Warn("raft shutdown slow; closing its connections", "after", shutdownGrace)
+			_ = c.mux.Close()
+			select {
+			case <-done:
+			case <-time.After(shutdownGrace):
+				errs = append(errs, fmt.Errorf("raft shutdown: still waiting for replication after %v", 2*shutdownGrace))
+			}
 		}
 		c.wg.Wait()
 		_ = c.trans.Close()

@@ -2,6 +2,7 @@ package raft
 
 import (
 	"bufio"
+	"crypto/tls"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -9,6 +10,8 @@ import (
 	"io"
 	"net"
 	"time"
+
+	"github.com/reclaimnet/reclaimnet/policy"
 )
 
 // ErrNotLeader is returned to a forwarded command that reached a node that
@@ -18,6 +21,11 @@ var ErrNotLeader = errors.New("not the leader")
 // ErrNoLeader is returned by Submit when no leader was known before the
 // context ended.
 var ErrNoLeader = errors.New("no leader")
+
+// ErrForbidden is returned to a forwarded command its sender may not
+// give: a kind only the leader itself applies, or a command about another
+// node than the one the sender's certificate names.
+var ErrForbidden = errors.New("command not allowed from this peer")
 
 // sentinelCodes carry sentinel errors across a forwarded call, so that
 // errors.Is works the same on every node.
@@ -32,6 +40,7 @@ var sentinelCodes = map[string]error{
 	"not-host":        ErrNotHost,
 	"too-large":       ErrCommandTooLarge,
 	"not-leader":      ErrNotLeader,
+	"forbidden":       ErrForbidden,
 }
 
 // forwardReply is the leader's answer to one forwarded command.
@@ -153,4 +162,56 @@ func forwardOnce(conn net.Conn, leader string, cmd []byte, deadline time.Time) (
 		return 0, err
 	}
 	return r.Index, r.err(leader)
+}
+
+// peerNode is the node name in the certificate of conn's peer (the
+// handshake verified it against the cluster CA); empty when conn is not a
+// TLS connection with a peer certificate.
+func peerNode(conn net.Conn) policy.NodeID {
+	if tc, ok := conn.(*trackedConn); ok {
+		conn = tc.Conn
+	}
+	tlsConn, ok := conn.(*tls.Conn)
+	if !ok {
+		return ""
+	}
+	certs := tlsConn.ConnectionState().PeerCertificates
+	if len(certs) == 0 {
+		return ""
+	}
+	return policy.NodeID(certs[0].Subject.CommonName)
+}
+
+// checkForwarder says whether peer may forward cmd to the leader. Every
+// node of the cluster holds a valid certificate, so this is about limiting
+// what one compromised or buggy node can claim:
+//   - the leader-only kinds (the registry, departures, hazards, decisions)
+//     are applied by the leader itself and never forwarded;
+//   - reports about a node (a job report from its host, a reclaim of it or
+//     its cancellation, the owner's reclaim report) must come from that
+//     node.
+//
+// Job submissions, cancellations, moves and replica reports may come from
+// any node (the CLI submits anywhere; a sender reports its receiver's
+// replica).
+func checkForwarder(peer policy.NodeID, cmd Command) error {
+	var claimed policy.NodeID
+	switch c := cmd.(type) {
+	case UpsertNode, RecordDeparture, PublishHazards, SetDecisions:
+		return fmt.Errorf("%w: %s is applied by the leader only, not forwarded (from %q)", ErrForbidden, cmd.Kind(), peer)
+	case JobReport:
+		claimed = c.Node
+	case AnnounceReclaim:
+		claimed = c.Reclaim.Node
+	case CancelReclaim:
+		claimed = c.Node
+	case RecordReclaimReport:
+		claimed = c.Report.Node
+	default:
+		return nil
+	}
+	if peer != claimed {
+		return fmt.Errorf("%w: %s about node %q sent by %q (a node speaks for itself only)", ErrForbidden, cmd.Kind(), claimed, peer)
+	}
+	return nil
 }

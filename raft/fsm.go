@@ -107,10 +107,19 @@ func applyTo(s *State, cmd Command) (bool, error) {
 				}
 			}
 		}
-		if ok && reflect.DeepEqual(old, n) {
+		// A new incarnation (its membership began after the reclaim was
+		// announced) is not leaving: the pending reclaim belonged to the
+		// one before, whose departure may never be logged when the node
+		// came back before the leader saw it gone (campus bug H).
+		r, reclaimed := s.Reclaims[n.ID]
+		endReclaim := reclaimed && n.State == NodeActive && n.Joined.After(r.Announced)
+		if ok && reflect.DeepEqual(old, n) && !endReclaim {
 			return false, nil
 		}
 		s.Nodes[c.Node.ID] = n
+		if endReclaim {
+			delete(s.Reclaims, n.ID)
+		}
 		return true, nil
 
 	case SubmitJob:
@@ -174,6 +183,9 @@ func applyTo(s *State, cmd Command) (bool, error) {
 		if j.Node != c.From {
 			return false, fmt.Errorf("move %s %s→%s (on %q): %w", c.Job, c.From, c.To, j.Node, ErrStaleMove)
 		}
+		if r, ok := s.Reclaims[c.From]; ok {
+			noteHandoff(s, r, c, j)
+		}
 		j.Node, j.State = c.To, policy.JobRunning
 		j.Restarts++
 		if j.Standby == c.To {
@@ -187,6 +199,11 @@ func applyTo(s *State, cmd Command) (bool, error) {
 
 	case AnnounceReclaim:
 		if old, ok := s.Reclaims[c.Reclaim.Node]; ok && reclaimEqual(old, c.Reclaim) {
+			return false, nil
+		}
+		if staleReclaim(s, c.Reclaim) {
+			// Applied after the node's departure or its next incarnation
+			// (a late or repeated submission): it would stay pending forever.
 			return false, nil
 		}
 		s.Reclaims[c.Reclaim.Node] = c.Reclaim
@@ -228,6 +245,21 @@ func sameSubmission(a, b JobRecord) bool {
 		a.CheckpointBytes == b.CheckpointBytes && a.LossBudget == b.LossBudget &&
 		a.GPUs == b.GPUs && a.VRAM == b.VRAM && a.Capability == b.Capability &&
 		a.WriteCap == b.WriteCap && a.Submitted.Equal(b.Submitted)
+}
+
+// staleReclaim reports whether r was announced before the node's logged
+// departure or before its current membership began: the reclaim of an
+// incarnation that is gone.
+func staleReclaim(s *State, r policy.Reclaim) bool {
+	if n, ok := s.Nodes[r.Node]; ok && n.Joined.After(r.Announced) {
+		return true
+	}
+	for i := len(s.Departures) - 1; i >= 0 && !s.Departures[i].At.Before(r.Announced); i-- {
+		if s.Departures[i].Node == r.Node {
+			return true
+		}
+	}
+	return false
 }
 
 func reclaimEqual(a, b policy.Reclaim) bool {
@@ -291,6 +323,13 @@ func applyDeparture(s *State, d Departure) bool {
 			return false
 		}
 	}
+	r, reclaimed := s.Reclaims[d.Node]
+	// A departure ends the reclaims announced before it, not one of a
+	// later incarnation (a departure logged late).
+	reclaimed = reclaimed && !r.Announced.After(d.At)
+	if reclaimed && d.Kind == DepartureScheduled && d.Notice == 0 && r.Deadline.After(r.Announced) {
+		d.Notice = r.Deadline.Sub(r.Announced)
+	}
 	s.Departures = slices.Insert(s.Departures, i, d)
 	if len(s.Departures) > maxDepartures {
 		s.Departures = slices.Clone(s.Departures[len(s.Departures)-maxDepartures:])
@@ -303,11 +342,19 @@ func applyDeparture(s *State, d Departure) bool {
 		}
 		s.Nodes[d.Node] = n
 	}
-	delete(s.Reclaims, d.Node)
+	announced := d.At
+	if reclaimed {
+		announced = r.Announced
+	}
+	noteDeparture(s, d, r, reclaimed, announced)
+	if reclaimed {
+		delete(s.Reclaims, d.Node)
+	}
 	for id, j := range s.Jobs {
 		changed := false
 		if j.Node == d.Node && (j.State == policy.JobRunning || j.State == policy.JobMigrating) {
 			j.State, j.Node = policy.JobRecovering, ""
+			j.Displaced = Displacement{From: d.Node, At: d.At, Announced: announced}
 			changed = true
 		}
 		if j.Standby == d.Node {
@@ -325,19 +372,21 @@ func applyDeparture(s *State, d Departure) bool {
 // same node and announcement; an equal report changes nothing.
 func applyReclaimReport(s *State, r ReclaimReport) bool {
 	r = r.clone()
-	for i, old := range s.ReclaimReports {
-		if old.Node == r.Node && old.Announced.Equal(r.Announced) {
-			if reflect.DeepEqual(old, r) {
-				return false
-			}
-			s.ReclaimReports[i] = r
-			return true
+	i := ownerReportEntry(s, r)
+	if i >= 0 {
+		old := s.ReclaimReports[i]
+		r = mergeOwnerReport(old, r)
+		if !old.Announced.Equal(r.Announced) {
+			rekeyDisplaced(s, r.Node, old.Announced, r.Announced)
 		}
+		if reflect.DeepEqual(s.ReclaimReports[i], r) {
+			return false
+		}
+		s.ReclaimReports[i] = r
+		return true
 	}
-	s.ReclaimReports = append(s.ReclaimReports, r)
-	if len(s.ReclaimReports) > maxReclaimReports {
-		s.ReclaimReports = slices.Clone(s.ReclaimReports[len(s.ReclaimReports)-maxReclaimReports:])
-	}
+	r.Jobs, r.Detected, r.ClusterOnly, r.Graceful = nil, false, false, false // the cluster's to record
+	appendHistory(s, r)
 	return true
 }
 
@@ -355,6 +404,10 @@ func applyDecisions(s *State, d DecisionRecord) bool {
 		}
 		if j.Started {
 			j.Restarts++
+		}
+		if !j.Displaced.At.IsZero() {
+			noteRecovery(s, j, p, d.At)
+			j.Displaced = Displacement{}
 		}
 		j.Node, j.State, j.Started = p.To, policy.JobRunning, true
 		s.Jobs[p.Job] = j

@@ -40,7 +40,7 @@ func sampleCommands() []Command {
 		RecordReclaimReport{Report: ReclaimReport{Node: "a", Kind: DepartureScheduled, Announced: t0.Add(5 * time.Second), Deadline: t0.Add(65 * time.Second),
 			Completed: t0.Add(40 * time.Second), Isolate: 3 * time.Millisecond, Isolated: true, Moved: []policy.JobID{"j1"}, BytesSent: 2 << 30, UsedFor: 35 * time.Second}},
 		RecordReclaimReport{Report: ReclaimReport{Node: "a", Kind: DepartureScheduled, Announced: t0.Add(5 * time.Second), Deadline: t0.Add(65 * time.Second),
-			Completed: t0.Add(40 * time.Second), Isolate: 3 * time.Millisecond, Isolated: true, Moved: []policy.JobID{"j1"}, BytesSent: 2 << 30, UsedFor: 35 * time.Second, Left: t0.Add(65 * time.Second)}},
+			Completed: t0.Add(40 * time.Second), Isolate: 3 * time.Millisecond, Isolated: true, Moved: []policy.JobID{"j1"}, BytesSent: 2 << 30, UsedFor: 60 * time.Second, Left: t0.Add(65 * time.Second)}},
 		AnnounceReclaim{Reclaim: policy.Reclaim{Node: "b", Announced: t0.Add(70 * time.Second), Deadline: t0.Add(70 * time.Second)}},
 		CancelReclaim{Node: "b"},
 		CancelJob{Job: "j1"},

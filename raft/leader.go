@@ -75,6 +75,7 @@ func (c *Coordinator) leaderLoop(ctx context.Context) {
 			c.logger.Warn("leader barrier failed; retrying", "err", err)
 		}
 	}
+	c.forgetHeartbeats()
 	c.leading.Store(true)
 	defer c.leading.Store(false)
 	c.logger.Info("leading")
@@ -139,27 +140,40 @@ func (c *Coordinator) runTick(ctx context.Context, lt *leaderTicker) {
 	}
 	c.publishHazards(st, hazards, now)
 
-	snap := buildSnapshot(st, hazards, tel, c.cfg.Params)
-	dec := policy.Tick(snap, now)
+	dec := decide(st, hazards, tel, c.cfg.Params, now)
 	c.ticks.Add(1)
 	c.lastTick.Store(now.UnixNano())
 	trimCandidates(&dec)
 	norm := normalize(dec).(policy.Decisions)
 	prev := normalize(st.Decisions.Decisions).(policy.Decisions)
-	if reflect.DeepEqual(prev, norm) {
+	// A leader whose protocol settings differ from the recorded ones
+	// commits at once, so the cluster shows the switches in force.
+	mine := ProtocolsOf(c.cfg.Params)
+	sameProtocols := st.Decisions.Protocols != nil && *st.Decisions.Protocols == mine
+	if sameProtocols && reflect.DeepEqual(prev, norm) {
 		return
 	}
 	// Drift within tolerance waits for the refresh period.
 	fresh := now.Sub(st.Decisions.At) < refreshPeriod(c.cfg.ControlPeriod)
-	if fresh && materiallyEqual(prev, norm, c.cfg.ControlPeriod) {
+	if sameProtocols && fresh && materiallyEqual(prev, norm, c.cfg.ControlPeriod) {
 		return
 	}
-	cmd := SetDecisions{Decisions: DecisionRecord{Decisions: norm, At: now, Leader: c.cfg.NodeID}}
+	cmd := SetDecisions{Decisions: DecisionRecord{Decisions: norm, At: now, Leader: c.cfg.NodeID, Protocols: &mine}}
 	if _, err := c.applyCommand(cmd); err != nil {
 		c.logger.Warn("commit decisions", "err", err)
 		return
 	}
 	c.commits.Add(1)
+}
+
+// decide is one tick's decisions: policy.Tick on the snapshot, with the
+// hand-offs the committed decisions admitted and that are under way kept
+// (policy.KeepAdmittedHandoffs): the snapshot counts a moving checkpoint's
+// bytes as if none were sent, so re-deciding from scratch would flip an
+// admitted move to "degraded" as its deadline nears.
+func decide(st *State, hazards map[policy.NodeID]policy.HazardEstimate, tel Telemetry, params policy.Params, now time.Time) policy.Decisions {
+	snap := buildSnapshot(st, hazards, tel, params)
+	return policy.KeepAdmittedHandoffs(st.Decisions.Decisions, policy.Tick(snap, now), snap, now)
 }
 
 // applyCommand applies cmd on this node as leader.

@@ -280,3 +280,114 @@ func TestEventsTriggerImmediateTick(t *testing.T) {
 		t.Fatalf("ticks went from %d to %d on a job report", before, got)
 	}
 }
+
+// TestLeaderKeepsAdmittedHandoff runs the leader's decision step (decide)
+// over a scheduled hand-off a → b: once admitted and under way, the
+// decision stays admitted to b even when a fresh Tick, counting the whole
+// checkpoint as unsent close to the deadline, calls it infeasible; it is
+// released when b fails or the deadline passes.
+func TestLeaderKeepsAdmittedHandoff(t *testing.T) {
+	at := time.Date(2026, 1, 5, 9, 0, 0, 0, time.UTC)
+	deadline := at.Add(60 * time.Second)
+	const mbps = 10e6 // bytes/s on every access link
+	build := func(t *testing.T) *State {
+		st := newState()
+		must := func(cmd Command) {
+			t.Helper()
+			if _, err := applyTo(st, cmd); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for _, id := range []policy.NodeID{"a", "b"} {
+			must(UpsertNode{Node: NodeRecord{ID: id, GPUs: 2, Joined: at.Add(-time.Hour)}})
+		}
+		// 200 MB at 10 MB/s: 20 s of the 60 s notice.
+		must(SubmitJob{Job: JobRecord{Job: policy.Job{ID: "j", GPUs: 1, CheckpointBytes: 200e6}, Spec: JobSpec{Command: []string{"x"}}}})
+		must(SetDecisions{Decisions: DecisionRecord{At: at.Add(-time.Minute), Decisions: policy.Decisions{Placements: []policy.Placement{{Job: "j", To: "a"}}}}})
+		must(AnnounceReclaim{Reclaim: policy.Reclaim{Node: "a", Announced: at, Deadline: deadline}})
+		return st
+	}
+	tel := fixedTelemetry{
+		nodes: []NodeTelemetry{{ID: "a", FreeGPUs: 1, AccessLink: "acc-a"}, {ID: "b", FreeGPUs: 2, AccessLink: "acc-b"}},
+		links: []policy.Link{
+			{ID: "acc-a", A: "a", B: "sw", Capacity: mbps, Available: mbps, AvailableLow: mbps},
+			{ID: "acc-b", A: "b", B: "sw", Capacity: mbps, Available: mbps, AvailableLow: mbps},
+		},
+	}
+	params := policy.DefaultParams()
+	handoff := func(d policy.Decisions) policy.HandoffDecision {
+		t.Helper()
+		if len(d.Handoffs) != 1 {
+			t.Fatalf("hand-offs got %+v, want one for j", d.Handoffs)
+		}
+		return d.Handoffs[0]
+	}
+	migRate := func(d policy.Decisions) float64 {
+		for _, f := range d.Flows {
+			if f.Job == "j" && f.Class == policy.ClassMigration && f.To == "b" {
+				return f.Rate
+			}
+		}
+		return 0
+	}
+	// admit commits the first decision (as runTick does), so j is migrating.
+	admit := func(t *testing.T) (*State, policy.Decisions) {
+		st := build(t)
+		first := decide(st, nil, tel, params, at)
+		if h := handoff(first); h.To != "b" || !h.FinalCheckpoint || h.Degraded {
+			t.Fatalf("first decision got %+v, want admitted to b with a final checkpoint", h)
+		}
+		if migRate(first) <= 0 {
+			t.Fatalf("first decision has no migration flow to b: %+v", first.Flows)
+		}
+		if _, err := applyTo(st, SetDecisions{Decisions: DecisionRecord{At: at, Decisions: first}}); err != nil {
+			t.Fatal(err)
+		}
+		if j := st.Jobs["j"]; j.State != policy.JobMigrating {
+			t.Fatalf("job after the admitted decision got %v, want migrating", j.State)
+		}
+		return st, first
+	}
+	late := deadline.Add(-5 * time.Second) // 200 MB cannot fit in 5 s at 10 MB/s
+
+	t.Run("kept", func(t *testing.T) {
+		st, first := admit(t)
+		fresh := policy.Tick(buildSnapshot(st, nil, tel, params), late)
+		if h := handoff(fresh); !h.Degraded || h.To != "" {
+			t.Fatalf("a fresh Tick 5 s before the deadline got %+v, want degraded (the test's premise)", h)
+		}
+		got := decide(st, nil, tel, params, late)
+		if h := handoff(got); h.To != "b" || !h.FinalCheckpoint || h.Degraded {
+			t.Fatalf("leader's decision 5 s before the deadline got %+v, want still admitted to b", h)
+		}
+		if r, r0 := migRate(got), migRate(first); r < r0 {
+			t.Fatalf("kept flow rate got %g, want ≥ the admitted %g", r, r0)
+		}
+		for _, jd := range got.Jobs {
+			if jd.Job == "j" {
+				t.Fatalf("kept hand-off still carries a job decision %+v (last-chance checkpoint)", jd)
+			}
+		}
+	})
+	t.Run("released when the destination fails", func(t *testing.T) {
+		st, _ := admit(t)
+		if _, err := applyTo(st, RecordDeparture{Departure: Departure{Node: "b", At: late.Add(-time.Second), Kind: DepartureEmergency}}); err != nil {
+			t.Fatal(err)
+		}
+		if h := handoff(decide(st, nil, tel, params, late)); h.To == "b" || !h.Degraded {
+			t.Fatalf("decision after b failed got %+v, want degraded, not to b", h)
+		}
+	})
+	t.Run("released after the deadline", func(t *testing.T) {
+		st, _ := admit(t)
+		after := deadline.Add(time.Second)
+		got := decide(st, nil, tel, params, after)
+		want := policy.Tick(buildSnapshot(st, nil, tel, params), after)
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("decision after the deadline got %+v, want the fresh Tick's %+v", handoff(got), handoff(want))
+		}
+		if h := handoff(got); !h.Degraded {
+			t.Fatalf("decision after the deadline got %+v, want degraded", h)
+		}
+	})
+}

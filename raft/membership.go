@@ -207,7 +207,7 @@ func (c *Coordinator) reconcile(members []Member, now time.Time) error {
 		if at.Before(rec.Joined) {
 			at = rec.Joined
 		}
-		submit(RecordDeparture{Departure: Departure{Node: m.ID, At: at, Kind: kind}})
+		submit(RecordDeparture{Departure: Departure{Node: m.ID, At: at, Kind: kind, Graceful: m.Status == MemberLeft}})
 	}
 
 	// 2. Failure bookkeeping for the dead-server timeout.
@@ -297,9 +297,23 @@ func (c *Coordinator) reconcile(members []Member, now time.Time) error {
 		c.logger.Info("promoted to voter", "server", id)
 	}
 	if promoted && len(want) > 0 {
-		for _, id := range sortedIDs(servers) {
+		// A voter that is failing or about to leave goes first, and a
+		// healthy one only while the voters left could still elect a
+		// leader without the unhealthy ones: demoting a healthy voter next
+		// to a dead one leaves a configuration only the dead one can
+		// complete (quorum lost for good).
+		healthy := func(id policy.NodeID) bool {
+			if id == self {
+				return true
+			}
+			m, ok := byID[id]
+			_, reclaiming := st.Reclaims[id]
+			return ok && m.Status == MemberAlive && !reclaiming && c.heartbeatsOK(id)
+		}
+		for _, id := range demotionOrder(servers, want, self, healthy) {
 			s := servers[id]
-			if s.Suffrage != hraft.Voter || want[id] {
+			if id != self && !quorumAfterDemotion(servers, id, healthy) {
+				c.logger.Warn("not demoting voter yet: the voters left would need an unhealthy one for quorum", "server", id)
 				continue
 			}
 			if id == self {
@@ -390,6 +404,63 @@ func (c *Coordinator) reconcile(members []Member, now time.Time) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// demotionOrder lists the voters not in want: unhealthy ones first, then
+// this leader (which hands over rather than demoting itself), then healthy
+// ones, each group by ID.
+func demotionOrder(servers map[policy.NodeID]hraft.Server, want map[policy.NodeID]bool, self policy.NodeID, healthy func(policy.NodeID) bool) []policy.NodeID {
+	var sick, well []policy.NodeID
+	leaderToo := false
+	for _, id := range sortedIDs(servers) {
+		switch {
+		case servers[id].Suffrage != hraft.Voter || want[id]:
+		case id == self:
+			leaderToo = true
+		case healthy(id):
+			well = append(well, id)
+		default:
+			sick = append(sick, id)
+		}
+	}
+	if leaderToo {
+		sick = append(sick, self)
+	}
+	return append(sick, well...)
+}
+
+// quorumAfterDemotion reports whether the voters left after demoting id
+// hold a majority of healthy ones.
+func quorumAfterDemotion(servers map[policy.NodeID]hraft.Server, id policy.NodeID, healthy func(policy.NodeID) bool) bool {
+	voters, well := 0, 0
+	for other, s := range servers {
+		if s.Suffrage != hraft.Voter || other == id {
+			continue
+		}
+		voters++
+		if healthy(other) {
+			well++
+		}
+	}
+	return voters > 0 && well >= voters/2+1
+}
+
+// heartbeatsOK reports whether this leader's heartbeats to id are
+// succeeding.
+func (c *Coordinator) heartbeatsOK(id policy.NodeID) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	h := c.health[id]
+	return h == nil || h.failingSince.IsZero()
+}
+
+// forgetHeartbeats drops what an earlier term's heartbeats said: a voter
+// that failed then (a partition since healed) must not lose its vote to a
+// stale record when this node leads again.
+func (c *Coordinator) forgetHeartbeats() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	clear(c.health)
 }
 
 func sameNode(a, b NodeRecord) bool {

@@ -167,6 +167,18 @@ func (f *FSM) Decisions() DecisionRecord {
 	return f.state.Decisions.clone()
 }
 
+// RecordedProtocols returns the protocol settings the current decisions
+// were made with and the leader that made them; ok is false before any
+// leader recorded its own (all protocols on then).
+func (f *FSM) RecordedProtocols() (p Protocols, leader policy.NodeID, ok bool) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	if f.state.Decisions.Protocols == nil {
+		return DefaultProtocols(), f.state.Decisions.Leader, false
+	}
+	return *f.state.Decisions.Protocols, f.state.Decisions.Leader, true
+}
+
 // NodeView is what concerns one node: the jobs it hosts and their P1
 // decisions, the flows it sends or receives, the placements onto it and
 // the hand-offs from or to it.

@@ -141,6 +141,18 @@ type JobRecord struct {
 	Restarts int
 	// Started reports whether the job was ever placed.
 	Started bool
+	// Displaced is set while the job waits for recovery after its node
+	// left (the state machine fills it at the departure and clears it at
+	// the placement, when it records the outcome in the reclaim history).
+	Displaced Displacement `json:",omitzero"`
+}
+
+// Displacement is the departure that took a job's node away.
+type Displacement struct {
+	From policy.NodeID
+	// At is the departure; Announced the key of its history entry.
+	At        time.Time
+	Announced time.Time
 }
 
 // Checkpoint is one version of one job's checkpoint in the catalogue.
@@ -184,6 +196,13 @@ type Departure struct {
 	Node policy.NodeID
 	At   time.Time
 	Kind DepartureKind
+	// Notice is the scheduled reclaim's notice (deadline − announcement),
+	// filled in by the state machine from the pending reclaim; 0 for an
+	// emergency (and in entries from before it was kept).
+	Notice time.Duration `json:",omitempty"`
+	// Graceful is set when the node announced its leave in gossip (an
+	// agent stopped without a reclaim) rather than failing.
+	Graceful bool `json:",omitempty"`
 }
 
 // Interval is a stretch of time [From, To); a zero To is still open.
@@ -201,6 +220,9 @@ type DecisionRecord struct {
 	// At is the control period's time; Leader the node that decided.
 	At     time.Time
 	Leader policy.NodeID
+	// Protocols are the switches and fixed interval the leader decided
+	// with (nil in records from before they were kept: all on).
+	Protocols *Protocols `json:",omitempty"`
 }
 
 // State is a full copy of the replicated state. Nothing in it is shared
@@ -241,9 +263,42 @@ type ReclaimReport struct {
 	UsedFor   time.Duration
 	// Left is when the node left (zero until then).
 	Left time.Time `json:",omitzero"`
+	// Detected is set when the departure was found by failure detection
+	// (the node left without a scheduled reclaim); ClusterOnly while the
+	// entry holds only what the cluster recorded (the owner's report has
+	// not arrived: an emergency's may come when the agent starts again).
+	Detected    bool `json:",omitempty"`
+	ClusterOnly bool `json:",omitempty"`
+	// Graceful: the node without a reclaim left announcing it in gossip
+	// (its agent was stopped) instead of failing.
+	Graceful bool `json:",omitempty"`
+	// Jobs is what the cluster did with each job of the node: the
+	// destination, the replica it restored from and the work lost. The
+	// state machine records it (MoveJob, placements after the departure);
+	// an owner's report never replaces it.
+	Jobs []JobOutcome `json:",omitempty"`
+}
+
+// JobOutcome is what happened to one job of a reclaimed or departed node.
+type JobOutcome struct {
+	Job policy.JobID
+	To  policy.NodeID `json:",omitempty"`
+	// HandedOff: moved by a hand-off before the node left (nothing lost).
+	HandedOff bool `json:",omitempty"`
+	// Replica and Version: the committed checkpoint the job restored from
+	// (a recovery); both empty when no replica survived and the job
+	// restarted from the beginning.
+	Replica policy.NodeID `json:",omitempty"`
+	Version uint64        `json:",omitempty"`
+	// LostWork is the work lost: from the restored version's commit (or
+	// the job's submission without a replica) to the departure.
+	LostWork time.Duration `json:",omitempty"`
+	// At is when the job was placed or moved.
+	At time.Time `json:",omitzero"`
 }
 
 func (r ReclaimReport) clone() ReclaimReport {
+	r.Jobs = slices.Clone(r.Jobs)
 	r.Moved = slices.Clone(r.Moved)
 	r.Degraded = slices.Clone(r.Degraded)
 	r.Finished = slices.Clone(r.Finished)
@@ -321,6 +376,10 @@ func (n NodeRecord) clone() NodeRecord {
 
 func (d DecisionRecord) clone() DecisionRecord {
 	d.Decisions = cloneDecisions(d.Decisions)
+	if d.Protocols != nil {
+		p := *d.Protocols
+		d.Protocols = &p
+	}
 	return d
 }
 

@@ -128,7 +128,7 @@ func (w *World) minPathAvail(a, b int, from, to float64) float64 {
 	for _, li := range w.path(a, b) {
 		l := w.links[li]
 		m = math.Min(m, l.avail)
-		samples := w.bwByLink[li]
+		samples := w.linkSamples(li)
 		for k := sort.Search(len(samples), func(k int) bool { return samples[k].T >= from }); k < len(samples) && samples[k].T <= to; k++ {
 			m = math.Min(m, math.Min(l.capacity, samples[k].AvailableMbs*1e6/8))
 		}

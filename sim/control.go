@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"math"
 	"time"
 
 	"github.com/reclaimnet/reclaimnet/policy"
@@ -66,7 +67,36 @@ func (e *Engine) control() {
 				}
 			}
 		}
+		// Under enforcement every transfer is paced. One the plan gave
+		// no rate (none yet) goes at what its path leaves to migration
+		// (the available bandwidth, within P3's reservation), never
+		// greedy: an unpaced 1 Gbit/s restore starved research traffic.
+		for _, f := range w.flows {
+			if f.kind != flowCheckpoint && f.rateCap <= 0 {
+				f.rateCap = e.migrationRoom(f.links)
+				e.dirty = true
+			}
+		}
 	}
+}
+
+// migrationRoom returns what a path leaves to migration: the smallest
+// over its links of min(available, capacity − β3·capacity) (SPEC P3.2
+// with Bmin 0), at least 1 byte/s so the transfer still moves.
+func (e *Engine) migrationRoom(links []int) float64 {
+	beta := policy.DefaultParams().BetaP3
+	if tc, ok := e.ctrl.(*TickController); ok && tc.Params.Switches.P3 {
+		beta = tc.Params.BetaP3
+	}
+	room := math.Inf(1)
+	for _, li := range links {
+		l := e.w.links[li]
+		room = math.Min(room, math.Min(l.avail, l.capacity*(1-beta)))
+	}
+	if math.IsInf(room, 1) {
+		return 0 // no link: nothing to pace
+	}
+	return math.Max(room, 1)
 }
 
 // usable reports whether node ni can take job j now.
@@ -136,7 +166,9 @@ func (e *Engine) applyPlacement(p policy.Placement) {
 		e.push(w.now+j.restartS, evRestartDone, ji, j.gen)
 		return
 	}
-	// Recovering: restore from the named replica, else the freshest one.
+	// Recovering: restore from the named replica, else the freshest one;
+	// a placement that names none (the policy found no usable copy)
+	// starts over, as the agent would: only a named holder pushes.
 	src := -1
 	if fi, ok := w.nodeIdx[p.From]; ok && p.From != "" && w.nodes[fi].up {
 		for _, r := range j.replicas {
@@ -145,7 +177,7 @@ func (e *Engine) applyPlacement(p policy.Placement) {
 			}
 		}
 	}
-	if src < 0 {
+	if src < 0 && p.From != "" {
 		for _, r := range j.replicas {
 			if w.nodes[r].up {
 				src = r

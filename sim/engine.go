@@ -226,7 +226,9 @@ type World struct {
 	adj     map[string][]int // vertex -> links
 	snap    policy.Snapshot  // slices reused by Snapshot
 	paths   map[[2]int][]int
-	// bwByLink holds each link's samples in time order (for the oracle).
+	// bwByLink holds each link's samples in time order, built on first
+	// use (only the oracle reads the future; at 500 nodes building it for
+	// every policy cost 3 CPU-s and a copy of every sample).
 	bwByLink  [][]BandwidthRec
 	depByNode [][]DepartureRec
 }
@@ -314,11 +316,6 @@ func NewEngine(tr *Trace, ctrl Controller, opts Options) (*Engine, error) {
 	w.nodeIdx[StorageNode] = len(w.nodes)
 	w.nodes = append(w.nodes, &simNode{rec: NodeRec{ID: StorageNode, Building: "core", AccessLink: "acc-" + StorageNode}, id: StorageNode, up: true, storage: true})
 	addLink(LinkRec{ID: "acc-" + StorageNode, A: StorageNode, B: "core", CapacityMbs: 10000})
-	w.bwByLink = make([][]BandwidthRec, len(w.links))
-	for _, b := range tr.Bandwidth {
-		i := w.linkIdx[b.Link]
-		w.bwByLink[i] = append(w.bwByLink[i], b)
-	}
 	w.depByNode = make([][]DepartureRec, len(w.nodes))
 	for _, d := range tr.Departures {
 		i := w.nodeIdx[policy.NodeID(d.Node)]
@@ -1058,4 +1055,23 @@ func (j *simJob) refreshReplicas() {
 	}
 	sort.Ints(nodes)
 	j.replicas = append(j.replicas, nodes...)
+}
+
+// linkSamples returns link li's bandwidth samples in time order.
+func (w *World) linkSamples(li int) []BandwidthRec {
+	if w.bwByLink == nil {
+		count := make([]int, len(w.links))
+		for _, b := range w.Trace.Bandwidth {
+			count[w.linkIdx[b.Link]]++
+		}
+		w.bwByLink = make([][]BandwidthRec, len(w.links))
+		for i, n := range count {
+			w.bwByLink[i] = make([]BandwidthRec, 0, n)
+		}
+		for _, b := range w.Trace.Bandwidth {
+			i := w.linkIdx[b.Link]
+			w.bwByLink[i] = append(w.bwByLink[i], b)
+		}
+	}
+	return w.bwByLink[li]
 }

@@ -150,6 +150,9 @@ func (c *TickController) Control(w *World, now time.Time) Plan {
 		for i := range d.Jobs {
 			jd := &d.Jobs[i]
 			j := byID[jd.Job]
+			if jd.Interval == policy.RescueInterval && reclaimed(snap, j.Node) {
+				continue // P1.6's last-chance checkpoint, not an interval
+			}
 			iv := c.IntervalOverride(j, now)
 			// B7 keeps P1's constraints (P1.5): the network floor
 			// C/(β·b) on the bandwidth the allocator gave the job, and
@@ -303,3 +306,13 @@ func TimeVaryingInterval(tr *Trace) func(policy.Job, time.Time) time.Duration {
 }
 
 func sortFloats(v []float64) { sort.Float64s(v) }
+
+// reclaimed reports whether node has a pending reclaim in the snapshot.
+func reclaimed(s policy.Snapshot, node policy.NodeID) bool {
+	for _, r := range s.Reclaims {
+		if r.Node == node {
+			return true
+		}
+	}
+	return false
+}

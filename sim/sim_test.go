@@ -298,6 +298,49 @@ func TestBoundsOverSeeds(t *testing.T) {
 	}
 }
 
+// TestReclaimNetBelowSlurmOverSeeds checks, on the calibrated two-month
+// traces of seeds 1–3 (means, as the table reports them), that ReclaimNet
+// loses less work than Slurm requeue (B1′) and random destination (B4).
+// The Bamboo-like model (B1) and no-enforcement (B5) lose less in this
+// model (docs/sim.md says why); the comparison with them is logged. The
+// ten-day traces of TestBoundsOverSeeds have 5–15 interruptions each, too
+// few for an order between online policies to mean anything.
+func TestReclaimNetBelowSlurmOverSeeds(t *testing.T) {
+	if testing.Short() {
+		t.Skip("three two-month traces; skipped with -short")
+	}
+	t.Parallel()
+	keys := []string{"b1p", "b4", "b1", "b5", "reclaimnet"}
+	mean := map[string]float64{}
+	seeds := []uint64{1, 2, 3}
+	for _, seed := range seeds {
+		c := DefaultGenConfig()
+		c.Seed = seed
+		tr, err := Generate(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, k := range keys {
+			r, err := RunPolicy(tr, k, DefaultOptions(), seed, Tuning{})
+			if err != nil {
+				t.Fatalf("seed %d %s: %v", seed, k, err)
+			}
+			mean[k] += r.WorkLossGPUh / float64(len(seeds))
+		}
+	}
+	t.Logf("mean work loss GPU-h over seeds %v: %v", seeds, mean)
+	for _, k := range []string{"b1p", "b4"} {
+		if mean["reclaimnet"] >= mean[k] {
+			t.Errorf("ReclaimNet lost %.3f GPU-h on average, not less than %s's %.3f", mean["reclaimnet"], k, mean[k])
+		}
+	}
+	for _, k := range []string{"b1", "b5"} {
+		if mean["reclaimnet"] >= mean[k] {
+			t.Logf("ReclaimNet %.3f GPU-h is not below %s's %.3f (logged, not asserted; docs/sim.md)", mean["reclaimnet"], k, mean[k])
+		}
+	}
+}
+
 // TestGoldenTranscripts replays the hand-written traces in testdata and
 // compares the printed table with the golden file (-rewrite updates it).
 func TestGoldenTranscripts(t *testing.T) {

@@ -58,6 +58,31 @@ func cpuSeconds() float64 {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds()
 }
 
+// machineCPU returns the machine's busy and total CPU time so far (jiffies,
+// from /proc/stat; idle and iowait count as not busy), or zeros.
+func machineCPU() (busy, total float64) {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0, 0
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	fs := strings.Fields(line)
+	if len(fs) < 6 || fs[0] != "cpu" {
+		return 0, 0
+	}
+	for i, f := range fs[1:] {
+		if i >= 8 {
+			break // guest time is already in user time
+		}
+		v, _ := strconv.ParseFloat(f, 64)
+		total += v
+		if i != 3 && i != 4 { // idle, iowait
+			busy += v
+		}
+	}
+	return busy, total
+}
+
 func mbit(bytes int64, d time.Duration) float64 { return float64(bytes) * 8 / d.Seconds() / 1e6 }
 
 // delivery records when the receiver had 10 % and 90 % of the payload
@@ -327,8 +352,10 @@ func figPacing(t *testing.T, random string) {
 			t.Fatal(err)
 		}
 		time.Sleep(500 * time.Millisecond) // skip the handshake and first fill
-		var windows, blocked []float64
+		var windows, blocked, procCPU, busy []float64
 		prev, tprev, wprev := tr.Stats().WireBytes, time.Now(), tr.writeNanos.Load()
+		cpuPrev, busyPrev, totalPrev := cpuSeconds(), 0.0, 0.0
+		busyPrev, totalPrev = machineCPU()
 		for len(windows) < 5 {
 			select {
 			case <-tr.Done():
@@ -344,7 +371,12 @@ func figPacing(t *testing.T, random string) {
 			// Stream writes run on Streams workers at once: their blocked
 			// time per worker and second.
 			blocked = append(blocked, float64(wcur-wprev)/float64(now.Sub(tprev))/float64(c.cfg.Streams))
-			prev, tprev, wprev = cur, now, wcur
+			// Both ends' CPU (cores) and how busy the whole machine was.
+			cpuCur := cpuSeconds()
+			procCPU = append(procCPU, (cpuCur-cpuPrev)/now.Sub(tprev).Seconds())
+			b, tot := machineCPU()
+			busy = append(busy, (b-busyPrev)/max(tot-totalPrev, 1))
+			prev, tprev, wprev, cpuPrev, busyPrev, totalPrev = cur, now, wcur, cpuCur, b, tot
 		}
 	report:
 		tr.Cancel()
@@ -358,6 +390,8 @@ func figPacing(t *testing.T, random string) {
 		}
 		fmt.Printf("FIGURE pacing %.0f Mbit/s: %d windows of 1 s, mean %.3f, min %.3f, max %.3f of the rate; windows %s; stream writes blocked (per worker) %s, %.2f in the lowest window\n",
 			mbps, len(windows), sum/float64(len(windows)), lo, hi, fmtFloats(windows), fmtFloats(blocked), loBlocked)
+		fmt.Printf("FIGURE pacing %.0f Mbit/s CPU per window: this process (both ends, cores) %s; whole machine busy (fraction of all %d cores) %s\n",
+			mbps, fmtFloats(procCPU), runtime.NumCPU(), fmtFloats(busy))
 		waitFor(t, 10*time.Second, "receiver clean-up", func() bool { return len(b.store.Pending()) == 0 })
 	}
 }
@@ -481,6 +515,9 @@ func figNetns(t *testing.T, random string) {
 		name string
 		bits float64
 	}{{"1gbit", 1e9}, {"240mbit", 240e6}} {
+		if only := os.Getenv("RECLAIMNET_FIGURES_SHAPES"); only != "" && !strings.Contains(only, shape.name) {
+			continue
+		}
 		if err := sh(fmt.Sprintf("tc qdisc replace dev %s root tbf rate %s burst 1mb latency 50ms", va, shape.name)); err != nil {
 			fmt.Printf("FIGURE netns: not measured: %v\n", err)
 			return
@@ -496,8 +533,10 @@ func figNetns(t *testing.T, random string) {
 			}
 			return s
 		}
-		for _, early := range []bool{false, true} {
-			figNetnsOnce(t, random, shape.name, shape.bits, early, inNS, peer)
+		// The previous commit (one syncfs) first, then the default
+		// (background fsync per chunk), side by side in this run.
+		for _, syncfs := range []bool{true, false} {
+			figNetnsOnce(t, random, shape.name, shape.bits, syncfs, inNS, peer)
 		}
 		d, cpu, rec := rawQUIC(t, random, peer, func(fn func()) {
 			if err := inNetns(ns, fn); err != nil {
@@ -511,12 +550,13 @@ func figNetns(t *testing.T, random string) {
 }
 
 // figNetnsOnce sends the file once over the shaped veth and prints its
-// figures; early turns on the receiver store's EarlyWriteback.
-func figNetnsOnce(t *testing.T, random, shape string, bits float64, early bool, inNS func(*node) *Server, peer string) {
+// figures; syncfs gives the receiver's store CommitSyncfs (the commit
+// before background fsync).
+func figNetnsOnce(t *testing.T, random, shape string, bits float64, syncfs bool, inNS func(*node) *Server, peer string) {
 	fi, _ := os.Stat(random)
-	listenEarly := func(n *node) *Server {
-		if early {
-			st, err := ckpt.Open(ckpt.Config{Root: t.TempDir(), Chunker: ckpt.DefaultChunker, EarlyWriteback: true})
+	listen := func(n *node) *Server {
+		if syncfs {
+			st, err := ckpt.Open(ckpt.Config{Root: t.TempDir(), Chunker: ckpt.DefaultChunker, CommitSyncfs: true})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -524,20 +564,20 @@ func figNetnsOnce(t *testing.T, random, shape string, bits float64, early bool, 
 		}
 		return inNS(n)
 	}
-	name := shape
-	if early {
-		name += " receiver-EarlyWriteback"
+	name := shape + " receiver-fsync-per-chunk"
+	if syncfs {
+		name = shape + " receiver-CommitSyncfs"
 	}
 	{
 		shape := struct {
 			name string
 			bits float64
 		}{name, bits}
-		d, cpu, st, rec := sendFileSteady(t, random, listenEarly, func(s *Server) string { return net.JoinHostPort(peer, strconv.Itoa(s.Addr().Port)) }, CompressAuto)
+		d, cpu, st, rec := sendFileSteady(t, random, listen, func(s *Server) string { return net.JoinHostPort(peer, strconv.Itoa(s.Addr().Port)) }, CompressAuto)
 		g, ss := mbit(fi.Size(), d), rec.steady()
 		fmt.Printf("FIGURE netns veth tbf %s reclaimnet-transfer: %d MiB in %.2fs (Send→DONE) = %.0f Mbit/s = %.1f%% of the shaped rate; steady state (10%%→90%% of the bytes stored at the receiver) %.0f Mbit/s = %.1f%%; %.2f CPU s/GB\n",
 			shape.name, fi.Size()>>20, d.Seconds(), g, 100*g*1e6/shape.bits, ss, 100*ss*1e6/shape.bits, cpu/(float64(fi.Size())/1e9))
-		fmt.Printf("FIGURE netns veth tbf %s reclaimnet-transfer phases: Send→first chunk stored %.0f ms, first→last chunk stored %.2f s, last chunk stored→DONE read (commit incl. syncfs) %.0f ms\n",
+		fmt.Printf("FIGURE netns veth tbf %s reclaimnet-transfer phases: Send→first chunk stored %.0f ms, first→last chunk stored %.2f s, last chunk stored→DONE read (commit) %.0f ms\n",
 			shape.name, ms(rec.tFirst.Sub(rec.tStart)), rec.tAll.Sub(rec.tFirst).Seconds(), ms(rec.tEnd.Sub(rec.tAll)))
 		fmt.Printf("FIGURE netns veth tbf %s reclaimnet-transfer wire: %d QUIC packets (%.0f bytes avg), %d lost (%.2f%%); payload is %.1f%% of the bytes tbf counted (QUIC + UDP/IP/Ethernet headers)\n",
 			shape.name, st.PacketsSent, float64(st.QUICBytesSent)/float64(max(st.PacketsSent, 1)), st.PacketsLost, 100*float64(st.PacketsLost)/float64(max(st.PacketsSent, 1)),

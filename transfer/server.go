@@ -389,12 +389,13 @@ func (s *Server) handle(conn *quic.Conn) {
 			return
 		}
 	}
+	t0 := time.Now()
 	if err := store.Commit(m); err != nil {
 		abort()
 		s.failStore(fail, err)
 		return
 	}
-	log.Info("transfer: committed", "bytes", m.TotalSize())
+	log.Info("transfer: committed", "bytes", m.TotalSize(), "commit", time.Since(t0))
 	if s.hooks.OnCommit != nil {
 		s.hooks.OnCommit(peer, off.class, m)
 	}

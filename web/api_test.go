@@ -93,6 +93,21 @@ func TestStatusEndpoint(t *testing.T) {
 	if s.Counters != want.Counters || s.Control.CheckpointBudget != want.Control.CheckpointBudget {
 		t.Errorf("got counters %+v budget %v, want %+v %v", s.Counters, s.Control.CheckpointBudget, want.Counters, want.Control.CheckpointBudget)
 	}
+	if s.Cluster.Protocols != want.Cluster.Protocols {
+		t.Errorf("protocols: got %+v, want %+v", s.Cluster.Protocols, want.Cluster.Protocols)
+	}
+	var raw struct {
+		Cluster struct {
+			Protocols map[string]any `json:"protocols"`
+		} `json:"cluster"`
+	}
+	_, body := do(t, h, http.MethodGet, "/v1/status", "", nil)
+	if err := json.Unmarshal([]byte(body), &raw); err != nil {
+		t.Fatal(err)
+	}
+	if p := raw.Cluster.Protocols; p["p2"] != false || p["p1"] != true || p["decided_by"] != "n1" || p["agree"] != false || p["fixed_interval_ns"] != float64(10*time.Minute) {
+		t.Errorf("/v1/status cluster.protocols: got %v, want p1 on, p2 off, decided by n1, not agreeing, 10m fixed interval", p)
+	}
 }
 
 func TestMembersEndpoint(t *testing.T) {
@@ -196,6 +211,8 @@ func TestReclaimsEndpoint(t *testing.T) {
 	}
 	if len(r.History) != 1 || !r.History[0].Emergency || len(r.History[0].Jobs) != 1 || !r.History[0].Jobs[0].Degraded {
 		t.Errorf("history: got %+v, want one emergency with a degraded job", r.History)
+	} else if h := r.History[0]; !h.Detected || h.OwnerReport || h.Jobs[0].Replica != "n4" || h.Jobs[0].Version != 3 || h.Jobs[0].To != "n2" || h.Jobs[0].WorkLost != 4*time.Minute {
+		t.Errorf("history entry %+v: want found by detection, no owner's report yet, vit to n2 from n4's v3 with 4m lost", h)
 	}
 	if len(r.KillSwitches) != 4 || r.KillSwitches[2] != (KillSwitchState{Node: "n3", Mode: KillSwitchSoft, Drops: 17}) {
 		t.Errorf("kill-switches: got %+v, want 4 with n3 soft and 17 drops", r.KillSwitches)

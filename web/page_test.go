@@ -116,6 +116,16 @@ func TestPageWithoutJavaScript(t *testing.T) {
 	if !strings.Contains(page, "emergency: recovered from replica v3") || !strings.Contains(page, "down 1m01s") {
 		t.Errorf("reclaim history lacks the owner's report")
 	}
+	// ... and the cluster's record: replica, version, detection.
+	for _, want := range []string{"(from the replica on n4)", "v3</span>", "found by failure detection", "no owner's report yet", "lost 4m00s"} {
+		if !strings.Contains(page, want) {
+			t.Errorf("reclaim history lacks %q", want)
+		}
+	}
+	// The protocol switches in force, and this node's differing own.
+	if !strings.Contains(page, "<b>p1,p3 (P2 off: random destination)</b>") || !strings.Contains(page, "(leader n1)") || !strings.Contains(page, "this node: p1,p2,p3") {
+		t.Errorf("page lacks the protocol switches in force and the disagreement")
+	}
 
 	res, live := do(t, h, http.MethodGet, "/ui/live", "", nil)
 	if res.StatusCode != http.StatusOK || strings.Contains(live, "<html") || !strings.Contains(live, `id="job-llama-ft"`) {

@@ -129,6 +129,8 @@ func scenarioA() Status {
 				{From: "sci", To: "eng", Available: 28_000_000, AvailableLow: 20_000_000, Capacity: 125_000_000},
 				{From: "sci", To: "sci", Available: 95_000_000, AvailableLow: 80_000_000},
 			},
+			Protocols: Protocols{P1: true, P3: true, FixedInterval: 10 * time.Minute, Summary: "p1,p3 (P2 off: random destination)",
+				DecidedBy: "n1", Local: "p1,p2,p3"},
 		},
 		Jobs: []Job{
 			{
@@ -169,7 +171,8 @@ func scenarioA() Status {
 			History: []ReclaimRecord{{
 				Reclaim:  policy.Reclaim{Node: "n5", Announced: now.Add(-2 * time.Hour), Deadline: now.Add(-2 * time.Hour)},
 				Released: now.Add(-2*time.Hour + 700*time.Microsecond), OnTime: true,
-				Jobs: []ReclaimOutcome{{Job: "vit", To: "n2", Degraded: true, Reason: "emergency: recovered from replica v3", WorkLost: 4 * time.Minute, Downtime: 61 * time.Second}},
+				Jobs:     []ReclaimOutcome{{Job: "vit", To: "n2", Replica: "n4", Version: 3, Degraded: true, Reason: "emergency: recovered from replica v3", WorkLost: 4 * time.Minute, Downtime: 61 * time.Second}},
+				Detected: true,
 			}},
 		},
 		Decisions: []Decision{

@@ -67,6 +67,28 @@ type Cluster struct {
 	// Bandwidth is the available bandwidth between buildings (the smoothed
 	// estimate and its lower confidence bound), one entry per ordered pair.
 	Bandwidth []BuildingBandwidth `json:"bandwidth"`
+	// Protocols are the protocol switches in force (the paper's ablation).
+	Protocols Protocols `json:"protocols"`
+}
+
+// Protocols are the protocol switches the leader decides with, which
+// apply to the whole cluster, next to this node's own setting (used when
+// it leads).
+type Protocols struct {
+	P1 bool `json:"p1"`
+	P2 bool `json:"p2"`
+	P3 bool `json:"p3"`
+	// FixedInterval is every job's interval while P1 is off.
+	FixedInterval time.Duration `json:"fixed_interval_ns"`
+	// Summary says it in words ("p1,p3 (P2 off: random destination)").
+	Summary string `json:"summary"`
+	// DecidedBy is the leader that recorded them; empty before any did
+	// (all on).
+	DecidedBy policy.NodeID `json:"decided_by,omitempty"`
+	// Local is this node's own setting in the same words; Agree is set
+	// when it equals the one in force.
+	Local string `json:"local"`
+	Agree bool   `json:"agree"`
 }
 
 // MemberState is a member's gossip state.
@@ -231,12 +253,25 @@ type ReclaimRecord struct {
 	OnTime bool `json:"on_time"`
 	// Jobs is the owner's report: what happened to each job.
 	Jobs []ReclaimOutcome `json:"jobs"`
+	// Detected is set when the cluster found the departure by failure
+	// detection; OwnerReport when the owner's report reached the cluster
+	// (an emergency's may arrive later, when the agent starts again).
+	Detected    bool `json:"detected"`
+	OwnerReport bool `json:"owner_report"`
+	// Graceful: a departure without a reclaim whose node announced its
+	// leave (its agent was stopped) instead of failing.
+	Graceful bool `json:"graceful,omitempty"`
 }
 
 // ReclaimOutcome is what happened to one job in a reclaim.
 type ReclaimOutcome struct {
 	Job policy.JobID  `json:"job"`
 	To  policy.NodeID `json:"to,omitempty"`
+	// Replica is the node the job restored from and Version the
+	// checkpoint version (a recovery; empty for a hand-off or a restart
+	// without any replica).
+	Replica policy.NodeID `json:"replica,omitempty"`
+	Version uint64        `json:"version,omitempty"`
 	// FinalCheckpoint is set when a zero-loss final checkpoint was taken;
 	// Degraded when the job recovered from an older replica, with Reason.
 	FinalCheckpoint bool   `json:"final_checkpoint"`

@@ -19,7 +19,7 @@ func TestDegradedHandoffStopsThenRecovers(t *testing.T) {
 	host := tc.waitRunning("train", "")
 	tc.waitCommitted("train", 1)
 	now := time.Now()
-	tc.submit(raft.AnnounceReclaim{Reclaim: policy.Reclaim{Node: host, Announced: now, Deadline: now.Add(time.Millisecond)}})
+	tc.submitVia(host, raft.AnnounceReclaim{Reclaim: policy.Reclaim{Node: host, Announced: now, Deadline: now.Add(time.Millisecond)}})
 	var h policy.HandoffDecision
 	eventually(t, 20*time.Second, "a hand-off decision for the job", func() bool {
 		for _, d := range tc.state().Decisions.Handoffs {

@@ -171,6 +171,9 @@ type testCluster struct {
 	script  string
 	since   time.Time
 	supCfg  supervisor.Config
+	// switches are every coordinator's protocol switches (P1 off by
+	// default: the fixed testInterval keeps the suite short).
+	switches policy.Switches
 }
 
 func testLogger(t *testing.T) *slog.Logger {
@@ -185,6 +188,12 @@ func testLogger(t *testing.T) *slog.Logger {
 // reconcile of the gossip view. A node with 0 GPUs never hosts a job.
 func newCluster(t *testing.T, gpus []int, supCfg supervisor.Config) *testCluster {
 	t.Helper()
+	return newClusterSwitches(t, gpus, supCfg, policy.Switches{P1: false, P2: true, P3: true})
+}
+
+// newClusterSwitches is newCluster with the leaders' protocol switches.
+func newClusterSwitches(t *testing.T, gpus []int, supCfg supervisor.Config, sw policy.Switches) *testCluster {
+	t.Helper()
 	dev, err := pki.NewDev()
 	if err != nil {
 		t.Fatal(err)
@@ -192,7 +201,7 @@ func newCluster(t *testing.T, gpus []int, supCfg supervisor.Config) *testCluster
 	dir := t.TempDir()
 	tc := &testCluster{t: t, dev: dev, gossip: &gossipView{members: map[policy.NodeID]raft.Member{}, free: map[policy.NodeID]int{}},
 		nodes: map[policy.NodeID]*testNode{}, stepLog: filepath.Join(dir, "steps.log"), script: filepath.Join(dir, "job.sh"),
-		since: time.Now().Add(-time.Hour), supCfg: supCfg}
+		since: time.Now().Add(-time.Hour), supCfg: supCfg, switches: sw}
 	if err := os.WriteFile(tc.script, []byte(stepJob), 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -219,7 +228,7 @@ func (tc *testCluster) start(id policy.NodeID, bootstrap bool, gpus int) *testNo
 	// Loopback TLS on a loaded machine: keep elections calm.
 	rc.HeartbeatTimeout, rc.ElectionTimeout, rc.LeaderLeaseTimeout = 200*time.Millisecond, 200*time.Millisecond, 100*time.Millisecond
 	rc.NodeID, rc.TLS, rc.Bootstrap, rc.Telemetry = id, b, bootstrap, tc.gossip
-	rc.Params.Switches.P1 = false
+	rc.Params.Switches = tc.switches
 	rc.Params.FixedInterval = testInterval
 	rc.Logger = testLogger(t)
 	rc.RaftLogLevel = slog.LevelError
@@ -311,10 +320,17 @@ func (tc *testCluster) state() *raft.State { return tc.any().coord.FSM().State()
 
 func (tc *testCluster) submit(cmd raft.Command) {
 	tc.t.Helper()
+	tc.submitVia(tc.any().id, cmd)
+}
+
+// submitVia submits cmd through node's coordinator (a command about a
+// node, such as its reclaim, must come from that node).
+func (tc *testCluster) submitVia(node policy.NodeID, cmd raft.Command) {
+	tc.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
-	if _, err := tc.any().coord.Submit(ctx, cmd); err != nil {
-		tc.t.Fatalf("submit %s: %v", cmd.Kind(), err)
+	if _, err := tc.nodes[node].coord.Submit(ctx, cmd); err != nil {
+		tc.t.Fatalf("submit %s via %s: %v", cmd.Kind(), node, err)
 	}
 }
 

@@ -87,7 +87,7 @@ func TestPeriodicCheckpointsThenScheduledHandoff(t *testing.T) {
 
 	// (c) Scheduled reclaim of the host: hand-off with a final checkpoint.
 	now := time.Now()
-	tc.submit(raft.AnnounceReclaim{Reclaim: policy.Reclaim{Node: host, Announced: now, Deadline: now.Add(60 * time.Second)}})
+	tc.submitVia(host, raft.AnnounceReclaim{Reclaim: policy.Reclaim{Node: host, Announced: now, Deadline: now.Add(60 * time.Second)}})
 	dest := tc.waitRunning("train", host)
 	if dest != other {
 		t.Fatalf("job moved to %s, want the standby %s", dest, other)

@@ -45,6 +45,12 @@ type Config struct {
 	Logger *slog.Logger
 	// Now is the clock for catalogue times; nil means time.Now.
 	Now func() time.Time
+	// Since is when this node's current membership began as gossip
+	// announces it (the agent's start, mesh.Meta.Started). When set, the
+	// manager starts no job and no push before the replicated registry
+	// records that membership (see waitCurrent): a restarted node must
+	// not act on the Raft state it replays locally. Zero skips the wait.
+	Since time.Time
 }
 
 // Validate reports a configuration that cannot work (zero durations and a
@@ -102,6 +108,7 @@ type Manager struct {
 	pushes   map[pushKey]*push        // recovery pushes this node makes as a holder
 	live     map[policy.JobID]bool    // jobs marked live in the store
 	ended    map[policy.JobID]JobView // last view of workers that ended
+	past     []TransferView           // finished transfers no longer listed, oldest first (at most pastTransfers)
 	running  bool
 }
 
@@ -161,6 +168,9 @@ func (m *Manager) Run(ctx context.Context) error {
 		wg.Wait()
 		close(exits)
 	}()
+	if !m.waitCurrent(ctx) {
+		return nil
+	}
 	for {
 		ch := m.cfg.Coord.Changed()
 		st := m.cfg.Coord.State()
@@ -175,6 +185,7 @@ func (m *Manager) Run(ctx context.Context) error {
 				delete(m.workers, w.id)
 			}
 			m.ended[w.id] = w.view(m.cfg.Now())
+			m.archiveLocked(w.pushes...)
 			if w.result.reason != "" {
 				m.finished[w.id] = w.result
 			}
@@ -258,6 +269,7 @@ func (m *Manager) recoveryPushes(ctx context.Context, st *raft.State, wg *sync.W
 	}
 	for key, p := range m.pushes {
 		if p.done && !wanted[key] {
+			m.archiveLocked(p)
 			delete(m.pushes, key) // its placement is history
 		}
 	}
@@ -293,6 +305,7 @@ func (m *Manager) recoveryPushes(ctx context.Context, st *raft.State, wg *sync.W
 			ps.err = err
 			ps.done = true
 			if err != nil {
+				m.archiveLocked(ps)
 				delete(m.pushes, key) // the next state change retries
 			}
 			m.mu.Unlock()
@@ -341,15 +354,24 @@ func (m *Manager) submit(ctx context.Context, cmd raft.Command) error {
 }
 
 // flowRate returns the rate of the admitted flow of job from → to in class,
-// if the decisions hold one.
+// if the decisions hold one. With P3 switched off (the leader's protocol
+// settings) the rate is 0: transfers are not paced.
 func flowRate(st *raft.State, job policy.JobID, from, to policy.NodeID, class policy.TrafficClass) (float64, *policy.FlowDecision) {
 	for i, f := range st.Decisions.Flows {
 		if f.Job == job && f.From == from && f.To == to && f.Class == class {
+			if !paced(st) {
+				return 0, &st.Decisions.Flows[i]
+			}
 			return f.Rate, &st.Decisions.Flows[i]
 		}
 	}
 	return 0, nil
 }
+
+// paced reports whether transfers are paced at their assigned rates: P3
+// is on in the protocol settings in force. With P3 off there is no
+// admission and no enforcement, so every transfer runs unpaced.
+func paced(st *raft.State) bool { return st.Protocols().Switches.P3 }
 
 // TransferHooks are the hooks the node's transfer server must be created
 // with: offers for jobs the catalogue does not know are refused, and every
@@ -414,4 +436,21 @@ func (m *Manager) markLive(job policy.JobID) {
 		return
 	}
 	m.live[job] = true
+}
+
+// pastTransfers bounds the finished transfers a manager remembers.
+const pastTransfers = 256
+
+// archiveLocked keeps the final view of transfers that stop being listed
+// (their worker ended, a newer push replaced them, their placement is
+// history), so that what a node sent can still be added up afterwards
+// (the owner's report of a reclaim). Called with m.mu held.
+func (m *Manager) archiveLocked(ps ...*push) {
+	now := m.cfg.Now()
+	for _, p := range ps {
+		m.past = append(m.past, p.view(now))
+	}
+	if over := len(m.past) - pastTransfers; over > 0 {
+		m.past = slices.Delete(m.past, 0, over)
+	}
 }

@@ -90,6 +90,10 @@ type JobView struct {
 	Restarts     int
 	RestoredFrom uint64
 	RestartTime  time.Duration
+	// CheckpointTime is the slowest of the last requested checkpoints'
+	// write + local commit here; the leader's Tr includes it (a hand-off
+	// writes one before its transfer can start).
+	CheckpointTime time.Duration
 	// Checkpoints and CheckpointFailures count this node's requests.
 	Checkpoints        int
 	CheckpointFailures int
@@ -190,6 +194,27 @@ func (m *Manager) Transfers() []TransferView {
 	for _, p := range m.pushes {
 		out = append(out, p.view(now))
 	}
+	slices.SortFunc(out, func(a, b TransferView) int { return a.Started.Compare(b.Started) })
+	return out
+}
+
+// TransfersSince returns the transfers this node sent that started at or
+// after t: those in flight or listed, and the finished ones it still
+// remembers (the last pastTransfers), oldest first.
+func (m *Manager) TransfersSince(t time.Time) []TransferView {
+	var out []TransferView
+	for _, v := range m.Transfers() {
+		if !v.Started.Before(t) {
+			out = append(out, v)
+		}
+	}
+	m.mu.Lock()
+	for _, v := range m.past {
+		if !v.Started.Before(t) {
+			out = append(out, v)
+		}
+	}
+	m.mu.Unlock()
 	slices.SortFunc(out, func(a, b TransferView) int { return a.Started.Compare(b.Started) })
 	return out
 }

@@ -36,8 +36,10 @@ type worker struct {
 	failures     int
 	lastCkpt     time.Time
 	lastErr      string
-	pushes       []*push // the current or last push, then the one before
-	result       finish  // set before the worker ends; reason empty when the job left
+	pushes       []*push         // the current or last push, then the one before
+	result       finish          // set before the worker ends; reason empty when the job left
+	ckptTimes    []time.Duration // the last requested checkpoints' write + local commit (overhead.go)
+	reportedTr   time.Duration   // the Tr last reported to the leader
 }
 
 func newWorker(m *Manager, id policy.JobID, cancel context.CancelFunc, st *raft.State) *worker {
@@ -76,7 +78,8 @@ func (w *worker) noteErr(err error) {
 // view is called with m.mu held.
 func (w *worker) view(now time.Time) JobView {
 	v := JobView{Job: w.id, State: w.state, RestoredFrom: w.restoredFrom, RestartTime: w.restartTime,
-		Checkpoints: w.checkpoints, CheckpointFailures: w.failures, LastCheckpoint: w.lastCkpt, LastError: w.lastErr}
+		Checkpoints: w.checkpoints, CheckpointFailures: w.failures, LastCheckpoint: w.lastCkpt, LastError: w.lastErr,
+		CheckpointTime: slices.Max(append([]time.Duration{0}, w.ckptTimes...))}
 	for _, p := range w.pushes {
 		v.Transfers = append(v.Transfers, p.view(now))
 	}
@@ -183,8 +186,53 @@ func (w *worker) prepare(ctx context.Context, st *raft.State) (string, uint64, e
 		}
 		return "", 0, fmt.Errorf("restore version %d: %w", v, err)
 	}
-	w.noteErr(fmt.Errorf("no usable checkpoint of %s here (freshest committed %d): starting from the beginning", w.id, cp.Version))
+	// Starting from the beginning would throw away committed work that
+	// still exists (and, on a node whose state lags, run a second
+	// instance): while an active node holds a committed version, keep
+	// waiting for its push (a slow one, on a busy network) instead.
+	for holders := activeHolders(st, w.id, m.cfg.Node); len(holders) > 0; holders = activeHolders(st, w.id, m.cfg.Node) {
+		w.noteErr(fmt.Errorf("no usable copy of %s here: committed version %d is held by %v; waiting for it rather than starting from the beginning", w.id, cp.Version, holders))
+		w.setState(StateFetching)
+		if w.waitFor(ctx, cp) {
+			dst := filepath.Join(w.dir(), fmt.Sprintf("restore-%d", cp.Version))
+			if err := os.RemoveAll(dst); err != nil {
+				return "", 0, fmt.Errorf("clear restore dir: %w", err)
+			}
+			if err := m.cfg.Store.Restore(string(w.id), cp.Version, dst); err != nil {
+				_ = os.RemoveAll(dst)
+				return "", 0, fmt.Errorf("restore version %d: %w", cp.Version, err)
+			}
+			w.setState(StateRestoring)
+			return dst, cp.Version, nil
+		}
+		if ctx.Err() != nil {
+			return "", 0, ctx.Err()
+		}
+		st = m.cfg.Coord.State()
+		if fresh, ok := st.FreshestCommitted(w.id); ok {
+			cp = fresh
+		}
+	}
+	w.noteErr(fmt.Errorf("no usable checkpoint of %s here and no active node holds a committed version (freshest committed %d): starting from the beginning", w.id, cp.Version))
 	return "", 0, nil
+}
+
+// activeHolders lists the active nodes other than this one that hold a
+// committed version of job.
+func activeHolders(st *raft.State, job policy.JobID, self policy.NodeID) []policy.NodeID {
+	var out []policy.NodeID
+	for _, cp := range st.Checkpoints[job] {
+		if !cp.Committed {
+			continue
+		}
+		for _, h := range cp.Holders {
+			if n, ok := st.Nodes[h]; ok && h != self && n.State == raft.NodeActive && !slices.Contains(out, h) {
+				out = append(out, h)
+			}
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 // waitFor waits until the store holds cp or FetchTimeout passes.
@@ -229,6 +277,7 @@ func (w *worker) loop(ctx context.Context, job *supervisor.Job, deadline time.Ti
 		stopped  bool
 	)
 	lastCkpt := time.Now()
+	var ckptStarted time.Time // when the request in flight was made
 	timer := time.NewTimer(time.Hour)
 	defer func() {
 		timer.Stop()
@@ -303,10 +352,7 @@ func (w *worker) loop(ctx context.Context, job *supervisor.Job, deadline time.Ti
 			switch ev.Kind {
 			case supervisor.EventReady:
 				w.set(func() { w.restartTime = ev.RestartTime })
-				if err := m.submit(ctx, raft.JobReport{Job: w.id, Node: m.cfg.Node, RestartTime: ev.RestartTime,
-					Remaining: j.Remaining}); err != nil {
-					w.noteErr(fmt.Errorf("report restart time: %w", err))
-				}
+				w.reportRestart(ctx, j, true)
 			case supervisor.EventCheckpointReady:
 				if ev.Checkpoint != nil && !ev.Checkpoint.Requested {
 					// The job checkpointed by itself (exit 85, or a deadline).
@@ -324,6 +370,7 @@ func (w *worker) loop(ctx context.Context, job *supervisor.Job, deadline time.Ti
 		case <-tick:
 			ckptBusy = true
 			lastCkpt = time.Now()
+			ckptStarted = lastCkpt
 			w.setState(StateCheckpointing)
 			w.wg.Go(func() {
 				dir, err := job.RequestCheckpoint(ctx)
@@ -344,6 +391,8 @@ func (w *worker) loop(ctx context.Context, job *supervisor.Job, deadline time.Ti
 				w.noteErr(err)
 				continue
 			}
+			w.noteCheckpointTime(time.Since(ckptStarted))
+			w.reportRestart(ctx, j, false)
 			cur, queued = w.pushOrQueue(ctx, w.latest(), v, cur, queued, pushRes)
 		case r := <-pushRes:
 			cur = nil
@@ -397,6 +446,7 @@ func (w *worker) startPush(ctx context.Context, st *raft.State, cp raft.Checkpoi
 	w.set(func() {
 		w.pushes = append([]*push{ps}, w.pushes...)
 		if len(w.pushes) > 2 {
+			w.m.archiveLocked(w.pushes[2:]...)
 			w.pushes = w.pushes[:2]
 		}
 	})
@@ -467,12 +517,15 @@ func (w *worker) handoff(ctx context.Context, job *supervisor.Job, h policy.Hand
 	var cp raft.Checkpoint
 	have := false
 	if h.FinalCheckpoint {
+		began := time.Now()
 		dir, err := job.RequestCheckpoint(hctx)
 		if err == nil {
 			var v uint64
 			if v, err = w.commit(hctx, dir); err == nil {
 				cp, err = w.localCheckpoint(v)
 				have = err == nil
+				w.log.Info("final checkpoint written and committed locally", "version", v, "took", time.Since(began),
+					"left_to_deadline", time.Until(h.Deadline))
 			}
 		}
 		if err != nil {
@@ -522,16 +575,21 @@ func (w *worker) migrate(ctx context.Context, h policy.HandoffDecision, cp raft.
 		}
 	}
 	res := make(chan pushResult, 1)
-	ps := w.startPush(ctx, st, cp, h.To, policy.ClassMigration, rate, res)
+	ps := w.startPush(ctx, st, cp, h.To, policy.ClassMigration, w.deadlinePace(cp.Size, rate, fl, h.Deadline), res)
+	check := time.NewTicker(deadlineRepace)
+	defer check.Stop()
 	for {
 		select {
 		case r := <-res:
 			return r.err
 		case <-w.notify:
 			st := w.latest()
-			if r, fl := flowRate(st, w.id, m.cfg.Node, h.To, policy.ClassMigration); fl != nil {
-				w.repace(ps, r)
+			if r, f := flowRate(st, w.id, m.cfg.Node, h.To, policy.ClassMigration); f != nil {
+				rate, fl = r, f
+				w.repace(ps, w.deadlinePace(w.progress(ps, cp), rate, fl, h.Deadline))
 			}
+		case <-check.C:
+			w.repace(ps, w.deadlinePace(w.progress(ps, cp), rate, fl, h.Deadline))
 		}
 	}
 }
@@ -595,9 +653,10 @@ func handoffFrom(st *raft.State, id policy.JobID, node policy.NodeID) (policy.Ha
 	return policy.HandoffDecision{}, false
 }
 
-// presyncRate is the admitted pre-sync flow's rate, else the job's b_i.
+// presyncRate is the admitted pre-sync flow's rate, else the job's b_i;
+// 0 (unpaced) with P3 off.
 func presyncRate(st *raft.State, jd policy.JobDecision, id policy.JobID, from, to policy.NodeID) float64 {
-	if r, fl := flowRate(st, id, from, to, policy.ClassPresync); fl != nil {
+	if r, fl := flowRate(st, id, from, to, policy.ClassPresync); fl != nil || !paced(st) {
 		return r
 	}
 	return jd.Bandwidth

@@ -1,0 +1,132 @@
+package jobs
+
+import (
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/reclaimnet/reclaimnet/policy"
+	"github.com/reclaimnet/reclaimnet/raft"
+)
+
+func TestPaceForDeadline(t *testing.T) {
+	const assigned, ceiling = 1e6, 1.1e6
+	for _, c := range []struct {
+		name      string
+		remaining int64
+		assigned  float64
+		ceiling   float64
+		left      time.Duration
+		want      float64
+	}{
+		{"on time", 1e6, assigned, ceiling, 10 * time.Second, assigned},
+		{"a little late", 1e6, assigned, ceiling, deadlineMargin + 950*time.Millisecond, 1e6 / 0.95},
+		{"too late for the ceiling", 1e6, assigned, ceiling, deadlineMargin + 500*time.Millisecond, ceiling},
+		{"past the deadline", 1e6, assigned, ceiling, 0, ceiling},
+		{"done", 0, assigned, ceiling, time.Second, assigned},
+		{"unpaced", 1e6, 0, 0, time.Second, 0},
+		{"no ceiling above the rate", 1e6, assigned, assigned, time.Second, assigned},
+	} {
+		got := paceForDeadline(c.remaining, c.assigned, c.ceiling, c.left)
+		if math.Abs(got-c.want) > 1e-6*math.Max(1, c.want) {
+			t.Errorf("%s: pace %v, want %v", c.name, got, c.want)
+		}
+	}
+	if got := reportedRestart(2*time.Second, []time.Duration{time.Second, 3 * time.Second, 2 * time.Second}); got != 5*time.Second {
+		t.Errorf("reported Tr %v, want 5s (restart 2s + slowest checkpoint 3s)", got)
+	}
+}
+
+// slowCkptJob is stepJob with a checkpoint that takes $CKSLOW seconds to
+// write, like a real trainer writing gigabytes.
+var slowCkptJob = strings.Replace(stepJob, `      echo "$step" > "$RECLAIMNET_CKPT_DIR/step"`,
+	`      sleep "${CKSLOW:-0}"
+      echo "$step" > "$RECLAIMNET_CKPT_DIR/step"`, 1)
+
+// The leader's Tr includes the host's measured checkpoint write + commit
+// time (campus bug A): a notice that leaves no room for the final
+// checkpoint is degraded up front instead of admitted and missed, and a
+// tight notice that does leave room is handed off before its deadline.
+func TestHandoffAccountsForCheckpointTime(t *testing.T) {
+	const slow = 1500 * time.Millisecond
+	if !strings.Contains(slowCkptJob, "CKSLOW") {
+		t.Fatal("the slow-checkpoint job script was not built")
+	}
+	setup := func(t *testing.T) (*testCluster, policy.NodeID, time.Duration) {
+		tc := newCluster(t, []int{0, 1, 1}, fastSupervisor())
+		script := filepath.Join(t.TempDir(), "slow.sh")
+		if err := os.WriteFile(script, []byte(slowCkptJob), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		tc.waitVoters(3)
+		tc.submitCommand("train", []string{"/bin/sh", script}, []string{"STEPLOG=" + tc.stepLog, "CKSLOW=1.5"})
+		host := tc.waitRunning("train", "")
+		tc.waitCommitted("train", 1)
+		var tr time.Duration
+		eventually(t, 30*time.Second, "Tr including the checkpoint time", func() bool {
+			tr = tc.state().Jobs["train"].RestartTime
+			return tr >= slow
+		})
+		return tc, host, tr
+	}
+	handoff := func(t *testing.T, tc *testCluster) policy.HandoffDecision {
+		var h policy.HandoffDecision
+		eventually(t, 20*time.Second, "a hand-off decision", func() bool {
+			for _, d := range tc.state().Decisions.Handoffs {
+				if d.Job == "train" {
+					h = d
+					return true
+				}
+			}
+			return false
+		})
+		return h
+	}
+	t.Run("no room", func(t *testing.T) {
+		tc, host, tr := setup(t)
+		var jv JobView
+		for _, v := range tc.nodes[host].mgr.View() {
+			if v.Job == "train" {
+				jv = v
+			}
+		}
+		if jv.CheckpointTime < slow {
+			t.Fatalf("host's view: checkpoint time %v, want at least %v", jv.CheckpointTime, slow)
+		}
+		// Longer than the restart alone (what Tr was before), shorter than
+		// restart + final checkpoint.
+		notice := jv.RestartTime + jv.CheckpointTime/2
+		t.Logf("restart %v, checkpoint %v, Tr %v, notice %v", jv.RestartTime, jv.CheckpointTime, tr, notice)
+		now := time.Now()
+		tc.submitVia(host, raft.AnnounceReclaim{Reclaim: policy.Reclaim{Node: host, Announced: now, Deadline: now.Add(notice)}})
+		if h := handoff(t, tc); !h.Degraded {
+			t.Errorf("hand-off %+v with a %v notice and Tr %v: want degraded up front", h, notice, tr)
+		}
+	})
+	t.Run("tight", func(t *testing.T) {
+		tc, host, tr := setup(t)
+		notice := max(5*time.Second, tr+3*time.Second)
+		now := time.Now()
+		deadline := now.Add(notice)
+		tc.submitVia(host, raft.AnnounceReclaim{Reclaim: policy.Reclaim{Node: host, Announced: now, Deadline: deadline}})
+		h := handoff(t, tc)
+		if h.Degraded || h.To == "" {
+			t.Fatalf("hand-off %+v with a %v notice and Tr %v: want admitted", h, notice, tr)
+		}
+		var movedAt time.Time
+		eventually(t, notice+20*time.Second, "the move committed", func() bool {
+			if j := tc.state().Jobs["train"]; j.Node == h.To {
+				movedAt = time.Now()
+				return true
+			}
+			return false
+		})
+		if movedAt.After(deadline) {
+			t.Errorf("moved at %v, %v after the deadline (notice %v, Tr %v)", movedAt.Format(time.StampMilli), movedAt.Sub(deadline), notice, tr)
+		}
+		t.Logf("notice %v, Tr %v: moved %v before the deadline", notice, tr, deadline.Sub(movedAt))
+	})
+}

@@ -1,0 +1,140 @@
+package jobs
+
+import (
+	"context"
+	"log/slog"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/reclaimnet/reclaimnet/agent/supervisor"
+	"github.com/reclaimnet/reclaimnet/ckpt"
+	"github.com/reclaimnet/reclaimnet/policy"
+	"github.com/reclaimnet/reclaimnet/raft"
+	"github.com/reclaimnet/reclaimnet/transfer"
+)
+
+// startPersistent starts a node like testCluster.start, but with its Raft
+// state, checkpoint store and work directory under dir (so a restart with
+// the same dir finds them, as an agent restarted on its data dir does),
+// snapshots taken often (a restart restores a recent, stale state at once)
+// and the manager's Since set to since. Gossip hears of the node only when
+// the caller calls announce.
+func (tc *testCluster) startPersistent(id policy.NodeID, dir string, since time.Time) (*testNode, func(gpus int)) {
+	t := tc.t
+	t.Helper()
+	b, err := tc.dev.Node(string(id))
+	if err != nil {
+		t.Fatal(err)
+	}
+	root := filepath.Join(dir, "ckpt")
+	store, err := ckpt.Open(ckpt.Config{Root: root, Logger: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc := raft.DefaultLocalConfig()
+	rc.HeartbeatTimeout, rc.ElectionTimeout, rc.LeaderLeaseTimeout = 200*time.Millisecond, 200*time.Millisecond, 100*time.Millisecond
+	rc.NodeID, rc.TLS, rc.Bootstrap, rc.Telemetry = id, b, false, tc.gossip
+	rc.DataDir = filepath.Join(dir, "raft")
+	rc.SnapshotThreshold, rc.SnapshotInterval = 1, 100*time.Millisecond
+	rc.Params.Switches = tc.switches
+	rc.Params.FixedInterval = testInterval
+	rc.Logger = testLogger(t)
+	rc.RaftLogLevel = slog.LevelError
+	coord, err := raft.Open(rc)
+	if err != nil {
+		t.Fatalf("open coordinator %s: %v", id, err)
+	}
+	tcfg := transfer.DefaultLocalConfig()
+	tcfg.TLS, tcfg.Store, tcfg.Logger = b, store, testLogger(t)
+	client, err := transfer.NewClient(tcfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc := tc.supCfg
+	sc.Logger = testLogger(t)
+	sup, err := supervisor.New(sc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	work := filepath.Join(dir, "work")
+	mgr, err := New(Config{Node: id, Coord: FromRaft(coord), Store: store, Client: client, Supervisor: sup,
+		WorkDir: work, FetchTimeout: 20 * time.Second, Logger: testLogger(t), Since: since})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := transfer.Listen("127.0.0.1:0", tcfg, mgr.TransferHooks())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	n := &testNode{id: id, coord: coord, store: store, root: root, work: work, srv: srv, client: client, mgr: mgr, cancel: cancel, done: make(chan error, 1)}
+	go func() { n.done <- mgr.Run(ctx) }()
+	tc.nodes[id] = n
+	announce := func(gpus int) {
+		tc.gossip.set(raft.Member{ID: id, RaftAddr: coord.Addr(), TransferAddr: srv.Addr().String(), Building: "b0",
+			GPUs: gpus, GPU: policy.GPU{Model: "A100", VRAM: 80 << 30, Capability: 8}, Status: raft.MemberAlive,
+			Since: since.Truncate(time.Second)})
+	}
+	return n, announce
+}
+
+// A node whose agent restarts on its data dir after its job recovered
+// elsewhere must not run the job again from the Raft state it replays
+// locally (campus bug C): its manager waits until the replicated state
+// records its new membership, by which time the job is placed elsewhere.
+func TestRestartedNodeDoesNotRestartMovedJob(t *testing.T) {
+	tc := newCluster(t, []int{0}, fastSupervisor())
+	dirs := map[policy.NodeID]string{"n01": t.TempDir(), "n02": t.TempDir()}
+	for _, id := range []policy.NodeID{"n01", "n02"} {
+		_, announce := tc.startPersistent(id, dirs[id], time.Now().Add(-time.Hour))
+		announce(1)
+	}
+	tc.waitVoters(3)
+	tc.submitJob("train")
+	host := tc.waitRunning("train", "")
+	tc.waitCommitted("train", 2)
+	// Let the host snapshot a state that places the job on it.
+	time.Sleep(500 * time.Millisecond)
+	tc.crash(host)
+	dest := tc.waitRunning("train", host)
+	eventually(t, 40*time.Second, "the job's start after recovery", func() bool {
+		return len(starts(readSteps(t, tc.stepLog))) >= 2
+	})
+	before := len(starts(readSteps(t, tc.stepLog)))
+
+	// The owner restarts the agent on the same data dir. For two seconds
+	// nobody hears of it (gossip has not caught up): its coordinator has
+	// only the state it restored, which still places the job here.
+	since := time.Now()
+	n, announce := tc.startPersistent(host, dirs[host], since)
+	stale := n.coord.FSM().State().Jobs["train"]
+	if stale.Node != host {
+		t.Fatalf("the state restored at restart places the job on %q, not on %s: the test proves nothing", stale.Node, host)
+	}
+	watch := func(d time.Duration) {
+		end := time.Now().Add(d)
+		for time.Now().Before(end) {
+			for _, v := range n.mgr.View() {
+				if v.Job == "train" && v.State != StateStopped {
+					t.Fatalf("restarted %s has the job in state %q (placed on %s now)", host, v.State, dest)
+				}
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	watch(2 * time.Second)
+	announce(1)
+	eventually(t, 30*time.Second, "the restarted node's membership in its own state", func() bool {
+		rec, ok := n.coord.FSM().State().Nodes[host]
+		return ok && rec.State == raft.NodeActive && !rec.Joined.Before(since.Truncate(time.Second))
+	})
+	watch(3 * time.Second)
+	if after := len(starts(readSteps(t, tc.stepLog))); after != before {
+		t.Errorf("job started %d times after the restart of %s, want 0 (it runs on %s)", after-before, host, dest)
+	}
+	if j := n.coord.FSM().State().Jobs["train"]; j.Node != dest {
+		t.Errorf("restarted node's state places the job on %s, want %s", j.Node, dest)
+	}
+	t.Logf("state restored at restart placed the job on %q (%s); the leader's on %s", stale.Node, stale.State, dest)
+}

@@ -1,0 +1,84 @@
+package agent
+
+import (
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/reclaimnet/reclaimnet/policy"
+	"github.com/reclaimnet/reclaimnet/raft"
+)
+
+// A hand-off still in flight when the node leaves is not a move: the
+// owner's report must not count it as moved (campus bug B).
+func TestReportHandingOffAtDeadlineIsNotMoved(t *testing.T) {
+	a := &Agent{cfg: Config{Name: "a1", DataDir: t.TempDir()}, logger: testLogger()}
+	now := time.Now()
+	run := &reclaimRun{announced: now.Add(-6 * time.Second), deadline: now, jobs: []policy.JobID{"j1", "j2", "j3", "j4"}}
+	st := ReclaimStatus{Jobs: []ReclaimJob{
+		{Job: "j1", Progress: ProgressHandingOff},
+		{Job: "j2", Progress: ProgressMoved},
+		{Job: "j3", Progress: ProgressRunning},
+		{Job: "j4", Progress: ProgressFinished},
+	}}
+	rep := a.buildReport(run, st, now)
+	if want := []string{"j2"}; !slices.Equal(rep.Moved, want) {
+		t.Errorf("moved = %v, want %v", rep.Moved, want)
+	}
+	if want := []string{"j1", "j3"}; !slices.Equal(rep.Degraded, want) {
+		t.Errorf("degraded = %v, want %v", rep.Degraded, want)
+	}
+	if want := []string{"j4"}; !slices.Equal(rep.Finished, want) {
+		t.Errorf("finished = %v, want %v", rep.Finished, want)
+	}
+}
+
+// A job now placed on another node counts as moved only when the
+// replicated history records its hand-off (a committed MoveJob); a job
+// that another node runs after a recovery placement is degraded.
+func TestReclaimStatusMovedNeedsCommittedMove(t *testing.T) {
+	a := &Agent{cfg: Config{Name: "a1", DataDir: t.TempDir()}, logger: testLogger()}
+	announced := time.Now().Add(-10 * time.Second)
+	run := &reclaimRun{announced: announced, deadline: announced.Add(6 * time.Second),
+		jobs: []policy.JobID{"moved", "recovered", "gone"}, stop: make(chan struct{})}
+	a.reclaim.run = run
+	st := &raft.State{
+		Jobs: map[policy.JobID]raft.JobRecord{
+			"moved":     {Job: policy.Job{ID: "moved", State: policy.JobRunning, Node: "b1"}},
+			"recovered": {Job: policy.Job{ID: "recovered", State: policy.JobRunning, Node: "c1"}},
+		},
+		ReclaimReports: []raft.ReclaimReport{{Node: "a1", Kind: raft.DepartureScheduled,
+			Announced: announced.UTC().Round(0), Deadline: announced.Add(6 * time.Second),
+			Jobs: []raft.JobOutcome{
+				{Job: "moved", To: "b1", HandedOff: true},
+				{Job: "recovered", To: "c1", Replica: "b2", Version: 3},
+			}}},
+	}
+	got := a.reclaimStatus(st)
+	progress := map[string]string{}
+	for _, j := range got.Jobs {
+		progress[j.Job] = j.Progress
+	}
+	for job, want := range map[string]string{"moved": ProgressMoved, "recovered": ProgressDegraded, "gone": ProgressFinished} {
+		if progress[job] != want {
+			t.Errorf("job %s: progress %q, want %q", job, progress[job], want)
+		}
+	}
+	if !got.Complete || got.Report == nil {
+		t.Fatalf("complete = %v, report = %v: want a complete reclaim with a report", got.Complete, got.Report)
+	}
+	if !slices.Equal(got.Report.Moved, []string{"moved"}) || !slices.Equal(got.Report.Degraded, []string{"recovered"}) {
+		t.Errorf("report moved %v degraded %v, want moved [moved] degraded [recovered]", got.Report.Moved, got.Report.Degraded)
+	}
+
+	// The same job placement without the history's hand-off (a
+	// recovery after another reclaim of this node): degraded.
+	st.ReclaimReports[0].Announced = announced.Add(-time.Hour)
+	a.reclaim.report = nil
+	got = a.reclaimStatus(st)
+	for _, j := range got.Jobs {
+		if j.Job == "moved" && j.Progress != ProgressDegraded {
+			t.Errorf("job moved under another reclaim's history: progress %q, want %q", j.Progress, ProgressDegraded)
+		}
+	}
+}

@@ -1,0 +1,145 @@
+package agent
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/reclaimnet/reclaimnet/agent/jobs"
+	"github.com/reclaimnet/reclaimnet/policy"
+	"github.com/reclaimnet/reclaimnet/raft"
+	"github.com/reclaimnet/reclaimnet/web"
+)
+
+// The report counts what the run's transfers sent even once the job
+// manager no longer lists them (a moved job's worker is gone, campus bug
+// G): each transfer counts once, at the most it was seen to have sent;
+// transfers of other jobs or started before the announcement do not.
+func TestReportCountsTransfersNoLongerListed(t *testing.T) {
+	a := &Agent{cfg: Config{Name: "a1", DataDir: t.TempDir()}, logger: testLogger()}
+	announced := time.Now().Add(-10 * time.Second)
+	run := &reclaimRun{announced: announced, deadline: announced.Add(15 * time.Second), jobs: []policy.JobID{"j1", "j2"}}
+	presync := jobs.TransferView{Job: "j1", Version: 4, To: "b1", Started: announced.Add(time.Second), BytesDone: 1000}
+	handoff := jobs.TransferView{Job: "j1", Version: 5, To: "c1", Started: announced.Add(3 * time.Second), BytesDone: 24 << 20}
+	other := jobs.TransferView{Job: "j2", Version: 2, To: "c1", Started: announced.Add(2 * time.Second), BytesDone: 7}
+	before := jobs.TransferView{Job: "j1", Version: 3, To: "b1", Started: announced.Add(-time.Second), BytesDone: 1 << 30}
+	notOurs := jobs.TransferView{Job: "x", Version: 1, To: "b1", Started: announced.Add(time.Second), BytesDone: 1 << 30}
+	partial := handoff
+	partial.BytesDone = 5 << 20
+	// Samples as the poll sees them: the hand-off in progress, then done,
+	// then (the job moved) nothing listed at all.
+	noteSent(run, []jobs.TransferView{presync, partial, before, notOurs})
+	noteSent(run, []jobs.TransferView{presync, handoff, other, before, notOurs})
+	noteSent(run, []jobs.TransferView{partial}) // an older sample never lowers a count
+	rep := a.buildReport(run, ReclaimStatus{}, time.Now())
+	if want := int64(1000 + 24<<20 + 7); rep.BytesSent != want {
+		t.Fatalf("bytes sent = %d, want %d (pre-sync + hand-off + other job)", rep.BytesSent, want)
+	}
+}
+
+// A scheduled reclaim whose hand-off moves a fresh final checkpoint of a
+// known size reports at least those bytes sent, although the job's
+// transfers are no longer listed once it moved (campus bug G).
+func TestScheduledReclaimReportsBytesSent(t *testing.T) {
+	const blob = 2 << 20
+	// The step job, writing blob fresh random bytes into every checkpoint:
+	// the destination never holds the final checkpoint's chunks.
+	job := fmt.Sprintf(`#!/bin/sh
+step=0
+if [ -n "$RECLAIMNET_RESTORE_DIR" ]; then step=$(cat "$RECLAIMNET_RESTORE_DIR/step"); fi
+echo "$$ start $step $RECLAIMNET_RESTART_COUNT" >> "$STEPLOG"
+ck=0
+trap 'ck=1' USR1
+trap 'echo "$$ term $step" >> "$STEPLOG"; exit 0' TERM
+touch "$RECLAIMNET_READY_FILE"
+while :; do
+  if [ "$ck" = 1 ]; then
+    ck=0
+    head -c %d /dev/urandom > "$RECLAIMNET_CKPT_DIR/blob"
+    echo "$step" > "$RECLAIMNET_CKPT_DIR/step"
+    touch "$RECLAIMNET_CKPT_DIR/.complete"
+    echo "$$ ckpt $step" >> "$STEPLOG"
+  fi
+  step=$((step+1)); echo "$$ step $step" >> "$STEPLOG"
+  sleep 0.05
+done
+`, blob)
+	c, byName := startJobCluster(t)
+	host, _ := startStepJob(t, c, byName, "bytes", job)
+	notice := 25 * time.Second
+	r := call(t, host, Request{Op: OpReclaim, Notice: notice})
+	if r.Error != "" || r.Reclaim == nil {
+		t.Fatalf("reclaim: %+v", r)
+	}
+	var rep *ReclaimReport
+	waitUntil(t, notice, "reclaim complete with the owner's report", func() bool {
+		st := call(t, host, Request{Op: OpReclaimStatus}).Reclaim
+		if st == nil || !st.Complete || st.Report == nil {
+			return false
+		}
+		rep = st.Report
+		return true
+	})
+	hist := host.agent.Coordinator().FSM().State().ReclaimReports
+	handedOff := false
+	for _, e := range hist {
+		for _, o := range e.Jobs {
+			if e.Node == policy.NodeID(host.info.Node) && o.Job == "bytes" && o.HandedOff {
+				handedOff = true
+			}
+		}
+	}
+	if len(rep.Moved) != 1 || !handedOff {
+		t.Fatalf("report %+v, history %+v: want the job handed off", rep, hist)
+	}
+	if rep.BytesSent < blob {
+		t.Errorf("report bytes sent = %d, want ≥ %d (the final checkpoint's fresh blob)", rep.BytesSent, blob)
+	}
+	t.Logf("report: moved %v, bytes sent %d", rep.Moved, rep.BytesSent)
+	waitLeft(t, host, time.Until(r.Reclaim.Deadline)+30*time.Second)
+}
+
+// A node that left at its reclaim's deadline and comes back (its agent
+// restarted on the same data dir) is alive, not leaving, in the cluster
+// view, and the replicated state holds no pending reclaim for it (campus
+// bug H; the racy orders are raft's TestReclaimEndsWithDepartureAndRejoin).
+func TestReclaimedNodeComesBackNotLeaving(t *testing.T) {
+	c, _ := startJobCluster(t)
+	leader := c.leader()
+	var host *testNode
+	for _, n := range c.nodes {
+		if n != leader {
+			host = n
+			break
+		}
+	}
+	hostCfg := host.agent.cfg
+	id := policy.NodeID(hostCfg.Name)
+	r := call(t, host, Request{Op: OpReclaim, Notice: 3 * time.Second})
+	if r.Error != "" || r.Reclaim == nil {
+		t.Fatalf("reclaim: %+v", r)
+	}
+	waitLeft(t, host, 40*time.Second)
+	hostCfg.Join = []string{leader.info.GossipAddr}
+	c.start(hostCfg)
+	waitUntil(t, 90*time.Second, "the returning node alive, active and without a pending reclaim in the leader's view", func() bool {
+		st := leader.agent.Coordinator().FSM().State()
+		if _, pending := st.Reclaims[id]; pending || st.Nodes[id].State != raft.NodeActive {
+			return false
+		}
+		for _, m := range leader.agent.webStatus(time.Now()).Cluster.Members {
+			if m.ID == id {
+				return m.State == web.MemberAlive
+			}
+		}
+		return false
+	})
+	st := leader.agent.Coordinator().FSM().State()
+	left := false
+	for _, d := range st.Departures {
+		left = left || d.Node == id
+	}
+	if !left {
+		t.Errorf("no departure of %s in the log: %+v", id, st.Departures)
+	}
+}

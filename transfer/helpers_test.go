@@ -46,6 +46,9 @@ func newNodeChunker(t testing.TB, dev *pki.Dev, name string, maxBytes int64, roo
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The store's background fsyncs hold chunk files open: close it
+	// before the test's directory (or a tmpfs mounted there) goes away.
+	t.Cleanup(func() { st.Close() })
 	cfg := DefaultLocalConfig()
 	cfg.TLS, cfg.Store = b, st
 	return &node{name: name, store: st, tls: b, cfg: cfg}

@@ -44,7 +44,7 @@ func (a *Agent) historyLoop(ctx context.Context) {
 	defer retry.Stop()
 	pending := true // a report file may wait to be recorded
 	var warned raft.DecisionRecord
-	a.bandwidth.sample(meshTelemetry{mesh: a.mesh}.Links(), time.Now())
+	a.bandwidth.sample(meshTelemetry{mesh: a.mesh, uplinks: a.cfg.UplinkCapacity}.Links(), time.Now())
 	for {
 		changed := c.FSM().Changed()
 		if p, leader, ok := c.FSM().RecordedProtocols(); ok {
@@ -55,7 +55,7 @@ func (a *Agent) historyLoop(ctx context.Context) {
 			return
 		case <-changed:
 		case <-sample.C:
-			a.bandwidth.sample(meshTelemetry{mesh: a.mesh}.Links(), time.Now())
+			a.bandwidth.sample(meshTelemetry{mesh: a.mesh, uplinks: a.cfg.UplinkCapacity}.Links(), time.Now())
 		case <-retry.C:
 			if pending {
 				pending = !a.submitPendingReport(ctx, c)

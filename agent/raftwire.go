@@ -70,7 +70,7 @@ func (a *Agent) startCoordinator(ln net.Listener) error {
 	if err != nil {
 		return fmt.Errorf("coordinator: %w", err)
 	}
-	a.coord = &raftCoordinator{c: c, tel: meshTelemetry{mesh: a.mesh}}
+	a.coord = &raftCoordinator{c: c, tel: meshTelemetry{mesh: a.mesh, uplinks: a.cfg.UplinkCapacity}}
 	return nil
 }
 

@@ -269,7 +269,10 @@ func (a *Agent) announceReclaim(c *raft.Coordinator, notice time.Duration) Respo
 }
 
 // watchDeadline records the report once the reclaim is complete and makes
-// the node leave at the deadline, whatever else is happening.
+// the node leave at the deadline, whatever else is happening: the
+// kill-switch goes hard at the deadline; the leave follows after at most
+// handoffSettle for hand-offs in their last step and 2 s to record the
+// report.
 func (a *Agent) watchDeadline(run *reclaimRun) {
 	deadline := time.NewTimer(time.Until(run.deadline))
 	defer deadline.Stop()

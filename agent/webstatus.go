@@ -94,7 +94,7 @@ func (a *Agent) webStatus(now time.Time) web.Status {
 	}
 	st.Cluster.Members = a.webMembers(now, state, servers, raftState)
 	st.Cluster.Hazard = clusterHazard(state)
-	st.Cluster.Bandwidth = buildingBandwidth(meshTelemetry{mesh: a.mesh}.Links(), a.mesh.Members())
+	st.Cluster.Bandwidth = buildingBandwidth(meshTelemetry{mesh: a.mesh, uplinks: a.cfg.UplinkCapacity}.Links(), a.mesh.Members())
 	st.Cluster.Protocols = a.webProtocols(state)
 	st.Jobs = webJobs(state)
 	st.Reclaims = webReclaims(state)

@@ -334,8 +334,9 @@ func (c *Coordinator) reconcile(members []Member, now time.Time) error {
 		}
 	}
 
-	// 5. Removal: left members at once (never a voter: those were demoted
-	// above), failed ones after the timeout.
+	// 5. Removal: left members at once, failed ones after the timeout; a
+	// voter is never removed here (one whose demotion the quorum check
+	// held back stays until a later pass demotes it).
 	for _, id := range sortedIDs(servers) {
 		s := servers[id]
 		if id == self || s.Suffrage == hraft.Voter && want[id] {

@@ -212,7 +212,7 @@ func TestReclaimsEndpoint(t *testing.T) {
 	if len(r.History) != 1 || !r.History[0].Emergency || len(r.History[0].Jobs) != 1 || !r.History[0].Jobs[0].Degraded {
 		t.Errorf("history: got %+v, want one emergency with a degraded job", r.History)
 	} else if h := r.History[0]; !h.Detected || h.OwnerReport || h.Jobs[0].Replica != "n4" || h.Jobs[0].Version != 3 || h.Jobs[0].To != "n2" || h.Jobs[0].WorkLost != 4*time.Minute {
-		t.Errorf("history entry %+v: want found by detection, no owner's report yet, vit to n2 from n4's v3 with 4m lost", h)
+		t.Errorf("history entry %+v: want found by detection, no owner's report yet, moved to n2 from n4's v3 with 4m lost", h)
 	}
 	if len(r.KillSwitches) != 4 || r.KillSwitches[2] != (KillSwitchState{Node: "n3", Mode: KillSwitchSoft, Drops: 17}) {
 		t.Errorf("kill-switches: got %+v, want 4 with n3 soft and 17 drops", r.KillSwitches)

@@ -97,8 +97,9 @@ func paceForDeadline(remaining int64, assigned, ceiling float64, left time.Durat
 	return max(assigned, min(need, ceiling))
 }
 
-// deadlinePace applies paceForDeadline to a hand-off's push and logs once
-// when even the ceiling cannot make the deadline.
+// deadlinePace applies paceForDeadline to a hand-off's push; it is called
+// every 250 ms of the push, so a pace above the assigned rate is logged at
+// debug level.
 func (w *worker) deadlinePace(remaining int64, assigned float64, fl *policy.FlowDecision, deadline time.Time) float64 {
 	if fl == nil || deadline.IsZero() {
 		return assigned
@@ -106,7 +107,7 @@ func (w *worker) deadlinePace(remaining int64, assigned float64, fl *policy.Flow
 	left := deadline.Sub(w.m.cfg.Now())
 	pace := paceForDeadline(remaining, assigned, fl.Ceiling, left)
 	if pace > assigned*1.001 {
-		w.log.Info("hand-off behind its deadline: pacing above the assigned rate, within the ceiling",
+		w.log.Debug("hand-off behind its deadline: pacing above the assigned rate, within the ceiling",
 			"assigned", assigned, "pace", pace, "ceiling", fl.Ceiling, "remaining", remaining, "left", left)
 	}
 	return pace

@@ -208,6 +208,20 @@ func (w *worker) prepare(ctx context.Context, st *raft.State) (string, uint64, e
 		if ctx.Err() != nil {
 			return "", 0, ctx.Err()
 		}
+		// An older version may have been pushed instead (the freshest's
+		// holders gone): resume from the newest one that restores here.
+		local := m.cfg.Store.Versions(string(w.id))
+		for i := len(local) - 1; i >= 0; i-- {
+			dst := filepath.Join(w.dir(), fmt.Sprintf("restore-%d", local[i]))
+			if err := os.RemoveAll(dst); err != nil {
+				return "", 0, fmt.Errorf("clear restore dir: %w", err)
+			}
+			if err := m.cfg.Store.Restore(string(w.id), local[i], dst); err == nil {
+				w.setState(StateRestoring)
+				return dst, local[i], nil
+			}
+			_ = os.RemoveAll(dst)
+		}
 		st = m.cfg.Coord.State()
 		if fresh, ok := st.FreshestCommitted(w.id); ok {
 			cp = fresh

@@ -442,15 +442,11 @@ func (c *Coordinator) Shutdown() error {
 			}
 		case <-time.After(shutdownGrace):
 			c.logger.Warn("raft shutdown slow; closing its connections", "after", shutdownGrace)
-			go c.mux.Close() // closes the connections first, then waits for their handlers
+			_ = c.mux.Close()
 			select {
 			case <-done:
 			case <-time.After(shutdownGrace):
-				// Raft may still touch its log and connections: leave
-				// them to the process's exit rather than block on them.
-				c.shutdownErr = fmt.Errorf("raft shutdown: still waiting for replication after %v; log left open", 2*shutdownGrace)
-				c.wg.Wait()
-				return
+				errs = append(errs, fmt.Errorf("raft shutdown: still waiting for replication after %v", 2*shutdownGrace))
 			}
 		}
 		c.wg.Wait()

@@ -395,7 +395,7 @@ func TestConfigFile(t *testing.T) {
 // a leader, the leader keeps ticking, and a new command commits within 2 s.
 func TestSevenEmergencyDeparturesOfNonVoters(t *testing.T) {
 	if testing.Short() {
-		t.Skip("10-node cluster")
+		t.Skip("-short: a 10-node in-process cluster takes tens of seconds (runs in the full suite and CI)")
 	}
 	c := newTestCluster(t)
 	c.startN(10, func(i int) string { return fmt.Sprintf("b%d", i%3) })
@@ -502,7 +502,7 @@ func TestClusterConverges(t *testing.T) {
 	for _, tc := range []struct{ nodes, voters int }{{5, 3}, {20, 5}} {
 		t.Run(fmt.Sprintf("%d nodes", tc.nodes), func(t *testing.T) {
 			if testing.Short() && tc.nodes > 5 {
-				t.Skip("20-node cluster")
+				t.Skip("-short: a 20-node in-process cluster takes tens of seconds (runs in the full suite and CI)")
 			}
 			c := newTestCluster(t)
 			c.startN(tc.nodes, func(i int) string { return fmt.Sprintf("b%d", i%4) })

@@ -213,13 +213,30 @@ func newClusterSwitches(t *testing.T, gpus []int, supCfg supervisor.Config, sw p
 }
 
 func (tc *testCluster) start(id policy.NodeID, bootstrap bool, gpus int) *testNode {
+	tc.t.Helper()
+	n := tc.open(id, bootstrap, "", time.Time{})
+	idx := len(tc.nodes)
+	tc.gossip.set(raft.Member{ID: id, RaftAddr: n.coord.Addr(), TransferAddr: n.srv.Addr().String(), Building: "b0",
+		GPUs: gpus, GPU: policy.GPU{Model: "A100", VRAM: 80 << 30, Capability: 8}, Status: raft.MemberAlive,
+		Since: tc.since.Add(time.Duration(idx) * time.Minute)})
+	return n
+}
+
+// open starts a node's coordinator, store, transfer server and manager
+// without telling gossip. With dir set, its Raft state, store and work
+// directory live there (a restart on the same dir finds them) and Raft
+// snapshots often; since is the manager's Since.
+func (tc *testCluster) open(id policy.NodeID, bootstrap bool, dir string, since time.Time) *testNode {
 	t := tc.t
 	t.Helper()
 	b, err := tc.dev.Node(string(id))
 	if err != nil {
 		t.Fatal(err)
 	}
-	root := t.TempDir()
+	root, work := t.TempDir(), t.TempDir()
+	if dir != "" {
+		root, work = filepath.Join(dir, "ckpt"), filepath.Join(dir, "work")
+	}
 	store, err := ckpt.Open(ckpt.Config{Root: root, Logger: testLogger(t)})
 	if err != nil {
 		t.Fatal(err)
@@ -228,6 +245,10 @@ func (tc *testCluster) start(id policy.NodeID, bootstrap bool, gpus int) *testNo
 	// Loopback TLS on a loaded machine: keep elections calm.
 	rc.HeartbeatTimeout, rc.ElectionTimeout, rc.LeaderLeaseTimeout = 200*time.Millisecond, 200*time.Millisecond, 100*time.Millisecond
 	rc.NodeID, rc.TLS, rc.Bootstrap, rc.Telemetry = id, b, bootstrap, tc.gossip
+	if dir != "" {
+		rc.DataDir = filepath.Join(dir, "raft")
+		rc.SnapshotThreshold, rc.SnapshotInterval = 1, 100*time.Millisecond
+	}
 	rc.Params.Switches = tc.switches
 	rc.Params.FixedInterval = testInterval
 	rc.Logger = testLogger(t)
@@ -248,9 +269,8 @@ func (tc *testCluster) start(id policy.NodeID, bootstrap bool, gpus int) *testNo
 	if err != nil {
 		t.Fatal(err)
 	}
-	work := t.TempDir()
 	mgr, err := New(Config{Node: id, Coord: FromRaft(coord), Store: store, Client: client, Supervisor: sup,
-		WorkDir: work, FetchTimeout: 20 * time.Second, Logger: testLogger(t)})
+		WorkDir: work, FetchTimeout: 20 * time.Second, Logger: testLogger(t), Since: since})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -262,10 +282,6 @@ func (tc *testCluster) start(id policy.NodeID, bootstrap bool, gpus int) *testNo
 	n := &testNode{id: id, coord: coord, store: store, root: root, work: work, srv: srv, client: client, mgr: mgr, cancel: cancel, done: make(chan error, 1)}
 	go func() { n.done <- mgr.Run(ctx) }()
 	tc.nodes[id] = n
-	idx := len(tc.nodes)
-	tc.gossip.set(raft.Member{ID: id, RaftAddr: coord.Addr(), TransferAddr: srv.Addr().String(), Building: "b0",
-		GPUs: gpus, GPU: policy.GPU{Model: "A100", VRAM: 80 << 30, Capability: 8}, Status: raft.MemberAlive,
-		Since: tc.since.Add(time.Duration(idx) * time.Minute)})
 	return n
 }
 

@@ -1,17 +1,11 @@
 package jobs
 
 import (
-	"context"
-	"log/slog"
-	"path/filepath"
 	"testing"
 	"time"
 
-	"github.com/reclaimnet/reclaimnet/agent/supervisor"
-	"github.com/reclaimnet/reclaimnet/ckpt"
 	"github.com/reclaimnet/reclaimnet/policy"
 	"github.com/reclaimnet/reclaimnet/raft"
-	"github.com/reclaimnet/reclaimnet/transfer"
 )
 
 // startPersistent starts a node like testCluster.start, but with its Raft
@@ -21,58 +15,10 @@ import (
 // and the manager's Since set to since. Gossip hears of the node only when
 // the caller calls announce.
 func (tc *testCluster) startPersistent(id policy.NodeID, dir string, since time.Time) (*testNode, func(gpus int)) {
-	t := tc.t
-	t.Helper()
-	b, err := tc.dev.Node(string(id))
-	if err != nil {
-		t.Fatal(err)
-	}
-	root := filepath.Join(dir, "ckpt")
-	store, err := ckpt.Open(ckpt.Config{Root: root, Logger: testLogger(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	rc := raft.DefaultLocalConfig()
-	rc.HeartbeatTimeout, rc.ElectionTimeout, rc.LeaderLeaseTimeout = 200*time.Millisecond, 200*time.Millisecond, 100*time.Millisecond
-	rc.NodeID, rc.TLS, rc.Bootstrap, rc.Telemetry = id, b, false, tc.gossip
-	rc.DataDir = filepath.Join(dir, "raft")
-	rc.SnapshotThreshold, rc.SnapshotInterval = 1, 100*time.Millisecond
-	rc.Params.Switches = tc.switches
-	rc.Params.FixedInterval = testInterval
-	rc.Logger = testLogger(t)
-	rc.RaftLogLevel = slog.LevelError
-	coord, err := raft.Open(rc)
-	if err != nil {
-		t.Fatalf("open coordinator %s: %v", id, err)
-	}
-	tcfg := transfer.DefaultLocalConfig()
-	tcfg.TLS, tcfg.Store, tcfg.Logger = b, store, testLogger(t)
-	client, err := transfer.NewClient(tcfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sc := tc.supCfg
-	sc.Logger = testLogger(t)
-	sup, err := supervisor.New(sc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	work := filepath.Join(dir, "work")
-	mgr, err := New(Config{Node: id, Coord: FromRaft(coord), Store: store, Client: client, Supervisor: sup,
-		WorkDir: work, FetchTimeout: 20 * time.Second, Logger: testLogger(t), Since: since})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv, err := transfer.Listen("127.0.0.1:0", tcfg, mgr.TransferHooks())
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	n := &testNode{id: id, coord: coord, store: store, root: root, work: work, srv: srv, client: client, mgr: mgr, cancel: cancel, done: make(chan error, 1)}
-	go func() { n.done <- mgr.Run(ctx) }()
-	tc.nodes[id] = n
+	tc.t.Helper()
+	n := tc.open(id, false, dir, since)
 	announce := func(gpus int) {
-		tc.gossip.set(raft.Member{ID: id, RaftAddr: coord.Addr(), TransferAddr: srv.Addr().String(), Building: "b0",
+		tc.gossip.set(raft.Member{ID: id, RaftAddr: n.coord.Addr(), TransferAddr: n.srv.Addr().String(), Building: "b0",
 			GPUs: gpus, GPU: policy.GPU{Model: "A100", VRAM: 80 << 30, Capability: 8}, Status: raft.MemberAlive,
 			Since: since.Truncate(time.Second)})
 	}

@@ -110,9 +110,18 @@ func startAgentsForTest(t *testing.T, cfg AgentsConfig) *Agents {
 	t.Logf("%d agents formed a cluster in %v", len(a.Names()), time.Since(start).Round(time.Millisecond))
 	t.Cleanup(func() {
 		if t.Failed() {
+			// The whole logs outlive the test's temp dir, for diagnosis.
+			keep := filepath.Join(os.TempDir(), fmt.Sprintf("campus-logs-%s-%s", strings.ReplaceAll(t.Name(), "/", "_"), time.Now().UTC().Format("150405")))
+			if err := os.MkdirAll(keep, 0o755); err != nil {
+				t.Logf("keep logs: %v", err)
+			}
 			for _, n := range a.Names() {
 				t.Logf("--- %s log (last 25 lines) ---\n%s", n, tail(a.LogPath(n), 25))
+				if b, err := os.ReadFile(a.LogPath(n)); err == nil {
+					_ = os.WriteFile(filepath.Join(keep, n+".log"), b, 0o644)
+				}
 			}
+			t.Logf("whole agent logs kept in %s", keep)
 		}
 		if err := a.Close(); err != nil {
 			t.Errorf("Close: %v", err)

@@ -82,6 +82,9 @@ func (w *world) checkpoints(running []*Job, hosts []int) ([]JobDecision, [][]int
 // reachable), so pre-sync is not thrown away; otherwise P2.6 picks the
 // node it would hand off to with no deadline. -1 when there is none.
 func (w *world) standby(j *Job, host int) int {
+	if sb, ok := w.standbyOf[j.ID]; ok {
+		return sb
+	}
 	if sb, ok := w.nodeIndex(j.Standby); ok && sb != host && !w.leaving[sb] {
 		nd := w.nodes[sb]
 		if nd.GPU.VRAM >= j.VRAM && nd.GPU.Capability >= j.Capability && nd.GPUs >= j.GPUs {

@@ -5,7 +5,10 @@ package policy
 // holder, which may host the job itself so that nothing moves); with no
 // live replica it is placed like a new job and starts from the beginning.
 // It appends one Placement per job to d and returns the restore transfers.
-func (w *world) recoveries(recover []*Job, d *Decisions) []*migration {
+// With early set the jobs still run (degraded hand-offs): one without a
+// live replica is left where it is, since starting it again from the
+// beginning now would gain nothing over waiting for a later decision.
+func (w *world) recoveries(recover []*Job, d *Decisions, early bool) []*migration {
 	var restores []*migration
 	for _, j := range recover {
 		pl := Placement{Job: j.ID, Recovery: true}
@@ -35,6 +38,9 @@ func (w *world) recoveries(recover []*Job, d *Decisions) []*migration {
 			}
 		}
 		if bestSrc < 0 {
+			if early {
+				continue
+			}
 			// No replica survives: the job starts again from the beginning.
 			best = w.scan(scanRequest{job: j, src: -1, list: true})
 		}

@@ -1,6 +1,8 @@
 package policy
 
 import (
+	"slices"
+	"strings"
 	"testing"
 	"time"
 )
@@ -63,6 +65,154 @@ func TestTickLastChanceCheckpoint(t *testing.T) {
 		}
 		if !flow {
 			t.Errorf("%s: no pre-sync flow at the decided rate in %+v", tt.name, d.Flows)
+		}
+		checkInvariants(t, s, d, testEpoch)
+	}
+}
+
+// TestTickDegradedHandoffRecoversEarly: a scheduled reclaim whose notice
+// holds neither a hand-off nor a last-chance checkpoint recovers the job
+// at once from its freshest live replica, while the holders are still up
+// (the leaving node included when the restore lands before it leaves);
+// with no replica at all the job is left running (nothing to gain by
+// starting it again from the beginning now).
+func TestTickDegradedHandoffRecoversEarly(t *testing.T) {
+	nodes, links := buildCampus(campusSpec{buildings: 2, perBuilding: 3, access: gbit, uplink: gbit})
+	p := DefaultParams()
+	low := MigrationShare(gbit, gbit, p.BetaP3, p.Bmin) / p.CeilingFactor
+	base := testJob("j", nodes[0].ID)
+	transfer := time.Duration(float64(base.CheckpointBytes) / low * float64(time.Second))
+	for _, tt := range []struct {
+		name     string
+		replicas []NodeID
+		leaving  []NodeID // other nodes under the same scheduled reclaim
+		notice   time.Duration
+		wantFrom NodeID // "" for no placement
+	}{
+		{"replica on a staying node", []NodeID{nodes[4].ID}, nil, transfer / 2, nodes[4].ID},
+		{"replica on another leaving node", []NodeID{nodes[4].ID}, []NodeID{nodes[4].ID}, 2 * transfer, nodes[4].ID},
+		{"only the leaving host holds it", []NodeID{nodes[0].ID}, nil, 2 * transfer, nodes[0].ID},
+		{"holder leaves before a restore lands", []NodeID{nodes[4].ID}, []NodeID{nodes[4].ID}, transfer / 2, ""},
+		{"no replica", nil, nil, transfer / 2, ""},
+	} {
+		j := base
+		j.Replicas = tt.replicas
+		// A restart longer than any notice here: no hand-off is feasible.
+		j.RestartTime = 3 * transfer
+		rs := []Reclaim{{Node: nodes[0].ID, Announced: testEpoch, Deadline: testEpoch.Add(tt.notice)}}
+		for _, n := range tt.leaving {
+			rs = append(rs, Reclaim{Node: n, Announced: testEpoch, Deadline: testEpoch.Add(tt.notice)})
+		}
+		params := p
+		params.Switches.P1 = false // no last-chance checkpoint
+		s := Snapshot{Nodes: nodes, Links: links, Jobs: []Job{j}, Params: params, Reclaims: rs}
+		d := Tick(s, testEpoch)
+		if len(d.Handoffs) != 1 || !d.Handoffs[0].Degraded {
+			t.Fatalf("%s: hand-offs %+v, want one degraded", tt.name, d.Handoffs)
+		}
+		if tt.wantFrom == "" {
+			if len(d.Placements) != 0 {
+				t.Errorf("%s: placements %+v, want none", tt.name, d.Placements)
+			}
+			checkInvariants(t, s, d, testEpoch)
+			continue
+		}
+		if len(d.Placements) != 1 || !d.Placements[0].Recovery || d.Placements[0].From != tt.wantFrom {
+			t.Fatalf("%s: placements %+v, want a recovery from %s", tt.name, d.Placements, tt.wantFrom)
+		}
+		to := d.Placements[0].To
+		if to == "" || to == nodes[0].ID || slices.Contains(tt.leaving, to) {
+			t.Errorf("%s: recovery onto %q, want a node that stays", tt.name, to)
+		}
+		var restore *FlowDecision
+		for i, f := range d.Flows {
+			if f.Job == j.ID && f.Class == ClassMigration {
+				restore = &d.Flows[i]
+			}
+		}
+		switch {
+		case tt.wantFrom == to:
+			if restore != nil {
+				t.Errorf("%s: restore flow %+v onto the holder itself", tt.name, restore)
+			}
+		case restore == nil || restore.From != tt.wantFrom || restore.To != to || restore.Rate <= 0:
+			t.Errorf("%s: restore flow %+v, want %s → %s at a positive rate", tt.name, restore, tt.wantFrom, to)
+		}
+		checkInvariants(t, s, d, testEpoch)
+	}
+
+	// With a last-chance checkpoint possible the job keeps running instead.
+	j := base
+	j.Replicas = []NodeID{nodes[4].ID}
+	j.RestartTime = 3 * transfer
+	s := Snapshot{Nodes: nodes, Links: links, Jobs: []Job{j}, Params: p,
+		Reclaims: []Reclaim{{Node: nodes[0].ID, Announced: testEpoch, Deadline: testEpoch.Add(2 * transfer)}}}
+	d := Tick(s, testEpoch)
+	if len(d.Placements) != 0 {
+		t.Errorf("rescue possible: placements %+v, want none (a last-chance checkpoint instead)", d.Placements)
+	}
+	if len(d.Jobs) != 1 || d.Jobs[0].Interval != RescueInterval {
+		t.Errorf("rescue possible: job decisions %+v, want a last-chance checkpoint", d.Jobs)
+	}
+}
+
+// TestTickEvacuatesReplicasOfLeavingHolders: a running job whose only
+// live replica is on a node under a scheduled reclaim gets an evacuation
+// flow from that node to its (staying) standby, admitted within P3's
+// share; none when a staying node holds a copy, when the reclaim is an
+// emergency (no time), or when the job's own host is leaving (its hand-off
+// covers it).
+func TestTickEvacuatesReplicasOfLeavingHolders(t *testing.T) {
+	nodes, links := buildCampus(campusSpec{buildings: 2, perBuilding: 3, access: gbit, uplink: gbit})
+	j := testJob("j", nodes[0].ID)
+	scheduled := func(n NodeID) Reclaim {
+		// 10 GB in 10 min: ≈ 17 MB/s, well within an idle gigabit path.
+		return Reclaim{Node: n, Announced: testEpoch, Deadline: testEpoch.Add(10 * time.Minute)}
+	}
+	for _, tt := range []struct {
+		name     string
+		replicas []NodeID
+		reclaims []Reclaim
+		wantFrom NodeID // "" for no evacuation
+	}{
+		{"only replica leaving", []NodeID{nodes[1].ID}, []Reclaim{scheduled(nodes[1].ID)}, nodes[1].ID},
+		{"a staying copy too", []NodeID{nodes[1].ID, nodes[4].ID}, []Reclaim{scheduled(nodes[1].ID)}, ""},
+		{"replica on an emergency", []NodeID{nodes[1].ID}, []Reclaim{{Node: nodes[1].ID, Announced: testEpoch, Deadline: testEpoch}}, ""},
+		{"host leaving", []NodeID{nodes[1].ID}, []Reclaim{scheduled(nodes[1].ID), scheduled(nodes[0].ID)}, ""},
+		{"nothing leaving", []NodeID{nodes[1].ID}, nil, ""},
+		{"cannot land in time", []NodeID{nodes[1].ID}, []Reclaim{{Node: nodes[1].ID, Announced: testEpoch, Deadline: testEpoch.Add(10 * time.Second)}}, ""},
+	} {
+		job := j
+		job.Replicas = tt.replicas
+		s := Snapshot{Nodes: nodes, Links: links, Jobs: []Job{job}, Params: DefaultParams(), Reclaims: tt.reclaims}
+		d := Tick(s, testEpoch)
+		var evac *FlowDecision
+		for i, f := range d.Flows {
+			if strings.HasPrefix(f.ID, EvacuationPrefix) {
+				evac = &d.Flows[i]
+			}
+		}
+		if tt.wantFrom == "" {
+			if evac != nil {
+				t.Errorf("%s: evacuation %+v, want none", tt.name, evac)
+			}
+			checkInvariants(t, s, d, testEpoch)
+			continue
+		}
+		var standby NodeID
+		for _, jd := range d.Jobs {
+			if jd.Job == j.ID {
+				standby = jd.Standby
+			}
+		}
+		if evac == nil || evac.From != tt.wantFrom || evac.To != standby || standby == "" || evac.Class != ClassPresync || evac.Rate <= 0 || evac.Ceiling <= 0 {
+			t.Fatalf("%s: evacuation %+v (standby %q), want %s → standby, pre-sync, paced with a ceiling", tt.name, evac, standby, tt.wantFrom)
+		}
+		if slices.Contains(tt.replicas, evac.To) || evac.To == nodes[0].ID {
+			t.Errorf("%s: evacuation to %s, a holder or the host", tt.name, evac.To)
+		}
+		if lands := float64(job.CheckpointBytes) / evac.Rate; lands > tt.reclaims[0].Deadline.Sub(testEpoch).Seconds() {
+			t.Errorf("%s: %d bytes at %g B/s take %.0f s, after the holder leaves", tt.name, job.CheckpointBytes, evac.Rate, lands)
 		}
 		checkInvariants(t, s, d, testEpoch)
 	}

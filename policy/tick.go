@@ -24,6 +24,11 @@ const burstWindow = 10 * time.Millisecond
 // ckptPrefix starts the ID of a job's checkpoint flow.
 const ckptPrefix = "ckpt/"
 
+// EvacuationPrefix starts the ID of an evacuation flow: a replica holder
+// under a scheduled reclaim sends the job's freshest committed version to
+// the job's standby (see evacuations).
+const EvacuationPrefix = "evac/"
+
 // migration is one planned or recovery transfer being decided this period.
 type migration struct {
 	id       string
@@ -52,6 +57,10 @@ type migration struct {
 //     freshest live replica and their restore flows share what is left
 //     of their paths max-min: a job that is down comes before the
 //     durability of the running ones. Pending jobs are placed by P2.6.
+//     A degraded scheduled hand-off gets a last-chance checkpoint when one
+//     can land before the deadline (rescue.go); otherwise it is recovered
+//     at once like a job that lost its host (its Placement has Recovery
+//     set while the job still runs on the leaving node).
 //  3. P1. Every running job keeps (or gets from P2.6) a standby; what is
 //     left of each link is the checkpoint budget, split by the cube-root
 //     rule with caps (P1.3/P1.4; on several bottlenecks each job gets its
@@ -137,7 +146,7 @@ func Tick(s Snapshot, now time.Time) Decisions {
 	}
 
 	// Step 2: recoveries from replicas, then new jobs.
-	restores := w.recoveries(recover, &d)
+	restores := w.recoveries(recover, &d, false)
 	if len(restores) > 0 {
 		w.share(restores)
 	}
@@ -154,6 +163,21 @@ func Tick(s Snapshot, now time.Time) Decisions {
 		}
 	}
 	rescued := w.rescues(degraded)
+	// The others recover now, from their freshest committed replica,
+	// while its holders (the leaving node included) are still up: waiting
+	// for the deadline would only delay the restart and, when every
+	// holder is leaving too, lose the copy (SPEC P1.6's degraded recovery,
+	// decided early). The job is lost work either way: it stops now.
+	if early := unrescued(degraded, rescued); len(early) > 0 {
+		if more := w.recoveries(early, &d, true); len(more) > 0 {
+			w.share(more)
+			restores = append(restores, more...)
+		}
+	}
+
+	// Copies on leaving nodes that must get out (before P1: durability of
+	// what is committed before new checkpoints).
+	evac := w.evacuations(running, runningHost)
 
 	// Step 3: P1 on what is left.
 	var paths [][]int
@@ -170,7 +194,7 @@ func Tick(s Snapshot, now time.Time) Decisions {
 		}
 		sortJobDecisions(d.Jobs, paths, standbys, running, runningHost)
 	}
-	d.Flows = make([]FlowDecision, 0, len(d.Jobs)+len(planned)+len(restores))
+	d.Flows = make([]FlowDecision, 0, len(d.Jobs)+len(planned)+len(restores)+len(evac))
 	// The flows' IDs are cut from one string (one allocation, not one
 	// per flow).
 	var ids strings.Builder
@@ -197,6 +221,9 @@ func Tick(s Snapshot, now time.Time) Decisions {
 	for _, m := range all {
 		names += len(m.links)
 	}
+	for _, m := range evac {
+		names += len(m.links)
+	}
 	w.strArena = make([]string, 0, names)
 	var m migration
 	for i := range d.Jobs {
@@ -215,18 +242,103 @@ func Tick(s Snapshot, now time.Time) Decisions {
 		w.flowDecision(&d.Flows[len(d.Flows)-1], &m, ClassPresync)
 	}
 
-	// Step 4: the rest to migrations, max-min.
-	if len(all) > 0 {
-		w.share(all)
+	// Step 4: the rest to migrations and evacuations, max-min.
+	if len(all)+len(evac) > 0 {
+		w.share(append(slices.Clip(all), evac...))
 	}
 	for _, m := range all {
 		d.Flows = d.Flows[:len(d.Flows)+1]
 		w.flowDecision(&d.Flows[len(d.Flows)-1], m, ClassMigration)
 	}
+	for _, m := range evac {
+		d.Flows = d.Flows[:len(d.Flows)+1]
+		w.flowDecision(&d.Flows[len(d.Flows)-1], m, ClassPresync)
+	}
 	slices.SortFunc(d.Flows, func(a, b FlowDecision) int { return cmp.Compare(a.ID, b.ID) })
 	slices.SortStableFunc(d.Handoffs, func(a, b HandoffDecision) int { return cmp.Compare(a.Job, b.Job) })
 	slices.SortStableFunc(d.Placements, func(a, b Placement) int { return cmp.Compare(a.Job, b.Job) })
 	return d
+}
+
+// evacuations is the replicas' side of a scheduled reclaim: a running job
+// (on a node that stays) whose every live replica of its freshest
+// committed version is on nodes under a scheduled reclaim gets that
+// version sent from one of them to its standby (kept, or P2.6's choice)
+// before they leave. Without it, one owner's reclaim of the usual
+// same-building standby (or a whole lab's) takes the only off-node copy
+// away, and a crash of the job's host afterwards loses everything since
+// the start. Like a last-chance checkpoint (rescues) it is paced to land
+// before the holder's deadline with some room, admitted at its ceiling on
+// every link with P3, before periodic checkpoints; it carries no deadline
+// and may gain more in step 4 (class pre-sync, ID EvacuationPrefix+job).
+func (w *world) evacuations(jobs []*Job, hosts []int) []*migration {
+	var out []*migration
+	for i, j := range jobs {
+		host := hosts[i]
+		if w.leaving[host] || j.CheckpointBytes <= 0 || len(j.Replicas) == 0 {
+			continue
+		}
+		src, safe := -1, false
+		var left time.Duration
+		for _, rep := range sortedReplicas(j.Replicas) {
+			ri, ok := w.nodeIndex(rep)
+			if !ok || ri == host {
+				continue
+			}
+			if !w.leaving[ri] {
+				safe = true // a copy that stays
+				break
+			}
+			if r, ok := w.reclaims[rep]; ok && !r.Emergency() && r.Deadline.After(w.now) && src < 0 {
+				src, left = ri, r.Deadline.Sub(w.now)
+			}
+		}
+		if safe || src < 0 {
+			continue
+		}
+		sb := w.standby(j, host)
+		if sb < 0 || sb == src {
+			continue
+		}
+		_, low, ok := w.pathRate(src, sb)
+		need := float64(j.CheckpointBytes) / left.Seconds()
+		if !ok || need > low {
+			continue // cannot land before the holder leaves
+		}
+		rate := math.Min(low, rescueMargin*need)
+		links := w.pathLinks(src, sb)
+		if w.p.Switches.P3 {
+			if !admitOne(rate*w.cf, links, w.low) {
+				if rate = need; !admitOne(rate*w.cf, links, w.low) {
+					continue
+				}
+			}
+			for _, l := range links {
+				w.est[l] = math.Max(0, w.est[l]-rate*w.cf)
+			}
+		} else {
+			w.charge(links, rate)
+		}
+		if w.standbyOf == nil {
+			w.standbyOf = map[JobID]int{}
+		}
+		w.standbyOf[j.ID] = sb
+		out = append(out, &migration{id: EvacuationPrefix + string(j.ID), job: j, from: src, to: sb,
+			bytes: j.CheckpointBytes, start: w.now, rate: rate, links: links})
+	}
+	return out
+}
+
+// unrescued returns the jobs of the degraded hand-offs that got no
+// last-chance checkpoint, in the hand-offs' order.
+func unrescued(degraded []handoffReq, rescued []rescue) []*Job {
+	var out []*Job
+	for _, h := range degraded {
+		if !slices.ContainsFunc(rescued, func(r rescue) bool { return r.job == h.job }) {
+			out = append(out, h.job)
+		}
+	}
+	return out
 }
 
 // share raises the flows' rates by max-min water-filling over the room

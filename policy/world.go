@@ -26,12 +26,15 @@ type world struct {
 	offGraph   map[NodeID]int
 	vertex     []int // topology vertex of each node, -1 if absent
 	leaving    []bool
-	freeGPUs   []int
-	facts      []nodeFacts  // what P2.3's static filters read, packed
-	hazard     []float64    // λ̂⁺ at now per node, at least MinHazard (P1)
-	survival   []cumulative // per node, departure hazard, built on first use
-	bldg       []int        // building index per node
-	allNodes   []int        // 0, 1, …, n−1
+	// standbyOf fixes the standby of a job whose evacuation already
+	// chose one this period, so that P1 sends its checkpoints there too.
+	standbyOf map[JobID]int
+	freeGPUs  []int
+	facts     []nodeFacts  // what P2.3's static filters read, packed
+	hazard    []float64    // λ̂⁺ at now per node, at least MinHazard (P1)
+	survival  []cumulative // per node, departure hazard, built on first use
+	bldg      []int        // building index per node
+	allNodes  []int        // 0, 1, …, n−1
 	// Node indexes of building b, ascending: byBldg[bldgStart[b]:bldgStart[b+1]].
 	byBldg, bldgStart []int
 	bldgs             []string

@@ -186,7 +186,7 @@ func applyTo(s *State, cmd Command) (bool, error) {
 		if r, ok := s.Reclaims[c.From]; ok {
 			noteHandoff(s, r, c, j)
 		}
-		j.Node, j.State = c.To, policy.JobRunning
+		j.Node, j.State, j.Restore = c.To, policy.JobRunning, RestoreOrder{}
 		j.Restarts++
 		if j.Standby == c.To {
 			j.Standby, j.StandbyHas = "", 0
@@ -291,6 +291,10 @@ func applyReplicaComplete(s *State, c ReplicaComplete) (bool, error) {
 	}
 	cp.Holders = append(cp.Holders, c.Holder)
 	slices.Sort(cp.Holders)
+	if j := s.Jobs[c.Job]; j.Restore.From != "" && j.Node == c.Holder && c.Version >= j.Restore.Version {
+		j.Restore = RestoreOrder{}
+		s.Jobs[c.Job] = j
+	}
 	if c.Holder != c.Source && !cp.Committed {
 		cp.Committed, cp.CommittedAt = true, c.At
 	}
@@ -357,6 +361,12 @@ func applyDeparture(s *State, d Departure) bool {
 			j.Displaced = Displacement{From: d.Node, At: d.At, Announced: announced}
 			changed = true
 		}
+		if j.Restore.From == d.Node && j.State == policy.JobRunning {
+			// Its copy was to come from the node that left: place it
+			// again, from the replicas that remain.
+			j.State, j.Node, j.Restore = policy.JobRecovering, "", RestoreOrder{}
+			changed = true
+		}
 		if j.Standby == d.Node {
 			j.Standby, j.StandbyHas = "", 0
 			changed = true
@@ -399,7 +409,16 @@ func applyDecisions(s *State, d DecisionRecord) bool {
 	}
 	for _, p := range d.Placements {
 		j, ok := s.Jobs[p.Job]
-		if !ok || j.State == policy.JobDone || (j.State != policy.JobPending && j.State != policy.JobRecovering) {
+		if !ok || j.State == policy.JobDone {
+			continue
+		}
+		switch {
+		case j.State == policy.JobPending || j.State == policy.JobRecovering:
+		case earlyRecovery(s, d, j, p):
+			// A degraded hand-off recovered before its node leaves
+			// (policy.Tick): displaced now, by the pending reclaim.
+			j.Displaced = Displacement{From: j.Node, At: d.At, Announced: s.Reclaims[j.Node].Announced}
+		default:
 			continue
 		}
 		if j.Started {
@@ -408,6 +427,12 @@ func applyDecisions(s *State, d DecisionRecord) bool {
 		if !j.Displaced.At.IsZero() {
 			noteRecovery(s, j, p, d.At)
 			j.Displaced = Displacement{}
+		}
+		j.Restore = RestoreOrder{}
+		if p.From != "" && p.From != p.To {
+			if v, ok := newestHeld(s, j.ID, p.From); ok && !slices.Contains(catalogued(s, j.ID, v).Holders, p.To) {
+				j.Restore = RestoreOrder{From: p.From, Version: v}
+			}
 		}
 		j.Node, j.State, j.Started = p.To, policy.JobRunning, true
 		s.Jobs[p.Job] = j
@@ -432,6 +457,45 @@ func applyDecisions(s *State, d DecisionRecord) bool {
 		changed = true
 	}
 	return changed
+}
+
+// earlyRecovery reports whether p recovers j, still running, from a node
+// under a pending reclaim whose hand-off the same decisions marked
+// degraded.
+func earlyRecovery(s *State, d DecisionRecord, j JobRecord, p policy.Placement) bool {
+	if !p.Recovery || p.To == "" || p.To == j.Node || j.State != policy.JobRunning {
+		return false
+	}
+	if _, ok := s.Reclaims[j.Node]; !ok {
+		return false
+	}
+	for _, h := range d.Handoffs {
+		if h.Job == j.ID && h.From == j.Node && h.Degraded {
+			return true
+		}
+	}
+	return false
+}
+
+// newestHeld returns the newest committed version of job that node holds.
+func newestHeld(s *State, job policy.JobID, node policy.NodeID) (uint64, bool) {
+	cps := s.Checkpoints[job]
+	for k := len(cps) - 1; k >= 0; k-- {
+		if cps[k].Committed && slices.Contains(cps[k].Holders, node) {
+			return cps[k].Version, true
+		}
+	}
+	return 0, false
+}
+
+// catalogued returns version v of job's checkpoint (zero if unknown).
+func catalogued(s *State, job policy.JobID, v uint64) Checkpoint {
+	for _, cp := range s.Checkpoints[job] {
+		if cp.Version == v {
+			return cp
+		}
+	}
+	return Checkpoint{}
 }
 
 // Snapshot implements hraft.FSM.

@@ -305,12 +305,8 @@ func buildSnapshot(st *State, hz map[policy.NodeID]policy.HazardEstimate, tel Te
 		}
 		pj := j.Job
 		pj.Replicas = nil
-		if cp, ok := st.FreshestCommitted(j.ID); ok {
-			for _, h := range cp.Holders {
-				if h != j.Node && st.Nodes[h].State == NodeActive {
-					pj.Replicas = append(pj.Replicas, h)
-				}
-			}
+		if _, live, ok := st.Recoverable(j.ID, j.Node); ok {
+			pj.Replicas = live
 		}
 		snap.Jobs = append(snap.Jobs, pj)
 	}

@@ -145,6 +145,18 @@ type JobRecord struct {
 	// left (the state machine fills it at the departure and clears it at
 	// the placement, when it records the outcome in the reclaim history).
 	Displaced Displacement `json:",omitzero"`
+	// Restore is set while the job, placed by a recovery, waits for its
+	// replica holder's push; the state machine clears it when the job's
+	// node records the version, and returns the job to recovery when the
+	// holder departs first (nobody else would send the copy).
+	Restore RestoreOrder `json:",omitzero"`
+}
+
+// RestoreOrder names the holder that pushes a recovered job's checkpoint
+// to its new node, and the version it pushes.
+type RestoreOrder struct {
+	From    policy.NodeID
+	Version uint64
 }
 
 // Displacement is the departure that took a job's node away.
@@ -408,6 +420,28 @@ func cloneDecisions(d policy.Decisions) policy.Decisions {
 		}
 	}
 	return out
+}
+
+// Recoverable returns the newest committed version of job that an active
+// node other than except holds, with those holders: what a recovery can
+// restore (the freshest committed version may be gone with its holders).
+func (s *State) Recoverable(job policy.JobID, except policy.NodeID) (Checkpoint, []policy.NodeID, bool) {
+	cps := s.Checkpoints[job]
+	for i := len(cps) - 1; i >= 0; i-- {
+		if !cps[i].Committed {
+			continue
+		}
+		var live []policy.NodeID
+		for _, h := range cps[i].Holders {
+			if h != except && s.Nodes[h].State == NodeActive {
+				live = append(live, h)
+			}
+		}
+		if len(live) > 0 {
+			return cps[i].clone(), live, true
+		}
+	}
+	return Checkpoint{}, nil, false
 }
 
 // FreshestCommitted returns the newest committed version of a job's

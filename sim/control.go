@@ -151,11 +151,19 @@ func (e *Engine) applyPlacement(p policy.Placement) {
 		return
 	}
 	j := w.jobs[ji]
-	if (j.state != policy.JobPending && j.state != policy.JobRecovering) || j.node >= 0 || !j.started {
-		return
-	}
 	to, ok := w.nodeIdx[p.To]
 	if !ok || !w.usable(to, j) {
+		return
+	}
+	if p.Recovery && j.state == policy.JobRunning && j.node >= 0 && w.nodes[j.node].leaving && j.handoff == nil {
+		// A degraded hand-off recovered before the deadline (policy.Tick
+		// step 2): the job stops now, as the agent stops it, and its GPUs
+		// go back to its node (which takes no new work while leaving).
+		host := j.node
+		e.interrupt(j, false)
+		w.nodes[host].freeGPUs += j.rec.GPUs
+	}
+	if (j.state != policy.JobPending && j.state != policy.JobRecovering) || j.node >= 0 || !j.started {
 		return
 	}
 	w.nodes[to].freeGPUs -= j.rec.GPUs

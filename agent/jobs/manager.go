@@ -1,11 +1,13 @@
 package jobs
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -104,12 +106,14 @@ type Manager struct {
 
 	mu       sync.Mutex
 	workers  map[policy.JobID]*worker
-	finished map[policy.JobID]finish  // jobs that must not be restarted as they are
-	pushes   map[pushKey]*push        // recovery pushes this node makes as a holder
-	live     map[policy.JobID]bool    // jobs marked live in the store
-	ended    map[policy.JobID]JobView // last view of workers that ended
-	past     []TransferView           // finished transfers no longer listed, oldest first (at most pastTransfers)
-	running  bool
+	finished map[policy.JobID]finish // jobs that must not be restarted as they are
+	pushes   map[pushKey]*push       // recovery pushes this node makes as a holder
+	// restoreRates is the rate each recovery push last went at.
+	restoreRates map[pushKey]float64
+	live         map[policy.JobID]bool    // jobs marked live in the store
+	ended        map[policy.JobID]JobView // last view of workers that ended
+	past         []TransferView           // finished transfers no longer listed, oldest first (at most pastTransfers)
+	running      bool
 }
 
 // finish records why a worker ended without the job leaving this node, so
@@ -133,7 +137,7 @@ func New(cfg Config) (*Manager, error) {
 	return &Manager{
 		cfg: cfg, log: cfg.Logger.With("node", cfg.Node),
 		workers: map[policy.JobID]*worker{}, finished: map[policy.JobID]finish{},
-		pushes: map[pushKey]*push{}, live: map[policy.JobID]bool{}, ended: map[policy.JobID]JobView{},
+		pushes: map[pushKey]*push{}, restoreRates: map[pushKey]float64{}, live: map[policy.JobID]bool{}, ended: map[policy.JobID]JobView{},
 	}, nil
 }
 
@@ -245,6 +249,7 @@ func (m *Manager) reconcile(ctx context.Context, st *raft.State, wg *sync.WaitGr
 		})
 	}
 	m.recoveryPushes(ctx, st, wg)
+	m.evacuations(ctx, st, wg)
 }
 
 func handoffPending(st *raft.State, id policy.JobID, node policy.NodeID) bool {
@@ -257,63 +262,134 @@ func handoffPending(st *raft.State, id policy.JobID, node policy.NodeID) bool {
 	return ok
 }
 
-// recoveryPushes sends, for each recovery placement that names this node as
-// the replica holder, the freshest committed version to the destination
-// (see the package doc: the holder pushes).
+// recoveryPushes sends, for each job whose restore order names this node as
+// the holder (raft.JobRecord.Restore, set by the recovery placement), that
+// version to the job's new node (see the package doc: the holder pushes).
+// The order lasts until the new node has the copy, so a failed push is
+// retried on the next state change; it is paced at the restore flow's
+// decided rate, or at the rate of the previous attempt once the decision
+// that placed the job has been replaced.
 func (m *Manager) recoveryPushes(ctx context.Context, st *raft.State, wg *sync.WaitGroup) {
 	wanted := map[pushKey]bool{}
-	for _, p := range st.Decisions.Placements {
-		if cp, ok := st.FreshestCommitted(p.Job); ok && p.Recovery && p.From == m.cfg.Node {
-			wanted[pushKey{p.Job, cp.Version, p.To}] = true
+	var keys []pushKey
+	for id, j := range st.Jobs {
+		if j.Restore.From == m.cfg.Node && j.State != policy.JobDone && j.Node != "" && j.Node != m.cfg.Node {
+			key := pushKey{id, j.Restore.Version, j.Node}
+			wanted[key] = true
+			keys = append(keys, key)
 		}
 	}
 	for key, p := range m.pushes {
 		if p.done && !wanted[key] {
 			m.archiveLocked(p)
-			delete(m.pushes, key) // its placement is history
+			delete(m.pushes, key) // its order is history
+			delete(m.restoreRates, key)
 		}
 	}
-	for _, p := range st.Decisions.Placements {
-		if !p.Recovery || p.From != m.cfg.Node || p.To == m.cfg.Node || p.To == "" {
-			continue
-		}
-		j, ok := st.Jobs[p.Job]
-		if !ok || j.State == policy.JobDone || j.Node != p.To {
-			continue
-		}
-		cp, ok := st.FreshestCommitted(p.Job)
-		if !ok || slices.Contains(cp.Holders, p.To) {
-			continue
-		}
-		key := pushKey{p.Job, cp.Version, p.To}
+	slices.SortFunc(keys, func(a, b pushKey) int { return cmp.Compare(a.job, b.job) })
+	for _, key := range keys {
 		if _, ok := m.pushes[key]; ok {
 			continue
 		}
-		if !m.holds(p.Job, cp) {
-			m.log.Warn("recovery placement names this node as holder but the version is not here", "job", p.Job, "version", cp.Version)
+		cp, ok := catalogued(st, key.job, key.version)
+		if !ok || slices.Contains(cp.Holders, key.to) {
 			continue
 		}
-		rate, _ := flowRate(st, p.Job, m.cfg.Node, p.To, policy.ClassMigration)
-		addr := st.Nodes[p.To].TransferAddr
-		pctx, cancel := context.WithCancel(ctx)
-		ps := &push{key: key, class: policy.ClassMigration, rate: rate, started: m.cfg.Now(), cancel: cancel}
-		m.pushes[key] = ps
-		wg.Go(func() {
-			defer cancel()
-			err := m.send(pctx, ps, addr, cp)
-			m.mu.Lock()
-			ps.err = err
-			ps.done = true
-			if err != nil {
-				m.archiveLocked(ps)
-				delete(m.pushes, key) // the next state change retries
-			}
-			m.mu.Unlock()
-			if err != nil && pctx.Err() == nil {
-				m.log.Warn("recovery push failed", "job", p.Job, "version", cp.Version, "to", p.To, "err", err)
-			}
-		})
+		if !m.holds(key.job, cp) {
+			m.log.Warn("restore order names this node as holder but the version is not here", "job", key.job, "version", key.version)
+			continue
+		}
+		rate, fl := flowRate(st, key.job, m.cfg.Node, key.to, policy.ClassMigration)
+		if fl == nil && paced(st) {
+			rate = m.restoreRates[key]
+		}
+		m.restoreRates[key] = rate
+		m.holderPush(ctx, wg, st, cp, key, policy.ClassMigration, rate, "recovery push failed")
 	}
+}
+
+// evacuations carries out the leader's evacuation flows from this node
+// (policy.EvacuationPrefix: a replica holder under a scheduled reclaim
+// sends a job's freshest committed version to the job's standby, because
+// no node that stays holds it), paced at the flow's rate, unpaced with P3
+// off; retried on the next state change until the standby holds it.
+func (m *Manager) evacuations(ctx context.Context, st *raft.State, wg *sync.WaitGroup) {
+	for _, e := range evacuationsDue(st, m.cfg.Node) {
+		key := pushKey{e.cp.Job, e.cp.Version, e.to}
+		if _, ok := m.pushes[key]; ok || !m.holds(e.cp.Job, e.cp) {
+			continue
+		}
+		rate := e.rate
+		if !paced(st) {
+			rate = 0
+		}
+		m.log.Info("evacuating a replica before this node leaves", "job", e.cp.Job, "version", e.cp.Version, "to", e.to)
+		m.holderPush(ctx, wg, st, e.cp, key, policy.ClassPresync, rate, "replica evacuation failed")
+	}
+}
+
+// evacuation is one committed version to send to a job's standby.
+type evacuation struct {
+	cp   raft.Checkpoint
+	to   policy.NodeID
+	rate float64
+}
+
+// evacuationsDue lists the decided evacuation flows from self whose
+// destination lacks the job's freshest committed version, sorted by job.
+func evacuationsDue(st *raft.State, self policy.NodeID) []evacuation {
+	var out []evacuation
+	for _, f := range st.Decisions.Flows {
+		if f.From != self || !strings.HasPrefix(f.ID, policy.EvacuationPrefix) {
+			continue
+		}
+		if j, ok := st.Jobs[f.Job]; !ok || j.State == policy.JobDone {
+			continue
+		}
+		cp, ok := st.FreshestCommitted(f.Job)
+		if !ok || slices.Contains(cp.Holders, f.To) {
+			continue
+		}
+		out = append(out, evacuation{cp: cp, to: f.To, rate: f.Rate})
+	}
+	slices.SortFunc(out, func(a, b evacuation) int { return cmp.Compare(a.cp.Job, b.cp.Job) })
+	return out
+}
+
+// holderPush starts sending cp (a version this node holds) to key.to; a
+// failed push is dropped so that the next state change retries it. Called
+// with m.mu held.
+func (m *Manager) holderPush(ctx context.Context, wg *sync.WaitGroup, st *raft.State, cp raft.Checkpoint, key pushKey,
+	class policy.TrafficClass, rate float64, failure string) {
+	addr := st.Nodes[key.to].TransferAddr
+	pctx, cancel := context.WithCancel(ctx)
+	ps := &push{key: key, class: class, rate: rate, started: m.cfg.Now(), cancel: cancel}
+	m.pushes[key] = ps
+	wg.Go(func() {
+		defer cancel()
+		err := m.send(pctx, ps, addr, cp)
+		m.mu.Lock()
+		ps.err = err
+		ps.done = true
+		if err != nil {
+			m.archiveLocked(ps)
+			delete(m.pushes, key) // the next state change retries
+		}
+		m.mu.Unlock()
+		if err != nil && pctx.Err() == nil {
+			m.log.Warn(failure, "job", key.job, "version", key.version, "to", key.to, "err", err)
+		}
+	})
+}
+
+// catalogued returns version v of job's checkpoint from the catalogue.
+func catalogued(st *raft.State, job policy.JobID, v uint64) (raft.Checkpoint, bool) {
+	for _, cp := range st.Checkpoints[job] {
+		if cp.Version == v {
+			return cp, true
+		}
+	}
+	return raft.Checkpoint{}, false
 }
 
 // holds reports whether the local store has cp's version with cp's manifest.

@@ -141,11 +141,21 @@ func (w *worker) run(ctx context.Context) {
 func (w *worker) prepare(ctx context.Context, st *raft.State) (string, uint64, error) {
 	m := w.m
 	cp, ok := st.FreshestCommitted(w.id)
+	if o := st.Jobs[w.id].Restore; o.Version != 0 {
+		// Placed by a recovery: its holder pushes this version (the
+		// freshest committed one may have left with its holders).
+		if c, found := catalogued(st, w.id, o.Version); found {
+			cp, ok = c, true
+		}
+	}
 	if !ok {
 		return "", 0, nil
 	}
 	have := m.holds(w.id, cp)
-	if !have {
+	if !have && st.Jobs[w.id].Restore.Version == 0 && len(activeHolders(st, w.id, m.cfg.Node)) == 0 {
+		// No holder left to send anything: what this node has is all there is.
+		w.log.Warn("no active node holds a committed version; resuming from what is here", "freshest", cp.Version, "holders", cp.Holders)
+	} else if !have {
 		w.setState(StateFetching)
 		w.log.Info("waiting for the freshest committed version", "version", cp.Version, "holders", cp.Holders)
 		have = w.waitFor(ctx, cp)
@@ -249,7 +259,8 @@ func activeHolders(st *raft.State, job policy.JobID, self policy.NodeID) []polic
 	return out
 }
 
-// waitFor waits until the store holds cp or FetchTimeout passes.
+// waitFor waits until the store holds cp, FetchTimeout passes, or nobody
+// is left to send it (no restore order and no active holder).
 func (w *worker) waitFor(ctx context.Context, cp raft.Checkpoint) bool {
 	timeout := time.NewTimer(w.m.cfg.FetchTimeout)
 	defer timeout.Stop()
@@ -262,6 +273,9 @@ func (w *worker) waitFor(ctx context.Context, cp raft.Checkpoint) bool {
 		case <-timeout.C:
 			return w.m.holds(w.id, cp)
 		case <-poll.C:
+			if st := w.m.cfg.Coord.State(); st.Jobs[w.id].Restore.Version == 0 && len(activeHolders(st, w.id, w.m.cfg.Node)) == 0 {
+				return w.m.holds(w.id, cp)
+			}
 		case <-w.notify:
 		}
 	}
@@ -325,7 +339,10 @@ func (w *worker) loop(ctx context.Context, job *supervisor.Job, deadline time.Ti
 			}
 			deadline = d
 		}
-		if h, ok := handoffFrom(st, w.id, m.cfg.Node); ok && j.Node == m.cfg.Node {
+		if h, ok := handoffFrom(st, w.id, m.cfg.Node); ok && j.Node == m.cfg.Node && !(h.Degraded && jd.Interval == policy.RescueInterval) {
+			// (A degraded hand-off with a last-chance checkpoint ordered
+			// keeps running: the loop takes that checkpoint and pushes it
+			// to the standby; the job stops when the node leaves.)
 			if ckptBusy {
 				r := <-ckptRes
 				ckptBusy = false
@@ -553,12 +570,25 @@ func (w *worker) handoff(ctx context.Context, job *supervisor.Job, h policy.Hand
 			cp, have = c, true
 		}
 	}
-	if have && !slices.Contains(catalogueHolders(st, w.id, cp.Version), h.To) {
-		if err := w.migrate(hctx, h, cp); err != nil {
+	for have && !slices.Contains(catalogueHolders(w.latest(), w.id, cp.Version), h.To) {
+		err := w.migrate(hctx, h, cp)
+		var rt retarget
+		if errors.As(err, &rt) {
+			if rt.h.Degraded || rt.h.To == "" {
+				w.log.Warn("hand-off withdrawn during the transfer: the job recovers from its freshest committed replica", "was_to", h.To, "reason", rt.h.Reason)
+				w.set(func() { w.state, w.result.reason = StateDegraded, reasonDegraded })
+				return
+			}
+			w.log.Info("hand-off destination changed during the transfer", "from", h.To, "to", rt.h.To)
+			h = rt.h
+			continue
+		}
+		if err != nil {
 			w.noteErr(fmt.Errorf("hand-off to %s: %w", h.To, err))
 			w.set(func() { w.state, w.result.reason = StateFailed, reasonDegraded })
 			return
 		}
+		break
 	}
 	if err := m.submit(ctx, raft.MoveJob{Job: w.id, From: m.cfg.Node, To: h.To}); err != nil {
 		w.noteErr(fmt.Errorf("commit move to %s: %w", h.To, err))
@@ -598,6 +628,10 @@ func (w *worker) migrate(ctx context.Context, h policy.HandoffDecision, cp raft.
 			return r.err
 		case <-w.notify:
 			st := w.latest()
+			if nh, ok := handoffFrom(st, w.id, m.cfg.Node); ok && (nh.Degraded || nh.To != h.To) {
+				ps.cancel()
+				return retarget{nh} // the leader chose again (the destination is leaving, say)
+			}
 			if r, f := flowRate(st, w.id, m.cfg.Node, h.To, policy.ClassMigration); f != nil {
 				rate, fl = r, f
 				w.repace(ps, w.deadlinePace(w.progress(ps, cp), rate, fl, h.Deadline))
@@ -607,6 +641,12 @@ func (w *worker) migrate(ctx context.Context, h policy.HandoffDecision, cp raft.
 		}
 	}
 }
+
+// retarget ends a hand-off's transfer when the leader's decision for it
+// changed: another destination, or degraded.
+type retarget struct{ h policy.HandoffDecision }
+
+func (r retarget) Error() string { return fmt.Sprintf("hand-off decision changed (to %q)", r.h.To) }
 
 // repace gives a push in flight a new assigned rate when it changed.
 func (w *worker) repace(p *push, rate float64) {
@@ -677,10 +717,6 @@ func presyncRate(st *raft.State, jd policy.JobDecision, id policy.JobID, from, t
 }
 
 func catalogueHolders(st *raft.State, id policy.JobID, v uint64) []policy.NodeID {
-	for _, cp := range st.Checkpoints[id] {
-		if cp.Version == v {
-			return cp.Holders
-		}
-	}
-	return nil
+	cp, _ := catalogued(st, id, v)
+	return cp.Holders
 }

@@ -13,6 +13,7 @@ func (w *world) recoveries(recover []*Job, d *Decisions, early bool) []*migratio
 	for _, j := range recover {
 		pl := Placement{Job: j.ID, Recovery: true}
 		best, bestSrc := scanResult{best: -1}, -1
+		var late []int // leaving holders whose copy may not land in time
 		for _, rep := range sortedReplicas(j.Replicas) {
 			ri, ok := w.nodeIndex(rep)
 			if !ok {
@@ -31,10 +32,25 @@ func (w *world) recoveries(recover []*Job, d *Decisions, early bool) []*migratio
 					continue
 				}
 				req.deadline = r.Deadline.Add(j.RestartTime)
+				late = append(late, ri)
 			}
 			res := w.scan(req)
 			if res.best >= 0 && (best.best < 0 || res.cand.Score < best.cand.Score) {
 				best, bestSrc = res, ri
+			}
+		}
+		if bestSrc < 0 && !early {
+			// Only leaving holders, and no restore fits before they leave
+			// at the paths' lower bounds: when one fits at the estimated
+			// rate, try it rather than throw the copy away. If the holder
+			// leaves first, the job returns to recovery and is placed
+			// again from what remains (raft.JobRecord.Restore).
+			for _, ri := range late {
+				res := w.scan(scanRequest{job: j, src: ri, recovery: true, list: true})
+				left := w.reclaims[w.nodes[ri].ID].Deadline.Sub(w.now)
+				if res.best >= 0 && res.cand.Transfer <= left && (best.best < 0 || res.cand.Score < best.cand.Score) {
+					best, bestSrc = res, ri
+				}
 			}
 		}
 		if bestSrc < 0 {

@@ -481,3 +481,37 @@ func TestTickRecoversFromLeavingHolder(t *testing.T) {
 		checkInvariants(t, s, d, testEpoch)
 	}
 }
+
+// TestTickRecoversFromLeavingHolderAtTheEstimate: when the only holder
+// is leaving and its copy cannot land before it leaves at the paths' lower
+// bounds but can at the estimated rate, the job is still placed from it
+// (the state machine returns it to recovery if the holder leaves first)
+// rather than started from the beginning; not when even the estimate is
+// too slow.
+func TestTickRecoversFromLeavingHolderAtTheEstimate(t *testing.T) {
+	nodes, links := buildCampus(campusSpec{buildings: 2, perBuilding: 3, access: gbit, uplink: gbit})
+	for i := range links {
+		links[i].AvailableLow = links[i].Available / 2 // an uncertain estimate
+	}
+	j := testJob("j", nodes[0].ID)
+	j.Replicas = []NodeID{nodes[4].ID}
+	atEstimate := time.Duration(float64(j.CheckpointBytes) / MigrationShare(gbit, gbit, DefaultParams().BetaP3, 0) * float64(time.Second))
+	for _, tt := range []struct {
+		notice time.Duration
+		want   NodeID
+	}{
+		{atEstimate + atEstimate/4, nodes[4].ID}, // fits the estimate, not the lower bound (2×)
+		{atEstimate / 2, ""},
+	} {
+		s := Snapshot{Nodes: nodes, Links: links, Jobs: []Job{j}, Params: DefaultParams(),
+			Reclaims: []Reclaim{
+				{Node: nodes[0].ID, Announced: testEpoch, Deadline: testEpoch},
+				{Node: nodes[4].ID, Announced: testEpoch, Deadline: testEpoch.Add(tt.notice)},
+			}}
+		d := Tick(s, testEpoch)
+		if len(d.Placements) != 1 || d.Placements[0].From != tt.want || d.Placements[0].To == "" {
+			t.Fatalf("holder leaving in %v (transfer at the estimate %v): placements %+v, want a recovery from %q", tt.notice, atEstimate, d.Placements, tt.want)
+		}
+		checkInvariants(t, s, d, testEpoch)
+	}
+}

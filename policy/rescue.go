@@ -72,23 +72,34 @@ func (w *world) rescues(reqs []handoffReq) []rescue {
 		if !ok || need > low {
 			continue
 		}
-		rate := math.Min(low, rescueMargin*need)
 		links := w.pathLinks(src, sb)
-		if w.p.Switches.P3 {
-			// Admitted at its ceiling on the lower bounds (as a hand-off
-			// is), then charged to the estimates.
-			if !admitOne(rate*w.cf, links, w.low) {
-				if rate = need; !admitOne(rate*w.cf, links, w.low) {
-					continue
-				}
-			}
-			for _, l := range links {
-				w.est[l] = math.Max(0, w.est[l]-rate*w.cf)
-			}
-		} else {
-			w.charge(links, rate)
+		rate, ok := w.admitLastChance(links, low, need)
+		if !ok {
+			continue
 		}
 		out = append(out, rescue{job: j, host: src, to: sb, links: links, rate: rate, lambda: w.hazardNow(src)})
 	}
 	return out
+}
+
+// admitLastChance paces a transfer that must land in time (need bytes/s
+// at least, low the path's lower bound): rescueMargin faster than need
+// when the path allows, admitted at its ceiling on the lower bounds of
+// links (as a hand-off is) and charged to the estimates with P3 on, merely
+// charged with P3 off. It reports false when P3 cannot admit even need.
+func (w *world) admitLastChance(links []int, low, need float64) (float64, bool) {
+	rate := math.Min(low, rescueMargin*need)
+	if !w.p.Switches.P3 {
+		w.charge(links, rate)
+		return rate, true
+	}
+	if !admitOne(rate*w.cf, links, w.low) {
+		if rate = need; !admitOne(rate*w.cf, links, w.low) {
+			return 0, false
+		}
+	}
+	for _, l := range links {
+		w.est[l] = math.Max(0, w.est[l]-rate*w.cf)
+	}
+	return rate, true
 }

@@ -24,11 +24,6 @@ const burstWindow = 10 * time.Millisecond
 // ckptPrefix starts the ID of a job's checkpoint flow.
 const ckptPrefix = "ckpt/"
 
-// EvacuationPrefix starts the ID of an evacuation flow: a replica holder
-// under a scheduled reclaim sends the job's freshest committed version to
-// the job's standby (see evacuations).
-const EvacuationPrefix = "evac/"
-
 // migration is one planned or recovery transfer being decided this period.
 type migration struct {
 	id       string
@@ -139,6 +134,7 @@ func Tick(s Snapshot, now time.Time) Decisions {
 
 	// Step 1: planned migrations, earliest deadline first.
 	planned := w.handoffs(handoffs, &d)
+
 	if !s.Params.Switches.P3 && len(planned) > 0 {
 		// P3 off: no admission and no reservation; migrations simply
 		// share the links max-min, ahead of checkpoints.
@@ -242,9 +238,11 @@ func Tick(s Snapshot, now time.Time) Decisions {
 		w.flowDecision(&d.Flows[len(d.Flows)-1], &m, ClassPresync)
 	}
 
-	// Step 4: the rest to migrations and evacuations, max-min.
-	if len(all)+len(evac) > 0 {
-		w.share(append(slices.Clip(all), evac...))
+	// Step 4: the rest to migrations, max-min. (Evacuations keep the pace
+	// that lands them before their holder leaves, as last-chance
+	// checkpoints do: nobody waits for them, research traffic does.)
+	if len(all) > 0 {
+		w.share(all)
 	}
 	for _, m := range all {
 		d.Flows = d.Flows[:len(d.Flows)+1]
@@ -258,75 +256,6 @@ func Tick(s Snapshot, now time.Time) Decisions {
 	slices.SortStableFunc(d.Handoffs, func(a, b HandoffDecision) int { return cmp.Compare(a.Job, b.Job) })
 	slices.SortStableFunc(d.Placements, func(a, b Placement) int { return cmp.Compare(a.Job, b.Job) })
 	return d
-}
-
-// evacuations is the replicas' side of a scheduled reclaim: a running job
-// (on a node that stays) whose every live replica of its freshest
-// committed version is on nodes under a scheduled reclaim gets that
-// version sent from one of them to its standby (kept, or P2.6's choice)
-// before they leave. Without it, one owner's reclaim of the usual
-// same-building standby (or a whole lab's) takes the only off-node copy
-// away, and a crash of the job's host afterwards loses everything since
-// the start. Like a last-chance checkpoint (rescues) it is paced to land
-// before the holder's deadline with some room, admitted at its ceiling on
-// every link with P3, before periodic checkpoints; it carries no deadline
-// and may gain more in step 4 (class pre-sync, ID EvacuationPrefix+job).
-func (w *world) evacuations(jobs []*Job, hosts []int) []*migration {
-	var out []*migration
-	for i, j := range jobs {
-		host := hosts[i]
-		if w.leaving[host] || j.CheckpointBytes <= 0 || len(j.Replicas) == 0 {
-			continue
-		}
-		src, safe := -1, false
-		var left time.Duration
-		for _, rep := range sortedReplicas(j.Replicas) {
-			ri, ok := w.nodeIndex(rep)
-			if !ok || ri == host {
-				continue
-			}
-			if !w.leaving[ri] {
-				safe = true // a copy that stays
-				break
-			}
-			if r, ok := w.reclaims[rep]; ok && !r.Emergency() && r.Deadline.After(w.now) && src < 0 {
-				src, left = ri, r.Deadline.Sub(w.now)
-			}
-		}
-		if safe || src < 0 {
-			continue
-		}
-		sb := w.standby(j, host)
-		if sb < 0 || sb == src {
-			continue
-		}
-		_, low, ok := w.pathRate(src, sb)
-		need := float64(j.CheckpointBytes) / left.Seconds()
-		if !ok || need > low {
-			continue // cannot land before the holder leaves
-		}
-		rate := math.Min(low, rescueMargin*need)
-		links := w.pathLinks(src, sb)
-		if w.p.Switches.P3 {
-			if !admitOne(rate*w.cf, links, w.low) {
-				if rate = need; !admitOne(rate*w.cf, links, w.low) {
-					continue
-				}
-			}
-			for _, l := range links {
-				w.est[l] = math.Max(0, w.est[l]-rate*w.cf)
-			}
-		} else {
-			w.charge(links, rate)
-		}
-		if w.standbyOf == nil {
-			w.standbyOf = map[JobID]int{}
-		}
-		w.standbyOf[j.ID] = sb
-		out = append(out, &migration{id: EvacuationPrefix + string(j.ID), job: j, from: src, to: sb,
-			bytes: j.CheckpointBytes, start: w.now, rate: rate, links: links})
-	}
-	return out
 }
 
 // unrescued returns the jobs of the degraded hand-offs that got no

@@ -25,14 +25,7 @@ func TestDegradedHandoffStopsThenRecovers(t *testing.T) {
 	dest := tc.waitRunning("train", host)
 	// The outcome is in the reclaim's history entry: recovered, not handed
 	// off, from the replica.
-	var outcome raft.JobOutcome
-	for _, e := range tc.state().ReclaimReports {
-		for _, o := range e.Jobs {
-			if e.Node == host && o.Job == "train" {
-				outcome = o
-			}
-		}
-	}
+	outcome := tc.outcome(host, "train")
 	if outcome.HandedOff || outcome.To != dest || outcome.Replica == "" || outcome.Replica == host {
 		t.Errorf("history outcome %+v, want a recovery onto %s from a replica off %s", outcome, dest, host)
 	}

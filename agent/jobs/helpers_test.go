@@ -334,6 +334,20 @@ func (tc *testCluster) any() *testNode {
 
 func (tc *testCluster) state() *raft.State { return tc.any().coord.FSM().State() }
 
+// outcome returns what the reclaim history records for job displaced from
+// node (zero if nothing).
+func (tc *testCluster) outcome(node policy.NodeID, job policy.JobID) raft.JobOutcome {
+	var out raft.JobOutcome
+	for _, e := range tc.state().ReclaimReports {
+		for _, o := range e.Jobs {
+			if e.Node == node && o.Job == job {
+				out = o
+			}
+		}
+	}
+	return out
+}
+
 func (tc *testCluster) submit(cmd raft.Command) {
 	tc.t.Helper()
 	tc.submitVia(tc.any().id, cmd)

@@ -280,10 +280,13 @@ func (m *Manager) recoveryPushes(ctx context.Context, st *raft.State, wg *sync.W
 		}
 	}
 	for key, p := range m.pushes {
-		if p.done && !wanted[key] {
+		switch {
+		case p.done && !wanted[key]:
 			m.archiveLocked(p)
 			delete(m.pushes, key) // its order is history
 			delete(m.restoreRates, key)
+		case !p.done && !wanted[key] && p.class == policy.ClassMigration:
+			p.cancel() // the job was placed again: this copy is no longer wanted
 		}
 	}
 	slices.SortFunc(keys, func(a, b pushKey) int { return cmp.Compare(a.job, b.job) })
@@ -314,7 +317,20 @@ func (m *Manager) recoveryPushes(ctx context.Context, st *raft.State, wg *sync.W
 // no node that stays holds it), paced at the flow's rate, unpaced with P3
 // off; retried on the next state change until the standby holds it.
 func (m *Manager) evacuations(ctx context.Context, st *raft.State, wg *sync.WaitGroup) {
-	for _, e := range evacuationsDue(st, m.cfg.Node) {
+	due := evacuationsDue(st, m.cfg.Node)
+	wanted := map[pushKey]bool{}
+	for _, e := range due {
+		wanted[pushKey{e.cp.Job, e.cp.Version, e.to}] = true
+	}
+	for key, p := range m.pushes {
+		if !p.done && !wanted[key] && p.class == policy.ClassPresync {
+			// No longer decided (another standby, or the job is being
+			// recovered): an evacuation the leader does not account
+			// for any more must not keep its share of the links.
+			p.cancel()
+		}
+	}
+	for _, e := range due {
 		key := pushKey{e.cp.Job, e.cp.Version, e.to}
 		if _, ok := m.pushes[key]; ok || !m.holds(e.cp.Job, e.cp) {
 			continue

@@ -106,14 +106,7 @@ func TestHandoffAccountsForCheckpointTime(t *testing.T) {
 		// (the decision itself may be replaced by the next period before
 		// a poll sees it): the reclaim's history says so.
 		dest := tc.waitRunning("train", host)
-		var outcome raft.JobOutcome
-		for _, e := range tc.state().ReclaimReports {
-			for _, o := range e.Jobs {
-				if e.Node == host && o.Job == "train" {
-					outcome = o
-				}
-			}
-		}
+		outcome := tc.outcome(host, "train")
 		if outcome.HandedOff || outcome.To != dest || outcome.Replica == "" {
 			t.Errorf("outcome %+v with a %v notice and Tr %v: want a degraded recovery onto %s from a replica, not a hand-off", outcome, notice, tr, dest)
 		}

@@ -19,7 +19,7 @@ import (
 // --protocols p1,p2), each on a fresh campus. It prints work lost and
 // downtime per job per reclaim, how many moves crossed the core, and the
 // research flow's degradation.
-// Opt-in: RECLAIMNET_FIGURES=1 (about 15 minutes on a 2-core machine).
+// Opt-in: RECLAIMNET_FIGURES=1 (about 7 minutes on a 2-core machine).
 //
 //	RECLAIMNET_FIGURES=1 go test ./campus/ -run TestCampusFigures -v -timeout 30m
 func TestCampusFigures(t *testing.T) {

@@ -15,56 +15,19 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/reclaimnet/reclaimnet/internal/testbin"
 	"github.com/reclaimnet/reclaimnet/web"
 )
 
-var (
-	binOnce sync.Once
-	binPath string
-	binErr  error
-	binDir  string
-)
-
 // TestMain removes the binary the agent tests build.
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if binDir != "" {
-		os.RemoveAll(binDir)
-	}
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { testbin.Main(m) }
 
 // reclaimnetBinary builds the reclaimnet binary from this tree once per
 // test binary run ($RECLAIMNET_BINARY names a prebuilt one instead).
-func reclaimnetBinary(t *testing.T) string {
-	t.Helper()
-	binOnce.Do(func() {
-		if p := os.Getenv("RECLAIMNET_BINARY"); p != "" {
-			binPath = p // a prebuilt binary (e.g. while the tree is being edited)
-			return
-		}
-		binDir, binErr = os.MkdirTemp("", "campus-bin-")
-		if binErr != nil {
-			return
-		}
-		binPath = filepath.Join(binDir, "reclaimnet")
-		start := time.Now()
-		out, err := exec.Command("go", "build", "-o", binPath, "github.com/reclaimnet/reclaimnet").CombinedOutput()
-		if err != nil {
-			binErr = fmt.Errorf("go build: %v\n%s", err, out)
-			return
-		}
-		t.Logf("built reclaimnet in %v", time.Since(start).Round(time.Millisecond))
-	})
-	if binErr != nil {
-		t.Fatal(binErr)
-	}
-	return binPath
-}
+func reclaimnetBinary(t *testing.T) string { return testbin.Binary(t, "RECLAIMNET_BINARY") }
 
 // testLogger writes StartAgents' progress into the test log.
 func testLogger(t *testing.T) *slog.Logger {

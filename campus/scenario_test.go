@@ -1114,12 +1114,18 @@ func TestCampusScenarios(t *testing.T) {
 		b.restart(node)
 	})
 
-	t.Run("sigkill", func(t *testing.T) {
+	// nextVictim waits for a committed version of every job and returns the
+	// busiest node other than the leader, with its jobs.
+	nextVictim := func(t *testing.T) (string, []string) {
 		b.t = t
 		b.waitCommitted(2*time.Minute, 1)
 		leader, _ = b.a.Leader(ctx)
 		node := b.busiest(leader)
-		jobs := b.jobsOn(node)
+		return node, b.jobsOn(node)
+	}
+
+	t.Run("sigkill", func(t *testing.T) {
+		node, jobs := nextVictim(t)
 		t0 := time.Now()
 		if err := b.a.Kill(node); err != nil {
 			t.Fatal(err)
@@ -1130,11 +1136,7 @@ func TestCampusScenarios(t *testing.T) {
 	})
 
 	t.Run("partition", func(t *testing.T) {
-		b.t = t
-		b.waitCommitted(2*time.Minute, 1)
-		leader, _ = b.a.Leader(ctx)
-		node := b.busiest(leader)
-		jobs := b.jobsOn(node)
+		node, jobs := nextVictim(t)
 		t0 := time.Now()
 		if err := b.a.Campus().Disconnect(node); err != nil {
 			t.Fatal(err)

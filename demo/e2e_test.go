@@ -19,47 +19,16 @@ import (
 	"testing"
 	"time"
 
+	"github.com/reclaimnet/reclaimnet/internal/testbin"
 	"github.com/reclaimnet/reclaimnet/web"
 )
 
-var (
-	buildOnce sync.Once
-	builtBin  string
-	buildErr  error
-	buildDir  string
-)
-
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if buildDir != "" {
-		os.RemoveAll(buildDir)
-	}
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { testbin.Main(m) }
 
 // demoBinary builds reclaimnet once for the package's tests (the demo runs
 // its own binary for the agents and the synthetic job).
 // RECLAIMNET_DEMO_BINARY names a prebuilt one instead.
-func demoBinary(t *testing.T) string {
-	t.Helper()
-	if b := os.Getenv("RECLAIMNET_DEMO_BINARY"); b != "" {
-		return b
-	}
-	buildOnce.Do(func() {
-		if buildDir, buildErr = os.MkdirTemp("", "reclaimnet-demo-test-"); buildErr != nil {
-			return
-		}
-		builtBin = filepath.Join(buildDir, "reclaimnet")
-		out, err := exec.Command("go", "build", "-o", builtBin, "github.com/reclaimnet/reclaimnet").CombinedOutput()
-		if err != nil {
-			buildErr = fmt.Errorf("go build: %w\n%s", err, out)
-		}
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
-	}
-	return builtBin
-}
+func demoBinary(t *testing.T) string { return testbin.Binary(t, "RECLAIMNET_DEMO_BINARY") }
 
 // needPlaceable: agents that report the host's load cannot place a job on
 // a busy host (P2's θ = 0.8), so the demo cannot run there unless the

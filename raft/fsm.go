@@ -430,7 +430,7 @@ func applyDecisions(s *State, d DecisionRecord) bool {
 		}
 		j.Restore = RestoreOrder{}
 		if p.From != "" && p.From != p.To {
-			if v, ok := newestHeld(s, j.ID, p.From); ok && !slices.Contains(catalogued(s, j.ID, v).Holders, p.To) {
+			if v, ok := newestHeld(s, j.ID, p.From); ok && !slices.Contains(holdersOf(s, j.ID, v), p.To) {
 				j.Restore = RestoreOrder{From: p.From, Version: v}
 			}
 		}
@@ -488,14 +488,10 @@ func newestHeld(s *State, job policy.JobID, node policy.NodeID) (uint64, bool) {
 	return 0, false
 }
 
-// catalogued returns version v of job's checkpoint (zero if unknown).
-func catalogued(s *State, job policy.JobID, v uint64) Checkpoint {
-	for _, cp := range s.Checkpoints[job] {
-		if cp.Version == v {
-			return cp
-		}
-	}
-	return Checkpoint{}
+// holdersOf returns the holders of version v of job (none if unknown).
+func holdersOf(s *State, job policy.JobID, v uint64) []policy.NodeID {
+	cp, _ := s.CheckpointVersion(job, v)
+	return cp.Holders
 }
 
 // Snapshot implements hraft.FSM.

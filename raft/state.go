@@ -1,6 +1,7 @@
 package raft
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"strings"
@@ -420,6 +421,17 @@ func cloneDecisions(d policy.Decisions) policy.Decisions {
 		}
 	}
 	return out
+}
+
+// CheckpointVersion returns version v of job's checkpoint from the
+// catalogue (not cloned: read only).
+func (s *State) CheckpointVersion(job policy.JobID, v uint64) (Checkpoint, bool) {
+	cps := s.Checkpoints[job]
+	i, ok := slices.BinarySearchFunc(cps, v, func(cp Checkpoint, v uint64) int { return cmp.Compare(cp.Version, v) })
+	if !ok {
+		return Checkpoint{}, false
+	}
+	return cps[i], true
 }
 
 // Recoverable returns the newest committed version of job that an active

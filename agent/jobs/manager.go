@@ -294,7 +294,7 @@ func (m *Manager) recoveryPushes(ctx context.Context, st *raft.State, wg *sync.W
 		if _, ok := m.pushes[key]; ok {
 			continue
 		}
-		cp, ok := catalogued(st, key.job, key.version)
+		cp, ok := st.CheckpointVersion(key.job, key.version)
 		if !ok || slices.Contains(cp.Holders, key.to) {
 			continue
 		}
@@ -396,16 +396,6 @@ func (m *Manager) holderPush(ctx context.Context, wg *sync.WaitGroup, st *raft.S
 			m.log.Warn(failure, "job", key.job, "version", key.version, "to", key.to, "err", err)
 		}
 	})
-}
-
-// catalogued returns version v of job's checkpoint from the catalogue.
-func catalogued(st *raft.State, job policy.JobID, v uint64) (raft.Checkpoint, bool) {
-	for _, cp := range st.Checkpoints[job] {
-		if cp.Version == v {
-			return cp, true
-		}
-	}
-	return raft.Checkpoint{}, false
 }
 
 // holds reports whether the local store has cp's version with cp's manifest.

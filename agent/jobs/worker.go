@@ -144,7 +144,7 @@ func (w *worker) prepare(ctx context.Context, st *raft.State) (string, uint64, e
 	if o := st.Jobs[w.id].Restore; o.Version != 0 {
 		// Placed by a recovery: its holder pushes this version (the
 		// freshest committed one may have left with its holders).
-		if c, found := catalogued(st, w.id, o.Version); found {
+		if c, found := st.CheckpointVersion(w.id, o.Version); found {
 			cp, ok = c, true
 		}
 	}
@@ -273,7 +273,7 @@ func (w *worker) waitFor(ctx context.Context, cp raft.Checkpoint) bool {
 		case <-timeout.C:
 			return w.m.holds(w.id, cp)
 		case <-poll.C:
-			if st := w.m.cfg.Coord.State(); st.Jobs[w.id].Restore.Version == 0 && len(activeHolders(st, w.id, w.m.cfg.Node)) == 0 {
+			if st := w.latest(); st.Jobs[w.id].Restore.Version == 0 && len(activeHolders(st, w.id, w.m.cfg.Node)) == 0 {
 				return w.m.holds(w.id, cp)
 			}
 		case <-w.notify:
@@ -570,7 +570,7 @@ func (w *worker) handoff(ctx context.Context, job *supervisor.Job, h policy.Hand
 			cp, have = c, true
 		}
 	}
-	for have && !slices.Contains(catalogueHolders(w.latest(), w.id, cp.Version), h.To) {
+	for have && !slices.Contains(holdersOf(w.latest(), w.id, cp.Version), h.To) {
 		err := w.migrate(hctx, h, cp)
 		var rt retarget
 		if errors.As(err, &rt) {
@@ -716,7 +716,8 @@ func presyncRate(st *raft.State, jd policy.JobDecision, id policy.JobID, from, t
 	return jd.Bandwidth
 }
 
-func catalogueHolders(st *raft.State, id policy.JobID, v uint64) []policy.NodeID {
-	cp, _ := catalogued(st, id, v)
+// holdersOf returns the holders of version v of job (none if unknown).
+func holdersOf(st *raft.State, id policy.JobID, v uint64) []policy.NodeID {
+	cp, _ := st.CheckpointVersion(id, v)
 	return cp.Holders
 }

@@ -1223,12 +1223,8 @@ func TestCampusScenarios(t *testing.T) {
 	b.logFigures()
 }
 
-// requireScenarios makes the campus-in-a-box scenarios opt-in: 8 agents
-// in namespaces for several minutes each, and at present they fail on
-// known bugs (docs/campus.md, "Campus in a box: the scenarios"), so they
-// are not part of the default test command that CI runs.
 // requireScenarios: the scenarios run by default (root, network
-// namespaces, about 3 minutes on an idle 2-core machine); -short or
+// namespaces, about 4 minutes on an idle 2-core machine); -short or
 // RECLAIMNET_SCENARIOS=0 skips them.
 func requireScenarios(t *testing.T) {
 	t.Helper()
@@ -1251,13 +1247,7 @@ func (b *box) logFigures() {
 // jobs. Its own campus: a broken quorum here must not take the other
 // scenarios down with it.
 func TestCampusLeaderReclaimedMidMigration(t *testing.T) {
-	// Opt-in (RECLAIMNET_SCENARIOS=1), not in the default test command:
-	// every job now resumes at its newest committed version here, but the
-	// research flow's floor failed in 3 of the last 5 runs (2 s windows
-	// of 9.6–9.8 Mbit/s against 16.2), not yet diagnosed (docs/campus.md).
-	if os.Getenv("RECLAIMNET_SCENARIOS") != "1" {
-		t.Skip("leader reclaimed mid-migration is opt-in (RECLAIMNET_SCENARIOS=1): its research-floor check still fails in some runs, see docs/campus.md")
-	}
+	requireScenarios(t)
 	if testing.Short() {
 		t.Skip("campus in a box: 8 agents in namespaces, minutes")
 	}

@@ -1,5 +1,47 @@
 package policy
 
+import "strings"
+
+// RestorePrefix starts the ID of a recovery's restore flow: the replica
+// holder sends the job's freshest committed version to the job's new node
+// (ID RestorePrefix+job).
+const RestorePrefix = "restore/"
+
+// restoresInFlight turns the restore flows carried over from earlier
+// periods (Snapshot.Flows, ID RestorePrefix+job) of jobs already placed on
+// the flow's destination into this period's migrations: the copy is still
+// on its way and takes its share of every link it crosses, so P3 must
+// count it (re-rated with the other restores in step 2) instead of
+// admitting other flows into room it occupies. A flow whose holder is
+// gone, or leaving with no scheduled deadline ahead, is dropped: the
+// coordinator returns such a job to recovery.
+func (w *world) restoresInFlight(flows []Flow, byID map[JobID]*Job) []*migration {
+	var out []*migration
+	for i := range flows {
+		f := &flows[i]
+		if !strings.HasPrefix(f.ID, RestorePrefix) || f.Remaining <= 0 {
+			continue
+		}
+		j, ok := byID[f.Job]
+		if !ok || j.State == JobRecovering || j.State == JobPending || j.Node != f.To {
+			continue
+		}
+		from, okFrom := w.nodeIndex(f.From)
+		to, okTo := w.nodeIndex(f.To)
+		if !okFrom || !okTo || from == to {
+			continue
+		}
+		if w.leaving[from] {
+			if r, ok := w.reclaims[f.From]; !ok || r.Emergency() || !r.Deadline.After(w.now) {
+				continue
+			}
+		}
+		out = append(out, &migration{id: f.ID, job: j, from: from, to: to, bytes: f.Remaining, start: w.now,
+			links: w.pathLinks(from, to)})
+	}
+	return out
+}
+
 // recoveries is step 2 of Tick for jobs that lost their host: each is
 // placed by P2 from its best live replica (scored over every replica
 // holder, which may host the job itself so that nothing moves); with no
@@ -74,7 +116,7 @@ func (w *world) recoveries(recover []*Job, d *Decisions, early bool) []*migratio
 				// source (the scan checked it fits at the path's lower
 				// bound): deadlines mark admitted hand-offs (P3.4).
 				restores = append(restores, &migration{
-					id: "restore/" + string(j.ID), job: j, from: bestSrc, to: best.best,
+					id: RestorePrefix + string(j.ID), job: j, from: bestSrc, to: best.best,
 					bytes: j.CheckpointBytes, start: w.now, links: w.pathLinks(bestSrc, best.best),
 				})
 			}

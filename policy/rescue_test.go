@@ -217,3 +217,63 @@ func TestTickEvacuatesReplicasOfLeavingHolders(t *testing.T) {
 		checkInvariants(t, s, d, testEpoch)
 	}
 }
+
+// TestTickCountsRestoresInFlight: a restore decided in an earlier period
+// and still under way (a carried flow, RestorePrefix) keeps its place on
+// every link it crosses: it is decided again, with a rate, and the
+// evacuation that wants the same uplink gets only what is left, so the
+// flows at their ceilings stay within P3's share. A carried restore of a
+// job that is no longer on its destination is dropped.
+func TestTickCountsRestoresInFlight(t *testing.T) {
+	nodes, links := buildCampus(campusSpec{buildings: 2, perBuilding: 3, access: gbit, uplink: gbit})
+	// Both copies leave b0-n01 before its owner takes it back: job r waits
+	// on b1 for its restore, job e's only replica must be evacuated.
+	restored := testJob("r", nodes[3].ID)
+	carried := Flow{ID: RestorePrefix + "r", Job: restored.ID, From: nodes[1].ID, To: nodes[3].ID,
+		Class: ClassMigration, Remaining: restored.CheckpointBytes, Start: testEpoch.Add(-5 * time.Second)}
+	running := testJob("e", nodes[4].ID)
+	running.Replicas = []NodeID{nodes[1].ID}
+	reclaim := Reclaim{Node: nodes[1].ID, Announced: testEpoch, Deadline: testEpoch.Add(20 * time.Minute)}
+
+	evacRate := func(d Decisions) float64 {
+		for _, f := range d.Flows {
+			if strings.HasPrefix(f.ID, EvacuationPrefix) {
+				return f.Rate
+			}
+		}
+		return 0
+	}
+	base := Snapshot{Nodes: nodes, Links: links, Jobs: []Job{restored, running}, Params: DefaultParams(), Reclaims: []Reclaim{reclaim}}
+	alone := Tick(base, testEpoch)
+	checkInvariants(t, base, alone, testEpoch)
+	if evacRate(alone) <= 0 {
+		t.Fatalf("without a restore in flight: flows %+v, want an evacuation", alone.Flows)
+	}
+
+	s := base
+	s.Flows = []Flow{carried}
+	d := Tick(s, testEpoch)
+	checkInvariants(t, s, d, testEpoch)
+	var restore *FlowDecision
+	for i, f := range d.Flows {
+		if f.ID == carried.ID {
+			restore = &d.Flows[i]
+		}
+	}
+	if restore == nil || restore.From != carried.From || restore.To != carried.To || restore.Class != ClassMigration ||
+		restore.Rate <= 0 || restore.Ceiling < restore.Rate {
+		t.Fatalf("restore in flight decided as %+v, want %s → %s, migration, paced with a ceiling", restore, carried.From, carried.To)
+	}
+	if got, was := evacRate(d), evacRate(alone); got >= was {
+		t.Errorf("evacuation at %g B/s with a restore on its uplink, %g without: the restore is not counted", got, was)
+	}
+
+	moved := s
+	moved.Jobs = []Job{testJob("r", nodes[5].ID), running} // placed elsewhere since
+	d = Tick(moved, testEpoch)
+	for _, f := range d.Flows {
+		if f.ID == carried.ID {
+			t.Errorf("restore to %s decided for a job now on %s: %+v", carried.To, nodes[5].ID, f)
+		}
+	}
+}

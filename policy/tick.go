@@ -49,9 +49,11 @@ type migration struct {
 //     order (P1.6); the others are degraded recoveries.
 //  2. Recoveries and placements. Jobs that lost their host (emergency
 //     reclaim, gone node, state Recovering) are placed by P2 from their
-//     freshest live replica and their restore flows share what is left
-//     of their paths max-min: a job that is down comes before the
-//     durability of the running ones. Pending jobs are placed by P2.6.
+//     freshest live replica and their restore flows, with the restores
+//     of earlier periods still under way (carried flows, RestorePrefix),
+//     share what is left of their paths max-min: a job that is down comes
+//     before the durability of the running ones. Pending jobs are placed
+//     by P2.6.
 //     A degraded scheduled hand-off gets a last-chance checkpoint when one
 //     can land before the deadline (rescue.go); otherwise it is recovered
 //     at once like a job that lost its host (its Placement has Recovery
@@ -141,8 +143,16 @@ func Tick(s Snapshot, now time.Time) Decisions {
 		w.share(planned)
 	}
 
-	// Step 2: recoveries from replicas, then new jobs.
+	// Step 2: recoveries from replicas (with the restores still under
+	// way from earlier periods), then new jobs.
 	restores := w.recoveries(recover, &d, false)
+	if len(s.Flows) > 0 {
+		byID := make(map[JobID]*Job, len(jobs))
+		for _, j := range jobs {
+			byID[j.ID] = j
+		}
+		restores = append(w.restoresInFlight(s.Flows, byID), restores...)
+	}
 	if len(restores) > 0 {
 		w.share(restores)
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"reflect"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/reclaimnet/reclaimnet/policy"
@@ -299,9 +300,13 @@ func buildSnapshot(st *State, hz map[policy.NodeID]policy.HazardEstimate, tel Te
 		_, pn.Leaving = st.Reclaims[id]
 		snap.Nodes = append(snap.Nodes, pn)
 	}
+	var orders []JobRecord // jobs waiting for a restore
 	for _, j := range sortedJobs(st) {
 		if j.State == policy.JobDone {
 			continue
+		}
+		if j.Restore.From != "" && j.Node != "" && j.Node != j.Restore.From {
+			orders = append(orders, j)
 		}
 		pj := j.Job
 		pj.Replicas = nil
@@ -315,7 +320,16 @@ func buildSnapshot(st *State, hz map[policy.NodeID]policy.HazardEstimate, tel Te
 	for _, h := range st.Decisions.Handoffs {
 		handoffBytes[h.Job] = h.Bytes
 	}
+	restoring := map[string]bool{} // restore flows the previous decisions hold
 	for _, f := range st.Decisions.Flows {
+		if strings.HasPrefix(f.ID, policy.RestorePrefix) {
+			// A restore is carried while its order stands (below), not
+			// because an earlier decision named it.
+			if j, ok := st.Jobs[f.Job]; !ok || j.Restore.From != f.From || j.Node != f.To {
+				continue
+			}
+			restoring[f.ID] = true
+		}
 		remaining := handoffBytes[f.Job]
 		if j, ok := st.Jobs[f.Job]; ok && remaining == 0 {
 			remaining = j.CheckpointBytes
@@ -330,6 +344,27 @@ func buildSnapshot(st *State, hz map[policy.NodeID]policy.HazardEstimate, tel Te
 			ID: f.ID, Job: f.Job, From: f.From, To: f.To, Class: f.Class, Remaining: remaining,
 			Deadline: f.Deadline, Start: f.Start, Rate: f.Rate,
 		})
+	}
+	// Restores still under way that no decision names any more (the
+	// placing decision was replaced): the holder keeps pushing from the
+	// job's restore order, so P3 must keep counting the copy.
+	for _, j := range orders {
+		id := policy.RestorePrefix + string(j.ID)
+		if restoring[id] {
+			continue
+		}
+		remaining := j.CheckpointBytes
+		if cp, ok := st.CheckpointVersion(j.ID, j.Restore.Version); ok {
+			remaining = cp.Size
+		}
+		if p, ok := progress[id]; ok {
+			if p.Done {
+				continue
+			}
+			remaining = p.Remaining
+		}
+		snap.Flows = append(snap.Flows, policy.Flow{ID: id, Job: j.ID, From: j.Restore.From, To: j.Node,
+			Class: policy.ClassMigration, Remaining: remaining})
 	}
 	return snap
 }

@@ -2,6 +2,7 @@ package raft
 
 import (
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -140,5 +141,50 @@ func TestRestoreHolderDepartureReplacesJob(t *testing.T) {
 		if fresh, _ := st.FreshestCommitted("j"); fresh.Version != 2 {
 			t.Errorf("freshest committed v%d, want v2 (still catalogued)", fresh.Version)
 		}
+	}
+}
+
+// TestBuildSnapshotCarriesRestoreOrders: while a job's restore order
+// stands, the leader's snapshot carries its restore flow (so policy.Tick
+// keeps counting the copy on its links), even after the decision that
+// placed the job was replaced; once the copy arrived, a restore flow the
+// previous decisions still name is not carried.
+func TestBuildSnapshotCarriesRestoreOrders(t *testing.T) {
+	f, next := recoveryFSM(t)
+	restoreFlow := policy.FlowDecision{ID: policy.RestorePrefix + "j", Job: "j", From: "b", To: "c", Class: policy.ClassMigration, Rate: 5e6}
+	apply := func(c Command) {
+		t.Helper()
+		if res := applyEncoded(t, f, next, c); res != nil {
+			t.Fatalf("%s: %v", c.Kind(), res)
+		}
+		next++
+	}
+	restores := func() []policy.Flow {
+		var out []policy.Flow
+		for _, fl := range buildSnapshot(f.State(), nil, nil, policy.DefaultParams()).Flows {
+			if strings.HasPrefix(fl.ID, policy.RestorePrefix) {
+				out = append(out, fl)
+			}
+		}
+		return out
+	}
+	apply(SetDecisions{Decisions: DecisionRecord{At: t0.Add(12 * time.Second), Leader: "b", Decisions: policy.Decisions{
+		Handoffs:   []policy.HandoffDecision{{Job: "j", From: "a", Degraded: true, Reason: policy.ReasonNotAdmitted}},
+		Placements: []policy.Placement{{Job: "j", To: "c", From: "b", Recovery: true}},
+		Flows:      []policy.FlowDecision{restoreFlow}}}})
+	if got := restores(); len(got) != 1 || got[0].From != "b" || got[0].To != "c" || got[0].Rate != 5e6 || got[0].Remaining != 1<<30 {
+		t.Fatalf("placing decision in force: restore flows %+v, want b → c at 5e6 with 1 GiB to go", got)
+	}
+	// The next leader's decisions no longer name the restore.
+	apply(SetDecisions{Decisions: DecisionRecord{At: t0.Add(13 * time.Second), Leader: "d"}})
+	if got := restores(); len(got) != 1 || got[0].ID != restoreFlow.ID || got[0].From != "b" || got[0].To != "c" || got[0].Remaining != 1<<30 {
+		t.Fatalf("decision replaced, order standing: restore flows %+v, want b → c from the order", got)
+	}
+	// The copy arrived; decisions that still name the flow do not carry it.
+	apply(SetDecisions{Decisions: DecisionRecord{At: t0.Add(14 * time.Second), Leader: "d", Decisions: policy.Decisions{
+		Flows: []policy.FlowDecision{restoreFlow}}}})
+	apply(ReplicaComplete{Job: "j", Version: 1, ManifestHash: "sha256:01", Size: 1 << 30, Source: "a", Holder: "c", At: t0.Add(15 * time.Second)})
+	if got := restores(); len(got) != 0 {
+		t.Fatalf("copy arrived: restore flows %+v, want none", got)
 	}
 }

@@ -291,7 +291,13 @@ func (m *Manager) recoveryPushes(ctx context.Context, st *raft.State, wg *sync.W
 	}
 	slices.SortFunc(keys, func(a, b pushKey) int { return cmp.Compare(a.job, b.job) })
 	for _, key := range keys {
-		if _, ok := m.pushes[key]; ok {
+		if p, ok := m.pushes[key]; ok {
+			// Under way: follow the leader's rate for it (it counts the
+			// restore on every link until the copy arrives).
+			if rate, fl := flowRate(st, key.job, m.cfg.Node, key.to, policy.ClassMigration); fl != nil && paced(st) && !p.done {
+				m.restoreRates[key] = heldRate(rate)
+				m.repaceLocked(p, heldRate(rate))
+			}
 			continue
 		}
 		cp, ok := st.CheckpointVersion(key.job, key.version)
@@ -303,8 +309,11 @@ func (m *Manager) recoveryPushes(ctx context.Context, st *raft.State, wg *sync.W
 			continue
 		}
 		rate, fl := flowRate(st, key.job, m.cfg.Node, key.to, policy.ClassMigration)
-		if fl == nil && paced(st) {
+		switch {
+		case fl == nil && paced(st):
 			rate = m.restoreRates[key]
+		case paced(st):
+			rate = heldRate(rate)
 		}
 		m.restoreRates[key] = rate
 		m.holderPush(ctx, wg, st, cp, key, policy.ClassMigration, rate, "recovery push failed")
@@ -332,12 +341,18 @@ func (m *Manager) evacuations(ctx context.Context, st *raft.State, wg *sync.Wait
 	}
 	for _, e := range due {
 		key := pushKey{e.cp.Job, e.cp.Version, e.to}
-		if _, ok := m.pushes[key]; ok || !m.holds(e.cp.Job, e.cp) {
-			continue
-		}
-		rate := e.rate
+		rate := heldRate(e.rate)
 		if !paced(st) {
 			rate = 0
+		}
+		if p, ok := m.pushes[key]; ok {
+			if !p.done {
+				m.repaceLocked(p, rate) // the leader re-rates it every period
+			}
+			continue
+		}
+		if !m.holds(e.cp.Job, e.cp) {
+			continue
 		}
 		m.log.Info("evacuating a replica before this node leaves", "job", e.cp.Job, "version", e.cp.Version, "to", e.to)
 		m.holderPush(ctx, wg, st, e.cp, key, policy.ClassPresync, rate, "replica evacuation failed")
@@ -396,6 +411,30 @@ func (m *Manager) holderPush(ctx context.Context, wg *sync.WaitGroup, st *raft.S
 			m.log.Warn(failure, "job", key.job, "version", key.version, "to", key.to, "err", err)
 		}
 	})
+}
+
+// pausedRate is the pace of a holder push P3 gave no room this period (a
+// decided rate of 0, which to a transfer would mean "unpaced"): next to
+// nothing on the links, enough to keep the connection until room returns.
+const pausedRate = 16 << 10
+
+// heldRate is the pace for a decided rate with P3 on: the rate, or
+// pausedRate when it is 0.
+func heldRate(rate float64) float64 {
+	if rate <= 0 {
+		return pausedRate
+	}
+	return rate
+}
+
+// repaceLocked gives a push in flight a new assigned rate when it changed
+// (once its transfer started: the start reads the rate it was created
+// with). Called with m.mu held.
+func (m *Manager) repaceLocked(p *push, rate float64) {
+	if p.tr != nil && p.rate != rate {
+		p.rate = rate
+		p.tr.SetRate(rate)
+	}
 }
 
 // holds reports whether the local store has cp's version with cp's manifest.

@@ -651,15 +651,8 @@ func (r retarget) Error() string { return fmt.Sprintf("hand-off decision changed
 // repace gives a push in flight a new assigned rate when it changed.
 func (w *worker) repace(p *push, rate float64) {
 	w.m.mu.Lock()
-	tr := p.tr
-	changed := tr != nil && p.rate != rate
-	if changed {
-		p.rate = rate
-	}
-	w.m.mu.Unlock()
-	if changed {
-		tr.SetRate(rate)
-	}
+	defer w.m.mu.Unlock()
+	w.m.repaceLocked(p, rate)
 }
 
 // ended handles the job's own end: exit 0 reports it done.

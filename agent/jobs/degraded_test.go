@@ -54,3 +54,72 @@ func TestDegradedHandoffStopsThenRecovers(t *testing.T) {
 		t.Errorf("recovered at step %d, want %d (freshest committed v%d)", st.step, want, cp.Version)
 	}
 }
+
+// A degraded hand-off that no node can take yet (no free GPU anywhere, so
+// neither a destination, a standby for a last-chance checkpoint, nor an
+// early recovery): the job keeps computing on the leaving node instead of
+// idling there, and once GPUs free up it moves (the next decision admits
+// the hand-off: "degraded, then admitted", which used to leave the job
+// stopped on the leaving node for good) and the first process stops.
+func TestDegradedHandoffWithNowhereToGoKeepsRunning(t *testing.T) {
+	tc := newCluster(t, []int{0, 1, 1}, fastSupervisor())
+	tc.waitVoters(3)
+	tc.submitJob("train")
+	host := tc.waitRunning("train", "")
+	tc.waitCommitted("train", 1)
+	var others []policy.NodeID
+	for id := range tc.nodes {
+		if id != host {
+			others = append(others, id)
+			tc.gossip.setFree(id, 0)
+		}
+	}
+	now := time.Now()
+	tc.submitVia(host, raft.AnnounceReclaim{Reclaim: policy.Reclaim{Node: host, Announced: now, Deadline: now.Add(time.Minute)}})
+	var decided time.Time
+	eventually(t, 20*time.Second, "a degraded hand-off with nowhere to go", func() bool {
+		st := tc.state()
+		for _, h := range st.Decisions.Handoffs {
+			if h.Job == "train" && h.Degraded {
+				decided = time.Now()
+				return true
+			}
+		}
+		return false
+	})
+	st := tc.state()
+	if j := st.Jobs["train"]; j.Node != host {
+		t.Fatalf("job placed on %s with no free GPU anywhere: the test proves nothing", j.Node)
+	}
+	for _, jd := range st.Decisions.Jobs {
+		if jd.Job == "train" && jd.Interval == policy.RescueInterval {
+			t.Fatalf("a last-chance checkpoint was ordered (%+v): the test proves nothing", jd)
+		}
+	}
+	first := starts(readSteps(t, tc.stepLog))[0]
+	steps := func() int { // of the first process
+		n := 0
+		for _, e := range readSteps(t, tc.stepLog) {
+			if e.pid == first.pid && e.kind == "step" {
+				n++
+			}
+		}
+		return n
+	}
+	before := steps()
+	time.Sleep(time.Until(decided.Add(2 * time.Second)))
+	if after := steps(); after <= before {
+		t.Errorf("the job on %s took no step in the 2 s after its degraded decision (%d then %d): it idles instead of computing", host, before, after)
+	}
+	for _, id := range others {
+		tc.gossip.setFree(id, 1)
+	}
+	dest := tc.waitRunning("train", host)
+	eventually(t, 30*time.Second, "the first process's end and the start on "+string(dest), func() bool {
+		stopped := false
+		for _, e := range readSteps(t, tc.stepLog) {
+			stopped = stopped || (e.pid == first.pid && e.kind == "term")
+		}
+		return stopped && len(starts(readSteps(t, tc.stepLog))) >= 2
+	})
+}

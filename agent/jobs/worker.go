@@ -339,10 +339,15 @@ func (w *worker) loop(ctx context.Context, job *supervisor.Job, deadline time.Ti
 			}
 			deadline = d
 		}
-		if h, ok := handoffFrom(st, w.id, m.cfg.Node); ok && j.Node == m.cfg.Node && !(h.Degraded && jd.Interval == policy.RescueInterval) {
-			// (A degraded hand-off with a last-chance checkpoint ordered
-			// keeps running: the loop takes that checkpoint and pushes it
-			// to the standby; the job stops when the node leaves.)
+		if h, ok := handoffFrom(st, w.id, m.cfg.Node); ok && j.Node == m.cfg.Node && !h.Degraded {
+			// (A degraded hand-off keeps running while the job is still
+			// placed here. With a last-chance checkpoint ordered the loop
+			// takes it and pushes it to the standby. Without one, no node
+			// could take the job from a replica now (the leader's early
+			// recovery would have placed it elsewhere, and this worker
+			// ends when the job record moves): stopping would only waste
+			// the time until a later decision admits a hand-off, places
+			// the job, or the node leaves.)
 			if ckptBusy {
 				r := <-ckptRes
 				ckptBusy = false
@@ -533,12 +538,6 @@ func (w *worker) commit(ctx context.Context, dir string) (uint64, error) {
 func (w *worker) handoff(ctx context.Context, job *supervisor.Job, h policy.HandoffDecision) {
 	m := w.m
 	w.setState(StateHandingOff)
-	if h.Degraded || h.To == "" {
-		w.log.Warn("degraded hand-off: stopping; the job recovers from its freshest committed replica", "reason", h.Reason)
-		w.stop(job)
-		w.set(func() { w.state, w.result.reason = StateDegraded, reasonDegraded })
-		return
-	}
 	hctx := ctx
 	if !h.Deadline.IsZero() {
 		var cancel context.CancelFunc

@@ -89,8 +89,8 @@ func (e *Engine) migrationRoom(links []int) float64 {
 		beta = tc.Params.BetaP3
 	}
 	room := math.Inf(1)
-	for _, li := range links {
-		l := e.w.links[li]
+	for _, d := range links {
+		l := e.w.links[d/2]
 		room = math.Min(room, math.Min(l.avail, l.capacity*(1-beta)))
 	}
 	if math.IsInf(room, 1) {

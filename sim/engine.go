@@ -100,7 +100,7 @@ type simFlow struct {
 	remaining float64
 	rateCap   float64 // assigned rate; 0 means none (greedy)
 	rate      float64
-	links     []int
+	links     []int   // directed: 2·link + direction (0: the record's a→b)
 	captured  float64 // progress the checkpoint holds
 	deadline  float64 // seconds; 0 none
 	start     float64
@@ -226,6 +226,7 @@ type World struct {
 	adj     map[string][]int // vertex -> links
 	snap    policy.Snapshot  // slices reused by Snapshot
 	paths   map[[2]int][]int
+	dpaths  map[[2]int][]int
 	// bwByLink holds each link's samples in time order, built on first
 	// use (only the oracle reads the future; at 500 nodes building it for
 	// every policy cost 3 CPU-s and a copy of every sample).
@@ -294,7 +295,7 @@ func NewEngine(tr *Trace, ctrl Controller, opts Options) (*Engine, error) {
 		opts.ChangedFraction = 1
 	}
 	w := &World{Trace: tr, Start: tr.Header.Start, changed: opts.ChangedFraction, speed: 1, nodeIdx: map[policy.NodeID]int{}, linkIdx: map[string]int{},
-		jobIdx: map[policy.JobID]int{}, adj: map[string][]int{}, paths: map[[2]int][]int{}}
+		jobIdx: map[policy.JobID]int{}, adj: map[string][]int{}, paths: map[[2]int][]int{}, dpaths: map[[2]int][]int{}}
 	for _, n := range tr.Nodes {
 		w.nodeIdx[policy.NodeID(n.ID)] = len(w.nodes)
 		sn := &simNode{rec: n, id: policy.NodeID(n.ID), up: !n.Absent, freeGPUs: n.GPUs, vram: int64(n.VRAMGB * 1e9)}
@@ -411,6 +412,30 @@ func (w *World) path(a, b int) []int {
 	return p
 }
 
+// dpath returns the directed links (2·link + direction, 0 for the link
+// record's a→b) of the path from node a to node b, from a on (cached).
+func (w *World) dpath(a, b int) []int {
+	key := [2]int{a, b}
+	if p, ok := w.dpaths[key]; ok {
+		return p
+	}
+	p := w.path(a, b) // from b back to a
+	out := make([]int, 0, len(p))
+	v := string(w.nodes[a].id)
+	for k := len(p) - 1; k >= 0; k-- {
+		l := w.links[p[k]]
+		if l.a == v {
+			out = append(out, 2*p[k])
+			v = l.b
+		} else {
+			out = append(out, 2*p[k]+1)
+			v = l.a
+		}
+	}
+	w.dpaths[key] = out
+	return out
+}
+
 // pathAvail is the smallest available bandwidth on the path now.
 func (w *World) pathAvail(a, b int) float64 {
 	m := math.Inf(1)
@@ -494,10 +519,12 @@ func (e *Engine) advance(t float64) {
 		}
 	}
 	for _, l := range w.links {
-		if l.mig > 0 {
-			l.researchDemand += (l.capacity - l.avail) * dt
-			l.researchGot += l.research * dt
-			l.migBytes += l.mig * dt
+		for d := range 2 {
+			if l.mig[d] > 0 {
+				l.researchDemand += (l.capacity - l.avail) * dt
+				l.researchGot += l.research[d] * dt
+				l.migBytes += l.mig[d] * dt
+			}
 		}
 	}
 	for _, j := range w.jobs {
@@ -523,8 +550,10 @@ func (e *Engine) applyBandwidth(t float64) {
 			// What the node's egress counters would show as non-migration
 			// traffic: the research traffic actually delivered.
 			research := l.capacity - l.avail
-			if l.mig > 0 {
-				research = l.research
+			for d := range 2 {
+				if l.mig[d] > 0 {
+					research = math.Min(research, l.research[d])
+				}
 			}
 			e.obs.ObserveBandwidth(l.id, w.timeAt(t), l.capacity, research)
 		}
@@ -814,7 +843,7 @@ func (e *Engine) newFlow(kind flowKind, j *simJob, from, to int, bytes float64) 
 	w := e.w
 	e.flowSeq++
 	f := &simFlow{id: fmt.Sprintf("f%d", e.flowSeq), kind: kind, job: j, from: from, to: to, total: bytes, remaining: bytes,
-		links: w.path(from, to), start: w.now}
+		links: w.dpath(from, to), start: w.now}
 	if len(f.links) == 0 && from != to {
 		f.remaining = 0 // no path in the trace's graph: treat as local
 	}
@@ -902,11 +931,14 @@ func (e *Engine) finishFlow(f *simFlow) {
 	e.wantCtl = e.wantCtl || f.kind != flowCheckpoint
 }
 
-// allocate recomputes every flow's rate and each link's research rate.
+// allocate recomputes every flow's rate and each link direction's
+// research rate.
 func (e *Engine) allocate() {
 	w := e.w
 	enforced := e.ctrl.Enforced()
+	nd := 2 * len(w.links)
 	var parts []*fillFlow
+	onLink := make([]bool, nd)
 	for _, f := range w.flows {
 		if math.IsInf(f.rate, 1) && f.remaining == 0 {
 			continue
@@ -916,21 +948,21 @@ func (e *Engine) allocate() {
 			f.fill.demand = f.rateCap
 		}
 		parts = append(parts, &f.fill)
-	}
-	capacity := make([]float64, len(w.links))
-	research := make([]*fillFlow, len(w.links))
-	onLink := make([]bool, len(w.links))
-	for _, f := range w.flows {
-		for _, l := range f.links {
-			onLink[l] = true
+		for _, d := range f.links {
+			onLink[d] = true
 		}
 	}
+	capacity := make([]float64, nd)
+	research := make([]*fillFlow, nd)
 	for i, l := range w.links {
-		capacity[i] = l.capacity
-		l.mig, l.research = 0, l.capacity-l.avail
-		if !enforced && onLink[i] {
-			research[i] = &fillFlow{links: []int{i}, weight: researchWeight, demand: l.capacity - l.avail}
-			parts = append(parts, research[i])
+		for d := range 2 {
+			k := 2*i + d
+			capacity[k] = l.capacity
+			l.mig[d], l.research[d] = 0, l.capacity-l.avail
+			if !enforced && onLink[k] {
+				research[k] = &fillFlow{links: []int{k}, weight: researchWeight, demand: l.capacity - l.avail}
+				parts = append(parts, research[k])
+			}
 		}
 	}
 	progressiveFill(parts, capacity)
@@ -939,15 +971,17 @@ func (e *Engine) allocate() {
 			continue
 		}
 		f.rate = f.fill.rate
-		for _, l := range f.links {
-			w.links[l].mig += f.rate
+		for _, d := range f.links {
+			w.links[d/2].mig[d%2] += f.rate
 		}
 	}
 	for i, l := range w.links {
-		if research[i] != nil {
-			l.research = research[i].rate
-		} else if l.mig > 0 {
-			l.research = math.Min(l.capacity-l.avail, math.Max(0, l.capacity-l.mig))
+		for d := range 2 {
+			if k := 2*i + d; research[k] != nil {
+				l.research[d] = research[k].rate
+			} else if l.mig[d] > 0 {
+				l.research[d] = math.Min(l.capacity-l.avail, math.Max(0, l.capacity-l.mig[d]))
+			}
 		}
 	}
 	// Zero-length transfers finish at once.

@@ -14,6 +14,10 @@ import "math"
 //     that never ask for more than the research demand.
 // Research degradation is the research demand not delivered, over the time
 // a link carries migration traffic.
+// Links are full duplex (TRACE.md: capacity_mbps is per direction, and the
+// policy budgets each direction): each direction has the link's capacity
+// and the research demand capacity − available, and flows only share the
+// direction they travel in.
 
 // researchWeight is how many TCP flows the research aggregate of one link
 // counts as when it competes with greedy migration flows.
@@ -27,8 +31,8 @@ type simLink struct {
 	// Accounting while migration traffic is present.
 	researchDemand, researchGot float64 // bytes
 	migBytes                    float64
-	research                    float64 // current research rate
-	mig                         float64 // current migration rate
+	// Current migration and research rates per direction (0: a→b).
+	mig, research [2]float64
 }
 
 // fillFlow is one participant of the progressive filling.

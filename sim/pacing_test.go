@@ -67,3 +67,38 @@ func TestEnforcedTransferWithoutRateIsPaced(t *testing.T) {
 		t.Errorf("research degradation %.2f %%, want 0: the unrated restore was not paced within the migration room", r.DegradationPct)
 	}
 }
+
+// TestLinksAreFullDuplex: a link's capacity is per direction (TRACE.md),
+// as the policy budgets it: two transfers in opposite directions over the
+// same links each get their assigned rate, while two in the same
+// direction share it.
+func TestLinksAreFullDuplex(t *testing.T) {
+	trace := `{"kind":"header","format":"reclaimnet-trace","version":1,"start":"2026-01-05T00:00:00Z","duration_s":3600,"name":"duplex"}
+{"kind":"node","id":"a","building":"b1","gpu_model":"RTX3090","gpus":1,"vram_gb":24,"capability":8.6,"access_link":"acc-a"}
+{"kind":"node","id":"b","building":"b1","gpu_model":"RTX3090","gpus":1,"vram_gb":24,"capability":8.6,"access_link":"acc-b"}
+{"kind":"link","id":"acc-a","a":"a","b":"sw-b1","capacity_mbps":1000}
+{"kind":"link","id":"acc-b","a":"b","b":"sw-b1","capacity_mbps":1000}
+{"kind":"job","t":0,"id":"j1","gpus":1,"vram_gb":16,"capability":7,"work_gpu_h":1,"checkpoint_mb":3200,"restart_s":60,"loss_budget_s":300}
+`
+	tr, err := ReadTrace(strings.NewReader(trace), "duplex.jsonl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := NewEngine(tr, unratedRestore{}, DefaultOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	j := e.w.jobs[0]
+	ab := e.newFlow(flowCheckpoint, j, 0, 1, 1e9)
+	ba := e.newFlow(flowCheckpoint, j, 1, 0, 1e9)
+	ab2 := e.newFlow(flowCheckpoint, j, 0, 1, 1e9)
+	ab.rateCap, ba.rateCap, ab2.rateCap = 100e6, 100e6, 100e6
+	e.allocate()
+	const link = 1000e6 / 8
+	if ba.rate < 100e6*(1-1e-9) {
+		t.Errorf("b→a got %.0f B/s, want its 100e6: the opposite direction is not shared", ba.rate)
+	}
+	if sum := ab.rate + ab2.rate; sum > link*(1+1e-9) || sum < link*(1-1e-9) {
+		t.Errorf("a→b flows got %.0f B/s together, want the link's %.0f", sum, link)
+	}
+}

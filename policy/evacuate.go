@@ -1,6 +1,10 @@
 package policy
 
-import "time"
+import (
+	"slices"
+	"strings"
+	"time"
+)
 
 // EvacuationPrefix starts the ID of an evacuation flow: a replica holder
 // under a scheduled reclaim sends the job's freshest committed version to
@@ -19,8 +23,24 @@ const EvacuationPrefix = "evac/"
 // every link with P3, before periodic checkpoints, and keeps that pace
 // (no share of step 4: nobody waits for it, research traffic does); it
 // carries no deadline (class pre-sync, ID EvacuationPrefix+job).
-func (w *world) evacuations(jobs []*Job, hosts []int) []*migration {
+//
+// An evacuation under way (a carried flow, ID EvacuationPrefix+job) keeps
+// its holder, destination, rate and start while its holder is still up
+// and the destination stays: the leader does not see how much of it has
+// arrived, so judging it again as if nothing had been sent would drop it
+// as too late just before it lands. It is charged to the links without a
+// new admission (it is running traffic).
+func (w *world) evacuations(jobs []*Job, hosts []int, flows []Flow) []*migration {
 	var out []*migration
+	var carried map[JobID]*Flow
+	for i := range flows {
+		if f := &flows[i]; strings.HasPrefix(f.ID, EvacuationPrefix) && f.Remaining > 0 && f.Rate > 0 {
+			if carried == nil {
+				carried = map[JobID]*Flow{}
+			}
+			carried[f.Job] = f
+		}
+	}
 	for i, j := range jobs {
 		host := hosts[i]
 		if w.leaving[host] || j.CheckpointBytes <= 0 || len(j.Replicas) == 0 {
@@ -28,6 +48,7 @@ func (w *world) evacuations(jobs []*Job, hosts []int) []*migration {
 		}
 		src, safe := -1, false
 		var left time.Duration
+		var leavingHolders []int
 		for _, rep := range sortedReplicas(j.Replicas) {
 			ri, ok := w.nodeIndex(rep)
 			if !ok || ri == host {
@@ -37,11 +58,18 @@ func (w *world) evacuations(jobs []*Job, hosts []int) []*migration {
 				safe = true // a copy that stays
 				break
 			}
-			if r, ok := w.reclaims[rep]; ok && !r.Emergency() && r.Deadline.After(w.now) && src < 0 {
-				src, left = ri, r.Deadline.Sub(w.now)
+			if r, ok := w.reclaims[rep]; ok && !r.Emergency() && r.Deadline.After(w.now) {
+				leavingHolders = append(leavingHolders, ri)
+				if src < 0 {
+					src, left = ri, r.Deadline.Sub(w.now)
+				}
 			}
 		}
 		if safe || src < 0 {
+			continue
+		}
+		if m := w.keepEvacuation(carried[j.ID], j, host, leavingHolders); m != nil {
+			out = append(out, m)
 			continue
 		}
 		sb := w.standby(j, host)
@@ -66,4 +94,26 @@ func (w *world) evacuations(jobs []*Job, hosts []int) []*migration {
 			bytes: j.CheckpointBytes, start: w.now, rate: rate, links: links})
 	}
 	return out
+}
+
+// keepEvacuation returns the evacuation c under way for job j (on host)
+// as this period's, charged to its links, or nil when there is none or it
+// cannot go on: its holder is no longer among the job's leaving holders,
+// or its destination is gone, leaving or the host.
+func (w *world) keepEvacuation(c *Flow, j *Job, host int, holders []int) *migration {
+	if c == nil {
+		return nil
+	}
+	from, okFrom := w.nodeIndex(c.From)
+	to, okTo := w.nodeIndex(c.To)
+	if !okFrom || !okTo || !slices.Contains(holders, from) || w.leaving[to] || to == host {
+		return nil
+	}
+	links := w.pathLinks(from, to)
+	w.charge(links, c.Rate)
+	if w.standbyOf == nil {
+		w.standbyOf = map[JobID]int{}
+	}
+	w.standbyOf[j.ID] = to
+	return &migration{id: c.ID, job: j, from: from, to: to, bytes: c.Remaining, start: c.Start, rate: c.Rate, links: links}
 }

@@ -277,3 +277,52 @@ func TestTickCountsRestoresInFlight(t *testing.T) {
 		}
 	}
 }
+
+// TestTickKeepsEvacuationUnderWay: an evacuation decided earlier and
+// still running (a carried flow) goes on with its holder, destination,
+// rate and start even when, judged from scratch (the whole copy in what
+// is left of the notice), it would no longer be admitted; it ends when
+// its destination starts leaving too (it is then chosen again, here not
+// at all: nothing fits any more).
+func TestTickKeepsEvacuationUnderWay(t *testing.T) {
+	nodes, links := buildCampus(campusSpec{buildings: 2, perBuilding: 3, access: gbit, uplink: gbit})
+	j := testJob("j", nodes[0].ID)
+	j.Replicas = []NodeID{nodes[1].ID}
+	// 10 GB in 30 s left: no evacuation from scratch (see the "cannot
+	// land in time" case above).
+	reclaim := Reclaim{Node: nodes[1].ID, Announced: testEpoch.Add(-10 * time.Minute), Deadline: testEpoch.Add(30 * time.Second)}
+	carried := Flow{ID: EvacuationPrefix + "j", Job: j.ID, From: nodes[1].ID, To: nodes[2].ID, Class: ClassPresync,
+		Remaining: j.CheckpointBytes, Start: testEpoch.Add(-9 * time.Minute), Rate: 2e7}
+	s := Snapshot{Nodes: nodes, Links: links, Jobs: []Job{j}, Params: DefaultParams(), Reclaims: []Reclaim{reclaim}}
+	find := func(d Decisions) *FlowDecision {
+		for i, f := range d.Flows {
+			if strings.HasPrefix(f.ID, EvacuationPrefix) {
+				return &d.Flows[i]
+			}
+		}
+		return nil
+	}
+	if f := find(Tick(s, testEpoch)); f != nil {
+		t.Fatalf("from scratch: evacuation %+v, want none (the test proves nothing)", f)
+	}
+	s.Flows = []Flow{carried}
+	d := Tick(s, testEpoch)
+	checkInvariants(t, s, d, testEpoch)
+	f := find(d)
+	if f == nil || f.From != carried.From || f.To != carried.To || f.Rate != carried.Rate || !f.Start.Equal(carried.Start) || f.Ceiling < f.Rate {
+		t.Fatalf("under way: evacuation %+v, want %s → %s kept at %g B/s from its start", f, carried.From, carried.To, carried.Rate)
+	}
+	var standby NodeID
+	for _, jd := range d.Jobs {
+		if jd.Job == j.ID {
+			standby = jd.Standby
+		}
+	}
+	if standby != carried.To {
+		t.Errorf("standby %q while the evacuation goes to %s", standby, carried.To)
+	}
+	s.Reclaims = append(s.Reclaims, Reclaim{Node: nodes[2].ID, Announced: testEpoch, Deadline: testEpoch.Add(time.Hour)})
+	if f := find(Tick(s, testEpoch)); f != nil && f.To == nodes[2].ID {
+		t.Errorf("destination leaving: evacuation %+v still kept", f)
+	}
+}

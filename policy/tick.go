@@ -183,7 +183,7 @@ func Tick(s Snapshot, now time.Time) Decisions {
 
 	// Copies on leaving nodes that must get out (before P1: durability of
 	// what is committed before new checkpoints).
-	evac := w.evacuations(running, runningHost)
+	evac := w.evacuations(running, runningHost, s.Flows)
 
 	// Step 3: P1 on what is left.
 	var paths [][]int

@@ -2,6 +2,7 @@ package sim
 
 import (
 	"math"
+	"strings"
 	"time"
 
 	"github.com/reclaimnet/reclaimnet/policy"
@@ -58,10 +59,11 @@ func (e *Engine) control() {
 	for _, p := range plan.Placements {
 		e.applyPlacement(p)
 	}
+	e.applyEvacuations(plan.Flows, enforced)
 	if enforced {
 		for _, fd := range plan.Flows {
 			for _, f := range w.flows {
-				if f.job.id == fd.Job && f.kind != flowCheckpoint && w.nodes[f.to].id == fd.To && fd.Rate > 0 {
+				if f.job.id == fd.Job && f.kind != flowCheckpoint && f.kind != flowEvac && w.nodes[f.to].id == fd.To && fd.Rate > 0 {
 					f.rateCap = fd.Rate
 					e.dirty = true
 				}
@@ -77,6 +79,66 @@ func (e *Engine) control() {
 				e.dirty = true
 			}
 		}
+	}
+}
+
+// applyEvacuations carries out the plan's evacuation flows
+// (policy.EvacuationPrefix) as the agent's job manager does: the holder
+// sends the job's freshest committed copy to the flow's destination, at
+// the flow's rate under enforcement; an evacuation the plan no longer
+// decides is cancelled, and one whose holder lacks that copy, or whose
+// destination has it, is not started.
+func (e *Engine) applyEvacuations(flows []policy.FlowDecision, enforced bool) {
+	w := e.w
+	wanted := map[*simJob]policy.FlowDecision{}
+	for _, fd := range flows {
+		if !strings.HasPrefix(fd.ID, policy.EvacuationPrefix) {
+			continue
+		}
+		if ji, ok := w.jobIdx[fd.Job]; ok {
+			wanted[w.jobs[ji]] = fd
+		}
+	}
+	var undecided []*simFlow
+	for _, f := range w.flows {
+		if fd, ok := wanted[f.job]; f.kind == flowEvac && (!ok || w.nodes[f.from].id != fd.From || w.nodes[f.to].id != fd.To) {
+			undecided = append(undecided, f)
+		}
+	}
+	for _, f := range undecided {
+		e.dropFlow(f, false)
+	}
+	for _, fd := range flows { // in the plan's order: deterministic
+		if !strings.HasPrefix(fd.ID, policy.EvacuationPrefix) {
+			continue
+		}
+		ji, ok := w.jobIdx[fd.Job]
+		from, okFrom := w.nodeIdx[fd.From]
+		to, okTo := w.nodeIdx[fd.To]
+		if !ok || !okFrom || !okTo {
+			continue
+		}
+		j := w.jobs[ji]
+		rate := 0.0
+		if enforced {
+			rate = fd.Rate
+		}
+		if j.evac != nil {
+			j.evac.rateCap = rate
+			e.dirty = true
+			continue
+		}
+		held, ok := j.held[from]
+		if !ok || j.committed <= 0 || held < j.committed || !w.nodes[from].up || !w.nodes[to].up {
+			continue
+		}
+		if h, ok := j.held[to]; ok && h >= j.committed {
+			continue
+		}
+		j.evac = e.newFlow(flowEvac, j, from, to, float64(j.bytes))
+		j.evac.id = fd.ID // carried in the next snapshot as the agent's leader carries it
+		j.evac.captured = j.committed
+		j.evac.rateCap = rate
 	}
 }
 
@@ -276,11 +338,17 @@ func (w *World) Snapshot(params policy.Params, emergency, departure func(policy.
 			continue
 		}
 		cls := policy.ClassMigration
-		if f.kind == flowRestore {
+		switch f.kind {
+		case flowRestore:
 			cls = policy.ClassEmergency
+		case flowEvac:
+			cls = policy.ClassPresync
 		}
 		pf := policy.Flow{ID: f.id, Job: f.job.id, From: w.nodes[f.from].id, To: w.nodes[f.to].id, Class: cls,
 			Remaining: int64(f.remaining), Start: w.timeAt(f.start), Rate: f.rate}
+		if f.kind == flowEvac && f.rateCap > 0 {
+			pf.Rate = f.rateCap // the decided pace, as the leader's decisions carry it
+		}
 		if f.deadline > 0 {
 			pf.Deadline = w.timeAt(f.deadline)
 		}

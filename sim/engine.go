@@ -89,6 +89,7 @@ const (
 	flowCheckpoint flowKind = iota // periodic checkpoint / pre-sync
 	flowHandoff                    // final checkpoint of a planned move
 	flowRestore                    // restore of a replica to a new host
+	flowEvac                       // a committed copy sent off a leaving holder (policy.EvacuationPrefix)
 )
 
 type simFlow struct {
@@ -136,6 +137,7 @@ type simJob struct {
 	ckpt          *simFlow
 	handoff       *simFlow
 	restore       *simFlow
+	evac          *simFlow
 	handTo        int // reserved destination of a hand-off, -1 none
 	interval      float64
 	ckptRate      float64
@@ -883,6 +885,10 @@ func (e *Engine) dropFlow(f *simFlow, completed bool) {
 				e.m.handoffsFailed++
 			}
 		}
+	case flowEvac:
+		if j.evac == f {
+			j.evac = nil
+		}
 	case flowRestore:
 		if j.restore == f {
 			j.restore = nil
@@ -927,6 +933,8 @@ func (e *Engine) finishFlow(f *simFlow) {
 		j.hold(f.to, j.progress)
 		j.gen++
 		e.push(w.now+j.restartS, evRestartDone, w.jobIdx[j.id], j.gen)
+	case flowEvac:
+		j.hold(f.to, f.captured)
 	}
 	e.wantCtl = e.wantCtl || f.kind != flowCheckpoint
 }

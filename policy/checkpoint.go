@@ -81,11 +81,29 @@ func (w *world) checkpoints(running []*Job, hosts []int) ([]JobDecision, [][]int
 // not leaving, not the host, enough VRAM, capability and GPUs in total,
 // reachable), so pre-sync is not thrown away; otherwise P2.6 picks the
 // node it would hand off to with no deadline. -1 when there is none.
+// With no node able to take the job and P1 on, any reachable node that
+// stays keeps the copy (a standby of last resort; it need not run the
+// job): without a standby P1 has no path to size b_i on and sets no
+// interval, and the job would run with no copy off its node.
+// Exception: a standby that is the only holder of the job's freshest copy
+// and whose emergency hazard gives it more than Params.SoleCopyRisk chance
+// to leave within 2·Lmax is not kept (P2.6 picks another node when there
+// is one).
 func (w *world) standby(j *Job, host int) int {
 	if sb, ok := w.standbyOf[j.ID]; ok {
 		return sb
 	}
-	if sb, ok := w.nodeIndex(j.Standby); ok && sb != host && !w.leaving[sb] {
+	// One node holding a job's only copy: when it may well leave within
+	// the job's loss horizon (spot-like pools lose several nodes in the
+	// same minute, host and standby together), the next checkpoint goes
+	// to another node, so the last two versions live on two nodes.
+	sole := -1
+	if len(j.Replicas) == 1 {
+		if r, ok := w.nodeIndex(j.Replicas[0]); ok && r != host && w.riskyHolder(r, j) {
+			sole = r
+		}
+	}
+	if sb, ok := w.nodeIndex(j.Standby); ok && sb != host && !w.leaving[sb] && sb != sole {
 		nd := w.nodes[sb]
 		if nd.GPU.VRAM >= j.VRAM && nd.GPU.Capability >= j.Capability && nd.GPUs >= j.GPUs {
 			if _, _, ok := w.pathRate(host, sb); ok {
@@ -93,5 +111,37 @@ func (w *world) standby(j *Job, host int) int {
 			}
 		}
 	}
-	return w.scan(scanRequest{job: j, src: host}).best
+	if sole >= 0 {
+		if b := w.scan(scanRequest{job: j, src: host, avoid: sole + 1}).best; b >= 0 {
+			return b
+		}
+	}
+	if b := w.scan(scanRequest{job: j, src: host}).best; b >= 0 {
+		return b
+	}
+	// No node could take the job now: the copy still has to leave the
+	// host (SPEC §0: an emergency recovers from a checkpoint committed off
+	// the node), so any reachable node that stays keeps it; the job is
+	// restored from it onto whichever node can take the job later.
+	if !w.p.Switches.P1 {
+		return -1
+	}
+	return w.scan(scanRequest{job: j, src: host, holdOnly: true}).best
+}
+
+// riskyHolder reports whether node i, holding a job's only live copy, has
+// more than Params.SoleCopyRisk chance to leave (by its emergency hazard
+// λ̂⁺ now) within the job's 2·Lmax: too likely to keep that copy as the
+// job's only one (P2.6's standby moves on, a recovery restores elsewhere).
+// A P2 choice: never with P2 off.
+func (w *world) riskyHolder(i int, j *Job) bool {
+	risk := w.p.SoleCopyRisk
+	if risk <= 0 || !w.p.Switches.P2 {
+		return false
+	}
+	horizon := 2 * j.LossBudget.Seconds()
+	if horizon <= 0 {
+		horizon = DefaultSoleCopyHorizon.Seconds()
+	}
+	return 1-math.Exp(-w.hazardNow(i)*horizon) > risk
 }

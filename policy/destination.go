@@ -65,6 +65,16 @@ type scanRequest struct {
 	deadline time.Time // zero: none
 	recovery bool      // the source holds a replica and may host
 	list     bool      // build the Candidates list
+	// sole: the source's copy is the job's only live one, so it may not
+	// host (P2.3's d ≠ s): a job restarted on it would run with no copy
+	// off its node until its next checkpoint commits.
+	sole bool
+	// avoid is 1 + the index of a node that may not be chosen (0: none).
+	avoid int
+	// holdOnly: the node only has to keep a copy (a standby of last
+	// resort), not run the job: GPUs, VRAM, capability and load do not
+	// matter.
+	holdOnly bool
 }
 
 // scanResult is P2's outcome: best is a node index (-1 when no candidate
@@ -99,10 +109,15 @@ func (w *world) staticReject(r scanRequest, i int) RejectReason {
 	nd := &w.facts[i]
 	j := r.job
 	switch {
-	case i == r.src && !r.recovery:
+	case i == r.src && (!r.recovery || r.sole), i == r.avoid-1:
 		return RejectSource
 	case w.leaving[i]:
 		return RejectLeaving
+	case r.holdOnly:
+		if w.vertex[i] < 0 {
+			return RejectNoPath
+		}
+		return ""
 	case nd.vram < j.VRAM:
 		return RejectVRAM
 	case nd.capability < j.Capability:

@@ -56,12 +56,23 @@ func (w *world) recoveries(recover []*Job, d *Decisions, early bool) []*migratio
 		pl := Placement{Job: j.ID, Recovery: true}
 		best, bestSrc := scanResult{best: -1}, -1
 		var late []int // leaving holders whose copy may not land in time
+		live := 0
+		for _, rep := range j.Replicas {
+			if _, ok := w.nodeIndex(rep); ok {
+				live++
+			}
+		}
 		for _, rep := range sortedReplicas(j.Replicas) {
 			ri, ok := w.nodeIndex(rep)
 			if !ok {
 				continue
 			}
-			req := scanRequest{job: j, src: ri, recovery: true, list: true}
+			// A risky holder of the only live copy hosts the job only
+			// when no other node can take it: restored elsewhere, the
+			// job keeps that copy off its node, and a departure of the
+			// new host (spot preemptions come in bursts) loses only the
+			// work since the restart instead of everything.
+			req := scanRequest{job: j, src: ri, recovery: true, list: true, sole: live == 1 && w.riskyHolder(ri, j)}
 			if w.leaving[ri] {
 				// A node under scheduled reclaim still serves its copy
 				// until its deadline (SPEC §0: only the departure takes
@@ -77,6 +88,10 @@ func (w *world) recoveries(recover []*Job, d *Decisions, early bool) []*migratio
 				late = append(late, ri)
 			}
 			res := w.scan(req)
+			if res.best < 0 && req.sole {
+				req.sole = false
+				res = w.scan(req)
+			}
 			if res.best >= 0 && (best.best < 0 || res.cand.Score < best.cand.Score) {
 				best, bestSrc = res, ri
 			}

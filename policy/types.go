@@ -208,7 +208,19 @@ type Params struct {
 	// (by node ID). 0 keeps every node. The choice is always made over all
 	// nodes; the bound only keeps decisions small at thousands of nodes.
 	MaxCandidates int
+	// SoleCopyRisk: when the one node holding a job's freshest copy has
+	// more than this chance (from its emergency hazard λ̂⁺) to leave within
+	// the job's 2·Lmax, the next checkpoint goes to another standby, so
+	// the job's last two versions sit on two nodes, and a recovery from
+	// that copy restores onto another node when one can take the job
+	// (P2.3's d ≠ s), so the copy stays off the job's node (0.01; 0 keeps
+	// the standby while it can take the job and lets the holder host).
+	SoleCopyRisk float64
 }
+
+// DefaultSoleCopyHorizon is the horizon of SoleCopyRisk for a job without
+// a loss budget.
+const DefaultSoleCopyHorizon = 10 * time.Minute
 
 // DefaultParams returns the paper's parameters with all protocols on.
 func DefaultParams() Params {
@@ -224,6 +236,7 @@ func DefaultParams() Params {
 		FixedInterval: 10 * time.Minute,
 		Switches:      Switches{P1: true, P2: true, P3: true},
 		MaxCandidates: 20,
+		SoleCopyRisk:  0.01,
 	}
 }
 

@@ -44,7 +44,9 @@ func (w *world) restoresInFlight(flows []Flow, byID map[JobID]*Job) []*migration
 
 // recoveries is step 2 of Tick for jobs that lost their host: each is
 // placed by P2 from its best live replica (scored over every replica
-// holder, which may host the job itself so that nothing moves); with no
+// holder, which may host the job itself so that nothing moves, unless it
+// holds the only live copy and riskyHolder says it may well leave soon:
+// then only when no other node can take the job); with no
 // live replica it is placed like a new job and starts from the beginning.
 // It appends one Placement per job to d and returns the restore transfers.
 // With early set the jobs still run (degraded hand-offs): one without a

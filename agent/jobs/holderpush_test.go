@@ -1,0 +1,155 @@
+package jobs
+
+import (
+	"context"
+	"crypto/rand"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/reclaimnet/reclaimnet/agent/supervisor"
+	"github.com/reclaimnet/reclaimnet/policy"
+	"github.com/reclaimnet/reclaimnet/raft"
+)
+
+// TestHolderPushesFollowTheLeader: a replica holder's pushes in flight —
+// a recovery's restore and an evacuation — take the rate the leader
+// decides for them period after period (a lower one, a higher one, and for
+// a rate of 0 with P3 on a pause, never "unpaced"), and a push the leader
+// no longer decides (the job placed again, the evacuation dropped) is
+// cancelled. The holder's manager is driven with states built by the test
+// (a real transfer to a real receiver, 8 MiB at 100–200 kB/s: it cannot
+// finish on its own while the test runs).
+func TestHolderPushesFollowTheLeader(t *testing.T) {
+	tc := newCluster(t, []int{0, 1, 1}, fastSupervisor())
+	tc.waitVoters(3)
+	tc.submitJob("train") // a job the receiver knows
+	host := tc.waitRunning("train", "")
+	var holder, dest *testNode
+	for _, id := range slices.Sorted(maps.Keys(tc.nodes)) {
+		switch {
+		case id == host:
+		case holder == nil:
+			holder = tc.nodes[id]
+		default:
+			dest = tc.nodes[id]
+		}
+	}
+	// A large version of the job, on the holder only.
+	dir := t.TempDir()
+	big := make([]byte, 8<<20)
+	if _, err := rand.Read(big); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "weights.bin"), big, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	const version = 1000
+	mf, err := holder.store.AddDir("train", version, dir, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cp := raft.Checkpoint{Job: "train", Version: version, ManifestHash: mf.Hash().String(), Size: mf.TotalSize(),
+		Source: host, Holders: []policy.NodeID{host, holder.id}, Committed: true}
+
+	// A manager of the holder's store and client that no leader drives.
+	sup, err := supervisor.New(fastSupervisor())
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := New(Config{Node: holder.id, Coord: FromRaft(holder.coord), Store: holder.store, Client: holder.client,
+		Supervisor: sup, WorkDir: t.TempDir(), Logger: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	t.Cleanup(func() { cancel(); wg.Wait() })
+
+	// state is the cluster's state with the version catalogued, the given
+	// flow decided (none when its ID is empty) and, for a restore, the job
+	// placed on dest with the holder's restore order.
+	state := func(flow policy.FlowDecision, restoring bool) *raft.State {
+		st := tc.state()
+		if restoring {
+			j := st.Jobs["train"]
+			j.Node, j.Restore = dest.id, raft.RestoreOrder{From: holder.id, Version: version}
+			st.Jobs["train"] = j
+		}
+		st.Checkpoints["train"] = append(st.Checkpoints["train"], cp)
+		st.Decisions.Flows = nil
+		if flow.ID != "" {
+			st.Decisions.Flows = []policy.FlowDecision{flow}
+		}
+		return st
+	}
+	key := pushKey{"train", version, dest.id}
+	locked := func(f func()) {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		f()
+	}
+	started := func() bool {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		p := m.pushes[key]
+		return p != nil && p.tr != nil && !p.done
+	}
+	assigned := func(class policy.TrafficClass) float64 {
+		for _, tr := range m.Transfers() {
+			if tr.To == dest.id && tr.Class == class && !tr.Done {
+				return tr.AssignedRate
+			}
+		}
+		return -1
+	}
+	ended := func() bool {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		p := m.pushes[key]
+		return p == nil || p.done
+	}
+
+	for _, tt := range []struct {
+		name    string
+		flow    policy.FlowDecision
+		restore bool
+		class   policy.TrafficClass
+		run     func(context.Context, *raft.State, *sync.WaitGroup)
+	}{
+		{"restore", policy.FlowDecision{ID: policy.RestorePrefix + "train", Job: "train", From: holder.id, To: dest.id,
+			Class: policy.ClassMigration, Rate: 100e3}, true, policy.ClassMigration, m.recoveryPushes},
+		{"evacuation", policy.FlowDecision{ID: policy.EvacuationPrefix + "train", Job: "train", From: holder.id, To: dest.id,
+			Class: policy.ClassPresync, Rate: 100e3}, false, policy.ClassPresync, m.evacuations},
+	} {
+		locked(func() { tt.run(ctx, state(tt.flow, tt.restore), &wg) })
+		eventually(t, 10*time.Second, tt.name+" push under way", started)
+		if got := assigned(tt.class); got != tt.flow.Rate {
+			t.Fatalf("%s: assigned %.0f B/s at the start, want the decided %.0f", tt.name, got, tt.flow.Rate)
+		}
+		for _, rate := range []float64{50e3, 200e3, 0} {
+			f := tt.flow
+			f.Rate = rate
+			locked(func() { tt.run(ctx, state(f, tt.restore), &wg) })
+			want := rate
+			if rate == 0 {
+				want = pausedRate
+			}
+			if got := assigned(tt.class); got != want {
+				t.Errorf("%s: decided %.0f B/s, the push in flight goes at %.0f, want %.0f", tt.name, rate, got, want)
+			}
+		}
+		if !started() {
+			t.Fatalf("%s: the push ended before the leader dropped it: the test proves nothing", tt.name)
+		}
+		// No longer decided: the job placed again elsewhere (no restore
+		// order), the evacuation gone from the decisions.
+		locked(func() { tt.run(ctx, state(policy.FlowDecision{}, false), &wg) })
+		eventually(t, 10*time.Second, tt.name+" push cancelled once the leader no longer decides it", ended)
+		locked(func() { delete(m.pushes, key) }) // the next case starts afresh
+	}
+}

@@ -86,10 +86,7 @@ func (w *world) evacuations(jobs []*Job, hosts []int, flows []Flow) []*migration
 		if !ok {
 			continue
 		}
-		if w.standbyOf == nil {
-			w.standbyOf = map[JobID]int{}
-		}
-		w.standbyOf[j.ID] = sb
+		w.pinStandby(j.ID, sb)
 		out = append(out, &migration{id: EvacuationPrefix + string(j.ID), job: j, from: src, to: sb,
 			bytes: j.CheckpointBytes, start: w.now, rate: rate, links: links})
 	}
@@ -111,9 +108,15 @@ func (w *world) keepEvacuation(c *Flow, j *Job, host int, holders []int) *migrat
 	}
 	links := w.pathLinks(from, to)
 	w.charge(links, c.Rate)
+	w.pinStandby(j.ID, to)
+	return &migration{id: c.ID, job: j, from: from, to: to, bytes: c.Remaining, start: c.Start, rate: c.Rate, links: links}
+}
+
+// pinStandby makes sb the job's standby for this period (P1 then sends its
+// checkpoints where its evacuation goes).
+func (w *world) pinStandby(job JobID, sb int) {
 	if w.standbyOf == nil {
 		w.standbyOf = map[JobID]int{}
 	}
-	w.standbyOf[j.ID] = to
-	return &migration{id: c.ID, job: j, from: from, to: to, bytes: c.Remaining, start: c.Start, rate: c.Rate, links: links}
+	w.standbyOf[job] = sb
 }

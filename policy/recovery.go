@@ -1,6 +1,10 @@
 package policy
 
-import "strings"
+import (
+	"cmp"
+	"slices"
+	"strings"
+)
 
 // RestorePrefix starts the ID of a recovery's restore flow: the replica
 // holder sends the job's freshest committed version to the job's new node
@@ -15,15 +19,22 @@ const RestorePrefix = "restore/"
 // admitting other flows into room it occupies. A flow whose holder is
 // gone, or leaving with no scheduled deadline ahead, is dropped: the
 // coordinator returns such a job to recovery.
-func (w *world) restoresInFlight(flows []Flow, byID map[JobID]*Job) []*migration {
+//
+// jobs is sorted by ID (Tick's order); most periods carry no restore, so
+// the lookup is by binary search rather than a map built every period.
+func (w *world) restoresInFlight(flows []Flow, jobs []*Job) []*migration {
 	var out []*migration
 	for i := range flows {
 		f := &flows[i]
 		if !strings.HasPrefix(f.ID, RestorePrefix) || f.Remaining <= 0 {
 			continue
 		}
-		j, ok := byID[f.Job]
-		if !ok || j.State == JobRecovering || j.State == JobPending || j.Node != f.To {
+		k, ok := slices.BinarySearchFunc(jobs, f.Job, func(j *Job, id JobID) int { return cmp.Compare(j.ID, id) })
+		if !ok {
+			continue
+		}
+		j := jobs[k]
+		if j.State == JobRecovering || j.State == JobPending || j.Node != f.To {
 			continue
 		}
 		from, okFrom := w.nodeIndex(f.From)

@@ -146,13 +146,7 @@ func Tick(s Snapshot, now time.Time) Decisions {
 	// Step 2: recoveries from replicas (with the restores still under
 	// way from earlier periods), then new jobs.
 	restores := w.recoveries(recover, &d, false)
-	if len(s.Flows) > 0 {
-		byID := make(map[JobID]*Job, len(jobs))
-		for _, j := range jobs {
-			byID[j.ID] = j
-		}
-		restores = append(w.restoresInFlight(s.Flows, byID), restores...)
-	}
+	restores = append(w.restoresInFlight(s.Flows, jobs), restores...)
 	if len(restores) > 0 {
 		w.share(restores)
 	}

@@ -90,12 +90,15 @@ func (e *Engine) control() {
 // destination has it, is not started.
 func (e *Engine) applyEvacuations(flows []policy.FlowDecision, enforced bool) {
 	w := e.w
-	wanted := map[*simJob]policy.FlowDecision{}
+	var wanted map[*simJob]policy.FlowDecision // nil in most periods: none
 	for _, fd := range flows {
 		if !strings.HasPrefix(fd.ID, policy.EvacuationPrefix) {
 			continue
 		}
 		if ji, ok := w.jobIdx[fd.Job]; ok {
+			if wanted == nil {
+				wanted = map[*simJob]policy.FlowDecision{}
+			}
 			wanted[w.jobs[ji]] = fd
 		}
 	}

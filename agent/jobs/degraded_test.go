@@ -14,10 +14,7 @@ import (
 // Tick's early recovery): the job stops on the leaving node, is never
 // restarted there, and resumes on another node at the replica's step.
 func TestDegradedHandoffStopsThenRecovers(t *testing.T) {
-	tc := newCluster(t, []int{0, 1, 1}, fastSupervisor())
-	tc.waitVoters(3)
-	tc.submitJob("train")
-	host := tc.waitRunning("train", "")
+	tc, host := newClusterWithJob(t)
 	tc.waitCommitted("train", 1)
 	cp, _ := tc.state().FreshestCommitted("train")
 	now := time.Now()
@@ -62,10 +59,7 @@ func TestDegradedHandoffStopsThenRecovers(t *testing.T) {
 // the hand-off: "degraded, then admitted", which used to leave the job
 // stopped on the leaving node for good) and the first process stops.
 func TestDegradedHandoffWithNowhereToGoKeepsRunning(t *testing.T) {
-	tc := newCluster(t, []int{0, 1, 1}, fastSupervisor())
-	tc.waitVoters(3)
-	tc.submitJob("train")
-	host := tc.waitRunning("train", "")
+	tc, host := newClusterWithJob(t)
 	tc.waitCommitted("train", 1)
 	var others []policy.NodeID
 	for id := range tc.nodes {

@@ -212,6 +212,17 @@ func newClusterSwitches(t *testing.T, gpus []int, supCfg supervisor.Config, sw p
 	return tc
 }
 
+// newClusterWithJob is the usual start of a test: three nodes (n00 the
+// GPU-less bootstrap voter, n01 and n02 with one GPU each), three voters,
+// the test job "train" submitted; it returns once the job runs, with its
+// host.
+func newClusterWithJob(t *testing.T) (*testCluster, policy.NodeID) {
+	tc := newCluster(t, []int{0, 1, 1}, fastSupervisor())
+	tc.waitVoters(3)
+	tc.submitJob("train")
+	return tc, tc.waitRunning("train", "")
+}
+
 func (tc *testCluster) start(id policy.NodeID, bootstrap bool, gpus int) *testNode {
 	tc.t.Helper()
 	n := tc.open(id, bootstrap, "", time.Time{})

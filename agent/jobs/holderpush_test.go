@@ -25,10 +25,7 @@ import (
 // (a real transfer to a real receiver, 8 MiB at 100–200 kB/s: it cannot
 // finish on its own while the test runs).
 func TestHolderPushesFollowTheLeader(t *testing.T) {
-	tc := newCluster(t, []int{0, 1, 1}, fastSupervisor())
-	tc.waitVoters(3)
-	tc.submitJob("train") // a job the receiver knows
-	host := tc.waitRunning("train", "")
+	tc, host := newClusterWithJob(t) // "train": a job the receiver knows
 	var holder, dest *testNode
 	for _, id := range slices.Sorted(maps.Keys(tc.nodes)) {
 		switch {

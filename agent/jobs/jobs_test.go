@@ -16,10 +16,7 @@ import (
 // standby, which records ReplicaComplete; then a scheduled reclaim hands the
 // job off with a final checkpoint and no lost step.
 func TestPeriodicCheckpointsThenScheduledHandoff(t *testing.T) {
-	tc := newCluster(t, []int{0, 1, 1}, fastSupervisor())
-	tc.waitVoters(3)
-	tc.submitJob("train")
-	host := tc.waitRunning("train", "")
+	tc, host := newClusterWithJob(t)
 	other := policy.NodeID("n01")
 	if host == other {
 		other = "n02"
@@ -244,10 +241,7 @@ func TestHungCheckpointNeverCommitted(t *testing.T) {
 // A corrupt chunk in the freshest committed version at restore: the
 // previous version is used.
 func TestCorruptChunkAtRestoreFallsBack(t *testing.T) {
-	tc := newCluster(t, []int{0, 1, 1}, fastSupervisor())
-	tc.waitVoters(3)
-	tc.submitJob("train")
-	host := tc.waitRunning("train", "")
+	tc, host := newClusterWithJob(t)
 	other := policy.NodeID("n01")
 	if host == other {
 		other = "n02"

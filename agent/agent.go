@@ -534,7 +534,8 @@ func (a *Agent) telemetryLoop(ctx context.Context) {
 // localTelemetry samples this node. Bandwidth is the enforcement
 // subsystem's per-building estimate from the kernel's egress counters
 // (none with enforcement off: the leader then keeps its defaults), the
-// kill-switch its kernel mode ("disabled" with enforcement off).
+// kill-switch its kernel mode ("disabled" with enforcement off), Flows the
+// progress of the transfers it sends.
 func (a *Agent) localTelemetry() mesh.Telemetry {
 	// Free GPUs: all of them until the job supervisor reports its use.
 	t := mesh.Telemetry{Load: a.sampleLoad(), FreeGPUs: uint16(min(a.gpus, 65535))}
@@ -545,6 +546,9 @@ func (a *Agent) localTelemetry() mesh.Telemetry {
 		t.Bandwidth = a.enforce.current().Bandwidth()
 		t.KillSwitch, t.KillSwitchDrops = a.enforce.killSwitch()
 	}
+	// The leader reads every node's transfers from gossip (a hand-off
+	// nearly done must not be judged as not started).
+	t.Flows = gossipFlows(a.flowProgress())
 	return t
 }
 

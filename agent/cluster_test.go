@@ -12,11 +12,13 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/reclaimnet/reclaimnet/mesh"
 	"github.com/reclaimnet/reclaimnet/pki"
 	"github.com/reclaimnet/reclaimnet/policy"
 	"github.com/reclaimnet/reclaimnet/raft"
@@ -555,8 +557,12 @@ func TestTelemetryForLeader(t *testing.T) {
 		t.Errorf("raft address from gossip: got %s, want %s", m.RaftAddr, n.agent.Coordinator().Addr())
 	}
 	waitUntil(t, 10*time.Second, "own telemetry", func() bool {
+		// Nodes falls back to the declared GPUs without a report: wait
+		// for the report itself, or the one at start could land after
+		// (and replace) the reports published below.
+		_, reported := n.agent.Mesh().Report("gpu-a")
 		nodes := tel.Nodes()
-		return len(nodes) == 1 && nodes[0].FreeGPUs == 2 && nodes[0].AccessLink == "access/gpu-a"
+		return reported && len(nodes) == 1 && nodes[0].FreeGPUs == 2 && nodes[0].AccessLink == "access/gpu-a"
 	})
 	links := tel.Links()
 	if len(links) != 2 || links[0].ID != "access/gpu-a" || links[0].Available != DefaultAccessCapacity || links[1].ID != "uplink/physics" || links[1].B != "core" {
@@ -584,4 +590,41 @@ func TestTelemetryForLeader(t *testing.T) {
 	if links = tel.Links(); links[0].Available != 3e9 || links[0].Capacity != 3e9 {
 		t.Errorf("links after a 10 Gbit/s node's report: access %v, capacity %v; want 3e9 both", links[0].Available, links[0].Capacity)
 	}
+}
+
+// Every node's transfer progress reaches the leader's telemetry through
+// gossip, beside the leader's own (before, a leader knew only its own
+// flows and judged another node's hand-off nearly done as not started).
+func TestTelemetryFlowsFromPeers(t *testing.T) {
+	c := newTestCluster(t)
+	cfgA, cfgB := c.config("gpu-a"), c.config("gpu-b")
+	cfgB.TelemetryInterval = Duration(time.Hour) // one report at start; ours below is not overwritten
+	a := c.start(cfgA)
+	b := c.start(cfgB)
+	own := []raft.FlowProgress{{ID: "ckpt/local", Remaining: 7}}
+	tel := meshTelemetry{mesh: a.agent.Mesh(), flows: func() []raft.FlowProgress { return own }}
+	waitUntil(t, 20*time.Second, "gpu-b alive at gpu-a, with its report at start", func() bool {
+		_, reported := b.agent.Mesh().Report("gpu-b")
+		return reported && len(tel.Members()) == 2
+	})
+	report := mesh.Telemetry{FreeGPUs: 1, Flows: gossipFlows([]raft.FlowProgress{
+		{ID: "ckpt/train", Remaining: 9 << 20},
+		{ID: "mig/train", Remaining: 3 << 20},
+		{ID: "restore/eval", Done: true},
+	})}
+	if err := b.agent.Mesh().PublishTelemetry(report, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	var got []raft.FlowProgress
+	waitUntil(t, 20*time.Second, "gpu-b's flows at gpu-a", func() bool {
+		got = tel.Flows()
+		return len(got) == 4
+	})
+	want := []raft.FlowProgress{own[0], {ID: "mig/train", Remaining: 3 << 20}, {ID: "restore/eval", Done: true}, {ID: "ckpt/train", Remaining: 9 << 20}}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("flows at gpu-a: got %+v, want %+v (own first, then gpu-b's: migrations, finished, checkpoints)", got, want)
+	}
+	// A node that left sends nothing any more.
+	b.stop(t, false)
+	waitUntil(t, 20*time.Second, "gpu-b's flows gone at gpu-a", func() bool { return len(tel.Flows()) == 1 })
 }

@@ -276,9 +276,8 @@ func (a *Agent) Jobs() *jobs.Manager {
 	return a.jobs.mgr
 }
 
-// flowProgress feeds the leader's telemetry with the flows this node
-// sends. Gossip carries no flow progress yet, so a leader knows only its
-// own flows; others' count as not started.
+// flowProgress is the progress of the flows this node sends: the
+// leader's own telemetry, and every node's gossip report.
 func (a *Agent) flowProgress() []raft.FlowProgress {
 	if a.jobs == nil {
 		return nil

@@ -5,6 +5,7 @@ import (
 	"net"
 	"sort"
 	"strconv"
+	"strings"
 
 	"github.com/reclaimnet/reclaimnet/mesh"
 	"github.com/reclaimnet/reclaimnet/policy"
@@ -145,12 +146,46 @@ func linksOf(members []mesh.Member, declared UplinkCapacities) []policy.Link {
 	return links
 }
 
-// Flows reports the progress of the flows this node sends (the job
-// manager's). Gossip does not carry flow progress, so the leader sees only
-// its own flows; the others count as not started.
+// Flows reports the progress of the admitted flows every live node sends:
+// this node's from its job manager (current), the others' from their
+// latest gossip report (at most a telemetry interval old, and only what
+// fitted in it: a flow missing there counts as not started).
 func (t meshTelemetry) Flows() []raft.FlowProgress {
-	if t.flows == nil {
-		return nil
+	var out []raft.FlowProgress
+	if t.flows != nil {
+		out = t.flows()
 	}
-	return t.flows()
+	self := t.mesh.Name()
+	for _, m := range t.mesh.Members() {
+		if m.Name == self || !m.HasTelemetry || (m.State != mesh.StateAlive && m.State != mesh.StateSuspect) {
+			continue // a node that left or failed sends nothing any more
+		}
+		for _, f := range m.Telemetry.Flows {
+			out = append(out, raft.FlowProgress{ID: f.ID, Remaining: int64(min(f.Remaining, math.MaxInt64)), Done: f.Done})
+		}
+	}
+	return out
+}
+
+// gossipFlows orders this node's flow progress for its telemetry report,
+// which holds only the first few: transfers racing a deadline or carrying
+// a job's only copy (hand-offs, restores, evacuations) before periodic
+// checkpoints, unfinished before finished.
+func gossipFlows(flows []raft.FlowProgress) []mesh.FlowProgress {
+	out := make([]mesh.FlowProgress, 0, len(flows))
+	for _, f := range flows {
+		out = append(out, mesh.FlowProgress{ID: f.ID, Remaining: uint64(max(f.Remaining, 0)), Done: f.Done})
+	}
+	rank := func(f mesh.FlowProgress) int {
+		r := 0
+		if strings.HasPrefix(f.ID, policy.CheckpointPrefix) {
+			r += 2
+		}
+		if f.Done {
+			r++
+		}
+		return r
+	}
+	sort.SliceStable(out, func(i, j int) bool { return rank(out[i]) < rank(out[j]) })
+	return out
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -255,6 +256,51 @@ func TestWrongGossipKeyCannotJoin(t *testing.T) {
 			if mem.Name != "node-00" && mem.Name != "node-01" {
 				t.Errorf("member %q got in with a wrong key", mem.Name)
 			}
+		}
+	})
+}
+
+// Transfer progress rides on telemetry to every peer (the leader reads
+// other nodes' flows from it); a node with more flows than a report holds
+// publishes its first MaxFlowEntries, and with IDs too long to fit the
+// packet together, as many as fit, instead of failing to publish at all.
+func TestTelemetryCarriesFlows(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		nodes, _ := memCluster(t, 3, ProfileLocal, nil)
+		var flows []FlowProgress
+		for i := range MaxFlowEntries + 4 {
+			flows = append(flows, FlowProgress{ID: fmt.Sprintf("mig/job-%02d-%s", i, strings.Repeat("x", 140)), Remaining: uint64(i) << 20})
+		}
+		if err := nodes[0].PublishTelemetry(Telemetry{FreeGPUs: 1, Flows: flows}, time.Now()); err != nil {
+			t.Fatalf("publish with %d long flows: %v", len(flows), err)
+		}
+		var got Telemetry
+		waitFor(t, 30*time.Second, "node-00's report at node-02", func() bool {
+			var ok bool
+			got, ok = nodes[2].Report("node-00")
+			return ok
+		})
+		if n := len(got.Flows); n == 0 || n >= MaxFlowEntries {
+			t.Fatalf("node-02 holds %d flows of node-00, want some but fewer than %d (the packet limit)", n, MaxFlowEntries)
+		}
+		for i, f := range got.Flows {
+			if f != flows[i] {
+				t.Errorf("flow %d: got %+v, want %+v (the first ones kept, in order)", i, f, flows[i])
+			}
+		}
+		short := flows[:MaxFlowEntries+2]
+		for i := range short {
+			short[i].ID = fmt.Sprintf("ckpt/j%d", i)
+		}
+		if err := nodes[0].PublishTelemetry(Telemetry{FreeGPUs: 2, Flows: short}, time.Now()); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, 30*time.Second, "node-00's second report at node-02", func() bool {
+			got, _ = nodes[2].Report("node-00")
+			return got.FreeGPUs == 2
+		})
+		if len(got.Flows) != MaxFlowEntries || got.Flows[MaxFlowEntries-1].ID != short[MaxFlowEntries-1].ID {
+			t.Errorf("short IDs: node-02 holds %+v, want the first %d", got.Flows, MaxFlowEntries)
 		}
 	})
 }

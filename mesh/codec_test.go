@@ -31,18 +31,41 @@ func sampleTelemetry() Telemetry {
 	}
 }
 
+// sampleTelemetryFlows is sampleTelemetry with transfers in flight.
+func sampleTelemetryFlows() Telemetry {
+	t := sampleTelemetry()
+	t.Flows = []FlowProgress{
+		{ID: "mig/train-7", Remaining: 1_500_000_000},
+		{ID: "ckpt/eval-2", Remaining: 0, Done: true},
+	}
+	return t
+}
+
 // sampleTelemetryV1 is sampleTelemetry as a version 1 node writes it:
-// without the kill-switch fields (a one-byte state and the one-byte
-// varint 300 takes two bytes).
+// without the flow count (one byte, 0) and the kill-switch fields before
+// it (a one-byte state and the one-byte varint 300 takes two bytes).
 func sampleTelemetryV1(t testing.TB) []byte {
 	t.Helper()
 	b, err := sampleTelemetry().Encode()
 	if err != nil {
 		t.Fatal(err)
 	}
-	v1 := append([]byte(nil), b[:len(b)-3]...)
+	v1 := append([]byte(nil), b[:len(b)-4]...)
 	v1[1] = 1
 	return v1
+}
+
+// sampleTelemetryV2 is sampleTelemetry as a version 2 node writes it:
+// without the flow count.
+func sampleTelemetryV2(t testing.TB) []byte {
+	t.Helper()
+	b, err := sampleTelemetry().Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	v2 := append([]byte(nil), b[:len(b)-1]...)
+	v2[1] = 2
+	return v2
 }
 
 func TestMetaRoundTrip(t *testing.T) {
@@ -131,7 +154,7 @@ func TestDecodeMetaRejects(t *testing.T) {
 }
 
 func TestTelemetryRoundTrip(t *testing.T) {
-	for _, tel := range []Telemetry{sampleTelemetry(), {Node: "a", Sent: time.Unix(0, 5)}} {
+	for _, tel := range []Telemetry{sampleTelemetry(), sampleTelemetryFlows(), {Node: "a", Sent: time.Unix(0, 5)}} {
 		b, err := tel.Encode()
 		if err != nil {
 			t.Fatalf("Encode: %v", err)
@@ -168,7 +191,7 @@ func TestTelemetryKillSwitchCompatible(t *testing.T) {
 		t.Errorf("version 1 kill-switch: got %q, want unknown", got.KillSwitch)
 	}
 	good, _ := sampleTelemetry().Encode()
-	ksAt := len(good) - 3
+	ksAt := len(good) - 4
 	newer := append([]byte(nil), good...)
 	newer[1], newer[ksAt] = TelemetryVersion+1, 9
 	newer = append(newer, 0xde, 0xad) // fields this build does not know
@@ -197,6 +220,32 @@ func TestTelemetryKillSwitchCompatible(t *testing.T) {
 	}
 }
 
+// A version 2 report (an older node) reads with no flows; a version 3
+// reader of the current build reads every flow back.
+func TestTelemetryFlowsCompatible(t *testing.T) {
+	got, err := DecodeTelemetry(sampleTelemetryV2(t))
+	if err != nil {
+		t.Fatalf("DecodeTelemetry(version 2): %v", err)
+	}
+	want := sampleTelemetry()
+	got.Sent = want.Sent
+	if !reflect.DeepEqual(got, want) || got.Flows != nil {
+		t.Errorf("version 2: got %+v, want %+v without flows", got, want)
+	}
+	b, err := sampleTelemetryFlows().Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err = DecodeTelemetry(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Flows) != 2 || got.Flows[0].ID != "mig/train-7" || got.Flows[0].Remaining != 1_500_000_000 || got.Flows[0].Done ||
+		!got.Flows[1].Done {
+		t.Errorf("flows: got %+v", got.Flows)
+	}
+}
+
 func TestTelemetryRejects(t *testing.T) {
 	good, _ := sampleTelemetry().Encode()
 	nan := sampleTelemetry()
@@ -205,14 +254,24 @@ func TestTelemetryRejects(t *testing.T) {
 	neg := sampleTelemetry()
 	neg.Hazard = -1
 	negBytes, _ := neg.Encode()
+	flows, _ := sampleTelemetryFlows().Encode()
+	badDone := append([]byte(nil), flows...)
+	badDone[len(badDone)-1] = 2 // the last flow's done flag
+	// The flow count is the last byte of a report without flows.
+	manyFlows := append(append([]byte(nil), good[:len(good)-1]...), MaxFlowEntries+1)
+	for range MaxFlowEntries + 1 {
+		manyFlows = append(manyFlows, 1, 'f', 0, 0) // well-formed entries
+	}
 	cases := map[string][]byte{
-		"empty":         nil,
-		"wrong type":    append([]byte{9}, good[1:]...),
-		"truncated":     good[:len(good)-3],
-		"trailing":      append(append([]byte(nil), good...), 1),
-		"nan load":      nanBytes,
-		"negative rate": negBytes,
-		"too large":     make([]byte, MaxTelemetrySize+1),
+		"bad done flag":  badDone,
+		"too many flows": manyFlows,
+		"empty":          nil,
+		"wrong type":     append([]byte{9}, good[1:]...),
+		"truncated":      good[:len(good)-3],
+		"trailing":       append(append([]byte(nil), good...), 1),
+		"nan load":       nanBytes,
+		"negative rate":  negBytes,
+		"too large":      make([]byte, MaxTelemetrySize+1),
 	}
 	for name, b := range cases {
 		if _, err := DecodeTelemetry(b); !errors.Is(err, ErrMalformed) {
@@ -223,6 +282,17 @@ func TestTelemetryRejects(t *testing.T) {
 	tooMany.Bandwidth = make([]BuildingBandwidth, MaxBandwidthEntries+1)
 	if _, err := tooMany.Encode(); err == nil {
 		t.Errorf("Encode with %d bandwidth entries: no error", MaxBandwidthEntries+1)
+	}
+	for name, mutate := range map[string]func(*Telemetry){
+		"too many flows": func(t *Telemetry) { t.Flows = make([]FlowProgress, MaxFlowEntries+1) },
+		"empty flow ID":  func(t *Telemetry) { t.Flows[0].ID = "" },
+		"long flow ID":   func(t *Telemetry) { t.Flows[0].ID = strings.Repeat("f", MaxFlowIDLen+1) },
+	} {
+		bad := sampleTelemetryFlows()
+		mutate(&bad)
+		if _, err := bad.Encode(); err == nil {
+			t.Errorf("Encode with %s: no error", name)
+		}
 	}
 }
 
@@ -274,6 +344,9 @@ func FuzzDecodeTelemetry(f *testing.F) {
 	f.Add([]byte{msgTelemetry, 1})
 	f.Add(good[:len(good)-1])
 	f.Add(sampleTelemetryV1(f))
+	f.Add(sampleTelemetryV2(f))
+	flows, _ := sampleTelemetryFlows().Encode()
+	f.Add(flows)
 	f.Fuzz(func(t *testing.T, b []byte) {
 		tel, err := DecodeTelemetry(b)
 		if err != nil {

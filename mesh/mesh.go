@@ -336,7 +336,14 @@ func (m *Mesh) publish(t Telemetry, now time.Time, done chan struct{}) error {
 	m.seq++
 	t.Seq = m.seq
 	m.mu.Unlock()
+	// Flow progress is advisory: the entries that do not fit (in number
+	// or in the packet) are left out, the caller's first ones kept.
+	t.Flows = t.Flows[:min(len(t.Flows), MaxFlowEntries)]
 	msg, err := t.Encode()
+	for errors.Is(err, errTelemetryTooLarge) && len(t.Flows) > 0 {
+		t.Flows = t.Flows[:len(t.Flows)-1]
+		msg, err = t.Encode()
+	}
 	if err != nil {
 		return fmt.Errorf("telemetry: %w", err)
 	}

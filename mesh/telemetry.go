@@ -1,21 +1,25 @@
 package mesh
 
 import (
+	"errors"
 	"fmt"
 	"time"
 )
 
 // TelemetryVersion is the telemetry encoding this build writes; like Meta,
 // newer versions only append fields. Version 2 appended the kill-switch
-// state and its drop counter; a version 1 report reads as
-// KillSwitchUnknown.
-const TelemetryVersion = 2
+// state and its drop counter (a version 1 report reads as
+// KillSwitchUnknown); version 3 the progress of the node's outgoing
+// transfers (none in an older report).
+const TelemetryVersion = 3
 
 // Limits on one telemetry report. A report must fit in one gossip packet
 // next to memberlist's own messages, so it stays under 1 KiB.
 const (
 	MaxTelemetrySize         = 1024
 	MaxBandwidthEntries      = 16
+	MaxFlowEntries           = 8
+	MaxFlowIDLen             = 160
 	maxStateEntries          = 4096 // reports in one push/pull exchange
 	maxStateSize             = 2 << 20
 	msgTelemetry        byte = 1 // first byte of a telemetry broadcast
@@ -54,6 +58,21 @@ func (k KillSwitchState) String() string {
 	return killSwitchNames[k]
 }
 
+// errTelemetryTooLarge is Encode's error for a report over
+// MaxTelemetrySize.
+var errTelemetryTooLarge = errors.New("telemetry report too large")
+
+// FlowProgress is how far one of the node's outgoing transfers that the
+// leader admitted got, by the flow ID of the leader's decision: the bytes
+// it still has to move, and whether the receiver committed it. Gossip
+// carries it so that the leader sees every node's transfers, not only its
+// own (a hand-off nearly done is not judged as not started).
+type FlowProgress struct {
+	ID        string
+	Remaining uint64
+	Done      bool
+}
+
 // Telemetry is one node's latest report. Reports from the same node are
 // ordered by Seq: a report replaces the one a peer holds only if its Seq is
 // higher.
@@ -75,6 +94,9 @@ type Telemetry struct {
 	// it dropped since the programs were loaded (version 2).
 	KillSwitch      KillSwitchState
 	KillSwitchDrops uint64
+	// Flows is the progress of the node's outgoing admitted transfers
+	// (version 3), at most MaxFlowEntries.
+	Flows []FlowProgress
 }
 
 // Telemetry flag bits.
@@ -87,6 +109,9 @@ func (t Telemetry) Encode() ([]byte, error) {
 	}
 	if len(t.Bandwidth) > MaxBandwidthEntries {
 		return nil, fmt.Errorf("telemetry has %d bandwidth entries, over %d", len(t.Bandwidth), MaxBandwidthEntries)
+	}
+	if len(t.Flows) > MaxFlowEntries {
+		return nil, fmt.Errorf("telemetry has %d flow entries, over %d", len(t.Flows), MaxFlowEntries)
 	}
 	w := writer{buf: make([]byte, 0, 128)}
 	w.byte(msgTelemetry)
@@ -116,8 +141,21 @@ func (t Telemetry) Encode() ([]byte, error) {
 	}
 	w.byte(byte(t.KillSwitch))
 	w.uvarint(t.KillSwitchDrops)
+	w.uvarint(uint64(len(t.Flows)))
+	for _, f := range t.Flows {
+		if len(f.ID) == 0 || len(f.ID) > MaxFlowIDLen {
+			return nil, fmt.Errorf("telemetry flow ID %q: want 1 to %d bytes", f.ID, MaxFlowIDLen)
+		}
+		w.string(f.ID)
+		w.uvarint(f.Remaining)
+		var done byte
+		if f.Done {
+			done = 1
+		}
+		w.byte(done)
+	}
 	if len(w.buf) > MaxTelemetrySize {
-		return nil, fmt.Errorf("telemetry report is %d bytes, over %d", len(w.buf), MaxTelemetrySize)
+		return nil, fmt.Errorf("%w: %d bytes, over %d", errTelemetryTooLarge, len(w.buf), MaxTelemetrySize)
 	}
 	return w.buf, nil
 }
@@ -172,6 +210,30 @@ func DecodeTelemetry(b []byte) (Telemetry, error) {
 		}
 		t.KillSwitch = ks
 		t.KillSwitchDrops = r.uvarint("kill-switch drops")
+	}
+	if v >= 3 {
+		n := r.uvarint("flow count")
+		if r.err == nil && n > MaxFlowEntries {
+			r.fail("%d flow entries, over %d", n, MaxFlowEntries)
+		}
+		if r.err == nil && n > 0 {
+			t.Flows = make([]FlowProgress, 0, n)
+			for i := uint64(0); i < n && r.err == nil; i++ {
+				var f FlowProgress
+				f.ID = r.string("flow ID", MaxFlowIDLen)
+				f.Remaining = r.uvarint("flow remaining bytes")
+				switch done := r.byte("flow done"); {
+				case r.err != nil:
+				case done > 1:
+					r.fail("flow done flag %d", done)
+				case f.ID == "":
+					r.fail("flow without an ID")
+				default:
+					f.Done = done == 1
+				}
+				t.Flows = append(t.Flows, f)
+			}
+		}
 	}
 	if r.err != nil {
 		return Telemetry{}, r.err

@@ -21,8 +21,9 @@ const (
 // (10 ms), never below Params.MinBurst (SPEC P3.5).
 const burstWindow = 10 * time.Millisecond
 
-// ckptPrefix starts the ID of a job's checkpoint flow.
-const ckptPrefix = "ckpt/"
+// CheckpointPrefix starts the ID of a job's periodic checkpoint (pre-sync)
+// flow.
+const CheckpointPrefix = "ckpt/"
 
 // migration is one planned or recovery transfer being decided this period.
 type migration struct {
@@ -200,12 +201,12 @@ func Tick(s Snapshot, now time.Time) Decisions {
 	var ids strings.Builder
 	for i := range d.Jobs {
 		if jd := &d.Jobs[i]; jd.Standby != "" && jd.Bandwidth > 0 {
-			ids.Grow(len(ckptPrefix) + len(jd.Job))
+			ids.Grow(len(CheckpointPrefix) + len(jd.Job))
 		}
 	}
 	for i := range d.Jobs {
 		if jd := &d.Jobs[i]; jd.Standby != "" && jd.Bandwidth > 0 {
-			ids.WriteString(ckptPrefix)
+			ids.WriteString(CheckpointPrefix)
 			ids.WriteString(string(jd.Job))
 		}
 	}
@@ -232,7 +233,7 @@ func Tick(s Snapshot, now time.Time) Decisions {
 			continue
 		}
 		j := running[i]
-		idLen := len(ckptPrefix) + len(j.ID)
+		idLen := len(CheckpointPrefix) + len(j.ID)
 		m = migration{
 			id: idText[idPos : idPos+idLen], job: j, from: runningHost[i], to: standbys[i], rate: jd.Bandwidth,
 			start: now, links: paths[i],

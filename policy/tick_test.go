@@ -515,3 +515,34 @@ func TestTickRecoversFromLeavingHolderAtTheEstimate(t *testing.T) {
 		checkInvariants(t, s, d, testEpoch)
 	}
 }
+
+// TestTickJudgesCarriedHandoffOnItsProgress: a hand-off under way is
+// judged on the bytes it still has to move. 60 s before the deadline, with
+// a 30-s restart, a 10 GB hand-off cannot start over on a 1 Gbit/s path
+// (its lower bound, 0.5 Gbit/s: 160 s), but one with 1 GB left (16 s)
+// stays admitted to its destination; reported as not started, the same
+// flow degrades. (The agent's leader learns other
+// nodes' progress from gossip; before, it had only its own.)
+func TestTickJudgesCarriedHandoffOnItsProgress(t *testing.T) {
+	nodes, links := buildCampus(campusSpec{buildings: 1, perBuilding: 4, access: gbit, uplink: gbit})
+	j := testJob("j", nodes[0].ID)
+	announced := testEpoch.Add(-80 * time.Second)
+	for _, tt := range []struct {
+		remaining int64
+		degraded  bool
+	}{{1e9, false}, {j.CheckpointBytes, true}} {
+		s := Snapshot{Nodes: nodes, Links: links, Jobs: []Job{j}, Params: DefaultParams(),
+			Reclaims: []Reclaim{{Node: nodes[0].ID, Announced: announced, Deadline: testEpoch.Add(time.Minute)}},
+			Flows: []Flow{{ID: "mig/j", Job: "j", From: nodes[0].ID, To: nodes[2].ID, Class: ClassMigration,
+				Remaining: tt.remaining, Deadline: testEpoch.Add(time.Minute), Start: announced, Rate: 125e6}}}
+		d := Tick(s, testEpoch)
+		if len(d.Handoffs) != 1 {
+			t.Fatalf("remaining %d: hand-offs %+v, want one", tt.remaining, d.Handoffs)
+		}
+		h := d.Handoffs[0]
+		if h.Degraded != tt.degraded || !tt.degraded && (h.To != nodes[2].ID || h.Bytes != tt.remaining) {
+			t.Errorf("remaining %d: hand-off %+v, want degraded = %v (else to %s with %d bytes)", tt.remaining, h, tt.degraded, nodes[2].ID, tt.remaining)
+		}
+		checkInvariants(t, s, d, testEpoch)
+	}
+}

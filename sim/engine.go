@@ -943,7 +943,6 @@ func (e *Engine) finishFlow(f *simFlow) {
 // research rate.
 func (e *Engine) allocate() {
 	w := e.w
-	enforced := e.ctrl.Enforced()
 	nd := 2 * len(w.links)
 	var parts []*fillFlow
 	onLink := make([]bool, nd)
@@ -967,7 +966,7 @@ func (e *Engine) allocate() {
 			k := 2*i + d
 			capacity[k] = l.capacity
 			l.mig[d], l.research[d] = 0, l.capacity-l.avail
-			if !enforced && onLink[k] {
+			if onLink[k] {
 				research[k] = &fillFlow{links: []int{k}, weight: researchWeight, demand: l.capacity - l.avail}
 				parts = append(parts, research[k])
 			}

@@ -6,12 +6,17 @@ import "math"
 // trace's "available" sample) and our migration flows. Rates are
 // recomputed at every event with weighted progressive filling (max-min
 // fairness):
+//   - the research traffic of each link direction is elastic TCP,
+//     modelled as researchWeight TCP flows that never ask for more than
+//     the research demand;
+//   - greedy flows (P3 off, Slurm, Bamboo) are TCP flows competing with it;
 //   - paced flows (P3 on, and the oracle) ask for their assigned rate and
-//     get it unless the link's capacity runs out; research traffic, which
-//     is elastic TCP, backs off and keeps what is left;
-//   - greedy flows (P3 off, Slurm, Bamboo) are TCP flows competing with the
-//     research traffic of each link, modelled as researchWeight TCP flows
-//     that never ask for more than the research demand.
+//     compete the same way: the agent's transfers are QUIC streams whose
+//     congestion control still backs off under the pacer and the BPF
+//     ceiling, so a paced flow gets its rate unless that exceeds its fair
+//     share of a link whose research traffic outgrew the last bandwidth
+//     sample. (Until session 5 paced flows kept their rate whatever the
+//     research demand, and research kept only what was left.)
 // Research degradation is the research demand not delivered, over the time
 // a link carries migration traffic.
 // Links are full duplex (TRACE.md: capacity_mbps is per direction, and the

@@ -102,3 +102,50 @@ func TestLinksAreFullDuplex(t *testing.T) {
 		t.Errorf("a→b flows got %.0f B/s together, want the link's %.0f", sum, link)
 	}
 }
+
+// TestPacedFlowsYieldToResearch: a paced transfer is a congestion-
+// controlled QUIC stream under a rate cap (the agent's pacer and BPF
+// ceiling bound it from above; quic-go's congestion control still backs
+// off), so on a link whose research traffic outgrew the last sample it
+// gets no more than its TCP-fair share against the research aggregate,
+// while a rate below that share is kept whole. A pacer that held its rate
+// regardless (the engine until session 5) gives the first flow all 400
+// Mbit/s and research only 600 of its 900.
+func TestPacedFlowsYieldToResearch(t *testing.T) {
+	trace := `{"kind":"header","format":"reclaimnet-trace","version":1,"start":"2026-01-05T00:00:00Z","duration_s":3600,"name":"yield"}
+{"kind":"node","id":"a","building":"b1","gpu_model":"RTX3090","gpus":1,"vram_gb":24,"capability":8.6,"access_link":"acc-a"}
+{"kind":"node","id":"b","building":"b1","gpu_model":"RTX3090","gpus":1,"vram_gb":24,"capability":8.6,"access_link":"acc-b"}
+{"kind":"link","id":"acc-a","a":"a","b":"sw-b1","capacity_mbps":1000}
+{"kind":"link","id":"acc-b","a":"b","b":"sw-b1","capacity_mbps":1000}
+{"kind":"job","t":0,"id":"j1","gpus":1,"vram_gb":16,"capability":7,"work_gpu_h":1,"checkpoint_mb":3200,"restart_s":60,"loss_budget_s":300}
+`
+	tr, err := ReadTrace(strings.NewReader(trace), "yield.jsonl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := NewEngine(tr, unratedRestore{}, DefaultOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	const mbps = 1e6 / 8 // bytes/s
+	for _, l := range e.w.links {
+		l.avail = 100 * mbps // research wants 900 of 1000 Mbit/s
+	}
+	j := e.w.jobs[0]
+	for _, tt := range []struct{ paced, want float64 }{
+		{400 * mbps, 1000 * mbps / (1 + researchWeight)}, // capped by the fair share
+		{100 * mbps, 100 * mbps},                         // below it: kept
+	} {
+		f := e.newFlow(flowCheckpoint, j, 0, 1, 1e9)
+		f.rateCap = tt.paced
+		e.allocate()
+		if f.rate > tt.want*(1+1e-9) || f.rate < tt.want*(1-1e-9) {
+			t.Errorf("paced at %.0f Mbit/s: got %.1f Mbit/s, want %.1f", tt.paced/mbps, f.rate/mbps, tt.want/mbps)
+		}
+		l := e.w.links[0]
+		if got, want := l.research[0], 1000*mbps-f.rate; got < want*(1-1e-9) {
+			t.Errorf("paced at %.0f Mbit/s: research got %.1f Mbit/s, want the other %.1f", tt.paced/mbps, got/mbps, want/mbps)
+		}
+		e.dropFlow(f, false)
+	}
+}

@@ -11,6 +11,7 @@ type handoffReq struct {
 	job     *Job
 	reclaim Reclaim
 	carried *Flow // its migration flow from an earlier period, if any
+	pushing *Flow // its periodic checkpoint in flight, if any
 }
 
 // handoffs is step 1 of Tick (SPEC P1.6, P2, P3.3–P3.4c): earliest

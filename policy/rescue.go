@@ -35,7 +35,12 @@ type rescue struct {
 // ceiling, after the hand-offs and recoveries, before periodic
 // checkpoints: a deadline before durability). The job then loses only the
 // work of the notice instead of everything since its last periodic
-// checkpoint. reqs are the degraded scheduled hand-offs, earliest deadline
+// checkpoint. A periodic checkpoint already on its way (req.pushing) has
+// fewer bytes left than a new one and is sent first (a job pushes one
+// version at a time): when its rest lands in time it is the rescue, paced
+// to arrive, and a newer one follows if time is left after it; without
+// that, a checkpoint that would have landed was thrown away by the early
+// recovery. reqs are the degraded scheduled hand-offs, earliest deadline
 // first. Only with P1 on (it is P1.6's decision).
 func (w *world) rescues(reqs []handoffReq) []rescue {
 	if !w.p.Switches.P1 {
@@ -48,6 +53,14 @@ func (w *world) rescues(reqs []handoffReq) []rescue {
 		left := h.reclaim.Deadline.Sub(w.now)
 		if !ok || left <= 0 || w.vertex[src] < 0 {
 			continue
+		}
+		if f := h.pushing; f != nil && f.From == j.Node {
+			if to, ok := w.nodeIndex(f.To); ok && to != src && !w.leaving[to] {
+				if r, ok := w.rescueTo(j, src, to, f.Remaining, left); ok {
+					out = append(out, r)
+					continue
+				}
+			}
 		}
 		sb := w.standby(j, src)
 		if sb < 0 {
@@ -64,22 +77,31 @@ func (w *world) rescues(reqs []handoffReq) []rescue {
 		if bytes == 0 {
 			continue // the standby holds the current state already
 		}
-		_, low, ok := w.pathRate(src, sb)
-		if j.WriteCap > 0 {
-			low = math.Min(low, j.WriteCap)
+		if r, ok := w.rescueTo(j, src, sb, bytes, left); ok {
+			out = append(out, r)
 		}
-		need := float64(bytes) / left.Seconds()
-		if !ok || need > low {
-			continue
-		}
-		links := w.pathLinks(src, sb)
-		rate, ok := w.admitLastChance(links, low, need)
-		if !ok {
-			continue
-		}
-		out = append(out, rescue{job: j, host: src, to: sb, links: links, rate: rate, lambda: w.hazardNow(src)})
 	}
 	return out
+}
+
+// rescueTo admits a last-chance transfer of bytes from src to node to that
+// must land within left, at the path's lower bound (capped by the job's
+// write cap).
+func (w *world) rescueTo(j *Job, src, to int, bytes int64, left time.Duration) (rescue, bool) {
+	_, low, ok := w.pathRate(src, to)
+	if j.WriteCap > 0 {
+		low = math.Min(low, j.WriteCap)
+	}
+	need := float64(bytes) / left.Seconds()
+	if !ok || need > low {
+		return rescue{}, false
+	}
+	links := w.pathLinks(src, to)
+	rate, ok := w.admitLastChance(links, low, need)
+	if !ok {
+		return rescue{}, false
+	}
+	return rescue{job: j, host: src, to: to, links: links, rate: rate, lambda: w.hazardNow(src)}, true
 }
 
 // admitLastChance paces a transfer that must land in time (need bytes/s

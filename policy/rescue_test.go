@@ -326,3 +326,58 @@ func TestTickKeepsEvacuationUnderWay(t *testing.T) {
 		t.Errorf("destination leaving: evacuation %+v still kept", f)
 	}
 }
+
+// TestTickLastChanceFinishesCheckpointInFlight: when a reclaim's notice is
+// too short for a new checkpoint to get off the node but the periodic one
+// already on its way can land, that one is the rescue: the job keeps its
+// standby (the flow's destination) at a rate that lands the rest before
+// the deadline, and is not recovered early from its older replica (which
+// would throw the nearly sent checkpoint away). With too much left, or a
+// destination that is leaving too, it is the early recovery as before.
+func TestTickLastChanceFinishesCheckpointInFlight(t *testing.T) {
+	nodes, links := buildCampus(campusSpec{buildings: 1, perBuilding: 4, access: gbit, uplink: gbit})
+	p := DefaultParams()
+	low := MigrationShare(gbit, gbit, p.BetaP3, p.Bmin) / p.CeilingFactor
+	j := testJob("j", nodes[0].ID)
+	j.RestartTime = 2 * time.Minute
+	j.Standby, j.Replicas = nodes[2].ID, []NodeID{nodes[2].ID}
+	notice := time.Duration(float64(j.CheckpointBytes) / low / 4 * float64(time.Second)) // a new one cannot land
+	for _, tt := range []struct {
+		name      string
+		remaining int64
+		to        NodeID
+		rescued   bool
+	}{
+		{"a tenth left", j.CheckpointBytes / 10, nodes[2].ID, true},
+		{"half left", j.CheckpointBytes / 2, nodes[2].ID, false},
+		{"a tenth left, destination leaving", j.CheckpointBytes / 10, nodes[3].ID, false},
+		{"no push in flight", 0, "", false},
+	} {
+		s := Snapshot{Nodes: nodes, Links: links, Jobs: []Job{j}, Params: p,
+			Reclaims: []Reclaim{
+				{Node: nodes[0].ID, Announced: testEpoch, Deadline: testEpoch.Add(notice)},
+				{Node: nodes[3].ID, Announced: testEpoch, Deadline: testEpoch.Add(time.Hour)},
+			}}
+		if tt.remaining > 0 {
+			s.Flows = []Flow{{ID: CheckpointPrefix + "j", Job: "j", From: nodes[0].ID, To: tt.to, Class: ClassPresync,
+				Remaining: tt.remaining, Start: testEpoch.Add(-time.Minute), Rate: low}}
+		}
+		d := Tick(s, testEpoch)
+		var jd *JobDecision
+		for i := range d.Jobs {
+			if d.Jobs[i].Job == "j" {
+				jd = &d.Jobs[i]
+			}
+		}
+		recovered := slices.ContainsFunc(d.Placements, func(pl Placement) bool { return pl.Job == "j" })
+		if got := jd != nil && jd.Interval == RescueInterval; got != tt.rescued || recovered == tt.rescued {
+			t.Fatalf("%s: decision %+v, placements %+v; want rescued = %v (else recovered early)", tt.name, jd, d.Placements, tt.rescued)
+		}
+		if tt.rescued {
+			if jd.Standby != tt.to || float64(tt.remaining)/jd.Bandwidth > notice.Seconds() {
+				t.Errorf("%s: decision %+v, want the flow's destination %s and %d bytes landing within %v", tt.name, jd, tt.to, tt.remaining, notice)
+			}
+		}
+		checkInvariants(t, s, d, testEpoch)
+	}
+}

@@ -104,12 +104,20 @@ func Tick(s Snapshot, now time.Time) Decisions {
 	var runningHost []int // host node index of each running job
 	var handoffs []handoffReq
 	carried := map[JobID]*Flow{}
+	var pushing map[JobID]*Flow // periodic checkpoints in flight, when a node is reclaimed
 	for i := range s.Flows {
 		f := &s.Flows[i]
-		if f.Class == ClassMigration && f.Remaining > 0 {
+		switch {
+		case f.Remaining <= 0:
+		case f.Class == ClassMigration:
 			if old, ok := carried[f.Job]; !ok || f.ID < old.ID {
 				carried[f.Job] = f
 			}
+		case len(reclaims) > 0 && strings.HasPrefix(f.ID, CheckpointPrefix):
+			if pushing == nil {
+				pushing = map[JobID]*Flow{}
+			}
+			pushing[f.Job] = f
 		}
 	}
 	for _, j := range jobs {
@@ -126,7 +134,7 @@ func Tick(s Snapshot, now time.Time) Decisions {
 				recover = append(recover, j)
 				continue
 			}
-			handoffs = append(handoffs, handoffReq{job: j, reclaim: r, carried: carried[j.ID]})
+			handoffs = append(handoffs, handoffReq{job: j, reclaim: r, carried: carried[j.ID], pushing: pushing[j.ID]})
 		case w.nodes[host].Leaving:
 			recover = append(recover, j) // the node left without a reclaim on record
 		default:

@@ -338,6 +338,12 @@ func (w *World) Snapshot(params policy.Params, emergency, departure func(policy.
 	}
 	for _, f := range w.flows {
 		if f.kind == flowCheckpoint {
+			// A periodic checkpoint in flight, as the agent's leader
+			// carries it (the decision's flow, with the progress the
+			// host gossips): a last-chance rescue may finish it.
+			s.Flows = append(s.Flows, policy.Flow{ID: policy.CheckpointPrefix + string(f.job.id), Job: f.job.id,
+				From: w.nodes[f.from].id, To: w.nodes[f.to].id, Class: policy.ClassPresync,
+				Remaining: int64(f.remaining), Start: w.timeAt(f.start), Rate: f.rate})
 			continue
 		}
 		cls := policy.ClassMigration

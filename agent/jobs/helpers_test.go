@@ -66,11 +66,22 @@ done
 `
 
 // gossipView stands in for the mesh: members with their addresses, a
-// three-tier campus of links, and per-node free GPUs the test may change.
+// three-tier campus of links, per-node free GPUs the test may change, and
+// every live member's transfer progress (the agent gossips it).
 type gossipView struct {
 	mu      sync.Mutex
 	members map[policy.NodeID]raft.Member
 	free    map[policy.NodeID]int
+	mgrs    map[policy.NodeID]*Manager
+}
+
+func (g *gossipView) setManager(id policy.NodeID, m *Manager) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.mgrs == nil {
+		g.mgrs = map[policy.NodeID]*Manager{}
+	}
+	g.mgrs[id] = m
 }
 
 func (g *gossipView) set(m raft.Member) {
@@ -147,7 +158,21 @@ func (g *gossipView) Links() []policy.Link {
 	return out
 }
 
-func (g *gossipView) Flows() []raft.FlowProgress { return nil }
+func (g *gossipView) Flows() []raft.FlowProgress {
+	g.mu.Lock()
+	var mgrs []*Manager
+	for _, id := range g.ids() {
+		if m, ok := g.mgrs[id]; ok && g.members[id].Status == raft.MemberAlive {
+			mgrs = append(mgrs, m)
+		}
+	}
+	g.mu.Unlock()
+	var out []raft.FlowProgress
+	for _, m := range mgrs {
+		out = append(out, m.FlowProgress()...)
+	}
+	return out
+}
 
 type testNode struct {
 	id     policy.NodeID
@@ -293,6 +318,7 @@ func (tc *testCluster) open(id policy.NodeID, bootstrap bool, dir string, since 
 	n := &testNode{id: id, coord: coord, store: store, root: root, work: work, srv: srv, client: client, mgr: mgr, cancel: cancel, done: make(chan error, 1)}
 	go func() { n.done <- mgr.Run(ctx) }()
 	tc.nodes[id] = n
+	tc.gossip.setManager(id, mgr)
 	return n
 }
 

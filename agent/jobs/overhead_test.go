@@ -135,3 +135,28 @@ func TestHandoffAccountsForCheckpointTime(t *testing.T) {
 		t.Logf("notice %v, Tr %v: moved %v before the deadline", notice, tr, deadline.Sub(movedAt))
 	})
 }
+
+// TestCheckpointArmed: the checkpoint timer runs on an interval unless a
+// request is in flight; a last-chance order waits for the push in flight
+// (it is the rescue), a periodic interval does not (its version queues).
+func TestCheckpointArmed(t *testing.T) {
+	periodic := policy.JobDecision{Interval: 10 * time.Minute}
+	rescue := policy.JobDecision{Interval: policy.RescueInterval}
+	for _, c := range []struct {
+		name          string
+		jd            policy.JobDecision
+		busy, pushing bool
+		armed         bool
+	}{
+		{"periodic", periodic, false, false, true},
+		{"periodic, push in flight", periodic, false, true, true},
+		{"periodic, request in flight", periodic, true, false, false},
+		{"rescue", rescue, false, false, true},
+		{"rescue, push in flight", rescue, false, true, false},
+		{"no interval", policy.JobDecision{}, false, false, false},
+	} {
+		if got := checkpointArmed(c.jd, c.busy, c.pushing); got != c.armed {
+			t.Errorf("%s: armed = %v, want %v", c.name, got, c.armed)
+		}
+	}
+}

@@ -370,7 +370,7 @@ func (w *worker) loop(ctx context.Context, job *supervisor.Job, deadline time.Ti
 			w.repace(cur, presyncRate(st, jd, w.id, m.cfg.Node, cur.key.to))
 		}
 		var tick <-chan time.Time
-		if jd.Interval > 0 && !ckptBusy {
+		if checkpointArmed(jd, ckptBusy, cur != nil) {
 			timer.Reset(max(time.Until(lastCkpt.Add(jd.Interval)), 0))
 			tick = timer.C
 		}
@@ -442,6 +442,21 @@ func (w *worker) loop(ctx context.Context, job *supervisor.Job, deadline time.Ti
 			}
 		}
 	}
+}
+
+// checkpointArmed reports whether the worker's checkpoint timer runs: the
+// decision sets an interval, no checkpoint request is in flight, and for
+// a last-chance order (policy.RescueInterval: checkpoint now, the node is
+// leaving) no push of the job is in flight either. That push is the
+// rescue until it lands (the leader paces it to land before the
+// deadline); writing more versions every second behind it would only
+// stall the job and compete for the disk it is read from, and the version
+// written when it lands is fresher than any queued before.
+func checkpointArmed(jd policy.JobDecision, ckptBusy, pushing bool) bool {
+	if jd.Interval <= 0 || ckptBusy {
+		return false
+	}
+	return !(pushing && jd.Interval <= policy.RescueInterval)
 }
 
 // pushOrQueue starts the pre-sync of version v to the job's standby, or

@@ -26,10 +26,10 @@ const EvacuationPrefix = "evac/"
 //
 // An evacuation under way (a carried flow, ID EvacuationPrefix+job) keeps
 // its holder, destination, rate and start while its holder is still up
-// and the destination stays: the leader does not see how much of it has
-// arrived, so judging it again as if nothing had been sent would drop it
-// as too late just before it lands. It is charged to the links without a
-// new admission (it is running traffic).
+// and the destination stays: judging it again from scratch (its progress
+// reaches the leader a telemetry interval late, or not at all from an
+// older node) could drop it as too late just before it lands. It is
+// charged to the links without a new admission (it is running traffic).
 func (w *world) evacuations(jobs []*Job, hosts []int, flows []Flow) []*migration {
 	var out []*migration
 	var carried map[JobID]*Flow

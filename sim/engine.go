@@ -945,7 +945,7 @@ func (e *Engine) allocate() {
 	w := e.w
 	nd := 2 * len(w.links)
 	var parts []*fillFlow
-	onLink := make([]bool, nd)
+	demand := make([]float64, nd) // of the flows on each link direction; +Inf with a greedy one
 	for _, f := range w.flows {
 		if math.IsInf(f.rate, 1) && f.remaining == 0 {
 			continue
@@ -956,7 +956,7 @@ func (e *Engine) allocate() {
 		}
 		parts = append(parts, &f.fill)
 		for _, d := range f.links {
-			onLink[d] = true
+			demand[d] += f.fill.demand
 		}
 	}
 	capacity := make([]float64, nd)
@@ -966,7 +966,10 @@ func (e *Engine) allocate() {
 			k := 2*i + d
 			capacity[k] = l.capacity
 			l.mig[d], l.research[d] = 0, l.capacity-l.avail
-			if onLink[k] {
+			// Research competes where flows run and the link cannot
+			// carry every demand; elsewhere it gets its demand anyway
+			// (below), and leaving it out keeps the filling small.
+			if demand[k] > 0 && demand[k]+l.capacity-l.avail > l.capacity {
 				research[k] = &fillFlow{links: []int{k}, weight: researchWeight, demand: l.capacity - l.avail}
 				parts = append(parts, research[k])
 			}

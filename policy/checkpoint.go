@@ -69,6 +69,14 @@ func (w *world) checkpoints(running []*Job, hosts []int) ([]JobDecision, [][]int
 		}
 		if w.p.Switches.P1 {
 			jd.Interval, jd.LossBudgetInfeasible = ConstrainedInterval(c, jd.Hazard, jd.Bandwidth, w.p.BetaP1, j.LossBudget)
+			// P1.1 prices an emergency at the work since the last
+			// checkpoint committed off the node, at most Δ. A job
+			// already exposed beyond Δ (its copies left with their
+			// holders, or it restarted on the node that held its only
+			// one) is past its interval: its next checkpoint is due now.
+			if j.Exposure > jd.Interval+exposureSlack && jd.Standby != "" && jd.Bandwidth > 0 {
+				jd.Interval = RescueInterval
+			}
 		} else {
 			jd.Interval = w.p.FixedInterval
 			jd.LossBudgetInfeasible = j.LossBudget > 0 && (jd.Bandwidth <= 0 || w.p.FixedInterval > 2*j.LossBudget)

@@ -5,9 +5,15 @@ import (
 	"time"
 )
 
-// RescueInterval is the Interval of a JobDecision that orders a
-// last-chance checkpoint: start one now (see rescues).
+// RescueInterval is the Interval of a JobDecision that orders a checkpoint
+// now: a last-chance one before a scheduled reclaim (see rescues), or the
+// next one of a job exposed beyond its interval (Job.Exposure).
 const RescueInterval = time.Second
+
+// exposureSlack is how far a job's exposure may run past its interval
+// before P1 orders a checkpoint now (the copy of a checkpoint just taken
+// is on its way while its write and its progress report arrive).
+const exposureSlack = 5 * time.Second
 
 // rescueMargin is how much faster than the bare minimum a last-chance
 // checkpoint is paced when the path allows, so that it lands before the

@@ -151,6 +151,17 @@ type Job struct {
 	// WriteCap is W_i, the cap on the job's checkpoint bandwidth (disk,
 	// NIC, admin), bytes/s; 0 means no cap beyond the network.
 	WriteCap float64
+	// Exposure is the work a running job would lose if its host left
+	// now: the time since the capture of the freshest version that a live
+	// node other than the host holds or is receiving, or since the job
+	// last started on its host when that is later. With no such version
+	// the job's whole progress is at risk (its copies left with their
+	// holders, or it restarted on the node that held its only copy), and
+	// the caller reports at least the time since its last start (more
+	// when versions of it exist: they all sit on the host). 0 when not
+	// reported. An input computed each period, never replicated state
+	// (omitted from JSON when 0, so stored records keep their bytes).
+	Exposure time.Duration `json:",omitzero"`
 }
 
 // Reclaim is an owner's pending reclaim of a node.

@@ -111,10 +111,12 @@ type JobReport struct {
 	Done            bool
 }
 
-// MoveJob records a finished hand-off: the job now runs on To.
+// MoveJob records a finished hand-off: the job now runs on To, since At
+// (zero from an older node: then the start is not recorded).
 type MoveJob struct {
 	Job      policy.JobID
 	From, To policy.NodeID
+	At       time.Time `json:",omitzero"`
 }
 
 // ReplicaComplete says Holder has version Version of Job's checkpoint

@@ -27,11 +27,14 @@
 // JobSpec.Signal and JobSpec.Grace (reclaimnet run --signal, --grace) were
 // added this way and version 1 was kept: an entry written before them
 // decodes to "" and 0, which mean the host's defaults (USR1, 30 s), exactly
-// what such a job got before. The one thing the version byte cannot guard
-// is an older binary reading a newer entry that sets the fields: it rejects
-// the entry as an unknown field rather than misreading it (a snapshot's
-// decoder is lenient: an older binary restoring a newer snapshot would drop
-// the fields and use its defaults). ReclaimNet has no deployed clusters, so
+// what such a job got before. MoveJob.At, JobRecord.RunningSince and
+// Checkpoint.Written (session 5) too: zero means "not known", and the
+// leader's exposure estimate then falls back to what it did know (or to
+// no estimate, which orders nothing). The one thing the version byte
+// cannot guard is an older binary reading a newer entry that sets the
+// fields: it rejects the entry as an unknown field rather than misreading
+// it (a snapshot's decoder is lenient: an older binary restoring a newer
+// snapshot would drop the fields and use its defaults). ReclaimNet has no deployed clusters, so
 // mixed-version clusters are not supported: upgrade all nodes together.
 //
 // hashicorp/raft is imported as hraft so that this package can keep its

@@ -187,6 +187,7 @@ func applyTo(s *State, cmd Command) (bool, error) {
 			noteHandoff(s, r, c, j)
 		}
 		j.Node, j.State, j.Restore = c.To, policy.JobRunning, RestoreOrder{}
+		j.RunningSince = c.At
 		j.Restarts++
 		if j.Standby == c.To {
 			j.Standby, j.StandbyHas = "", 0
@@ -297,6 +298,9 @@ func applyReplicaComplete(s *State, c ReplicaComplete) (bool, error) {
 	}
 	if c.Holder != c.Source && !cp.Committed {
 		cp.Committed, cp.CommittedAt = true, c.At
+	}
+	if c.Holder == c.Source {
+		cp.Written = c.At
 	}
 	cps[i] = cp
 	// Keep the newest versions once a newer one is committed: never drop
@@ -435,6 +439,7 @@ func applyDecisions(s *State, d DecisionRecord) bool {
 			}
 		}
 		j.Node, j.State, j.Started = p.To, policy.JobRunning, true
+		j.RunningSince = d.At
 		s.Jobs[p.Job] = j
 		changed = true
 	}

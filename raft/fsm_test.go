@@ -35,7 +35,7 @@ func sampleCommands() []Command {
 		ReplicaComplete{Job: "j1", Version: 1, ManifestHash: "sha256:aa", Size: 2 << 30, Source: "a", Holder: "b", At: t0.Add(3 * time.Second)},
 		PublishHazards{At: t0.Add(4 * time.Second), Hazards: map[policy.NodeID]policy.HazardEstimate{"a": {EmergencyUpper: policy.HazardProfile{Rates: []float64{1e-5, 2e-5}}}}},
 		AnnounceReclaim{Reclaim: policy.Reclaim{Node: "a", Announced: t0.Add(5 * time.Second), Deadline: t0.Add(65 * time.Second)}},
-		MoveJob{Job: "j1", From: "a", To: "b"},
+		MoveJob{Job: "j1", From: "a", To: "b", At: t0.Add(40 * time.Second)},
 		RecordDeparture{Departure: Departure{Node: "a", At: t0.Add(65 * time.Second), Kind: DepartureScheduled}},
 		RecordReclaimReport{Report: ReclaimReport{Node: "a", Kind: DepartureScheduled, Announced: t0.Add(5 * time.Second), Deadline: t0.Add(65 * time.Second),
 			Completed: t0.Add(40 * time.Second), Isolate: 3 * time.Millisecond, Isolated: true, Moved: []policy.JobID{"j1"}, BytesSent: 2 << 30, UsedFor: 35 * time.Second}},
@@ -91,6 +91,35 @@ func TestCommandsAppliedTwiceAreIdempotent(t *testing.T) {
 	j, _ := f.Job("j1")
 	if j.Restarts != 1 || j.State != policy.JobDone {
 		t.Fatalf("job after the sequence: restarts %d state %s, want 1 done", j.Restarts, j.State)
+	}
+}
+
+// TestFSMRecordsStartAndWriteTimes: the times the leader's exposure
+// estimate reads: a job's last start (its placement's decision time, then
+// the hand-off's MoveJob time) and a version's local write (its source's
+// own ReplicaComplete, not a copy's).
+func TestFSMRecordsStartAndWriteTimes(t *testing.T) {
+	f := NewFSM()
+	for i, c := range sampleCommands() {
+		if res := applyEncoded(t, f, uint64(i+1), c); res != nil {
+			t.Fatal(res)
+		}
+		j, _ := f.Job("j1")
+		st := f.State()
+		switch c := c.(type) {
+		case SetDecisions:
+			if !j.RunningSince.Equal(c.Decisions.At) {
+				t.Errorf("after the placement: running since %v, want the decision's %v", j.RunningSince, c.Decisions.At)
+			}
+		case ReplicaComplete:
+			if w := st.Checkpoints["j1"][0].Written; !w.Equal(t0.Add(2 * time.Second)) {
+				t.Errorf("after %s's completion: written %v, want the source's %v", c.Holder, w, t0.Add(2*time.Second))
+			}
+		case MoveJob:
+			if !j.RunningSince.Equal(c.At) {
+				t.Errorf("after the hand-off: running since %v, want the move's %v", j.RunningSince, c.At)
+			}
+		}
 	}
 }
 

@@ -169,11 +169,12 @@ func (c *Coordinator) runTick(ctx context.Context, lt *leaderTicker) {
 
 // decide is one tick's decisions: policy.Tick on the snapshot, with the
 // hand-offs the committed decisions admitted and that are under way kept
-// (policy.KeepAdmittedHandoffs): the snapshot counts a moving checkpoint's
-// bytes as if none were sent, so re-deciding from scratch would flip an
+// (policy.KeepAdmittedHandoffs): the snapshot learns a moving checkpoint's
+// progress from gossip, a telemetry interval late (or never, from a node
+// that does not report it), so re-deciding from scratch could flip an
 // admitted move to "degraded" as its deadline nears.
 func decide(st *State, hazards map[policy.NodeID]policy.HazardEstimate, tel Telemetry, params policy.Params, now time.Time) policy.Decisions {
-	snap := buildSnapshot(st, hazards, tel, params)
+	snap := buildSnapshot(st, hazards, tel, params, now)
 	return policy.KeepAdmittedHandoffs(st.Decisions.Decisions, policy.Tick(snap, now), snap, now)
 }
 
@@ -261,9 +262,9 @@ func hazardPublishPeriod(period time.Duration) time.Duration { return 60 * perio
 // before they are committed anyway: 60 control periods.
 func refreshPeriod(period time.Duration) time.Duration { return 60 * period }
 
-// buildSnapshot assembles the policy's view of one control period from the
-// replicated state, the fresh hazard estimates and live telemetry.
-func buildSnapshot(st *State, hz map[policy.NodeID]policy.HazardEstimate, tel Telemetry, params policy.Params) policy.Snapshot {
+// buildSnapshot assembles the policy's view of one control period at now
+// from the replicated state, the fresh hazard estimates and live telemetry.
+func buildSnapshot(st *State, hz map[policy.NodeID]policy.HazardEstimate, tel Telemetry, params policy.Params, now time.Time) policy.Snapshot {
 	snap := policy.Snapshot{Params: params, Reclaims: sortedReclaims(st)}
 	live := map[policy.NodeID]NodeTelemetry{}
 	var progress map[string]FlowProgress
@@ -312,6 +313,9 @@ func buildSnapshot(st *State, hz map[policy.NodeID]policy.HazardEstimate, tel Te
 		pj.Replicas = nil
 		if _, live, ok := st.Recoverable(j.ID, j.Node); ok {
 			pj.Replicas = live
+		}
+		if j.State == policy.JobRunning && j.Node != "" {
+			pj.Exposure = exposure(st, j, progress, now)
 		}
 		snap.Jobs = append(snap.Jobs, pj)
 	}
@@ -367,6 +371,50 @@ func buildSnapshot(st *State, hz map[policy.NodeID]policy.HazardEstimate, tel Te
 			Class: policy.ClassMigration, Remaining: remaining})
 	}
 	return snap
+}
+
+// exposure is policy.Job.Exposure for a running job, from the replicated
+// catalogue and the gossiped transfer progress: the time since the newest
+// of the write of the freshest version a live node other than the host
+// holds, the write of the host's newest version while its push is in
+// flight, and the job's last start on its host. With versions only on the
+// host (their other holders left, or the job restarted on the node that
+// held its only copy) the job's whole progress is at risk: the time since
+// its submission. 0 when nothing is known (records from before the times
+// were kept).
+func exposure(st *State, j JobRecord, progress map[string]FlowProgress, now time.Time) time.Duration {
+	cps := st.Checkpoints[j.ID]
+	var base time.Time
+	covered := false
+	for i := len(cps) - 1; i >= 0 && !covered; i-- {
+		for _, h := range cps[i].Holders {
+			if h != j.Node && st.Nodes[h].State == NodeActive {
+				covered, base = true, cps[i].Written
+				break
+			}
+		}
+	}
+	if p, ok := progress[policy.CheckpointPrefix+string(j.ID)]; ok && !p.Done && p.Remaining > 0 {
+		for i := len(cps) - 1; i >= 0; i-- {
+			if cps[i].Source == j.Node && slices.Contains(cps[i].Holders, j.Node) {
+				covered = true
+				if cps[i].Written.After(base) {
+					base = cps[i].Written
+				}
+				break
+			}
+		}
+	}
+	if !covered && len(cps) > 0 && !j.Submitted.IsZero() {
+		return max(now.Sub(j.Submitted), 0)
+	}
+	if j.RunningSince.After(base) {
+		base = j.RunningSince
+	}
+	if base.IsZero() {
+		return 0
+	}
+	return max(now.Sub(base), 0)
 }
 
 func trimCandidates(d *policy.Decisions) {

@@ -138,7 +138,7 @@ func TestBuildSnapshot(t *testing.T) {
 		flows: []FlowProgress{{ID: "f-done", Done: true}, {ID: "f-part", Remaining: 123}},
 	}
 	hz := map[policy.NodeID]policy.HazardEstimate{"a": {EmergencyUpper: policy.HazardProfile{Rates: []float64{1e-4}}, Departure: policy.HazardProfile{Rates: []float64{2e-4}}}}
-	s := buildSnapshot(st, hz, tel, policy.DefaultParams())
+	s := buildSnapshot(st, hz, tel, policy.DefaultParams(), time.Now())
 
 	if len(s.Nodes) != 2 || s.Nodes[0].ID != "a" || s.Nodes[1].ID != "b" {
 		t.Fatalf("nodes got %+v, want a and b (c left)", s.Nodes)
@@ -352,7 +352,7 @@ func TestLeaderKeepsAdmittedHandoff(t *testing.T) {
 
 	t.Run("kept", func(t *testing.T) {
 		st, first := admit(t)
-		fresh := policy.Tick(buildSnapshot(st, nil, tel, params), late)
+		fresh := policy.Tick(buildSnapshot(st, nil, tel, params, late), late)
 		if h := handoff(fresh); !h.Degraded || h.To != "" {
 			t.Fatalf("a fresh Tick 5 s before the deadline got %+v, want degraded (the test's premise)", h)
 		}
@@ -382,7 +382,7 @@ func TestLeaderKeepsAdmittedHandoff(t *testing.T) {
 		st, _ := admit(t)
 		after := deadline.Add(time.Second)
 		got := decide(st, nil, tel, params, after)
-		want := policy.Tick(buildSnapshot(st, nil, tel, params), after)
+		want := policy.Tick(buildSnapshot(st, nil, tel, params, after), after)
 		if !reflect.DeepEqual(got, want) {
 			t.Fatalf("decision after the deadline got %+v, want the fresh Tick's %+v", handoff(got), handoff(want))
 		}

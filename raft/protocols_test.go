@@ -146,7 +146,7 @@ func TestP2OffSpreadsPlacements(t *testing.T) {
 	spread := func(sw policy.Switches) map[policy.NodeID]int {
 		p := policy.DefaultParams()
 		p.Switches = sw
-		d := policy.Tick(buildSnapshot(st, hz, tel, p), at)
+		d := policy.Tick(buildSnapshot(st, hz, tel, p, at), at)
 		out := map[policy.NodeID]int{}
 		for _, pl := range d.Placements {
 			out[pl.To]++

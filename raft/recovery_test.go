@@ -161,7 +161,7 @@ func TestBuildSnapshotCarriesRestoreOrders(t *testing.T) {
 	}
 	restores := func() []policy.Flow {
 		var out []policy.Flow
-		for _, fl := range buildSnapshot(f.State(), nil, nil, policy.DefaultParams()).Flows {
+		for _, fl := range buildSnapshot(f.State(), nil, nil, policy.DefaultParams(), time.Now()).Flows {
 			if strings.HasPrefix(fl.ID, policy.RestorePrefix) {
 				out = append(out, fl)
 			}

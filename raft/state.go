@@ -146,6 +146,10 @@ type JobRecord struct {
 	// left (the state machine fills it at the departure and clears it at
 	// the placement, when it records the outcome in the reclaim history).
 	Displaced Displacement `json:",omitzero"`
+	// RunningSince is when the job last started on its node (the
+	// placement's decision time, or a hand-off's MoveJob time); zero when
+	// unknown (records from before it was kept).
+	RunningSince time.Time `json:",omitzero"`
 	// Restore is set while the job, placed by a recovery, waits for its
 	// replica holder's push; the state machine clears it when the job's
 	// node records the version, and returns the job to recovery when the
@@ -182,6 +186,10 @@ type Checkpoint struct {
 	// counts only off its source node); CommittedAt is when.
 	Committed   bool
 	CommittedAt time.Time `json:",omitzero"`
+	// Written is when Source committed the version locally (its own
+	// ReplicaComplete): about when the job's state was captured, the
+	// start of the work a version does not hold. Zero when unknown.
+	Written time.Time `json:",omitzero"`
 }
 
 // DepartureKind says whether a departure had notice.

@@ -334,6 +334,9 @@ func (w *World) Snapshot(params policy.Params, emergency, departure func(policy.
 				pj.Replicas = append(pj.Replicas, w.nodes[r].id)
 			}
 		}
+		if j.state == policy.JobRunning && j.node >= 0 {
+			pj.Exposure = secs(j.exposure(w))
+		}
 		s.Jobs = append(s.Jobs, pj)
 	}
 	for _, f := range w.flows {
@@ -365,6 +368,23 @@ func (w *World) Snapshot(params policy.Params, emergency, departure func(policy.
 	}
 	_ = now
 	return s
+}
+
+// exposure is the work the job would lose if its host left now (see
+// policy.Job.Exposure), in seconds of computing: its progress since the
+// freshest version a live node other than the host holds or is
+// receiving; all of it when none does.
+func (j *simJob) exposure(w *World) float64 {
+	best := 0.0
+	for n, p := range j.held {
+		if n != j.node && w.nodes[n].up {
+			best = math.Max(best, p)
+		}
+	}
+	if f := j.ckpt; f != nil && f.to != j.node && w.nodes[f.to].up {
+		best = math.Max(best, f.captured)
+	}
+	return math.Max(0, j.progressAt(w.now)-best) / j.speed
 }
 
 func (j *simJob) progressAt(now float64) float64 {

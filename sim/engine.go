@@ -917,6 +917,12 @@ func (e *Engine) finishFlow(f *simFlow) {
 		// this is reported beside the work loss, not added to it.
 		e.m.ckptOverhead += (w.now - f.start) * float64(j.rec.GPUs)
 		e.scheduleCheckpoint(j)
+		if j.interval == policy.RescueInterval.Seconds() {
+			// A checkpoint ordered "now" has landed: the controller
+			// decides again at once (the agent's leader, within its
+			// 1-s period), before the order would start another.
+			e.wantCtl = true
+		}
 	case flowHandoff:
 		// The destination holds the final checkpoint: move the job.
 		e.m.handoffsOK++

@@ -150,8 +150,10 @@ func (c *TickController) Control(w *World, now time.Time) Plan {
 		for i := range d.Jobs {
 			jd := &d.Jobs[i]
 			j := byID[jd.Job]
-			if jd.Interval == policy.RescueInterval && reclaimed(snap, j.Node) {
-				continue // P1.6's last-chance checkpoint, not an interval
+			if jd.Interval == policy.RescueInterval {
+				// An order to checkpoint now (P1.6's last chance, or a
+				// job exposed beyond its interval), not an interval.
+				continue
 			}
 			iv := c.IntervalOverride(j, now)
 			// B7 keeps P1's constraints (P1.5): the network floor
@@ -306,13 +308,3 @@ func TimeVaryingInterval(tr *Trace) func(policy.Job, time.Time) time.Duration {
 }
 
 func sortFloats(v []float64) { sort.Float64s(v) }
-
-// reclaimed reports whether node has a pending reclaim in the snapshot.
-func reclaimed(s policy.Snapshot, node policy.NodeID) bool {
-	for _, r := range s.Reclaims {
-		if r.Node == node {
-			return true
-		}
-	}
-	return false
-}

@@ -137,25 +137,27 @@ func TestHandoffAccountsForCheckpointTime(t *testing.T) {
 }
 
 // TestCheckpointArmed: the checkpoint timer runs on an interval unless a
-// request is in flight; a last-chance order waits for the push in flight
-// (it is the rescue), a periodic interval does not (its version queues).
+// request is in flight; an order to checkpoint now waits for the push in
+// flight (it is the rescue) and is taken once per decision off a leaving
+// node; a periodic interval does neither (its version queues).
 func TestCheckpointArmed(t *testing.T) {
 	periodic := policy.JobDecision{Interval: 10 * time.Minute}
-	rescue := policy.JobDecision{Interval: policy.RescueInterval}
+	now := policy.JobDecision{Interval: policy.RescueInterval}
 	for _, c := range []struct {
-		name          string
-		jd            policy.JobDecision
-		busy, pushing bool
-		armed         bool
+		name                 string
+		jd                   policy.JobDecision
+		busy, pushing, taken bool
+		armed                bool
 	}{
-		{"periodic", periodic, false, false, true},
-		{"periodic, push in flight", periodic, false, true, true},
-		{"periodic, request in flight", periodic, true, false, false},
-		{"rescue", rescue, false, false, true},
-		{"rescue, push in flight", rescue, false, true, false},
-		{"no interval", policy.JobDecision{}, false, false, false},
+		{"periodic", periodic, false, false, false, true},
+		{"periodic, push in flight", periodic, false, true, false, true},
+		{"periodic, request in flight", periodic, true, false, false, false},
+		{"now", now, false, false, false, true},
+		{"now, push in flight", now, false, true, false, false},
+		{"now, already taken", now, false, false, true, false},
+		{"no interval", policy.JobDecision{}, false, false, false, false},
 	} {
-		if got := checkpointArmed(c.jd, c.busy, c.pushing); got != c.armed {
+		if got := checkpointArmed(c.jd, c.busy, c.pushing, c.taken); got != c.armed {
 			t.Errorf("%s: armed = %v, want %v", c.name, got, c.armed)
 		}
 	}

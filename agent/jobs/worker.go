@@ -306,6 +306,7 @@ func (w *worker) loop(ctx context.Context, job *supervisor.Job, deadline time.Ti
 	)
 	lastCkpt := time.Now()
 	var ckptStarted time.Time // when the request in flight was made
+	var orderTaken time.Time  // decisions whose "checkpoint now" was taken
 	timer := time.NewTimer(time.Hour)
 	defer func() {
 		timer.Stop()
@@ -370,7 +371,8 @@ func (w *worker) loop(ctx context.Context, job *supervisor.Job, deadline time.Ti
 			w.repace(cur, presyncRate(st, jd, w.id, m.cfg.Node, cur.key.to))
 		}
 		var tick <-chan time.Time
-		if checkpointArmed(jd, ckptBusy, cur != nil) {
+		_, leaving := st.Reclaims[m.cfg.Node]
+		if checkpointArmed(jd, ckptBusy, cur != nil, !leaving && st.Decisions.At.Equal(orderTaken)) {
 			timer.Reset(max(time.Until(lastCkpt.Add(jd.Interval)), 0))
 			tick = timer.C
 		}
@@ -404,6 +406,9 @@ func (w *worker) loop(ctx context.Context, job *supervisor.Job, deadline time.Ti
 				return
 			}
 		case <-tick:
+			if jd.Interval <= policy.RescueInterval {
+				orderTaken = st.Decisions.At
+			}
 			ckptBusy = true
 			lastCkpt = time.Now()
 			ckptStarted = lastCkpt
@@ -445,18 +450,22 @@ func (w *worker) loop(ctx context.Context, job *supervisor.Job, deadline time.Ti
 }
 
 // checkpointArmed reports whether the worker's checkpoint timer runs: the
-// decision sets an interval, no checkpoint request is in flight, and for
-// a last-chance order (policy.RescueInterval: checkpoint now, the node is
-// leaving) no push of the job is in flight either. That push is the
-// rescue until it lands (the leader paces it to land before the
-// deadline); writing more versions every second behind it would only
-// stall the job and compete for the disk it is read from, and the version
-// written when it lands is fresher than any queued before.
-func checkpointArmed(jd policy.JobDecision, ckptBusy, pushing bool) bool {
+// decision sets an interval and no checkpoint request is in flight. An
+// order to checkpoint now (policy.RescueInterval) also waits for the
+// job's push in flight: that push is the rescue until it lands (the
+// leader paces it to), and versions written every second behind it would
+// only stall the job and compete for the disk it is read from; the one
+// written when it lands is fresher. taken reports that this worker already
+// took the order of the current decisions on a node that is not leaving:
+// a job exposed beyond its interval checkpoints once per decision, not
+// again in the second between its push landing and the leader's next
+// decision (a leaving node's last-chance orders repeat while time is
+// left, each push making the copy fresher).
+func checkpointArmed(jd policy.JobDecision, ckptBusy, pushing, taken bool) bool {
 	if jd.Interval <= 0 || ckptBusy {
 		return false
 	}
-	return !(pushing && jd.Interval <= policy.RescueInterval)
+	return jd.Interval > policy.RescueInterval || !pushing && !taken
 }
 
 // pushOrQueue starts the pre-sync of version v to the job's standby, or
@@ -604,7 +613,7 @@ func (w *worker) handoff(ctx context.Context, job *supervisor.Job, h policy.Hand
 		}
 		break
 	}
-	if err := m.submit(ctx, raft.MoveJob{Job: w.id, From: m.cfg.Node, To: h.To}); err != nil {
+	if err := m.submit(ctx, raft.MoveJob{Job: w.id, From: m.cfg.Node, To: h.To, At: m.cfg.Now()}); err != nil {
 		w.noteErr(fmt.Errorf("commit move to %s: %w", h.To, err))
 		w.set(func() { w.state, w.result.reason = StateFailed, reasonDegraded })
 		return

@@ -263,6 +263,11 @@ func rateText(bps float64) string {
 
 func intervalText(j web.Job) string {
 	dd := j.Decision
+	if dd.Interval == policy.RescueInterval {
+		// An order, not an interval (policy.RescueInterval).
+		return fmt.Sprintf("P1: %s checkpoints now: a last chance before its node leaves, or the work it would lose if its node left now "+
+			"is already past its interval (its copy off the node is gone); checkpoint bandwidth %s", j.ID, rateText(dd.Bandwidth))
+	}
 	why := fmt.Sprintf("sqrt(2C/(λ·b)) with C %s, λ̂⁺ %.3g/h, b %s", bytesText(j.CheckpointBytes), dd.Hazard*3600, rateText(dd.Bandwidth))
 	if j.LossBudget > 0 && dd.Interval >= 2*j.LossBudget-time.Second/10 {
 		why = fmt.Sprintf("capped at 2·Lmax: the loss budget is %s (the optimum for λ̂⁺ %.3g/h is far longer)", j.LossBudget, dd.Hazard*3600)

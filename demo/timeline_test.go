@@ -78,6 +78,18 @@ func TestDifferExplainsChanges(t *testing.T) {
 		}
 	}
 
+	// An order to checkpoint now is not explained as an interval.
+	now := second
+	now.GeneratedAt = t0.Add(1500 * time.Millisecond)
+	jNow := j2
+	jNow.Decision = &policy.JobDecision{Job: JobName, Interval: policy.RescueInterval, Bandwidth: 2e7}
+	now.Jobs = []web.Job{jNow}
+	d.diff(&now, tl.add)
+	if want := "P1: train checkpoints now: a last chance before its node leaves, or the work it would lose"; !strings.Contains(out.String(), want) ||
+		strings.Contains(out.String(), "checkpoints every 1s") {
+		t.Errorf("timeline lacks %q (or calls the order an interval):\n%s", want, out.String())
+	}
+
 	// An emergency: a recovery placement from the replica holder.
 	third := second
 	third.GeneratedAt = t0.Add(2 * time.Second)

@@ -73,21 +73,7 @@ func TestEnforcedTransferWithoutRateIsPaced(t *testing.T) {
 // same links each get their assigned rate, while two in the same
 // direction share it.
 func TestLinksAreFullDuplex(t *testing.T) {
-	trace := `{"kind":"header","format":"reclaimnet-trace","version":1,"start":"2026-01-05T00:00:00Z","duration_s":3600,"name":"duplex"}
-{"kind":"node","id":"a","building":"b1","gpu_model":"RTX3090","gpus":1,"vram_gb":24,"capability":8.6,"access_link":"acc-a"}
-{"kind":"node","id":"b","building":"b1","gpu_model":"RTX3090","gpus":1,"vram_gb":24,"capability":8.6,"access_link":"acc-b"}
-{"kind":"link","id":"acc-a","a":"a","b":"sw-b1","capacity_mbps":1000}
-{"kind":"link","id":"acc-b","a":"b","b":"sw-b1","capacity_mbps":1000}
-{"kind":"job","t":0,"id":"j1","gpus":1,"vram_gb":16,"capability":7,"work_gpu_h":1,"checkpoint_mb":3200,"restart_s":60,"loss_budget_s":300}
-`
-	tr, err := ReadTrace(strings.NewReader(trace), "duplex.jsonl")
-	if err != nil {
-		t.Fatal(err)
-	}
-	e, err := NewEngine(tr, unratedRestore{}, DefaultOptions())
-	if err != nil {
-		t.Fatal(err)
-	}
+	e := twoNodeEngine(t)
 	j := e.w.jobs[0]
 	ab := e.newFlow(flowCheckpoint, j, 0, 1, 1e9)
 	ba := e.newFlow(flowCheckpoint, j, 1, 0, 1e9)
@@ -112,21 +98,7 @@ func TestLinksAreFullDuplex(t *testing.T) {
 // regardless (the engine until session 5) gives the first flow all 400
 // Mbit/s and research only 600 of its 900.
 func TestPacedFlowsYieldToResearch(t *testing.T) {
-	trace := `{"kind":"header","format":"reclaimnet-trace","version":1,"start":"2026-01-05T00:00:00Z","duration_s":3600,"name":"yield"}
-{"kind":"node","id":"a","building":"b1","gpu_model":"RTX3090","gpus":1,"vram_gb":24,"capability":8.6,"access_link":"acc-a"}
-{"kind":"node","id":"b","building":"b1","gpu_model":"RTX3090","gpus":1,"vram_gb":24,"capability":8.6,"access_link":"acc-b"}
-{"kind":"link","id":"acc-a","a":"a","b":"sw-b1","capacity_mbps":1000}
-{"kind":"link","id":"acc-b","a":"b","b":"sw-b1","capacity_mbps":1000}
-{"kind":"job","t":0,"id":"j1","gpus":1,"vram_gb":16,"capability":7,"work_gpu_h":1,"checkpoint_mb":3200,"restart_s":60,"loss_budget_s":300}
-`
-	tr, err := ReadTrace(strings.NewReader(trace), "yield.jsonl")
-	if err != nil {
-		t.Fatal(err)
-	}
-	e, err := NewEngine(tr, unratedRestore{}, DefaultOptions())
-	if err != nil {
-		t.Fatal(err)
-	}
+	e := twoNodeEngine(t)
 	const mbps = 1e6 / 8 // bytes/s
 	for _, l := range e.w.links {
 		l.avail = 100 * mbps // research wants 900 of 1000 Mbit/s
@@ -148,4 +120,27 @@ func TestPacedFlowsYieldToResearch(t *testing.T) {
 		}
 		e.dropFlow(f, false)
 	}
+}
+
+// twoNodeEngine is an engine (enforced, unratedRestore) on a one-hour
+// trace of two nodes a and b behind 1 Gbit/s access links and one job,
+// for tests that place flows by hand.
+func twoNodeEngine(t *testing.T) *Engine {
+	t.Helper()
+	trace := `{"kind":"header","format":"reclaimnet-trace","version":1,"start":"2026-01-05T00:00:00Z","duration_s":3600,"name":"two-nodes"}
+{"kind":"node","id":"a","building":"b1","gpu_model":"RTX3090","gpus":1,"vram_gb":24,"capability":8.6,"access_link":"acc-a"}
+{"kind":"node","id":"b","building":"b1","gpu_model":"RTX3090","gpus":1,"vram_gb":24,"capability":8.6,"access_link":"acc-b"}
+{"kind":"link","id":"acc-a","a":"a","b":"sw-b1","capacity_mbps":1000}
+{"kind":"link","id":"acc-b","a":"b","b":"sw-b1","capacity_mbps":1000}
+{"kind":"job","t":0,"id":"j1","gpus":1,"vram_gb":16,"capability":7,"work_gpu_h":1,"checkpoint_mb":3200,"restart_s":60,"loss_budget_s":300}
+`
+	tr, err := ReadTrace(strings.NewReader(trace), "two-nodes.jsonl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := NewEngine(tr, unratedRestore{}, DefaultOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e
 }

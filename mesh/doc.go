@@ -8,9 +8,10 @@
 //   - telemetry (Telemetry): each node's load, free GPUs, published hazard,
 //     kill-switch state, the bandwidth it sees towards each destination
 //     building and the progress of its outgoing transfers (the leader
-//     judges every node's transfers in flight on it), in a versioned encoding that only appends fields, spread by
-//     epidemic broadcast where a newer report from a node replaces an older
-//     one, with bounded push/pull state for nodes that join late;
+//     judges every node's transfers in flight on it), in a versioned
+//     encoding that only appends fields, spread by epidemic broadcast
+//     where a newer report from a node replaces an older one, with bounded
+//     push/pull state for nodes that join late;
 //   - events (Event): joins, departures and updates handed to the agent over
 //     a buffered channel without ever blocking memberlist's own goroutines.
 //

@@ -34,8 +34,9 @@
 // cannot guard is an older binary reading a newer entry that sets the
 // fields: it rejects the entry as an unknown field rather than misreading
 // it (a snapshot's decoder is lenient: an older binary restoring a newer
-// snapshot would drop the fields and use its defaults). ReclaimNet has no deployed clusters, so
-// mixed-version clusters are not supported: upgrade all nodes together.
+// snapshot would drop the fields and use its defaults). ReclaimNet has no
+// deployed clusters, so mixed-version clusters are not supported: upgrade
+// all nodes together.
 //
 // hashicorp/raft is imported as hraft so that this package can keep its
 // folder's name.

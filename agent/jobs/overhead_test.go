@@ -136,29 +136,34 @@ func TestHandoffAccountsForCheckpointTime(t *testing.T) {
 	})
 }
 
-// TestCheckpointArmed: the checkpoint timer runs on an interval unless a
+// TestNextCheckpoint: the checkpoint timer runs on an interval unless a
 // request is in flight; an order to checkpoint now waits for the push in
-// flight (it is the rescue) and is taken once per decision off a leaving
-// node; a periodic interval does neither (its version queues).
-func TestCheckpointArmed(t *testing.T) {
+// flight (it is the rescue), and one already taken under the same
+// decisions waits nowOrderHold for newer ones; a periodic interval does
+// neither (its version queues).
+func TestNextCheckpoint(t *testing.T) {
+	last := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
 	periodic := policy.JobDecision{Interval: 10 * time.Minute}
 	now := policy.JobDecision{Interval: policy.RescueInterval}
 	for _, c := range []struct {
-		name                 string
-		jd                   policy.JobDecision
-		busy, pushing, taken bool
-		armed                bool
+		name          string
+		jd            policy.JobDecision
+		busy, pushing bool
+		takenAt       time.Time
+		due           time.Time // zero: the timer does not run
 	}{
-		{"periodic", periodic, false, false, false, true},
-		{"periodic, push in flight", periodic, false, true, false, true},
-		{"periodic, request in flight", periodic, true, false, false, false},
-		{"now", now, false, false, false, true},
-		{"now, push in flight", now, false, true, false, false},
-		{"now, already taken", now, false, false, true, false},
-		{"no interval", policy.JobDecision{}, false, false, false, false},
+		{"periodic", periodic, false, false, time.Time{}, last.Add(10 * time.Minute)},
+		{"periodic, push in flight", periodic, false, true, time.Time{}, last.Add(10 * time.Minute)},
+		{"periodic, request in flight", periodic, true, false, time.Time{}, time.Time{}},
+		{"now", now, false, false, time.Time{}, last.Add(time.Second)},
+		{"now, push in flight", now, false, true, time.Time{}, time.Time{}},
+		{"now, already taken", now, false, false, last.Add(-5 * time.Second), last.Add(nowOrderHold - 5*time.Second)},
+		{"now, taken long ago", now, false, false, last.Add(-time.Hour), last.Add(time.Second)},
+		{"no interval", policy.JobDecision{}, false, false, time.Time{}, time.Time{}},
 	} {
-		if got := checkpointArmed(c.jd, c.busy, c.pushing, c.taken); got != c.armed {
-			t.Errorf("%s: armed = %v, want %v", c.name, got, c.armed)
+		due, ok := nextCheckpoint(c.jd, c.busy, c.pushing, last, c.takenAt)
+		if ok != !c.due.IsZero() || ok && !due.Equal(c.due) {
+			t.Errorf("%s: due %v (runs %v), want %v", c.name, due, ok, c.due)
 		}
 	}
 }

@@ -306,7 +306,9 @@ func (w *worker) loop(ctx context.Context, job *supervisor.Job, deadline time.Ti
 	)
 	lastCkpt := time.Now()
 	var ckptStarted time.Time // when the request in flight was made
-	var orderTaken time.Time  // decisions whose "checkpoint now" was taken
+	// orderTaken is the decisions whose "checkpoint now" this worker took,
+	// at orderTakenAt (its own clock).
+	var orderTaken, orderTakenAt time.Time
 	timer := time.NewTimer(time.Hour)
 	defer func() {
 		timer.Stop()
@@ -372,8 +374,12 @@ func (w *worker) loop(ctx context.Context, job *supervisor.Job, deadline time.Ti
 		}
 		var tick <-chan time.Time
 		_, leaving := st.Reclaims[m.cfg.Node]
-		if checkpointArmed(jd, ckptBusy, cur != nil, !leaving && st.Decisions.At.Equal(orderTaken)) {
-			timer.Reset(max(time.Until(lastCkpt.Add(jd.Interval)), 0))
+		var takenAt time.Time // of the current decisions' order, if taken here
+		if !leaving && st.Decisions.At.Equal(orderTaken) {
+			takenAt = orderTakenAt
+		}
+		if due, ok := nextCheckpoint(jd, ckptBusy, cur != nil, lastCkpt, takenAt); ok {
+			timer.Reset(max(time.Until(due), 0))
 			tick = timer.C
 		}
 		select {
@@ -407,7 +413,7 @@ func (w *worker) loop(ctx context.Context, job *supervisor.Job, deadline time.Ti
 			}
 		case <-tick:
 			if jd.Interval <= policy.RescueInterval {
-				orderTaken = st.Decisions.At
+				orderTaken, orderTakenAt = st.Decisions.At, time.Now()
 			}
 			ckptBusy = true
 			lastCkpt = time.Now()
@@ -449,23 +455,47 @@ func (w *worker) loop(ctx context.Context, job *supervisor.Job, deadline time.Ti
 	}
 }
 
-// checkpointArmed reports whether the worker's checkpoint timer runs: the
-// decision sets an interval and no checkpoint request is in flight. An
-// order to checkpoint now (policy.RescueInterval) also waits for the
-// job's push in flight: that push is the rescue until it lands (the
-// leader paces it to), and versions written every second behind it would
-// only stall the job and compete for the disk it is read from; the one
-// written when it lands is fresher. taken reports that this worker already
-// took the order of the current decisions on a node that is not leaving:
-// a job exposed beyond its interval checkpoints once per decision, not
-// again in the second between its push landing and the leader's next
-// decision (a leaving node's last-chance orders repeat while time is
-// left, each push making the copy fresher).
-func checkpointArmed(jd policy.JobDecision, ckptBusy, pushing, taken bool) bool {
+// nowOrderHold is how long a worker that took an order to checkpoint now
+// (off a leaving node) waits for decisions newer than that order before
+// taking it again: the leader commits identical decisions only when
+// something changes, so an order whose checkpoint failed or never got off
+// the node is taken again after this.
+const nowOrderHold = 30 * time.Second
+
+// nextCheckpoint returns when the worker's checkpoint timer fires, and
+// false when it does not run: no interval, or a checkpoint request in
+// flight. lastCkpt is when the last request ended. An order to checkpoint
+// now (policy.RescueInterval) also waits for the job's push in flight:
+// that push is the rescue until it lands (the leader paces it to), and
+// versions written every second behind it would only stall the job and
+// compete for the disk it is read from; the one written when it lands is
+// fresher. takenAt, when not zero, is when this worker took the current
+// decisions' order on a node that is not leaving: a job exposed beyond its
+// interval checkpoints once per decision, not again in the second between
+// its push landing and the leader's next decision, unless nowOrderHold
+// passes with no newer decision (a leaving node's last-chance orders
+// repeat while time is left, each push making the copy fresher).
+func nextCheckpoint(jd policy.JobDecision, ckptBusy, pushing bool, lastCkpt, takenAt time.Time) (time.Time, bool) {
 	if jd.Interval <= 0 || ckptBusy {
-		return false
+		return time.Time{}, false
 	}
-	return jd.Interval > policy.RescueInterval || !pushing && !taken
+	due := lastCkpt.Add(jd.Interval)
+	if jd.Interval <= policy.RescueInterval {
+		if pushing {
+			return time.Time{}, false
+		}
+		if !takenAt.IsZero() {
+			due = later(due, takenAt.Add(nowOrderHold))
+		}
+	}
+	return due, true
+}
+
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }
 
 // pushOrQueue starts the pre-sync of version v to the job's standby, or

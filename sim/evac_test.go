@@ -1,9 +1,6 @@
 package sim
 
-import (
-	"strings"
-	"testing"
-)
+import "testing"
 
 // TestEvacuationSavesTheOnlyCopy: job j1 on a checkpoints 48 GB to b (its
 // standby) every two hours or so; b's owner reclaims it with 20 min of
@@ -27,10 +24,7 @@ func TestEvacuationSavesTheOnlyCopy(t *testing.T) {
 {"kind":"departure","t":9600,"node":"b","type":"scheduled","notice_s":1200}
 {"kind":"departure","t":9650,"node":"a","type":"emergency","notice_s":0}
 `
-	tr, err := ReadTrace(strings.NewReader(trace), "evacuation.jsonl")
-	if err != nil {
-		t.Fatal(err)
-	}
+	tr := parseTrace(t, trace, "evacuation.jsonl")
 	r, err := RunPolicy(tr, "reclaimnet", DefaultOptions(), 1, Tuning{})
 	if err != nil {
 		t.Fatal(err)

@@ -51,11 +51,7 @@ func TestEnforcedTransferWithoutRateIsPaced(t *testing.T) {
 {"kind":"job","t":0,"id":"j1","gpus":1,"vram_gb":16,"capability":7,"work_gpu_h":3,"checkpoint_mb":3200,"restart_s":60,"loss_budget_s":900}
 {"kind":"departure","t":3000,"node":"a","type":"emergency","notice_s":0}
 `
-	tr, err := ReadTrace(strings.NewReader(trace), "pacing.jsonl")
-	if err != nil {
-		t.Fatal(err)
-	}
-	e, err := NewEngine(tr, unratedRestore{}, DefaultOptions())
+	e, err := NewEngine(parseTrace(t, trace, "pacing.jsonl"), unratedRestore{}, DefaultOptions())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -122,6 +118,17 @@ func TestPacedFlowsYieldToResearch(t *testing.T) {
 	}
 }
 
+// parseTrace reads a trace written out in a test, failing the test on
+// any error.
+func parseTrace(t *testing.T, text, name string) *Trace {
+	t.Helper()
+	tr, err := ReadTrace(strings.NewReader(text), name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tr
+}
+
 // twoNodeEngine is an engine (enforced, unratedRestore) on a one-hour
 // trace of two nodes a and b behind 1 Gbit/s access links and one job,
 // for tests that place flows by hand.
@@ -134,11 +141,7 @@ func twoNodeEngine(t *testing.T) *Engine {
 {"kind":"link","id":"acc-b","a":"b","b":"sw-b1","capacity_mbps":1000}
 {"kind":"job","t":0,"id":"j1","gpus":1,"vram_gb":16,"capability":7,"work_gpu_h":1,"checkpoint_mb":3200,"restart_s":60,"loss_budget_s":300}
 `
-	tr, err := ReadTrace(strings.NewReader(trace), "two-nodes.jsonl")
-	if err != nil {
-		t.Fatal(err)
-	}
-	e, err := NewEngine(tr, unratedRestore{}, DefaultOptions())
+	e, err := NewEngine(parseTrace(t, trace, "two-nodes.jsonl"), unratedRestore{}, DefaultOptions())
 	if err != nil {
 		t.Fatal(err)
 	}

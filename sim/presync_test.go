@@ -2,7 +2,6 @@ package sim
 
 import (
 	"math"
-	"strings"
 	"testing"
 )
 
@@ -24,10 +23,7 @@ const presyncTrace = `{"kind":"header","format":"reclaimnet-trace","version":1,"
 `
 
 func TestPresyncHandoffMovesOnlyTheDelta(t *testing.T) {
-	tr, err := ReadTrace(strings.NewReader(presyncTrace), "presync.jsonl")
-	if err != nil {
-		t.Fatal(err)
-	}
+	tr := parseTrace(t, presyncTrace, "presync.jsonl")
 	run := func(changed float64) Result {
 		opts := DefaultOptions()
 		opts.ChangedFraction = changed

@@ -223,9 +223,15 @@ func (m *Manager) TransfersSince(t time.Time) []TransferView {
 // telemetry (raft.Telemetry.Flows): a flow's remaining bytes are its
 // version's size minus what was sent, zero once the receiver committed.
 func (m *Manager) FlowProgress() []raft.FlowProgress {
+	transfers := m.Transfers()
+	if len(transfers) == 0 {
+		// Every node reports this each telemetry interval: most have
+		// nothing in flight, and the state is a deep copy.
+		return nil
+	}
 	st := m.cfg.Coord.State()
 	var out []raft.FlowProgress
-	for _, t := range m.Transfers() {
+	for _, t := range transfers {
 		_, fl := flowRate(st, t.Job, m.cfg.Node, t.To, t.Class)
 		if fl == nil {
 			continue

@@ -44,6 +44,7 @@ func runSim(ctx context.Context, env *Env, args []string) error {
 	betaP1 := fs.Float64("beta-p1", 0, "override β (P1.5)")
 	alpha := fs.Float64("alpha", 0, "override α (P2.5)")
 	betaP3 := fs.Float64("beta-p3", 0, "override β3 (P3.2)")
+	b1Refresh := fs.Duration("b1-refresh", 0, "replace B1's 2-min peer refresh (to compare work loss at equal checkpoint traffic; the row is labelled with it)")
 	quiet := fs.Bool("q", false, "no progress output")
 	sweep := fs.Bool("sweep", false, "run ReclaimNet's sensitivity sweep (β_p1, α, β_p3) instead of the table")
 	importDeps := fs.String("import", "", "build the trace from a public departure trace: microsoft99, bamboo-p3 or bamboo-g4dn")
@@ -90,6 +91,9 @@ func runSim(ctx context.Context, env *Env, args []string) error {
 	}
 	if *lossBudget < 0 {
 		return usagef("-loss-budget must not be negative")
+	}
+	if *b1Refresh < 0 {
+		return usagef("-b1-refresh must not be negative")
 	}
 	if *lossBudget > 0 {
 		cfg.LossBudgetMin, cfg.LossBudgetMax = *lossBudget, *lossBudget
@@ -161,7 +165,7 @@ func runSim(ctx context.Context, env *Env, args []string) error {
 			fmt.Fprintf(env.Stderr, "sim: running %s (seed %d)\n", key, seed)
 		}
 	}
-	rep, err := sim.RunSuite(keys, seeds, traceFor, opts, sim.Tuning{BetaP1: *betaP1, Alpha: *alpha, BetaP3: *betaP3}, progress)
+	rep, err := sim.RunSuite(keys, seeds, traceFor, opts, sim.Tuning{BetaP1: *betaP1, Alpha: *alpha, BetaP3: *betaP3, BambooRefresh: *b1Refresh}, progress)
 	if err != nil {
 		return err
 	}

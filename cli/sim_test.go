@@ -84,7 +84,7 @@ func TestSimCommandBadTraceNamesFileAndLine(t *testing.T) {
 
 func TestSimCommandUsageErrors(t *testing.T) {
 	for _, args := range [][]string{{"sim", "-seeds", "x"}, {"sim", "extra"}, {"sim", "-nodes", "1"}, {"sim", "-bogus"},
-		{"sim", "-changed-fraction", "0"}, {"sim", "-changed-fraction", "1.5"}} {
+		{"sim", "-changed-fraction", "0"}, {"sim", "-changed-fraction", "1.5"}, {"sim", "-b1-refresh", "-1s"}} {
 		if code, _, _ := runSimCLI(t, args...); code != ExitUsage {
 			t.Errorf("%v: exit %d, want %d", args, code, ExitUsage)
 		}
@@ -92,5 +92,19 @@ func TestSimCommandUsageErrors(t *testing.T) {
 	code, _, errs := runSimCLI(t, "sim", "-policies", "b1p,nonsense")
 	if code != ExitUsage || !strings.Contains(errs, `unknown policy "nonsense"`) {
 		t.Fatalf("unknown policy: exit %d, stderr %q; want exit 2 naming it", code, errs)
+	}
+}
+
+// TestSimCommandB1Refresh checks that a B1 refresh other than the table's
+// is named in its row and not compared with the paper's 38 %.
+func TestSimCommandB1Refresh(t *testing.T) {
+	args := []string{"sim", "-q", "-days", "5", "-nodes", "20", "-policies", "b1,reclaimnet"} // B1 loses work: the comparison line is printed
+	code, out, errs := runSimCLI(t, args...)
+	if code != ExitOK || !strings.Contains(out, "| B1 Bamboo-like |") || !strings.Contains(out, "reduction vs B1 Bamboo") {
+		t.Fatalf("default refresh: exit %d, stderr %s, out %s", code, errs, out)
+	}
+	code, out, errs = runSimCLI(t, append(args, "-b1-refresh", "20m")...)
+	if code != ExitOK || !strings.Contains(out, "| B1 Bamboo-like (20m0s refresh) |") || strings.Contains(out, "reduction vs B1 Bamboo") {
+		t.Fatalf("20-min refresh: exit %d, stderr %s; want the refresh in the row and no paper comparison:\n%s", code, errs, out)
 	}
 }

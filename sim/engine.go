@@ -131,6 +131,10 @@ type simJob struct {
 	since     float64 // when progress was last brought up to date
 	committed float64
 	replicas  []int
+	// landed is the progress captured by the last periodic checkpoint
+	// that landed, even if its holder has left since (lower after the
+	// job rolled back or started over).
+	landed float64
 	// held is the progress of the newest version each node holds (older
 	// versions on former standbys stay usable until the node leaves).
 	held          map[int]float64
@@ -912,6 +916,7 @@ func (e *Engine) finishFlow(f *simFlow) {
 	switch f.kind {
 	case flowCheckpoint:
 		j.hold(f.to, f.captured)
+		j.landed = f.captured
 		// P1's cost model (SPEC P1.1) counts C/Beff per checkpoint as
 		// overhead; the engine lets the job compute during the upload, so
 		// this is reported beside the work loss, not added to it.

@@ -25,10 +25,16 @@ func KnownPolicy(key string) bool {
 	return false
 }
 
-// Tuning overrides ReclaimNet's parameters (the sensitivity sweeps).
+// Tuning overrides ReclaimNet's parameters (the sensitivity sweeps) and
+// B1's refresh interval (to compare work loss at equal checkpoint traffic).
 type Tuning struct {
 	BetaP1, Alpha, BetaP3 float64 // 0 keeps the default
+	// BambooRefresh replaces B1's 2-minute peer refresh; 0 keeps it.
+	BambooRefresh time.Duration
 }
+
+// DefaultBambooRefresh is B1's peer refresh interval in the SPEC §5 table.
+const DefaultBambooRefresh = 2 * time.Minute
 
 func (t Tuning) apply(p policy.Params) policy.Params {
 	if t.BetaP1 > 0 {
@@ -61,7 +67,11 @@ func NewController(key string, tr *Trace, opts Options, seed uint64, tune Tuning
 	case "b2":
 		return NoMigration{}, nil
 	case "b1":
-		return BambooLike{Interval: 2 * time.Minute, Delay: 10 * time.Second, RedundancyOverhead: 0.15}, nil
+		refresh := DefaultBambooRefresh
+		if tune.BambooRefresh > 0 {
+			refresh = tune.BambooRefresh
+		}
+		return BambooLike{Interval: refresh, Delay: 10 * time.Second, RedundancyOverhead: 0.15}, nil
 	case "b6":
 		return Oracle{Period: opts.ControlPeriod}, nil
 	case "b3":

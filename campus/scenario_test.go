@@ -983,8 +983,15 @@ func (b *box) checkScheduled(scenario, node string, jobs []string, t0, deadline 
 		t.Errorf("%s: owner's report lists %d moved, %d degraded, %d finished; %d jobs ran on %s", scenario,
 			len(rep.Moved), len(rep.Degraded), len(rep.Finished), len(jobs), node)
 	}
-	if len(moved) > 0 && rep.BytesSent <= 0 {
-		t.Errorf("%s: %d job(s) moved with fresh %d-byte checkpoints but the report says %d bytes sent", scenario, len(moved), synthCkptBytes, rep.BytesSent)
+	// A synthetic job's final checkpoint is new state; the PyTorch job's
+	// may match what its destination already holds (a slow start that has
+	// not stepped since), and then nothing needs sending.
+	synthMoved := len(moved)
+	if moved[b.torch] {
+		synthMoved--
+	}
+	if synthMoved > 0 && rep.BytesSent <= 0 {
+		t.Errorf("%s: %d synthetic job(s) moved with fresh %d-byte checkpoints but the report says %d bytes sent", scenario, synthMoved, synthCkptBytes, rep.BytesSent)
 	}
 	if rep.Emergency || rep.Node != node {
 		t.Errorf("%s: report for node %q emergency %v, want %s, scheduled", scenario, rep.Node, rep.Emergency, node)

@@ -132,8 +132,8 @@ type simJob struct {
 	committed float64
 	replicas  []int
 	// landed is the progress captured by the last periodic checkpoint
-	// that landed, even if its holder has left since (lower after the
-	// job rolled back or started over).
+	// that landed, even if its holder has left since (B1 refreshes at
+	// once when no live peer holds it).
 	landed float64
 	// held is the progress of the newest version each node holds (older
 	// versions on former standbys stay usable until the node leaves).

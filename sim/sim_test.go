@@ -345,8 +345,9 @@ func TestReclaimNetBelowSlurmOverSeeds(t *testing.T) {
 	// refresh loses more: take the shortest refresh within that traffic.
 	within := ""
 	for _, d := range refreshes {
-		if l := "b1/" + d.String(); within == "" && traffic[l] <= traffic["reclaimnet"] {
+		if l := "b1/" + d.String(); traffic[l] <= traffic["reclaimnet"] {
 			within = l
+			break
 		}
 	}
 	switch {

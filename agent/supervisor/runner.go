@@ -286,6 +286,15 @@ func (r *runner) completeCkpt() {
 		seq = r.seq
 		r.seq++
 	}
+	if !j.layout.hasContent() {
+		// Nothing to restore from: committing it would replace a real
+		// checkpoint. A job that writes its next checkpoint before this
+		// one was moved away writes its files into the directory being
+		// moved and its marker into the fresh one (the contract: wait
+		// until the directory is empty again; the Python helper does).
+		r.failCkpt(fmt.Errorf("checkpoint %d holds no files, only the %s marker: %w", seq, CompleteMarker, ErrCheckpointFailed))
+		return
+	}
 	dir, err := j.layout.finish(seq)
 	if err != nil {
 		r.failCkpt(fmt.Errorf("%w: %w", ErrCheckpointFailed, err))

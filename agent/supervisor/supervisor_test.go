@@ -573,3 +573,23 @@ func TestGPUTeardownCheck(t *testing.T) {
 		})
 	}
 }
+
+// TestEmptyCheckpointIsRefused: a .complete with no file beside it (what a
+// job that writes its next checkpoint too early leaves in the fresh
+// directory) fails the request instead of handing on an empty checkpoint;
+// the next one works.
+func TestEmptyCheckpointIsRefused(t *testing.T) {
+	s := newSupervisor(t, testConfig(t))
+	j := startJob(t, s, `n=0
+trap 'n=$((n+1)); if [ $n -gt 1 ]; then echo ok > "$RECLAIMNET_CKPT_DIR/state"; fi; touch "$RECLAIMNET_CKPT_DIR/.complete"' USR1
+touch "$RECLAIMNET_READY_FILE"
+while :; do sleep 0.05; done`)
+	_, err := j.RequestCheckpoint(context.Background())
+	if !errors.Is(err, ErrCheckpointFailed) || !strings.Contains(err.Error(), "holds no files") {
+		t.Fatalf("empty checkpoint: got %v, want ErrCheckpointFailed saying it holds no files", err)
+	}
+	dir, err := j.RequestCheckpoint(context.Background())
+	if err != nil || strings.TrimSpace(readFile(t, filepath.Join(dir, "state"))) != "ok" {
+		t.Fatalf("next checkpoint: dir %q err %v, want one holding the job's state", dir, err)
+	}
+}

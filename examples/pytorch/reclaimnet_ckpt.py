@@ -24,6 +24,8 @@ import time
 COMPLETE_MARKER = ".complete"
 FAILED_MARKER = ".failed"
 EXIT_CHECKPOINTED = 85  # "checkpoint written, restart me from it"
+# How long save() waits for ReclaimNet to take the previous checkpoint.
+TAKE_TIMEOUT_S = 10.0
 
 
 def _parse_deadline(text):
@@ -87,6 +89,10 @@ class Checkpointer:
         d = self.ckpt_dir
         if d is None:
             return False
+        if not self._previous_taken(d):
+            print("reclaimnet: checkpoint skipped: the previous one was not taken within %.0f s" % TAKE_TIMEOUT_S,
+                  file=sys.stderr, flush=True)
+            return False
         try:
             write(d)
             for name in os.listdir(d):
@@ -108,6 +114,26 @@ class Checkpointer:
             except OSError:
                 pass  # the supervisor's timeout abandons it
             return False
+
+    @staticmethod
+    def _previous_taken(d):
+        """Wait until d exists again without a marker.
+
+        ReclaimNet moves a completed checkpoint directory away and puts an
+        empty one in its place; files written before that would land in the
+        checkpoint being moved, and the marker alone in the new one.
+        """
+        end = time.monotonic() + TAKE_TIMEOUT_S
+        while True:
+            try:
+                names = os.listdir(d)
+                if COMPLETE_MARKER not in names and FAILED_MARKER not in names:
+                    return True
+            except FileNotFoundError:
+                pass  # between the move and the fresh directory
+            if time.monotonic() >= end:
+                return False
+            time.sleep(0.01)
 
     def deadline(self):
         """The pending reclaim deadline (aware datetime, UTC) or None.

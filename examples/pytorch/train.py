@@ -112,18 +112,18 @@ def main():
         print(f"step={step} loss={loss.item():.8f}", flush=True)
         step += 1
 
-        # Step boundary: the only place a checkpoint is written.
+        # Step boundary: the only place a checkpoint is written, at most
+        # once (a new deadline and a request at once need one checkpoint).
         deadline = ck.deadline()
+        reason = ""
         if deadline != deadline_seen:
             deadline_seen = deadline
             print(f"deadline={deadline.isoformat() if deadline else 'none'}", flush=True)
             if deadline is not None:
-                # A reclaim is coming: checkpoint now, unasked.
-                ok = ck.save(write_checkpoint)
-                print(f"checkpoint step={step} ok={ok} reason=deadline", flush=True)
-        if ck.requested:
+                reason = " reason=deadline"  # a reclaim is coming: checkpoint now, unasked
+        if reason or ck.requested:
             ok = ck.save(write_checkpoint)
-            print(f"checkpoint step={step} ok={ok}", flush=True)
+            print(f"checkpoint step={step} ok={ok}{reason}", flush=True)
         if step == args.exit_after_checkpoint_at and ck.restart_count == 0:
             ok = ck.save(write_checkpoint)
             print(f"checkpoint step={step} ok={ok}; exiting {EXIT_CHECKPOINTED}", flush=True)

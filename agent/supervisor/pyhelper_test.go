@@ -44,11 +44,7 @@ while True:
 	cfg := testConfig(t)
 	cfg.PollInterval = 300 * time.Millisecond
 	s := newSupervisor(t, cfg)
-	j, err := s.Start(t.Context(), Spec{JobID: "pyhelper", Command: []string{debianPython, "-c", script, helperDir}, WorkDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { j.Stop(t.Context()); j.Wait() })
+	j := startJob(t, s, "", func(sp *Spec) { sp.Command = []string{debianPython, "-c", script, helperDir} })
 	var got []string
 	for len(got) < 2 {
 		e := waitEvent(t, j, EventCheckpointReady, 20*time.Second)

@@ -22,7 +22,10 @@ the documented format (sim/TRACE.md) instead; -import builds one from the
 public departure traces (microsoft99, bamboo-p3, bamboo-g4dn) with a
 -workload (generator, alibaba, philly); -gen-out writes the generated or
 imported trace so it can be inspected or replayed. -out receives results.json and SVG
-plots (cumulative work loss, downtime CDF, estimated vs true hazard).`,
+plots (cumulative work loss, downtime CDF, estimated vs true hazard). -frontier
+prints work loss against checkpoint traffic instead (ReclaimNet at several loss
+budgets, B1 at several refreshes): the comparison at equal traffic, and what a
+tighter loss budget costs the network.`,
 		run: runSim,
 	})
 }
@@ -47,6 +50,7 @@ func runSim(ctx context.Context, env *Env, args []string) error {
 	b1Refresh := fs.Duration("b1-refresh", 0, "replace B1's 2-min peer refresh (to compare work loss at equal checkpoint traffic; the row is labelled with it)")
 	quiet := fs.Bool("q", false, "no progress output")
 	sweep := fs.Bool("sweep", false, "run ReclaimNet's sensitivity sweep (β_p1, α, β_p3) instead of the table")
+	frontier := fs.Bool("frontier", false, "instead of the table: work loss against checkpoint traffic, ReclaimNet at several loss budgets and B1 at several refreshes (mean over -seeds)")
 	importDeps := fs.String("import", "", "build the trace from a public departure trace: microsoft99, bamboo-p3 or bamboo-g4dn")
 	workload := fs.String("workload", "generator", "with -import: generator, alibaba or philly")
 	tracesDir := fs.String("traces", "../shared/traces", "with -import: directory of the public traces")
@@ -144,6 +148,27 @@ func runSim(ctx context.Context, env *Env, args []string) error {
 	opts.ControlPeriod = *period
 	opts.ChangedFraction = *changed
 	opts.Context = ctx
+	if *sweep && *frontier {
+		return usagef("-sweep and -frontier exclude each other")
+	}
+	if *frontier {
+		if !*quiet {
+			fmt.Fprintf(env.Stderr, "sim: %d runs per seed for the frontier\n", len(sim.FrontierLossBudgets)+len(sim.FrontierRefreshes))
+		}
+		points, err := sim.Frontier(traceFor, seeds, opts)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(env.Stdout, "seeds: %v (means)\n\n", seeds)
+		sim.WriteFrontier(env.Stdout, points)
+		if *out != "" {
+			if err := sim.SaveFrontier(*out, points); err != nil {
+				return err
+			}
+			fmt.Fprintf(env.Stdout, "\nresults: %s/frontier.json\n", *out)
+		}
+		return nil
+	}
 	if *sweep {
 		tr, err := traceFor(seeds[0])
 		if err != nil {

@@ -84,7 +84,7 @@ func TestSimCommandBadTraceNamesFileAndLine(t *testing.T) {
 
 func TestSimCommandUsageErrors(t *testing.T) {
 	for _, args := range [][]string{{"sim", "-seeds", "x"}, {"sim", "extra"}, {"sim", "-nodes", "1"}, {"sim", "-bogus"},
-		{"sim", "-changed-fraction", "0"}, {"sim", "-changed-fraction", "1.5"}, {"sim", "-b1-refresh", "-1s"}} {
+		{"sim", "-changed-fraction", "0"}, {"sim", "-changed-fraction", "1.5"}, {"sim", "-b1-refresh", "-1s"}, {"sim", "-sweep", "-frontier"}} {
 		if code, _, _ := runSimCLI(t, args...); code != ExitUsage {
 			t.Errorf("%v: exit %d, want %d", args, code, ExitUsage)
 		}
@@ -106,5 +106,25 @@ func TestSimCommandB1Refresh(t *testing.T) {
 	code, out, errs = runSimCLI(t, append(args, "-b1-refresh", "20m")...)
 	if code != ExitOK || !strings.Contains(out, "| B1 Bamboo-like (20m0s refresh) |") || strings.Contains(out, "reduction vs B1 Bamboo") {
 		t.Fatalf("20-min refresh: exit %d, stderr %s; want the refresh in the row and no paper comparison:\n%s", code, errs, out)
+	}
+}
+
+// TestSimCommandFrontier checks the frontier's table and its JSON file.
+func TestSimCommandFrontier(t *testing.T) {
+	dir := t.TempDir()
+	code, out, errs := runSimCLI(t, "sim", "-q", "-days", "3", "-nodes", "12", "-frontier", "-out", dir)
+	if code != ExitOK || !strings.Contains(out, "| ReclaimNet | Lmax 5m0s |") || !strings.Contains(out, "| B1 Bamboo-like | refresh 40m0s |") {
+		t.Fatalf("exit %d, stderr %s; want the frontier table:\n%s", code, errs, out)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "frontier.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var points []struct {
+		Policy string  `json:"policy"`
+		TB     float64 `json:"checkpoint_tb"`
+	}
+	if err := json.Unmarshal(b, &points); err != nil || len(points) != 10 || points[0].Policy != "reclaimnet" {
+		t.Fatalf("frontier.json: %d points (err %v), want 10 starting with ReclaimNet:\n%s", len(points), err, b)
 	}
 }

@@ -923,7 +923,7 @@ func (b *box) checkScheduled(scenario, node string, jobs []string, t0, deadline 
 			}
 		}
 		if job == b.torch {
-			if err := b.waitTorchElsewhere(node, 2*time.Minute); err != nil {
+			if err := b.waitTorchElsewhere(node, t0, 2*time.Minute); err != nil {
 				t.Errorf("%s: %v", scenario, err)
 			}
 			// The PyTorch job has no ledger: the replicated placement says
@@ -1031,20 +1031,46 @@ func (b *box) researchPair(node string, avoid ...string) (string, string) {
 }
 
 // waitTorchElsewhere waits until the PyTorch job runs on another node
-// than from and has restored there.
-func (b *box) waitTorchElsewhere(from string, within time.Duration) error {
+// than from and has restored there since t0: its log on that node shows a
+// start after t0 followed by "restored step=" (a restart that cannot load
+// its checkpoint exits before printing it).
+func (b *box) waitTorchElsewhere(from string, t0 time.Time, within time.Duration) error {
 	deadline := time.Now().Add(within)
 	for time.Now().Before(deadline) {
-		n := b.h.jobNode(b.torch)
-		if n != "" && n != from {
-			_, restored := b.torchLog()
-			if len(restored) > 0 {
-				return nil
-			}
+		if n := b.h.jobNode(b.torch); n != "" && n != from && b.torchRestoredOn(n, t0) {
+			return nil
 		}
 		time.Sleep(500 * time.Millisecond)
 	}
-	return fmt.Errorf("torch did not restart away from %s within %v", from, within)
+	return fmt.Errorf("torch did not restart away from %s and restore within %v of %s", from, within, t0.Format(time.TimeOnly))
+}
+
+// torchRestoredOn reports whether the PyTorch job's log on node shows a
+// start at or after t0 (the supervisor's header, to the second) followed
+// by a restore.
+func (b *box) torchRestoredOn(node string, t0 time.Time) bool {
+	since := false
+	for _, name := range []string{"job.log.1", "job.log"} { // oldest first
+		f, err := os.Open(filepath.Join(b.a.DataDir(node), "jobs", b.torch, "run", name))
+		if err != nil {
+			continue
+		}
+		sc := bufio.NewScanner(f)
+		for sc.Scan() {
+			line := sc.Text()
+			if strings.HasPrefix(line, "=== reclaimnet: job ") {
+				i := strings.LastIndex(line, ") at ")
+				at, err := time.Parse(time.RFC3339, strings.TrimSuffix(line[i+len(") at "):], " ==="))
+				since = i >= 0 && err == nil && !at.Before(t0.Truncate(time.Second))
+			}
+			if since && strings.HasPrefix(line, "restored step=") {
+				f.Close()
+				return true
+			}
+		}
+		f.Close()
+	}
+	return false
 }
 
 // emergency checks the jobs of node after it vanished at t0 (SIGKILL,
@@ -1054,7 +1080,7 @@ func (b *box) emergency(scenario, node string, jobs []string, t0 time.Time) {
 	b.t.Helper()
 	for _, job := range jobs {
 		if job == b.torch {
-			if err := b.waitTorchElsewhere(node, 3*time.Minute); err != nil {
+			if err := b.waitTorchElsewhere(node, t0, 3*time.Minute); err != nil {
 				b.t.Errorf("%s: %v", scenario, err)
 			}
 			continue

@@ -711,31 +711,43 @@ func (b *box) checkNoFreshStart(job string) {
 	}
 }
 
-// torchSteps reads the PyTorch job's logs on every node: checkpointed
+// torchLines calls fn with each line of the PyTorch job's log on node,
+// oldest first (the rotated job.log.1, then job.log), until fn says stop.
+func (b *box) torchLines(node string, fn func(line string) (stop bool)) {
+	for _, name := range []string{"job.log.1", "job.log"} {
+		f, err := os.Open(filepath.Join(b.a.DataDir(node), "jobs", b.torch, "run", name))
+		if err != nil {
+			continue
+		}
+		sc := bufio.NewScanner(f)
+		stop := false
+		for !stop && sc.Scan() {
+			stop = fn(sc.Text())
+		}
+		f.Close()
+		if stop {
+			return
+		}
+	}
+}
+
+// torchLog reads the PyTorch job's logs on every node: checkpointed
 // steps and restored steps.
 func (b *box) torchLog() (ckpts map[int]bool, restored []int) {
 	ckpts = map[int]bool{}
 	for _, n := range b.a.Names() {
-		for _, name := range []string{"job.log", "job.log.1"} {
-			f, err := os.Open(filepath.Join(b.a.DataDir(n), "jobs", b.torch, "run", name))
-			if err != nil {
-				continue
+		b.torchLines(n, func(line string) bool {
+			var s int
+			if strings.HasPrefix(line, "checkpoint step=") && strings.Contains(line, "ok=True") {
+				fmt.Sscanf(line, "checkpoint step=%d", &s)
+				ckpts[s] = true
 			}
-			sc := bufio.NewScanner(f)
-			for sc.Scan() {
-				line := sc.Text()
-				var s int
-				if strings.HasPrefix(line, "checkpoint step=") && strings.Contains(line, "ok=True") {
-					fmt.Sscanf(line, "checkpoint step=%d", &s)
-					ckpts[s] = true
-				}
-				if strings.HasPrefix(line, "restored step=") {
-					fmt.Sscanf(line, "restored step=%d", &s)
-					restored = append(restored, s)
-				}
+			if strings.HasPrefix(line, "restored step=") {
+				fmt.Sscanf(line, "restored step=%d", &s)
+				restored = append(restored, s)
 			}
-			f.Close()
-		}
+			return false
+		})
 	}
 	return ckpts, restored
 }
@@ -1049,28 +1061,17 @@ func (b *box) waitTorchElsewhere(from string, t0 time.Time, within time.Duration
 // start at or after t0 (the supervisor's header, to the second) followed
 // by a restore.
 func (b *box) torchRestoredOn(node string, t0 time.Time) bool {
-	since := false
-	for _, name := range []string{"job.log.1", "job.log"} { // oldest first
-		f, err := os.Open(filepath.Join(b.a.DataDir(node), "jobs", b.torch, "run", name))
-		if err != nil {
-			continue
+	since, restored := false, false
+	b.torchLines(node, func(line string) bool {
+		if strings.HasPrefix(line, "=== reclaimnet: job ") {
+			i := strings.LastIndex(line, ") at ")
+			at, err := time.Parse(time.RFC3339, strings.TrimSuffix(line[i+len(") at "):], " ==="))
+			since = i >= 0 && err == nil && !at.Before(t0.Truncate(time.Second))
 		}
-		sc := bufio.NewScanner(f)
-		for sc.Scan() {
-			line := sc.Text()
-			if strings.HasPrefix(line, "=== reclaimnet: job ") {
-				i := strings.LastIndex(line, ") at ")
-				at, err := time.Parse(time.RFC3339, strings.TrimSuffix(line[i+len(") at "):], " ==="))
-				since = i >= 0 && err == nil && !at.Before(t0.Truncate(time.Second))
-			}
-			if since && strings.HasPrefix(line, "restored step=") {
-				f.Close()
-				return true
-			}
-		}
-		f.Close()
-	}
-	return false
+		restored = since && strings.HasPrefix(line, "restored step=")
+		return restored
+	})
+	return restored
 }
 
 // emergency checks the jobs of node after it vanished at t0 (SIGKILL,

@@ -102,10 +102,8 @@ func (BambooLike) redundancyLost(w *World, j *simJob) bool {
 	if f := j.ckpt; f != nil && f.to != j.node && w.nodes[f.to].up {
 		return false
 	}
-	for n, p := range j.held {
-		if n != j.node && w.nodes[n].up && p >= j.landed {
-			return false
-		}
+	if j.heldOffHost(w) >= j.landed {
+		return false
 	}
 	for n, nd := range w.nodes {
 		if n != j.node && nd.up {

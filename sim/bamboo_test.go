@@ -12,13 +12,7 @@ import (
 // all, and the job would start over (35 minutes lost).
 func TestBambooRefreshesWhenItsPeerLeaves(t *testing.T) {
 	trace := `{"kind":"header","format":"reclaimnet-trace","version":1,"start":"2026-01-05T00:00:00Z","duration_s":36000,"name":"peer-leaves"}
-{"kind":"node","id":"a","building":"b1","gpu_model":"RTX3090","gpus":1,"vram_gb":24,"capability":8.6,"access_link":"acc-a"}
-{"kind":"node","id":"b","building":"b1","gpu_model":"RTX3090","gpus":1,"vram_gb":24,"capability":8.6,"access_link":"acc-b"}
-{"kind":"node","id":"c","building":"b1","gpu_model":"RTX3090","gpus":1,"vram_gb":24,"capability":8.6,"access_link":"acc-c"}
-{"kind":"link","id":"acc-a","a":"a","b":"sw-b1","capacity_mbps":1000}
-{"kind":"link","id":"acc-b","a":"b","b":"sw-b1","capacity_mbps":1000}
-{"kind":"link","id":"acc-c","a":"c","b":"sw-b1","capacity_mbps":1000}
-{"kind":"job","t":0,"id":"j1","gpus":1,"vram_gb":16,"capability":7,"work_gpu_h":2,"checkpoint_mb":1000,"restart_s":60,"loss_budget_s":300}
+` + oneBuilding("a", "b", "c") + `{"kind":"job","t":0,"id":"j1","gpus":1,"vram_gb":16,"capability":7,"work_gpu_h":2,"checkpoint_mb":1000,"restart_s":60,"loss_budget_s":300}
 {"kind":"departure","t":1800,"node":"b","type":"emergency","notice_s":0}
 {"kind":"departure","t":2100,"node":"a","type":"emergency","notice_s":0}
 `

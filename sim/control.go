@@ -375,16 +375,23 @@ func (w *World) Snapshot(params policy.Params, emergency, departure func(policy.
 // freshest version a live node other than the host holds or is
 // receiving; all of it when none does.
 func (j *simJob) exposure(w *World) float64 {
-	best := 0.0
+	best := math.Max(0, j.heldOffHost(w))
+	if f := j.ckpt; f != nil && f.to != j.node && w.nodes[f.to].up {
+		best = math.Max(best, f.captured)
+	}
+	return math.Max(0, j.progressAt(w.now)-best) / j.speed
+}
+
+// heldOffHost is the progress of the freshest version a live node other
+// than the host holds; -1 when none does.
+func (j *simJob) heldOffHost(w *World) float64 {
+	best := -1.0
 	for n, p := range j.held {
 		if n != j.node && w.nodes[n].up {
 			best = math.Max(best, p)
 		}
 	}
-	if f := j.ckpt; f != nil && f.to != j.node && w.nodes[f.to].up {
-		best = math.Max(best, f.captured)
-	}
-	return math.Max(0, j.progressAt(w.now)-best) / j.speed
+	return best
 }
 
 func (j *simJob) progressAt(now float64) float64 {

@@ -12,15 +12,7 @@ import "testing"
 // without it j1 starts over and loses the 2.7 GPU-h it had done.
 func TestEvacuationSavesTheOnlyCopy(t *testing.T) {
 	trace := `{"kind":"header","format":"reclaimnet-trace","version":1,"start":"2026-01-05T00:00:00Z","duration_s":36000,"name":"evacuation"}
-{"kind":"node","id":"a","building":"b1","gpu_model":"RTX3090","gpus":1,"vram_gb":24,"capability":8.6,"access_link":"acc-a"}
-{"kind":"node","id":"b","building":"b1","gpu_model":"RTX3090","gpus":1,"vram_gb":24,"capability":8.6,"access_link":"acc-b"}
-{"kind":"node","id":"c","building":"b1","gpu_model":"RTX3090","gpus":1,"vram_gb":24,"capability":8.6,"access_link":"acc-c"}
-{"kind":"node","id":"d","building":"b1","gpu_model":"RTX3090","gpus":1,"vram_gb":24,"capability":8.6,"access_link":"acc-d"}
-{"kind":"link","id":"acc-a","a":"a","b":"sw-b1","capacity_mbps":1000}
-{"kind":"link","id":"acc-b","a":"b","b":"sw-b1","capacity_mbps":1000}
-{"kind":"link","id":"acc-c","a":"c","b":"sw-b1","capacity_mbps":1000}
-{"kind":"link","id":"acc-d","a":"d","b":"sw-b1","capacity_mbps":1000}
-{"kind":"job","t":0,"id":"j1","gpus":1,"vram_gb":16,"capability":7,"work_gpu_h":8,"checkpoint_mb":48000,"restart_s":60,"loss_budget_s":3600}
+` + oneBuilding("a", "b", "c", "d") + `{"kind":"job","t":0,"id":"j1","gpus":1,"vram_gb":16,"capability":7,"work_gpu_h":8,"checkpoint_mb":48000,"restart_s":60,"loss_budget_s":3600}
 {"kind":"departure","t":9600,"node":"b","type":"scheduled","notice_s":1200}
 {"kind":"departure","t":9650,"node":"a","type":"emergency","notice_s":0}
 `

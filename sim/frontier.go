@@ -1,12 +1,9 @@
 package sim
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"math"
-	"os"
-	"path/filepath"
 	"sort"
 	"sync"
 	"time"
@@ -149,15 +146,5 @@ func WriteFrontier(w io.Writer, points []FrontierPoint) {
 
 // SaveFrontier writes the points to dir/frontier.json.
 func SaveFrontier(dir string, points []FrontierPoint) error {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return fmt.Errorf("create output dir: %w", err)
-	}
-	b, err := json.MarshalIndent(points, "", "  ")
-	if err != nil {
-		return fmt.Errorf("encode frontier: %w", err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "frontier.json"), append(b, '\n'), 0o644); err != nil {
-		return fmt.Errorf("write frontier: %w", err)
-	}
-	return nil
+	return writeJSON(dir, "frontier.json", points)
 }

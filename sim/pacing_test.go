@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -39,13 +40,7 @@ func (unratedRestore) Control(w *World, now time.Time) Plan {
 // degradation above 0 (0.47 % over the run).
 func TestEnforcedTransferWithoutRateIsPaced(t *testing.T) {
 	trace := `{"kind":"header","format":"reclaimnet-trace","version":1,"start":"2026-01-05T00:00:00Z","duration_s":14400,"name":"pacing"}
-{"kind":"node","id":"a","building":"b1","gpu_model":"RTX3090","gpus":1,"vram_gb":24,"capability":8.6,"access_link":"acc-a"}
-{"kind":"node","id":"b","building":"b1","gpu_model":"RTX3090","gpus":1,"vram_gb":24,"capability":8.6,"access_link":"acc-b"}
-{"kind":"node","id":"c","building":"b1","gpu_model":"RTX3090","gpus":1,"vram_gb":24,"capability":8.6,"access_link":"acc-c"}
-{"kind":"link","id":"acc-a","a":"a","b":"sw-b1","capacity_mbps":1000}
-{"kind":"link","id":"acc-b","a":"b","b":"sw-b1","capacity_mbps":1000}
-{"kind":"link","id":"acc-c","a":"c","b":"sw-b1","capacity_mbps":1000}
-{"kind":"bandwidth","t":0,"link":"acc-a","available_mbps":200}
+` + oneBuilding("a", "b", "c") + `{"kind":"bandwidth","t":0,"link":"acc-a","available_mbps":200}
 {"kind":"bandwidth","t":0,"link":"acc-b","available_mbps":200}
 {"kind":"bandwidth","t":0,"link":"acc-c","available_mbps":200}
 {"kind":"job","t":0,"id":"j1","gpus":1,"vram_gb":16,"capability":7,"work_gpu_h":3,"checkpoint_mb":3200,"restart_s":60,"loss_budget_s":900}
@@ -129,17 +124,27 @@ func parseTrace(t *testing.T, text, name string) *Trace {
 	return tr
 }
 
+// oneBuilding returns trace lines for one 1-GPU RTX 3090 node per id in
+// building b1, each behind its own 1 Gbit/s access link acc-<id>: nodes
+// first, then links.
+func oneBuilding(ids ...string) string {
+	var b strings.Builder
+	for _, id := range ids {
+		fmt.Fprintf(&b, `{"kind":"node","id":%q,"building":"b1","gpu_model":"RTX3090","gpus":1,"vram_gb":24,"capability":8.6,"access_link":"acc-%s"}`+"\n", id, id)
+	}
+	for _, id := range ids {
+		fmt.Fprintf(&b, `{"kind":"link","id":"acc-%s","a":%q,"b":"sw-b1","capacity_mbps":1000}`+"\n", id, id)
+	}
+	return b.String()
+}
+
 // twoNodeEngine is an engine (enforced, unratedRestore) on a one-hour
 // trace of two nodes a and b behind 1 Gbit/s access links and one job,
 // for tests that place flows by hand.
 func twoNodeEngine(t *testing.T) *Engine {
 	t.Helper()
 	trace := `{"kind":"header","format":"reclaimnet-trace","version":1,"start":"2026-01-05T00:00:00Z","duration_s":3600,"name":"two-nodes"}
-{"kind":"node","id":"a","building":"b1","gpu_model":"RTX3090","gpus":1,"vram_gb":24,"capability":8.6,"access_link":"acc-a"}
-{"kind":"node","id":"b","building":"b1","gpu_model":"RTX3090","gpus":1,"vram_gb":24,"capability":8.6,"access_link":"acc-b"}
-{"kind":"link","id":"acc-a","a":"a","b":"sw-b1","capacity_mbps":1000}
-{"kind":"link","id":"acc-b","a":"b","b":"sw-b1","capacity_mbps":1000}
-{"kind":"job","t":0,"id":"j1","gpus":1,"vram_gb":16,"capability":7,"work_gpu_h":1,"checkpoint_mb":3200,"restart_s":60,"loss_budget_s":300}
+` + oneBuilding("a", "b") + `{"kind":"job","t":0,"id":"j1","gpus":1,"vram_gb":16,"capability":7,"work_gpu_h":1,"checkpoint_mb":3200,"restart_s":60,"loss_budget_s":300}
 `
 	e, err := NewEngine(parseTrace(t, trace, "two-nodes.jsonl"), unratedRestore{}, DefaultOptions())
 	if err != nil {

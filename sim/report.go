@@ -177,17 +177,25 @@ func (rep *Report) WriteTable(w io.Writer) {
 	}
 }
 
-// Save writes results.json and the SVG plots into dir.
-func (rep *Report) Save(dir string, trueHazard func(t float64) float64) error {
+// writeJSON writes v, indented, to dir/name, creating dir.
+func writeJSON(dir, name string, v any) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("create output dir: %w", err)
 	}
-	b, err := json.MarshalIndent(rep, "", "  ")
+	b, err := json.MarshalIndent(v, "", "  ")
 	if err != nil {
-		return fmt.Errorf("encode results: %w", err)
+		return fmt.Errorf("encode %s: %w", name, err)
 	}
-	if err := os.WriteFile(filepath.Join(dir, "results.json"), append(b, '\n'), 0o644); err != nil {
-		return fmt.Errorf("write results: %w", err)
+	if err := os.WriteFile(filepath.Join(dir, name), append(b, '\n'), 0o644); err != nil {
+		return fmt.Errorf("write %s: %w", name, err)
+	}
+	return nil
+}
+
+// Save writes results.json and the SVG plots into dir.
+func (rep *Report) Save(dir string, trueHazard func(t float64) float64) error {
+	if err := writeJSON(dir, "results.json", rep); err != nil {
+		return err
 	}
 	var loss, cdf []svgSeries
 	var hazard []svgSeries

@@ -14,7 +14,8 @@ var testKey = bytes.Repeat([]byte{7}, 32)
 
 // memCluster starts n nodes on one MemNetwork, all joined through node 0.
 // It must run inside a synctest bubble or with real time.
-func memCluster(t *testing.T, n int, profile Profile, onTelemetry func(node int, tel Telemetry)) ([]*Mesh, *MemNetwork) {
+// Each configure function is applied to every node's configuration.
+func memCluster(t *testing.T, n int, profile Profile, onTelemetry func(node int, tel Telemetry), configure ...func(*Config)) ([]*Mesh, *MemNetwork) {
 	t.Helper()
 	network := &MemNetwork{}
 	nodes := make([]*Mesh, n)
@@ -26,6 +27,9 @@ func memCluster(t *testing.T, n int, profile Profile, onTelemetry func(node int,
 		cfg.Meta = Meta{Building: fmt.Sprintf("b%d", i%3), RaftPort: 7947, GPUs: uint16(i % 4)}
 		cfg.Transport = network.NewTransport()
 		cfg.Logger = discardLogger()
+		for _, f := range configure {
+			f(&cfg)
+		}
 		if onTelemetry != nil {
 			idx := i
 			cfg.OnTelemetry = func(tel Telemetry) { onTelemetry(idx, tel) }
@@ -189,6 +193,63 @@ func TestEventsLeaveAndFailure(t *testing.T) {
 			t.Errorf("member states: got %v, want %v", states, want)
 		}
 	})
+}
+
+// A node cut off long enough that it and the others declare each other
+// dead (and memberlist stops gossiping to the dead) is back in every view
+// soon after the network heals, by the reconnect loop. With the loop off
+// the cluster stays split, which is why it exists.
+func TestPartitionHeals(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		reconnect time.Duration
+		heals     bool
+	}{
+		{"reconnect", 5 * time.Second, true},
+		{"no reconnect", -1, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				nodes, network := memCluster(t, 4, ProfileLocal, nil, func(c *Config) { c.ReconnectInterval = tc.reconnect })
+				waitFor(t, 30*time.Second, "4 alive", func() bool { return aliveCount(nodes[0]) == 4 })
+				cut := nodes[3]
+				addr, port := cut.LocalAddr()
+				network.Isolate(fmt.Sprintf("%s:%d", addr, port), true)
+				waitFor(t, 2*time.Minute, "both sides declare the other dead", func() bool {
+					return stateOf(nodes[0], "node-03") == StateDead && stateOf(cut, "node-00") == StateDead && aliveCount(cut) == 1
+				})
+				// Past memberlist's gossip-to-the-dead time (15 s here): no
+				// message crosses the partition by itself any more.
+				time.Sleep(time.Minute)
+				network.Isolate(fmt.Sprintf("%s:%d", addr, port), false)
+				healed := func() bool {
+					for _, m := range nodes {
+						if aliveCount(m) != 4 {
+							return false
+						}
+					}
+					return true
+				}
+				if tc.heals {
+					waitFor(t, time.Minute, "every node sees 4 alive after the partition heals", healed)
+					return
+				}
+				time.Sleep(2 * time.Minute)
+				if healed() {
+					t.Fatal("the partition healed with reconnect off: the test no longer shows why the loop is needed")
+				}
+			})
+		})
+	}
+}
+
+func stateOf(m *Mesh, name string) MemberState {
+	for _, mem := range m.Members() {
+		if mem.Name == name {
+			return mem.State
+		}
+	}
+	return ""
 }
 
 func drain(m *Mesh) {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"time"
 
 	"github.com/hashicorp/memberlist"
 )
@@ -57,8 +58,28 @@ type Config struct {
 	// OnTelemetry, if set, is called with every report accepted from a
 	// peer, on memberlist's goroutine: it must return at once.
 	OnTelemetry func(Telemetry)
-	Logger      *slog.Logger
+	// ReconnectInterval is how often this node tries to rejoin members it
+	// declared dead (not those that left). After a partition both sides
+	// hold each other dead and memberlist stops probing the dead, so
+	// without this the cluster stays split when the network heals (serf's
+	// reconnect). Zero means DefaultReconnectInterval; negative turns it
+	// off.
+	ReconnectInterval time.Duration
+	// ReconnectTimeout is how long a dead member is retried before it is
+	// forgotten (a node that comes back later rejoins by itself, as every
+	// agent joins its peers when it starts). Zero means
+	// DefaultReconnectTimeout.
+	ReconnectTimeout time.Duration
+	Logger           *slog.Logger
 }
+
+// Reconnect defaults: a healed partition closes within about 10 s, and a
+// machine switched off is retried for a day (each round dials at most
+// reconnectPerRound dead members, so many machines off cost little).
+const (
+	DefaultReconnectInterval = 10 * time.Second
+	DefaultReconnectTimeout  = 24 * time.Hour
+)
 
 // DefaultConfig returns a configuration for a LAN deployment; the caller
 // sets Name, GossipKeys and Meta.
@@ -112,6 +133,9 @@ func (c Config) Validate() error {
 	}
 	if c.EventBuffer < 0 {
 		return errors.New("negative event buffer")
+	}
+	if c.ReconnectTimeout < 0 {
+		return errors.New("negative reconnect timeout")
 	}
 	m := c.Meta
 	m.ID = c.Name

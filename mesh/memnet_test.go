@@ -18,10 +18,11 @@ type MemNetwork struct {
 	// PacketBuffer is each transport's receive buffer (default 256).
 	PacketBuffer int
 
-	mu     sync.Mutex
-	byAddr map[string]*MemTransport
-	nextIP uint32
-	drops  uint64
+	mu       sync.Mutex
+	byAddr   map[string]*MemTransport
+	isolated map[string]bool // addresses cut off from every other
+	nextIP   uint32
+	drops    uint64
 }
 
 // NewTransport returns a transport with a fresh address 10.x.y.z:7946.
@@ -55,9 +56,25 @@ func (n *MemNetwork) Drops() uint64 {
 	return n.drops
 }
 
-func (n *MemNetwork) peer(addr string) (*MemTransport, bool) {
+// Isolate cuts the transport at addr off from all others (cut true) or
+// reconnects it: packets either way are dropped and dials refused, as a
+// node whose network link is down. Streams already open stay open.
+func (n *MemNetwork) Isolate(addr string, cut bool) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
+	if n.isolated == nil {
+		n.isolated = map[string]bool{}
+	}
+	n.isolated[addr] = cut
+}
+
+// peer returns the transport at addr if from can reach it.
+func (n *MemNetwork) peer(from, addr string) (*MemTransport, bool) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.isolated[from] || n.isolated[addr] {
+		return nil, false
+	}
 	t, ok := n.byAddr[addr]
 	return t, ok
 }
@@ -100,7 +117,7 @@ func (t *MemTransport) WriteTo(b []byte, addr string) (time.Time, error) {
 // is gone or slow: the packet is dropped.
 func (t *MemTransport) WriteToAddress(b []byte, a memberlist.Address) (time.Time, error) {
 	now := time.Now()
-	dest, ok := t.net.peer(a.Addr)
+	dest, ok := t.net.peer(t.Addr(), a.Addr)
 	if !ok {
 		t.net.countDrop()
 		return now, nil
@@ -134,7 +151,7 @@ var errRefused = errors.New("connection refused")
 // DialAddressTimeout opens an in-memory stream to the peer, or fails like
 // a refused TCP connection.
 func (t *MemTransport) DialAddressTimeout(a memberlist.Address, timeout time.Duration) (net.Conn, error) {
-	dest, ok := t.net.peer(a.Addr)
+	dest, ok := t.net.peer(t.Addr(), a.Addr)
 	if !ok {
 		return nil, fmt.Errorf("dial %s: %w", a.Addr, errRefused)
 	}

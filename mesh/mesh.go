@@ -6,8 +6,10 @@ import (
 	"io"
 	"log"
 	"log/slog"
+	"math/rand/v2"
 	"net"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -127,9 +129,12 @@ type Mesh struct {
 	reports  map[string]Telemetry // latest report per node, own included
 	live     map[string]Member    // alive members, copied in the event callbacks
 	departed map[string]Member    // members that left or failed, until they come back
+	failed   map[string]time.Time // members declared dead (not left), when: retried by reconnectLoop
 	seq      uint64               // last sequence number this node used
 	leaving  bool                 // Leave was called: every later report says so
 	closed   bool                 // events channel closed
+
+	stop chan struct{} // closed by Shutdown: ends reconnectLoop
 }
 
 // Create starts gossip for one node. It does not join anyone: call Join.
@@ -160,6 +165,8 @@ func Create(cfg Config) (*Mesh, error) {
 		reports:     map[string]Telemetry{},
 		live:        map[string]Member{},
 		departed:    map[string]Member{},
+		failed:      map[string]time.Time{},
+		stop:        make(chan struct{}),
 		// Start the sequence at the wall clock so a restarted node's
 		// reports are newer than the ones peers still hold from before.
 		seq: uint64(time.Now().UnixNano()),
@@ -211,6 +218,16 @@ func Create(cfg Config) (*Mesh, error) {
 	m.list = list
 	self := list.LocalNode()
 	m.localIP, m.localPort = append(net.IP(nil), self.Addr...), self.Port
+	interval, timeout := cfg.ReconnectInterval, cfg.ReconnectTimeout
+	if interval == 0 {
+		interval = DefaultReconnectInterval
+	}
+	if timeout == 0 {
+		timeout = DefaultReconnectTimeout
+	}
+	if interval > 0 {
+		go m.reconnectLoop(interval, timeout)
+	}
 	return m, nil
 }
 
@@ -279,14 +296,15 @@ func (m *Mesh) Leave(timeout time.Duration) error {
 	return nil
 }
 
-// Shutdown stops gossip at once and closes the Events channel. It is safe
-// to call more than once.
+// Shutdown stops gossip and the reconnect loop at once and closes the
+// Events channel. It is safe to call more than once.
 func (m *Mesh) Shutdown() error {
 	err := m.list.Shutdown()
 	m.mu.Lock()
 	if !m.closed {
 		m.closed = true
 		close(m.events)
+		close(m.stop)
 	}
 	m.mu.Unlock()
 	if err != nil {
@@ -428,6 +446,7 @@ func (m *Mesh) accept(t Telemetry) bool {
 		if d, gone := m.departed[t.Node]; gone && t.Leaving && d.State == StateDead {
 			d.State = StateLeft
 			m.departed[t.Node] = d
+			delete(m.failed, t.Node)
 		}
 	} else {
 		fresh = false
@@ -453,6 +472,7 @@ func (m *Mesh) emit(kind EventKind, n *memberlist.Node) {
 	switch kind {
 	case EventJoin, EventUpdate:
 		delete(m.departed, n.Name)
+		delete(m.failed, n.Name)
 		ev.Member.State = StateAlive
 		m.live[n.Name] = ev.Member
 	case EventLeave, EventFailed:
@@ -463,6 +483,9 @@ func (m *Mesh) emit(kind EventKind, n *memberlist.Node) {
 		ev.Member.State = StateDead
 		if kind == EventLeave {
 			ev.Member.State = StateLeft
+			delete(m.failed, n.Name)
+		} else if len(m.failed) < maxDeparted {
+			m.failed[n.Name] = ev.At
 		}
 		if len(m.departed) < maxDeparted {
 			m.departed[n.Name] = ev.Member
@@ -476,6 +499,58 @@ func (m *Mesh) emit(kind EventKind, n *memberlist.Node) {
 	default:
 		m.dropped.Add(1)
 	}
+}
+
+// reconnectPerRound bounds the dead members one reconnect round dials:
+// each unreachable one can take memberlist's TCP timeout (10 s on a LAN).
+const reconnectPerRound = 3
+
+// reconnectLoop tries, every interval, to rejoin a few of the members this
+// node declared dead, until Shutdown. A join that reaches one merges both
+// sides' views: each node refutes the other's "dead" verdict about itself,
+// and the join events bring it back to the agent (and Raft).
+func (m *Mesh) reconnectLoop(interval, timeout time.Duration) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-m.stop:
+			return
+		case <-t.C:
+		}
+		addrs := m.reconnectTargets(time.Now(), timeout)
+		if len(addrs) == 0 {
+			continue
+		}
+		n, err := m.list.Join(addrs)
+		if n > 0 {
+			m.logger.Info("rejoined members declared dead", "contacted", n, "tried", len(addrs))
+		} else {
+			m.logger.Debug("reconnect: no dead member answered", "tried", len(addrs), "err", err)
+		}
+	}
+}
+
+// reconnectTargets forgets the members dead for longer than timeout and
+// returns the gossip addresses of at most reconnectPerRound of the others,
+// chosen at random (none while this node is leaving).
+func (m *Mesh) reconnectTargets(now time.Time, timeout time.Duration) []string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.leaving || m.closed {
+		return nil
+	}
+	var addrs []string
+	for name, since := range m.failed {
+		mem, ok := m.departed[name]
+		if !ok || now.Sub(since) > timeout {
+			delete(m.failed, name)
+			continue
+		}
+		addrs = append(addrs, net.JoinHostPort(mem.Addr.String(), strconv.Itoa(int(mem.Port))))
+	}
+	rand.Shuffle(len(addrs), func(i, j int) { addrs[i], addrs[j] = addrs[j], addrs[i] })
+	return addrs[:min(len(addrs), reconnectPerRound)]
 }
 
 // telemetryBroadcast is one queued report; a newer report from the same

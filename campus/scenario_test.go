@@ -682,7 +682,7 @@ func (b *box) checkResume(scenario, job, from string, t0 time.Time, runs []*jobR
 // A node cut off keeps running its jobs (it cannot tell a partition from a
 // leaderless cluster) until it is back in the cluster and its replicated
 // state says they moved: the mesh's reconnect (every 10 s) and the Raft
-// catch-up take a few seconds (3.5 s in a run of session 7).
+// catch-up take a few seconds (about 3 s in a run of session 7).
 func (b *box) checkSingleInstance(job string, healed time.Time) {
 	b.t.Helper()
 	lines := readLedger(b.t, b.ledgers[job])

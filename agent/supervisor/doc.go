@@ -43,7 +43,8 @@
 // also completes it, marker or not: the supervisor hands the checkpoint on
 // and restarts the job from it with RECLAIMNET_RESTART_COUNT incremented.
 // A .complete written without a request is accepted too (a job that
-// checkpoints by itself when it sees a deadline). A job writes its next
+// checkpoints by itself when it sees a deadline), and a request that
+// arrives while the job writes one is completed by it. A job writes its next
 // checkpoint only once the directory exists again without a marker (the
 // previous one was moved away): files written earlier land in the
 // checkpoint being moved. A .complete in a directory with no other file is

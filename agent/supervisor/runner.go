@@ -201,11 +201,18 @@ func (r *runner) startCkpt(req *ckptReq) {
 		req.reply <- ckptReply{err: ErrCheckpointInProgress}
 		return
 	}
-	// A fresh, empty directory for this request (clears what the job may
-	// have left there by itself).
-	if err := r.j.layout.fresh(); err != nil {
-		req.reply <- ckptReply{err: fmt.Errorf("checkpoint %d: %w: %w", r.seq, ErrCheckpointFailed, err)}
-		return
+	// The directory is fresh since the last checkpoint, so what is in it
+	// the job wrote by itself: a checkpoint it is still writing (the
+	// PyTorch example saves when a reclaim deadline appears, just before
+	// the final checkpoint is requested) completes this request. Clearing
+	// it would leave the job's marker alone in an empty directory, and the
+	// final checkpoint lost. Only a failed one, or none, is cleared.
+	in := r.j.layout.incoming()
+	if !exists(in) || exists(filepath.Join(in, FailedMarker)) {
+		if err := r.j.layout.fresh(); err != nil {
+			req.reply <- ckptReply{err: fmt.Errorf("checkpoint %d: %w: %w", r.seq, ErrCheckpointFailed, err)}
+			return
+		}
 	}
 	// Every attempt takes a number, so an abandoned number is never reused.
 	seq := r.seq

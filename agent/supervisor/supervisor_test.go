@@ -361,6 +361,50 @@ while :; do sleep 0.05; done`)
 	}
 }
 
+// TestRequestKeepsCheckpointInProgress: a request that arrives while the
+// job writes a checkpoint by itself (a job that saves when it sees a
+// reclaim deadline, then the agent asks for the final checkpoint) is
+// completed by that checkpoint; the request must not clear the files
+// already written (the job's marker would then stand alone: an empty
+// checkpoint, refused, and the final checkpoint lost).
+func TestRequestKeepsCheckpointInProgress(t *testing.T) {
+	s := newSupervisor(t, testConfig(t))
+	j := startJob(t, s, `trap 'touch "$RECLAIMNET_CKPT_DIR/../signalled"' USR1
+touch "$RECLAIMNET_READY_FILE"
+echo self > "$RECLAIMNET_CKPT_DIR/state"
+while [ ! -e "$RECLAIMNET_CKPT_DIR/../go" ]; do sleep 0.02; done
+touch "$RECLAIMNET_CKPT_DIR/.complete"
+while :; do sleep 0.05; done`)
+	root := filepath.Join(j.spec.WorkDir, "ckpt")
+	waitFor(t, 20*time.Second, "the job to start its own checkpoint", func() bool {
+		_, err := os.Stat(filepath.Join(root, "incoming", "state"))
+		return err == nil
+	})
+	type reply struct {
+		dir string
+		err error
+	}
+	got := make(chan reply, 1)
+	go func() {
+		dir, err := j.RequestCheckpoint(context.Background())
+		got <- reply{dir, err}
+	}()
+	waitFor(t, 20*time.Second, "the checkpoint signal", func() bool {
+		_, err := os.Stat(filepath.Join(root, "signalled"))
+		return err == nil
+	})
+	if err := os.WriteFile(filepath.Join(root, "go"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := <-got
+	if r.err != nil {
+		t.Fatalf("request during the job's own checkpoint: %v, want that checkpoint", r.err)
+	}
+	if state := strings.TrimSpace(readFile(t, filepath.Join(r.dir, "state"))); state != "self" {
+		t.Errorf("checkpoint state: got %q, want the job's own checkpoint (self)", state)
+	}
+}
+
 func TestExitCodes(t *testing.T) {
 	s := newSupervisor(t, testConfig(t))
 	for _, tt := range []struct {

@@ -583,14 +583,22 @@ func (a *Agent) reclaimStatus(st *raft.State) ReclaimStatus {
 		if cp, ok := st.FreshestCommitted(id); ok {
 			replica = fmt.Sprintf("v%d", cp.Version)
 		}
+		var moved *raft.JobOutcome
+		if ok && j.Node != "" && j.Node != self {
+			moved = handedOff(st, self, run.announced, id)
+		}
 		switch {
 		case !ok || j.State == policy.JobDone:
 			rj.Progress, rj.Detail = ProgressFinished, "finished or cancelled"
-		case j.Node != "" && j.Node != self && handedOff(st, self, run.announced, id):
+		case moved != nil && !moved.NoFinalCheckpoint:
 			// Moved only by a committed MoveJob from this node (the
 			// history's outcome), never by a recovery placement.
 			rj.Progress, rj.To = ProgressMoved, string(j.Node)
 			rj.Detail = fmt.Sprintf("handed off to %s (%s there)", j.Node, j.State)
+		case moved != nil:
+			// Handed off without its final checkpoint: work was lost.
+			rj.Progress, rj.To = ProgressDegraded, string(j.Node)
+			rj.Detail = fmt.Sprintf("degraded: handed off to %s without its final checkpoint, from v%d (%s there)", j.Node, moved.Version, j.State)
 		case j.Node != "" && j.Node != self:
 			rj.Progress, rj.To = ProgressDegraded, string(j.Node)
 			rj.Detail = fmt.Sprintf("degraded: recovered on %s from replica %s (%s there)", j.Node, orNone(replica), j.State)
@@ -643,10 +651,10 @@ func orNone(s string) string {
 	return s
 }
 
-// handedOff reports whether the replicated reclaim history records job as
-// handed off from node by the reclaim announced at announced: MoveJob
-// committed while the reclaim was pending (raft's noteHandoff).
-func handedOff(st *raft.State, node policy.NodeID, announced time.Time, job policy.JobID) bool {
+// handedOff returns the replicated reclaim history's outcome of job if it
+// was handed off from node by the reclaim announced at announced: MoveJob
+// committed while the reclaim was pending (raft's noteHandoff); else nil.
+func handedOff(st *raft.State, node policy.NodeID, announced time.Time, job policy.JobID) *raft.JobOutcome {
 	for i := len(st.ReclaimReports) - 1; i >= 0; i-- {
 		e := st.ReclaimReports[i]
 		if e.Node != node || e.Announced.Sub(announced).Abs() > time.Millisecond {
@@ -654,11 +662,11 @@ func handedOff(st *raft.State, node policy.NodeID, announced time.Time, job poli
 		}
 		for _, o := range e.Jobs {
 			if o.Job == job && o.HandedOff {
-				return true
+				return &o
 			}
 		}
 	}
-	return false
+	return nil
 }
 
 func handoffOf(st *raft.State, job policy.JobID, from policy.NodeID) (policy.HandoffDecision, bool) {

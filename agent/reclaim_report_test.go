@@ -2,11 +2,13 @@ package agent
 
 import (
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/reclaimnet/reclaimnet/policy"
 	"github.com/reclaimnet/reclaimnet/raft"
+	"github.com/reclaimnet/reclaimnet/web"
 )
 
 // A hand-off still in flight when the node leaves is not a move: the
@@ -34,24 +36,28 @@ func TestReportHandingOffAtDeadlineIsNotMoved(t *testing.T) {
 }
 
 // A job now placed on another node counts as moved only when the
-// replicated history records its hand-off (a committed MoveJob); a job
-// that another node runs after a recovery placement is degraded.
+// replicated history records its hand-off (a committed MoveJob) with its
+// final checkpoint; a job that another node runs after a recovery
+// placement, or that was handed off from an older version because its
+// final checkpoint failed, is degraded.
 func TestReclaimStatusMovedNeedsCommittedMove(t *testing.T) {
 	a := &Agent{cfg: Config{Name: "a1", DataDir: t.TempDir()}, logger: testLogger()}
 	announced := time.Now().Add(-10 * time.Second)
 	run := &reclaimRun{announced: announced, deadline: announced.Add(6 * time.Second),
-		jobs: []policy.JobID{"moved", "recovered", "gone"}, stop: make(chan struct{})}
+		jobs: []policy.JobID{"moved", "recovered", "gone", "lossy"}, stop: make(chan struct{})}
 	a.reclaim.run = run
 	st := &raft.State{
 		Jobs: map[policy.JobID]raft.JobRecord{
 			"moved":     {Job: policy.Job{ID: "moved", State: policy.JobRunning, Node: "b1"}},
 			"recovered": {Job: policy.Job{ID: "recovered", State: policy.JobRunning, Node: "c1"}},
+			"lossy":     {Job: policy.Job{ID: "lossy", State: policy.JobRunning, Node: "b2"}},
 		},
 		ReclaimReports: []raft.ReclaimReport{{Node: "a1", Kind: raft.DepartureScheduled,
 			Announced: announced.UTC().Round(0), Deadline: announced.Add(6 * time.Second),
 			Jobs: []raft.JobOutcome{
 				{Job: "moved", To: "b1", HandedOff: true},
 				{Job: "recovered", To: "c1", Replica: "b2", Version: 3},
+				{Job: "lossy", To: "b2", HandedOff: true, NoFinalCheckpoint: true, Version: 2, LostWork: time.Minute},
 			}}},
 	}
 	got := a.reclaimStatus(st)
@@ -59,7 +65,7 @@ func TestReclaimStatusMovedNeedsCommittedMove(t *testing.T) {
 	for _, j := range got.Jobs {
 		progress[j.Job] = j.Progress
 	}
-	for job, want := range map[string]string{"moved": ProgressMoved, "recovered": ProgressDegraded, "gone": ProgressFinished} {
+	for job, want := range map[string]string{"moved": ProgressMoved, "recovered": ProgressDegraded, "gone": ProgressFinished, "lossy": ProgressDegraded} {
 		if progress[job] != want {
 			t.Errorf("job %s: progress %q, want %q", job, progress[job], want)
 		}
@@ -67,8 +73,20 @@ func TestReclaimStatusMovedNeedsCommittedMove(t *testing.T) {
 	if !got.Complete || got.Report == nil {
 		t.Fatalf("complete = %v, report = %v: want a complete reclaim with a report", got.Complete, got.Report)
 	}
-	if !slices.Equal(got.Report.Moved, []string{"moved"}) || !slices.Equal(got.Report.Degraded, []string{"recovered"}) {
-		t.Errorf("report moved %v degraded %v, want moved [moved] degraded [recovered]", got.Report.Moved, got.Report.Degraded)
+	if !slices.Equal(got.Report.Moved, []string{"moved"}) || !slices.Equal(got.Report.Degraded, []string{"recovered", "lossy"}) {
+		t.Errorf("report moved %v degraded %v, want moved [moved] degraded [recovered lossy]", got.Report.Moved, got.Report.Degraded)
+	}
+	// The status page's record says the same, with the version and the loss.
+	rec := webReclaimRecord(st.ReclaimReports[0])
+	outcomes := map[policy.JobID]web.ReclaimOutcome{}
+	for _, o := range rec.Jobs {
+		outcomes[o.Job] = o
+	}
+	if o := outcomes["moved"]; !o.FinalCheckpoint || o.Degraded {
+		t.Errorf("page outcome of moved: %+v, want final checkpoint, not degraded", o)
+	}
+	if o := outcomes["lossy"]; o.FinalCheckpoint || !o.Degraded || o.Version != 2 || o.WorkLost != time.Minute || !strings.Contains(o.Reason, "without its final checkpoint") {
+		t.Errorf("page outcome of lossy: %+v, want degraded, from v2, 1m lost, reason naming the missing final checkpoint", o)
 	}
 
 	// The same job placement without the history's hand-off (a

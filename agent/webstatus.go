@@ -394,6 +394,9 @@ func webReclaimRecord(rep raft.ReclaimReport) web.ReclaimRecord {
 			out.Downtime = o.At.Sub(rep.Left) // departure to placement
 		}
 		switch {
+		case o.HandedOff && o.NoFinalCheckpoint:
+			out.Degraded = true
+			out.Reason = fmt.Sprintf("handed off without its final checkpoint: resumed from committed version v%d", o.Version)
 		case o.HandedOff:
 			out.FinalCheckpoint = true
 		case o.Replica != "":

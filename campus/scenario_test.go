@@ -321,6 +321,25 @@ func (h *history) handoffsOf(job string) []policyHandoff {
 	return slices.Clone(h.handoffs[job])
 }
 
+// handoffRecord returns the cluster's reclaim-history outcome of job's
+// hand-off in node's reclaim with that deadline (written when the hand-off
+// committed: a destination and no replica), if any.
+func (h *history) handoffRecord(node, job string, deadline time.Time) (web.ReclaimOutcome, bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, rec := range h.records {
+		if string(rec.Reclaim.Node) != node || rec.Reclaim.Deadline.Sub(deadline).Abs() >= time.Second {
+			continue
+		}
+		for _, o := range rec.Jobs {
+			if string(o.Job) == job && o.To != "" && o.Replica == "" {
+				return o, true
+			}
+		}
+	}
+	return web.ReclaimOutcome{}, false
+}
+
 // stepOfBytes is the step a synthetic job's checkpoint of n bytes holds.
 func stepOfBytes(n int64) int { return int(n - synthCkptBytes - 13) }
 
@@ -935,8 +954,18 @@ func (b *box) checkScheduled(scenario, node string, jobs []string, t0, deadline 
 			}
 		}
 		if len(decided) == 0 {
-			t.Errorf("%s: no hand-off decision seen for %s", scenario, job)
-			continue
+			// A hand-off can start and commit between two polls (a
+			// 96-KB checkpoint): the cluster's record of it stands in.
+			rec, ok := b.h.handoffRecord(node, job, deadline)
+			if !ok {
+				waitFor(t, 10*time.Second, scenario+": the cluster's record of "+job+"'s hand-off", func() (bool, string) {
+					rec, ok = b.h.handoffRecord(node, job, deadline)
+					return ok, "none"
+				})
+			}
+			t.Logf("%s: %s hand-off decision not sampled (shorter than the 400-ms poll); the cluster recorded it handed off to %q, final checkpoint %v",
+				scenario, job, rec.To, rec.FinalCheckpoint)
+			decided = append(decided, policyHandoff{to: string(rec.To), final: true, deadline: deadline})
 		}
 		admitted := map[string]bool{}
 		var markedDegraded *policyHandoff
@@ -953,8 +982,10 @@ func (b *box) checkScheduled(scenario, node string, jobs []string, t0, deadline 
 				t.Errorf("%s: %v", scenario, err)
 			}
 			// The PyTorch job has no ledger: the replicated placement says
-			// where it went.
-			if to := b.h.jobNode(job); admitted[to] {
+			// where it went, the cluster's history whether with its final
+			// checkpoint.
+			rec, _ := b.h.handoffRecord(node, job, deadline)
+			if to := b.h.jobNode(job); admitted[to] && !rec.Degraded {
 				moved[job] = true
 			} else {
 				degraded[job] = true

@@ -112,11 +112,17 @@ type JobReport struct {
 }
 
 // MoveJob records a finished hand-off: the job now runs on To, since At
-// (zero from an older node: then the start is not recorded).
+// (zero from an older node: then the start is not recorded). Version is
+// the checkpoint version To starts from; NoFinalCheckpoint is set when it
+// is not a final checkpoint written for this hand-off (that failed, or
+// none was ordered), so the work since its commit is lost. Both zero from
+// an older node.
 type MoveJob struct {
-	Job      policy.JobID
-	From, To policy.NodeID
-	At       time.Time `json:",omitzero"`
+	Job               policy.JobID
+	From, To          policy.NodeID
+	At                time.Time `json:",omitzero"`
+	Version           uint64    `json:",omitempty"`
+	NoFinalCheckpoint bool      `json:",omitempty"`
 }
 
 // ReplicaComplete says Holder has version Version of Job's checkpoint

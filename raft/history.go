@@ -91,7 +91,12 @@ func noteHandoff(s *State, r policy.Reclaim, c MoveJob, j JobRecord) {
 	if r.Emergency() {
 		kind = DepartureEmergency
 	}
-	addOutcome(s, c.From, r.Announced, r.Deadline, kind, JobOutcome{Job: j.ID, To: c.To, HandedOff: true})
+	o := JobOutcome{Job: j.ID, To: c.To, HandedOff: true, Version: c.Version, NoFinalCheckpoint: c.NoFinalCheckpoint}
+	if cp, ok := s.CheckpointVersion(j.ID, c.Version); ok && c.NoFinalCheckpoint && cp.Committed && !c.At.IsZero() {
+		// As for a recovery: the work since the version's commit.
+		o.LostWork = max(c.At.Sub(cp.CommittedAt), 0)
+	}
+	addOutcome(s, c.From, r.Announced, r.Deadline, kind, o)
 }
 
 // noteRecovery records the placement p of j, displaced by a departure:

@@ -129,6 +129,21 @@ func TestHistoryScheduledHandoffAndNotice(t *testing.T) {
 	}
 }
 
+// TestHistoryHandoffWithoutFinalCheckpoint: a hand-off that moved an older
+// committed version (its final checkpoint failed) is recorded as such, with
+// the version and the work since its commit, not as a loss-free move.
+func TestHistoryHandoffWithoutFinalCheckpoint(t *testing.T) {
+	t0 := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	st, must := historyState(t, t0)
+	announced, deadline := t0.Add(20*time.Second), t0.Add(80*time.Second)
+	must(AnnounceReclaim{Reclaim: policy.Reclaim{Node: "a", Announced: announced, Deadline: deadline}})
+	must(MoveJob{Job: "j", From: "a", To: "b", At: t0.Add(50 * time.Second), Version: 3, NoFinalCheckpoint: true})
+	want := JobOutcome{Job: "j", To: "b", HandedOff: true, NoFinalCheckpoint: true, Version: 3, LostWork: 40 * time.Second}
+	if len(st.ReclaimReports) != 1 || len(st.ReclaimReports[0].Jobs) != 1 || st.ReclaimReports[0].Jobs[0] != want {
+		t.Fatalf("history %+v, want one outcome %+v (v3 committed at +10 s, moved at +50 s)", st.ReclaimReports, want)
+	}
+}
+
 // TestHistoryRecoveryWithoutReplica: a job with no surviving replica is
 // recorded as restarted from the beginning, its work lost since
 // submission.

@@ -304,11 +304,14 @@ type ReclaimReport struct {
 type JobOutcome struct {
 	Job policy.JobID
 	To  policy.NodeID `json:",omitempty"`
-	// HandedOff: moved by a hand-off before the node left (nothing lost).
-	HandedOff bool `json:",omitempty"`
+	// HandedOff: moved by a hand-off before the node left, with its final
+	// checkpoint (nothing lost) unless NoFinalCheckpoint: then it resumed
+	// from committed version Version and LostWork is the work since.
+	HandedOff         bool `json:",omitempty"`
+	NoFinalCheckpoint bool `json:",omitempty"`
 	// Replica and Version: the committed checkpoint the job restored from
 	// (a recovery); both empty when no replica survived and the job
-	// restarted from the beginning.
+	// restarted from the beginning. A hand-off sets Version alone.
 	Replica policy.NodeID `json:",omitempty"`
 	Version uint64        `json:",omitempty"`
 	// LostWork is the work lost: from the restored version's commit (or

@@ -267,9 +267,9 @@ type ReclaimRecord struct {
 type ReclaimOutcome struct {
 	Job policy.JobID  `json:"job"`
 	To  policy.NodeID `json:"to,omitempty"`
-	// Replica is the node the job restored from and Version the
-	// checkpoint version (a recovery; empty for a hand-off or a restart
-	// without any replica).
+	// Replica is the node the job restored from (a recovery; empty for a
+	// hand-off or a restart without any replica) and Version the
+	// checkpoint version the job started from (zero when none).
 	Replica policy.NodeID `json:"replica,omitempty"`
 	Version uint64        `json:"version,omitempty"`
 	// FinalCheckpoint is set when a zero-loss final checkpoint was taken;

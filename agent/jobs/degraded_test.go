@@ -117,3 +117,40 @@ func TestDegradedHandoffWithNowhereToGoKeepsRunning(t *testing.T) {
 		return stopped && len(starts(readSteps(t, tc.stepLog))) >= 2
 	})
 }
+
+// TestHandoffWithoutFinalCheckpoint: when the final checkpoint fails the
+// hand-off moves the freshest committed version, and the replicated
+// history says so (no final checkpoint, the version, the work lost), so
+// neither the owner's report nor the page counts it as a loss-free move.
+func TestHandoffWithoutFinalCheckpoint(t *testing.T) {
+	tc := newCluster(t, []int{0, 1, 1}, fastSupervisor())
+	tc.waitVoters(3)
+	tc.submitJob("train", "FAILFINAL=1")
+	host := tc.waitRunning("train", "")
+	committed := tc.waitCommitted("train", 2)
+	now := time.Now()
+	tc.submitVia(host, raft.AnnounceReclaim{Reclaim: policy.Reclaim{Node: host, Announced: now, Deadline: now.Add(60 * time.Second)}})
+	dest := tc.waitRunning("train", host)
+	var outcome raft.JobOutcome
+	eventually(t, 10*time.Second, "the hand-off in the reclaim history", func() bool {
+		for _, e := range tc.state().ReclaimReports {
+			for _, o := range e.Jobs {
+				if e.Node == host && o.Job == "train" {
+					outcome = o
+					return true
+				}
+			}
+		}
+		return false
+	})
+	if !outcome.HandedOff || !outcome.NoFinalCheckpoint || outcome.To != dest || outcome.Version < committed.Version {
+		t.Fatalf("outcome %+v: want handed off to %s without a final checkpoint, from v%d or newer", outcome, dest, committed.Version)
+	}
+	failed := false
+	for _, e := range readSteps(t, tc.stepLog) {
+		failed = failed || e.kind == "ckptfail"
+	}
+	if !failed {
+		t.Error("the job never failed a checkpoint: the test did not exercise the failed final checkpoint")
+	}
+}

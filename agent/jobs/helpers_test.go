@@ -36,7 +36,8 @@ const testInterval = time.Second
 // kept). With HANG set it ignores checkpoint requests. CKSIG names the
 // checkpoint signal it traps (default USR1; any other leaves USR1's default
 // action, which kills it). With IGNTERM set it logs SIGTERM and keeps going
-// (only SIGKILL after the grace ends it).
+// (only SIGKILL after the grace ends it). With FAILFINAL set every checkpoint
+// requested while a reclaim deadline is pending fails (.failed).
 const stepJob = `#!/bin/sh
 step=0
 if [ -n "$RECLAIMNET_RESTORE_DIR" ]; then step=$(cat "$RECLAIMNET_RESTORE_DIR/step"); fi
@@ -53,7 +54,10 @@ touch "$RECLAIMNET_READY_FILE"
 while :; do
   if [ "$ck" = 1 ]; then
     ck=0
-    if [ -z "$HANG" ]; then
+    if [ -n "$FAILFINAL" ] && [ -s "$RECLAIMNET_DEADLINE_FILE" ]; then
+      echo "the test fails the final checkpoint" > "$RECLAIMNET_CKPT_DIR/.failed"
+      echo "$$ ckptfail $step" >> "$STEPLOG"
+    elif [ -z "$HANG" ]; then
       echo "$step" > "$RECLAIMNET_CKPT_DIR/step"
       touch "$RECLAIMNET_CKPT_DIR/.complete"
       echo "$$ ckpt $step" >> "$STEPLOG"

@@ -599,7 +599,7 @@ func (w *worker) handoff(ctx context.Context, job *supervisor.Job, h policy.Hand
 		defer cancel()
 	}
 	var cp raft.Checkpoint
-	have := false
+	have, final := false, false
 	if h.FinalCheckpoint {
 		began := time.Now()
 		dir, err := job.RequestCheckpoint(hctx)
@@ -608,6 +608,7 @@ func (w *worker) handoff(ctx context.Context, job *supervisor.Job, h policy.Hand
 			if v, err = w.commit(hctx, dir); err == nil {
 				cp, err = w.localCheckpoint(v)
 				have = err == nil
+				final = have
 				w.log.Info("final checkpoint written and committed locally", "version", v, "took", time.Since(began),
 					"left_to_deadline", time.Until(h.Deadline))
 			}
@@ -643,12 +644,18 @@ func (w *worker) handoff(ctx context.Context, job *supervisor.Job, h policy.Hand
 		}
 		break
 	}
-	if err := m.submit(ctx, raft.MoveJob{Job: w.id, From: m.cfg.Node, To: h.To, At: m.cfg.Now()}); err != nil {
+	// The history tells a move with its final checkpoint from one that
+	// lost the work since an older version (the owner's report too).
+	move := raft.MoveJob{Job: w.id, From: m.cfg.Node, To: h.To, At: m.cfg.Now(), NoFinalCheckpoint: !final}
+	if have {
+		move.Version = cp.Version
+	}
+	if err := m.submit(ctx, move); err != nil {
 		w.noteErr(fmt.Errorf("commit move to %s: %w", h.To, err))
 		w.set(func() { w.state, w.result.reason = StateFailed, reasonDegraded })
 		return
 	}
-	w.log.Info("job handed off", "to", h.To, "version", cp.Version, "final_checkpoint", h.FinalCheckpoint)
+	w.log.Info("job handed off", "to", h.To, "version", cp.Version, "final_checkpoint", final)
 	// Until this node's copy of the state applies the move, the job still
 	// looks placed here: the finish record keeps it from being started again.
 	w.set(func() { w.state, w.result.reason = StateMoved, reasonMoved })

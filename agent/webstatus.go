@@ -100,12 +100,18 @@ func (a *Agent) webStatus(now time.Time) web.Status {
 	st.Reclaims = webReclaims(state)
 	st.Decisions = webDecisions(state.Decisions)
 	st.Control = web.Control{LastTick: state.Decisions.At, CheckpointBudget: state.Decisions.CheckpointBudget}
-	// Transfers: the ones this node sends (the job manager's). Counters
-	// are not kept in the replicated state yet and stay zero.
+	st.Counters = webCounters(state.Counters)
+	// Transfers: the ones this node sends (the job manager's).
 	if a.jobs != nil {
 		st.Transfers = a.jobs.webTransfers(state)
 	}
 	return st
+}
+
+// webCounters maps the replicated counters to the page's and the metrics'.
+func webCounters(c raft.Counters) web.Counters {
+	return web.Counters{AdmittedMigrations: c.AdmittedHandoffs, RejectedMigrations: c.DegradedHandoffs,
+		Handoffs: c.Handoffs, DegradedRecoveries: c.DegradedRecoveries}
 }
 
 // webRole maps a server of the Raft configuration to the page's role.

@@ -111,4 +111,8 @@ func TestWebJobsReclaimsDecisions(t *testing.T) {
 		len(d[1].Placement.Candidates) != 1 || d[1].Placement.Candidates[0].Rejected != policy.RejectLoad {
 		t.Errorf("decisions: got %+v, want a hand-off then a placement with its rejected candidate", d)
 	}
+	want := web.Counters{AdmittedMigrations: 4, RejectedMigrations: 3, Handoffs: 2, DegradedRecoveries: 1}
+	if c := webCounters(raft.Counters{AdmittedHandoffs: 4, DegradedHandoffs: 3, Handoffs: 2, DegradedRecoveries: 1}); c != want {
+		t.Errorf("counters: got %+v, want %+v", c, want)
+	}
 }

@@ -1336,7 +1336,36 @@ func TestCampusScenarios(t *testing.T) {
 		b.checkNoFreshStart(job)
 	}
 	b.checkTorch()
+	b.checkCounters()
 	b.logFigures()
+}
+
+// checkCounters: the replicated counters agree with the reclaim history of
+// the same status document: a hand-off with its final checkpoint per such
+// outcome the cluster recorded, a degraded recovery per job it recorded
+// resuming from an older version (the SIGKILL and partition scenarios make
+// some).
+func (b *box) checkCounters() {
+	b.t.Helper()
+	st := b.h.status()
+	var handoffs, degraded uint64
+	for _, rec := range st.Reclaims.History {
+		for _, o := range rec.Jobs {
+			switch {
+			case o.To == "": // the owner's word only
+			case o.Degraded:
+				degraded++
+			case o.FinalCheckpoint:
+				handoffs++
+			}
+		}
+	}
+	c := st.Counters
+	b.t.Logf("counters: %+v; history: %d hand-offs, %d degraded", c, handoffs, degraded)
+	if c.Handoffs != handoffs || c.DegradedRecoveries != degraded || degraded == 0 || c.AdmittedMigrations < handoffs {
+		b.t.Errorf("counters %+v disagree with the reclaim history (%d hand-offs with their final checkpoint, %d degraded, want > 0), or admit fewer hand-offs than happened",
+			c, handoffs, degraded)
+	}
 }
 
 // requireScenarios: the scenarios run by default (root, network

@@ -186,6 +186,11 @@ func applyTo(s *State, cmd Command) (bool, error) {
 		if r, ok := s.Reclaims[c.From]; ok {
 			noteHandoff(s, r, c, j)
 		}
+		if c.NoFinalCheckpoint {
+			s.Counters.DegradedRecoveries++
+		} else {
+			s.Counters.Handoffs++
+		}
 		j.Node, j.State, j.Restore = c.To, policy.JobRunning, RestoreOrder{}
 		j.RunningSince = c.At
 		j.Restarts++
@@ -408,6 +413,7 @@ func applyDecisions(s *State, d DecisionRecord) bool {
 	changed := false
 	d = d.clone()
 	if !reflect.DeepEqual(s.Decisions, d) {
+		countHandoffDecisions(&s.Counters, s.Decisions.Handoffs, d.Handoffs)
 		s.Decisions = d
 		changed = true
 	}
@@ -462,6 +468,24 @@ func applyDecisions(s *State, d DecisionRecord) bool {
 		changed = true
 	}
 	return changed
+}
+
+// countHandoffDecisions counts the hand-off decisions in cur that prev did
+// not hold with the same verdict (the leader decides again every tick).
+func countHandoffDecisions(c *Counters, prev, cur []policy.HandoffDecision) {
+	for _, h := range cur {
+		admitted := h.To != "" && !h.Degraded
+		seen := slices.ContainsFunc(prev, func(p policy.HandoffDecision) bool {
+			return p.Job == h.Job && p.From == h.From && p.Deadline.Equal(h.Deadline) && (p.To != "" && !p.Degraded) == admitted
+		})
+		switch {
+		case seen:
+		case admitted:
+			c.AdmittedHandoffs++
+		default:
+			c.DegradedHandoffs++
+		}
+	}
 }
 
 // earlyRecovery reports whether p recovers j, still running, from a node

@@ -104,6 +104,7 @@ func noteHandoff(s *State, r policy.Reclaim, c MoveJob, j JobRecord) {
 // p.From holds) and the work lost since that version's commit (since the
 // job's submission when nothing survived).
 func noteRecovery(s *State, j JobRecord, p policy.Placement, at time.Time) {
+	s.Counters.DegradedRecoveries++
 	o := JobOutcome{Job: j.ID, To: p.To, At: at}
 	lostSince := j.Submitted
 	if p.From != "" {

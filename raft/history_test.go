@@ -170,3 +170,37 @@ func TestHistoryGracefulLeave(t *testing.T) {
 		t.Fatalf("entry %+v: want c's graceful leave without a reclaim", e)
 	}
 }
+
+// TestCounters: the replicated counters count each hand-off decision once
+// per verdict (the leader repeats it every tick), committed hand-offs with
+// and without their final checkpoint, and recoveries after a departure.
+func TestCounters(t *testing.T) {
+	t0 := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	st, must := historyState(t, t0)
+	deadline := t0.Add(80 * time.Second)
+	must(AnnounceReclaim{Reclaim: policy.Reclaim{Node: "a", Announced: t0.Add(20 * time.Second), Deadline: deadline}})
+	decide := func(at time.Duration, h policy.HandoffDecision) {
+		t.Helper()
+		h.Job, h.From, h.Deadline = "j", "a", deadline
+		must(SetDecisions{Decisions: DecisionRecord{At: t0.Add(at), Decisions: policy.Decisions{Handoffs: []policy.HandoffDecision{h}}}})
+	}
+	decide(21*time.Second, policy.HandoffDecision{To: "b", FinalCheckpoint: true})
+	decide(22*time.Second, policy.HandoffDecision{To: "b", FinalCheckpoint: true, Bytes: 5}) // the same verdict, again
+	decide(23*time.Second, policy.HandoffDecision{Degraded: true, Reason: "not admitted"})
+	decide(24*time.Second, policy.HandoffDecision{To: "c", FinalCheckpoint: true})
+	if c := st.Counters; c.AdmittedHandoffs != 2 || c.DegradedHandoffs != 1 {
+		t.Fatalf("counters %+v after admitted, admitted again, degraded, admitted: want 2 admitted, 1 degraded", c)
+	}
+	must(MoveJob{Job: "j", From: "a", To: "c", At: t0.Add(30 * time.Second), Version: 4})
+	must(MoveJob{Job: "j", From: "a", To: "c", At: t0.Add(30 * time.Second), Version: 4}) // repeated: no change
+	must(MoveJob{Job: "j", From: "c", To: "b", At: t0.Add(40 * time.Second), Version: 3, NoFinalCheckpoint: true})
+	must(RecordDeparture{Departure: Departure{Node: "b", At: t0.Add(50 * time.Second), Kind: DepartureEmergency}})
+	must(SetDecisions{Decisions: DecisionRecord{At: t0.Add(52 * time.Second), Decisions: policy.Decisions{
+		Placements: []policy.Placement{{Job: "j", To: "c", From: "a", Recovery: true}}}}})
+	if c := st.Counters; c.Handoffs != 1 || c.DegradedRecoveries != 2 {
+		t.Fatalf("counters %+v: want 1 hand-off with its final checkpoint, 2 degraded (one without it, one recovery)", c)
+	}
+	if c := st.clone().Counters; c != st.Counters {
+		t.Fatalf("clone's counters %+v, want %+v", c, st.Counters)
+	}
+}

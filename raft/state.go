@@ -260,6 +260,26 @@ type State struct {
 	// ReclaimReports is the reclaim history, oldest first, at most
 	// maxReclaimReports (older snapshots lack it: empty).
 	ReclaimReports []ReclaimReport `json:",omitempty"`
+	// Counters count what the cluster did since its state began (older
+	// snapshots lack them: they count from the upgrade).
+	Counters Counters `json:",omitzero"`
+}
+
+// Counters are cumulative counts kept by the state machine, so every node
+// shows the same ones and they survive restarts and leader changes.
+type Counters struct {
+	// AdmittedHandoffs and DegradedHandoffs count hand-off decisions as
+	// the leader first made them: with a destination, or marked degraded
+	// (not admitted by P3, no candidate, not enough time). A decision that
+	// later changes its verdict counts again.
+	AdmittedHandoffs uint64 `json:",omitempty"`
+	DegradedHandoffs uint64 `json:",omitempty"`
+	// Handoffs counts committed moves with their final checkpoint;
+	// DegradedRecoveries jobs that resumed from an older version instead:
+	// placed again after their node left, or handed off without the final
+	// checkpoint.
+	Handoffs           uint64 `json:",omitempty"`
+	DegradedRecoveries uint64 `json:",omitempty"`
 }
 
 // ReclaimReport is the owner's report of one reclaim, as the reclaimed
@@ -364,6 +384,7 @@ func (s *State) clone() *State {
 		c.Reclaims[id] = r
 	}
 	c.Decisions = s.Decisions.clone()
+	c.Counters = s.Counters
 	if s.ReclaimReports != nil {
 		c.ReclaimReports = make([]ReclaimReport, len(s.ReclaimReports))
 		for i, r := range s.ReclaimReports {

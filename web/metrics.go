@@ -60,9 +60,9 @@ var (
 
 	mReclaimsPending = newMetric("reclaims_pending", "Reclaims whose node has not left yet.", false)
 	mReclaimLeft     = newMetric("reclaim_remaining_seconds", "Time until a pending reclaim's node leaves, seconds.", false, "node", "kind")
-	mAdmissions      = newMetric("admissions_total", "Planned migrations P3 admitted or rejected.", true, "result")
-	mHandoffs        = newMetric("handoffs_total", "Completed hand-offs.", true)
-	mDegraded        = newMetric("degraded_recoveries_total", "Jobs that recovered from an older replica instead of a hand-off.", true)
+	mAdmissions      = newMetric("admissions_total", "Hand-off decisions with a destination (admitted) or marked degraded (rejected).", true, "result")
+	mHandoffs        = newMetric("handoffs_total", "Completed hand-offs with their final checkpoint.", true)
+	mDegraded        = newMetric("degraded_recoveries_total", "Jobs that resumed from an older version instead of a loss-free hand-off.", true)
 )
 
 // allMetrics lists every metric, for Describe and the documentation test.

@@ -312,12 +312,12 @@ type Control struct {
 // Counters are cumulative counts since the cluster's state began (they
 // come from the replicated state, so they survive agent restarts).
 type Counters struct {
-	// AdmittedMigrations and RejectedMigrations count P3 admissions of
-	// planned migrations.
+	// AdmittedMigrations and RejectedMigrations count hand-off decisions
+	// as first made: with a destination, or degraded (raft.Counters).
 	AdmittedMigrations uint64 `json:"admitted_migrations"`
 	RejectedMigrations uint64 `json:"rejected_migrations"`
-	// Handoffs counts completed hand-offs; DegradedRecoveries jobs that
-	// recovered from an older replica instead.
+	// Handoffs counts hand-offs committed with their final checkpoint;
+	// DegradedRecoveries jobs that resumed from an older version instead.
 	Handoffs           uint64 `json:"handoffs"`
 	DegradedRecoveries uint64 `json:"degraded_recoveries"`
 }

@@ -618,7 +618,7 @@ func (a *Agent) reclaimStatus(st *raft.State) ReclaimStatus {
 		default:
 			rj.Progress, rj.Detail = ProgressRunning, "still running"
 			if h, ok := handoffOf(st, id, self); ok {
-				if h.Degraded || h.To == "" {
+				if !h.Admitted() {
 					rj.Detail = fmt.Sprintf("still running; hand-off infeasible (%s): will recover from replica %s", h.Reason, orNone(replica))
 				} else {
 					rj.Detail = fmt.Sprintf("still running; hand-off to %s planned", h.To)

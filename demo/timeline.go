@@ -305,7 +305,7 @@ func candidatesText(cs []policy.Candidate) string {
 }
 
 func handoffText(h *policy.HandoffDecision) string {
-	if h.Degraded || h.To == "" {
+	if !h.Admitted() {
 		return strings.TrimSpace(fmt.Sprintf("hand-off of %s from %s infeasible, decided now rather than at the deadline: %s; it will recover from its freshest committed replica after %s leaves. %s",
 			h.Job, h.From, h.Reason, h.From, candidatesText(h.Candidates)))
 	}

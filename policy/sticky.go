@@ -34,7 +34,7 @@ func KeepAdmittedHandoffs(prev, next Decisions, s Snapshot, now time.Time) Decis
 	kept := map[JobID]bool{}
 	next.Handoffs = slices.Clone(next.Handoffs) // the caller's slices stay as they were
 	for _, p := range prev.Handoffs {
-		if p.To == "" || !p.FinalCheckpoint || p.Degraded || !now.Before(p.Deadline) || !usable[p.To] {
+		if !p.Admitted() || !p.FinalCheckpoint || !now.Before(p.Deadline) || !usable[p.To] {
 			continue
 		}
 		j, ok := jobs[p.Job]

@@ -68,3 +68,20 @@ func TestKeepAdmittedHandoffs(t *testing.T) {
 		})
 	}
 }
+
+// A hand-off goes ahead only with a destination and not degraded.
+func TestHandoffDecisionAdmitted(t *testing.T) {
+	for _, tc := range []struct {
+		h    HandoffDecision
+		want bool
+	}{
+		{HandoffDecision{To: "b"}, true},
+		{HandoffDecision{To: "b", Degraded: true}, false},
+		{HandoffDecision{Degraded: true}, false},
+		{HandoffDecision{}, false},
+	} {
+		if got := tc.h.Admitted(); got != tc.want {
+			t.Errorf("%+v: Admitted() = %v, want %v", tc.h, got, tc.want)
+		}
+	}
+}

@@ -324,6 +324,10 @@ type HandoffDecision struct {
 	Candidates []Candidate
 }
 
+// Admitted reports whether the hand-off goes ahead: a destination, and not
+// degraded.
+func (h HandoffDecision) Admitted() bool { return h.To != "" && !h.Degraded }
+
 // Placement puts a pending or recovering job on a node (P2.6 / emergency).
 type Placement struct {
 	Job JobID

@@ -474,13 +474,12 @@ func applyDecisions(s *State, d DecisionRecord) bool {
 // not hold with the same verdict (the leader decides again every tick).
 func countHandoffDecisions(c *Counters, prev, cur []policy.HandoffDecision) {
 	for _, h := range cur {
-		admitted := h.To != "" && !h.Degraded
 		seen := slices.ContainsFunc(prev, func(p policy.HandoffDecision) bool {
-			return p.Job == h.Job && p.From == h.From && p.Deadline.Equal(h.Deadline) && (p.To != "" && !p.Degraded) == admitted
+			return p.Job == h.Job && p.From == h.From && p.Deadline.Equal(h.Deadline) && p.Admitted() == h.Admitted()
 		})
 		switch {
 		case seen:
-		case admitted:
+		case h.Admitted():
 			c.AdmittedHandoffs++
 		default:
 			c.DegradedHandoffs++

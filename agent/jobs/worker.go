@@ -628,7 +628,7 @@ func (w *worker) handoff(ctx context.Context, job *supervisor.Job, h policy.Hand
 		err := w.migrate(hctx, h, cp)
 		var rt retarget
 		if errors.As(err, &rt) {
-			if rt.h.Degraded || rt.h.To == "" {
+			if !rt.h.Admitted() {
 				w.log.Warn("hand-off withdrawn during the transfer: the job recovers from its freshest committed replica", "was_to", h.To, "reason", rt.h.Reason)
 				w.set(func() { w.state, w.result.reason = StateDegraded, reasonDegraded })
 				return

@@ -45,6 +45,7 @@ type Coordinator struct {
 
 	kick         chan struct{} // buffered(1): request an immediate tick
 	stop         chan struct{}
+	leaderDone   chan struct{} // closed when watchLeadership returned (nil before it starts)
 	wg           sync.WaitGroup
 	shutdownOnce sync.Once
 	shutdownErr  error
@@ -211,7 +212,11 @@ func Open(cfg Config) (*Coordinator, error) {
 		defer c.raft.DeregisterObserver(observer)
 		c.watchHeartbeats(obs)
 	})
-	c.wg.Go(c.watchLeadership)
+	c.leaderDone = make(chan struct{})
+	c.wg.Go(func() {
+		defer close(c.leaderDone)
+		c.watchLeadership()
+	})
 	return c, nil
 }
 
@@ -429,6 +434,18 @@ func (c *Coordinator) Shutdown() error {
 	c.shutdownOnce.Do(func() {
 		close(c.stop)
 		var errs []error
+		// Let the leader loop finish its command first: hashicorp/raft
+		// (v1.8.0) never answers an Apply whose committed entry was still
+		// queued for the state machine when it shut down, and the loop
+		// would wait on it forever (seen once in a 20-node test). Without
+		// quorum the command ends when leadership is lost (lease timeout).
+		if c.leaderDone != nil {
+			select {
+			case <-c.leaderDone:
+			case <-time.After(shutdownGrace):
+				c.logger.Warn("leader loop slow to stop; shutting Raft down under it", "after", shutdownGrace)
+			}
+		}
 		// Raft's shutdown waits for its replication goroutines; one stuck
 		// on a dead peer must not keep this node from leaving (the owner
 		// never waits for the cluster). After shutdownGrace the

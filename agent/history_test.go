@@ -15,6 +15,7 @@ import (
 	"github.com/reclaimnet/reclaimnet/policy"
 	"github.com/reclaimnet/reclaimnet/raft"
 	"github.com/reclaimnet/reclaimnet/sim"
+	"github.com/reclaimnet/reclaimnet/trace"
 	"github.com/reclaimnet/reclaimnet/web"
 )
 
@@ -124,14 +125,14 @@ func TestEmergencyInHistoryAndTrace(t *testing.T) {
 	// Trace export: the departure, the nodes, the job and bandwidth
 	// samples, read back by the simulator's reader and replayed.
 	tr := exportTrace(t, survivor)
-	d := slices.IndexFunc(tr.Departures, func(d sim.DepartureRec) bool { return d.Node == hostCfg.Name })
-	if d < 0 || tr.Departures[d].Type != sim.Emergency || tr.Departures[d].NoticeS != 0 {
+	d := slices.IndexFunc(tr.Departures, func(d trace.DepartureRec) bool { return d.Node == hostCfg.Name })
+	if d < 0 || tr.Departures[d].Type != trace.Emergency || tr.Departures[d].NoticeS != 0 {
 		t.Fatalf("trace departures %+v: want %s's emergency", tr.Departures, hostCfg.Name)
 	}
 	if len(tr.Nodes) != 3 || len(tr.Bandwidth) == 0 {
 		t.Fatalf("trace: %d nodes, %d bandwidth samples; want 3 GPU nodes and samples", len(tr.Nodes), len(tr.Bandwidth))
 	}
-	j := slices.IndexFunc(tr.Jobs, func(j sim.JobRec) bool { return j.ID == "emerg" })
+	j := slices.IndexFunc(tr.Jobs, func(j trace.JobRec) bool { return j.ID == "emerg" })
 	if j < 0 || tr.Jobs[j].GPUs != 1 || tr.Jobs[j].WorkGPUh <= 0 || tr.Jobs[j].LossBudgetS != 3600 {
 		t.Fatalf("trace jobs %+v: want emerg with 1 GPU, its work and its 1 h loss budget", tr.Jobs)
 	}
@@ -145,13 +146,13 @@ func TestEmergencyInHistoryAndTrace(t *testing.T) {
 // exportTrace asks n for the trace over the control socket (what
 // 'reclaimnet trace export' does) and over HTTP, checks both are the same
 // bytes apart from the moment, and reads it with the simulator's reader.
-func exportTrace(t *testing.T, n *testNode) *sim.Trace {
+func exportTrace(t *testing.T, n *testNode) *trace.Trace {
 	t.Helper()
 	r := call(t, n, Request{Op: OpTraceExport})
 	if r.Error != "" || r.Trace == "" {
 		t.Fatalf("trace-export: %+v", r)
 	}
-	tr, err := sim.ReadTrace(strings.NewReader(r.Trace), "export")
+	tr, err := trace.Read(strings.NewReader(r.Trace), "export")
 	if err != nil {
 		t.Fatalf("the exported trace does not read back: %v\n%s", err, r.Trace)
 	}
@@ -164,7 +165,7 @@ func exportTrace(t *testing.T, n *testNode) *sim.Trace {
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("GET /v1/trace: %d %s", resp.StatusCode, b)
 	}
-	if _, err := sim.ReadTrace(strings.NewReader(string(b)), "http"); err != nil {
+	if _, err := trace.Read(strings.NewReader(string(b)), "http"); err != nil {
 		t.Fatalf("GET /v1/trace does not read back: %v", err)
 	}
 	return tr
@@ -208,10 +209,10 @@ func TestBuildTraceFromState(t *testing.T) {
 	tr := buildTrace(f.State(), links, samples, "a", now)
 
 	var buf strings.Builder
-	if err := sim.WriteTrace(&buf, tr); err != nil {
+	if err := trace.Write(&buf, tr); err != nil {
 		t.Fatal(err)
 	}
-	back, err := sim.ReadTrace(strings.NewReader(buf.String()), "trace.jsonl")
+	back, err := trace.Read(strings.NewReader(buf.String()), "trace.jsonl")
 	if err != nil {
 		t.Fatalf("read back: %v\n%s", err, buf.String())
 	}
@@ -221,14 +222,14 @@ func TestBuildTraceFromState(t *testing.T) {
 	if len(back.Nodes) != 2 || back.Nodes[0].ID != "a" || back.Nodes[0].GPUs != 4 || back.Nodes[0].VRAMGB != 80 || back.Nodes[1].Building != "south" {
 		t.Errorf("nodes %+v: want a (4 GPUs, 80 GB) and b (south); the CPU-only node left out", back.Nodes)
 	}
-	wantDeps := []sim.DepartureRec{
-		{Kind: sim.KindDeparture, T: 720, Node: "a", Type: sim.Scheduled, NoticeS: 120},
-		{Kind: sim.KindDeparture, T: 1800, Node: "b", Type: sim.Emergency},
+	wantDeps := []trace.DepartureRec{
+		{Kind: trace.KindDeparture, T: 720, Node: "a", Type: trace.Scheduled, NoticeS: 120},
+		{Kind: trace.KindDeparture, T: 1800, Node: "b", Type: trace.Emergency},
 	}
 	if !slices.Equal(back.Departures, wantDeps) {
 		t.Errorf("departures %+v, want %+v", back.Departures, wantDeps)
 	}
-	if len(back.Returns) != 1 || back.Returns[0] != (sim.ReturnRec{Kind: sim.KindReturn, T: 1200, Node: "a"}) {
+	if len(back.Returns) != 1 || back.Returns[0] != (trace.ReturnRec{Kind: trace.KindReturn, T: 1200, Node: "a"}) {
 		t.Errorf("returns %+v, want a back at 1200 s", back.Returns)
 	}
 	if len(back.Bandwidth) != 1 || back.Bandwidth[0].Link != "access/b" || back.Bandwidth[0].AvailableMbs != 400 || back.Bandwidth[0].T != 300 {
@@ -241,7 +242,7 @@ func TestBuildTraceFromState(t *testing.T) {
 	if capOf["access/a"] != 10000 || capOf["access/b"] != 1000 || capOf["uplink/north"] != 10000 {
 		t.Errorf("link capacities %v: want access/a as measured (10 Gbit/s), access/b and the uplinks at the defaults", capOf)
 	}
-	wantJob := sim.JobRec{Kind: sim.KindJob, T: 60, ID: "j", GPUs: 2, VRAMGB: 40, Capability: 7,
+	wantJob := trace.JobRec{Kind: trace.KindJob, T: 60, ID: "j", GPUs: 2, VRAMGB: 40, Capability: 7,
 		WorkGPUh: 2 * (59.0/60 + 2), CheckpointMB: 500, RestartS: 30, LossBudgetS: 300}
 	if len(back.Jobs) != 1 || !near(back.Jobs[0].WorkGPUh, wantJob.WorkGPUh) {
 		t.Fatalf("jobs %+v, want %+v", back.Jobs, wantJob)

@@ -10,7 +10,7 @@ import (
 
 	"github.com/reclaimnet/reclaimnet/policy"
 	"github.com/reclaimnet/reclaimnet/raft"
-	"github.com/reclaimnet/reclaimnet/sim"
+	"github.com/reclaimnet/reclaimnet/trace"
 )
 
 // OpTraceExport asks for the cluster's history in the simulator's trace
@@ -25,10 +25,10 @@ const (
 	traceCheckpointMB = 1.0
 )
 
-// TraceExport returns the cluster's history as a trace (sim/TRACE.md):
+// TraceExport returns the cluster's history as a trace (trace/README.md):
 // the nodes with GPUs and their links, departures (scheduled with their
 // notice, emergency), returns, this node's bandwidth samples and the jobs.
-func (a *Agent) TraceExport(now time.Time) (*sim.Trace, error) {
+func (a *Agent) TraceExport(now time.Time) (*trace.Trace, error) {
 	c := a.Coordinator()
 	if c == nil {
 		return nil, fmt.Errorf("trace export: no coordinator")
@@ -44,7 +44,7 @@ func (a *Agent) traceDocument(now time.Time) ([]byte, error) {
 		return nil, err
 	}
 	var b bytes.Buffer
-	if err := sim.WriteTrace(&b, tr); err != nil {
+	if err := trace.Write(&b, tr); err != nil {
 		return nil, fmt.Errorf("trace export: %w", err)
 	}
 	return b.Bytes(), nil
@@ -66,8 +66,8 @@ func (a *Agent) traceDocument(now time.Time) ([]byte, error) {
 //     time it last reported);
 //   - bandwidth samples are what this node saw since it started (bounded,
 //     see bandwidthHistory); links never sampled keep their capacity.
-func buildTrace(st *raft.State, links map[string]policy.Link, samples []bandwidthSample, source string, now time.Time) *sim.Trace {
-	tr := &sim.Trace{}
+func buildTrace(st *raft.State, links map[string]policy.Link, samples []bandwidthSample, source string, now time.Time) *trace.Trace {
+	tr := &trace.Trace{}
 	// t = 0 is the earliest thing known.
 	start := now
 	early := func(t time.Time) {
@@ -94,7 +94,7 @@ func buildTrace(st *raft.State, links map[string]policy.Link, samples []bandwidt
 		early(r.Announced)
 	}
 	at := func(t time.Time) float64 { return max(t.Sub(start).Seconds(), 0) }
-	tr.Header = sim.Header{Start: start.UTC(), DurationS: max(now.Sub(start).Seconds(), 1),
+	tr.Header = trace.Header{Start: start.UTC(), DurationS: max(now.Sub(start).Seconds(), 1),
 		Name: "reclaimnet history", Source: "reclaimnet trace export from " + source}
 
 	ids := make([]policy.NodeID, 0, len(st.Nodes))
@@ -123,24 +123,24 @@ func buildTrace(st *raft.State, links map[string]policy.Link, samples []bandwidt
 		if len(n.Stretches) > 0 {
 			first = n.Stretches[0].From
 		}
-		tr.Nodes = append(tr.Nodes, sim.NodeRec{ID: string(id), Building: b, GPUModel: model, GPUs: n.GPUs,
+		tr.Nodes = append(tr.Nodes, trace.NodeRec{ID: string(id), Building: b, GPUModel: model, GPUs: n.GPUs,
 			VRAMGB: float64(n.GPU.VRAM) / 1e9, Capability: n.GPU.Capability, AccessLink: accessLinkID(string(id)),
 			Absent: !first.IsZero() && first.After(start)})
 		link := links[accessLinkID(string(id))]
-		tr.Links = append(tr.Links, sim.LinkRec{ID: accessLinkID(string(id)), A: string(id), B: "sw-" + b,
+		tr.Links = append(tr.Links, trace.LinkRec{ID: accessLinkID(string(id)), A: string(id), B: "sw-" + b,
 			CapacityMbs: mbps(orDefault(link.Capacity, DefaultAccessCapacity))})
 		for k, s := range n.Stretches {
 			// A return follows a departure in the log (a restart that
 			// failure detection never saw is no return), or brings in a
 			// node absent at t = 0.
 			if (k == 0 && tr.Nodes[len(tr.Nodes)-1].Absent) || (k > 0 && departedBetween(st, id, n.Stretches[k-1].From, s.From)) {
-				tr.Returns = append(tr.Returns, sim.ReturnRec{T: at(s.From), Node: string(id)})
+				tr.Returns = append(tr.Returns, trace.ReturnRec{T: at(s.From), Node: string(id)})
 			}
 		}
 	}
 	for _, b := range sortedKeys(buildings) {
 		link := links["uplink/"+b]
-		tr.Links = append(tr.Links, sim.LinkRec{ID: "uplink/" + b, A: "sw-" + b, B: "core",
+		tr.Links = append(tr.Links, trace.LinkRec{ID: "uplink/" + b, A: "sw-" + b, B: "core",
 			CapacityMbs: mbps(orDefault(link.Capacity, DefaultUplinkCapacity))})
 	}
 	declared := map[string]bool{}
@@ -152,9 +152,9 @@ func buildTrace(st *raft.State, links map[string]policy.Link, samples []bandwidt
 		if !exported[d.Node] {
 			continue
 		}
-		rec := sim.DepartureRec{T: at(d.At), Node: string(d.Node), Type: sim.Emergency}
+		rec := trace.DepartureRec{T: at(d.At), Node: string(d.Node), Type: trace.Emergency}
 		if d.Kind == raft.DepartureScheduled {
-			rec.Type = sim.Scheduled
+			rec.Type = trace.Scheduled
 			notice := d.Notice
 			if notice <= 0 {
 				notice = historyNotice(st, d)
@@ -165,7 +165,7 @@ func buildTrace(st *raft.State, links map[string]policy.Link, samples []bandwidt
 	}
 	for _, s := range samples {
 		if declared[s.Link] {
-			tr.Bandwidth = append(tr.Bandwidth, sim.BandwidthRec{T: at(s.At), Link: s.Link, AvailableMbs: max(mbps(s.Available), 0)})
+			tr.Bandwidth = append(tr.Bandwidth, trace.BandwidthRec{T: at(s.At), Link: s.Link, AvailableMbs: max(mbps(s.Available), 0)})
 		}
 	}
 
@@ -190,7 +190,7 @@ func buildTrace(st *raft.State, links map[string]policy.Link, samples []bandwidt
 		if ckptMB <= 0 {
 			ckptMB = traceCheckpointMB
 		}
-		tr.Jobs = append(tr.Jobs, sim.JobRec{T: at(j.Submitted), ID: string(j.ID), GPUs: j.GPUs,
+		tr.Jobs = append(tr.Jobs, trace.JobRec{T: at(j.Submitted), ID: string(j.ID), GPUs: j.GPUs,
 			VRAMGB: float64(j.VRAM) / 1e9, Capability: j.Capability,
 			WorkGPUh:     max(float64(j.GPUs)*work.Hours(), 1.0/3600),
 			CheckpointMB: ckptMB, RestartS: j.RestartTime.Seconds(), LossBudgetS: j.LossBudget.Seconds()})

@@ -17,7 +17,7 @@ import (
 	"time"
 
 	"github.com/reclaimnet/reclaimnet/agent"
-	"github.com/reclaimnet/reclaimnet/sim"
+	"github.com/reclaimnet/reclaimnet/trace"
 	"github.com/reclaimnet/reclaimnet/web"
 )
 
@@ -267,9 +267,9 @@ func TestAgentProcesses(t *testing.T) {
 	traceDir := filepath.Join(c.root, "trace")
 	os.MkdirAll(traceDir, 0o755)
 	c.mustRun("trace", "export", "--out", traceDir, "--data-dir", c.dataDir(survivor))
-	tr, err := sim.LoadTrace(traceDir)
+	tr, err := trace.Load(traceDir)
 	if err != nil || len(tr.Nodes) != 3 || len(tr.Bandwidth) == 0 {
-		b, _ := os.ReadFile(filepath.Join(traceDir, sim.TraceFileName))
+		b, _ := os.ReadFile(filepath.Join(traceDir, trace.FileName))
 		t.Fatalf("exported trace (%v): want 3 GPU nodes and bandwidth samples:\n%s", err, b)
 	}
 	if out := c.mustRun("sim", "--trace", traceDir, "--policies", "reclaimnet", "-q"); !strings.Contains(out, "ReclaimNet") {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/reclaimnet/reclaimnet/sim"
+	"github.com/reclaimnet/reclaimnet/trace"
 )
 
 func init() {
@@ -18,7 +19,7 @@ func init() {
 
 With no flags, generates the calibrated two-month 54-node campus trace
 (SPEC §0) and prints a table shaped like SPEC §5. -trace replays a trace in
-the documented format (sim/TRACE.md) instead; -import builds one from the
+the documented format (trace/README.md) instead; -import builds one from the
 public departure traces (microsoft99, bamboo-p3, bamboo-g4dn) with a
 -workload (generator, alibaba, philly); -gen-out writes the generated or
 imported trace so it can be inspected or replayed. -out receives results.json and SVG
@@ -102,7 +103,7 @@ func runSim(ctx context.Context, env *Env, args []string) error {
 	if *lossBudget > 0 {
 		cfg.LossBudgetMin, cfg.LossBudgetMax = *lossBudget, *lossBudget
 	}
-	var loaded *sim.Trace
+	var loaded *trace.Trace
 	if *importDeps != "" && *tracePath != "" {
 		return usagef("-import and -trace exclude each other")
 	}
@@ -115,19 +116,19 @@ func runSim(ctx context.Context, env *Env, args []string) error {
 		}
 		loaded = t
 		if *genOut != "" {
-			if err := sim.SaveTrace(*genOut, t); err != nil {
+			if err := trace.Save(*genOut, t); err != nil {
 				return err
 			}
 		}
 	}
 	if *tracePath != "" {
-		t, err := sim.LoadTrace(*tracePath)
+		t, err := trace.Load(*tracePath)
 		if err != nil {
 			return err
 		}
 		loaded = t
 	}
-	traceFor := func(seed uint64) (*sim.Trace, error) {
+	traceFor := func(seed uint64) (*trace.Trace, error) {
 		if loaded != nil {
 			return loaded, nil
 		}
@@ -138,7 +139,7 @@ func runSim(ctx context.Context, env *Env, args []string) error {
 			return nil, err
 		}
 		if *genOut != "" && seed == seeds[0] {
-			if err := sim.SaveTrace(*genOut, tr); err != nil {
+			if err := trace.Save(*genOut, tr); err != nil {
 				return nil, err
 			}
 		}
@@ -208,7 +209,7 @@ func runSim(ctx context.Context, env *Env, args []string) error {
 			events := 0.0
 			tr, _ := traceFor(seeds[0])
 			for _, d := range tr.Departures {
-				if d.Type == sim.Emergency && d.T >= cfg.DriftAt.Seconds() {
+				if d.Type == trace.Emergency && d.T >= cfg.DriftAt.Seconds() {
 					events++
 				}
 			}

@@ -8,7 +8,7 @@ import (
 	"strings"
 
 	"github.com/reclaimnet/reclaimnet/agent"
-	"github.com/reclaimnet/reclaimnet/sim"
+	"github.com/reclaimnet/reclaimnet/trace"
 )
 
 func init() {
@@ -18,7 +18,7 @@ func init() {
 		usage: `reclaimnet trace export [--out FILE] [--data-dir DIR]
 
 Writes the cluster's history, as the local agent knows it, in the
-simulator's trace format (sim/TRACE.md): the nodes with GPUs and their
+simulator's trace format (trace/README.md): the nodes with GPUs and their
 links, departures (scheduled with their notice, emergency), returns, the
 bandwidth samples this agent saw since it started, and the jobs. Replay it
 with 'reclaimnet sim --trace DIR' (the file is DIR/trace.jsonl).
@@ -50,7 +50,7 @@ func runTrace(ctx context.Context, env *Env, args []string) error {
 		return fmt.Errorf("the agent sent no trace (is it an older version?)")
 	}
 	// Check what is written with the simulator's own reader.
-	tr, err := sim.ReadTrace(strings.NewReader(resp.Trace), "trace.jsonl")
+	tr, err := trace.Read(strings.NewReader(resp.Trace), "trace.jsonl")
 	if err != nil {
 		return fmt.Errorf("the agent's trace does not read back: %w", err)
 	}
@@ -60,7 +60,7 @@ func runTrace(ctx context.Context, env *Env, args []string) error {
 	}
 	path := *out
 	if fi, err := os.Stat(path); err == nil && fi.IsDir() {
-		path = filepath.Join(path, sim.TraceFileName)
+		path = filepath.Join(path, trace.FileName)
 	}
 	if err := os.WriteFile(path+".tmp", []byte(resp.Trace), 0o644); err != nil {
 		return fmt.Errorf("write trace: %w", err)

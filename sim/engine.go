@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/reclaimnet/reclaimnet/policy"
+	"github.com/reclaimnet/reclaimnet/trace"
 )
 
 // StorageNode is the virtual checkpoint server of the Slurm baseline: it
@@ -109,7 +110,7 @@ type simFlow struct {
 }
 
 type simNode struct {
-	rec       NodeRec
+	rec       trace.NodeRec
 	id        policy.NodeID
 	up        bool
 	leaving   bool
@@ -121,7 +122,7 @@ type simNode struct {
 }
 
 type simJob struct {
-	rec       JobRec
+	rec       trace.JobRec
 	id        policy.JobID
 	state     policy.JobState
 	node      int // host or -1
@@ -215,7 +216,7 @@ func (h *eventHeap) Pop() any {
 
 // World is the simulated campus as a controller sees it (read-only).
 type World struct {
-	Trace   *Trace
+	Trace   *trace.Trace
 	Start   time.Time
 	now     float64
 	nodes   []*simNode
@@ -236,8 +237,8 @@ type World struct {
 	// bwByLink holds each link's samples in time order, built on first
 	// use (only the oracle reads the future; at 500 nodes building it for
 	// every policy cost 3 CPU-s and a copy of every sample).
-	bwByLink  [][]BandwidthRec
-	depByNode [][]DepartureRec
+	bwByLink  [][]trace.BandwidthRec
+	depByNode [][]trace.DepartureRec
 }
 
 // Engine replays one trace through one controller.
@@ -293,7 +294,7 @@ type HazardPoint struct {
 }
 
 // NewEngine prepares a run. The trace is not modified.
-func NewEngine(tr *Trace, ctrl Controller, opts Options) (*Engine, error) {
+func NewEngine(tr *trace.Trace, ctrl Controller, opts Options) (*Engine, error) {
 	if opts.ControlPeriod <= 0 {
 		opts.ControlPeriod = 10 * time.Minute
 	}
@@ -310,7 +311,7 @@ func NewEngine(tr *Trace, ctrl Controller, opts Options) (*Engine, error) {
 		}
 		w.nodes = append(w.nodes, sn)
 	}
-	addLink := func(l LinkRec) {
+	addLink := func(l trace.LinkRec) {
 		w.linkIdx[l.ID] = len(w.links)
 		c := l.CapacityMbs * 1e6 / 8
 		w.links = append(w.links, &simLink{id: l.ID, a: l.A, b: l.B, capacity: c, avail: c})
@@ -321,9 +322,9 @@ func NewEngine(tr *Trace, ctrl Controller, opts Options) (*Engine, error) {
 		addLink(l)
 	}
 	w.nodeIdx[StorageNode] = len(w.nodes)
-	w.nodes = append(w.nodes, &simNode{rec: NodeRec{ID: StorageNode, Building: "core", AccessLink: "acc-" + StorageNode}, id: StorageNode, up: true, storage: true})
-	addLink(LinkRec{ID: "acc-" + StorageNode, A: StorageNode, B: "core", CapacityMbs: 10000})
-	w.depByNode = make([][]DepartureRec, len(w.nodes))
+	w.nodes = append(w.nodes, &simNode{rec: trace.NodeRec{ID: StorageNode, Building: "core", AccessLink: "acc-" + StorageNode}, id: StorageNode, up: true, storage: true})
+	addLink(trace.LinkRec{ID: "acc-" + StorageNode, A: StorageNode, B: "core", CapacityMbs: 10000})
+	w.depByNode = make([][]trace.DepartureRec, len(w.nodes))
 	for _, d := range tr.Departures {
 		i := w.nodeIdx[policy.NodeID(d.Node)]
 		w.depByNode[i] = append(w.depByNode[i], d)
@@ -349,7 +350,7 @@ func NewEngine(tr *Trace, ctrl Controller, opts Options) (*Engine, error) {
 		j.speed = w.speed
 	}
 	for i, d := range tr.Departures {
-		if d.Type == Scheduled {
+		if d.Type == trace.Scheduled {
 			e.push(d.T-d.NoticeS, evAnnounce, i, 0)
 		}
 		e.push(d.T, evDepart, i, 0)
@@ -594,7 +595,7 @@ func (e *Engine) handle(ev event) {
 		}
 	case evDepart:
 		d := w.Trace.Departures[ev.i]
-		e.depart(w.nodeIdx[policy.NodeID(d.Node)], d.Type == Emergency)
+		e.depart(w.nodeIdx[policy.NodeID(d.Node)], d.Type == trace.Emergency)
 	case evReturn:
 		r := w.Trace.Returns[ev.i]
 		ni := w.nodeIdx[policy.NodeID(r.Node)]
@@ -1113,15 +1114,15 @@ func (j *simJob) refreshReplicas() {
 }
 
 // linkSamples returns link li's bandwidth samples in time order.
-func (w *World) linkSamples(li int) []BandwidthRec {
+func (w *World) linkSamples(li int) []trace.BandwidthRec {
 	if w.bwByLink == nil {
 		count := make([]int, len(w.links))
 		for _, b := range w.Trace.Bandwidth {
 			count[w.linkIdx[b.Link]]++
 		}
-		w.bwByLink = make([][]BandwidthRec, len(w.links))
+		w.bwByLink = make([][]trace.BandwidthRec, len(w.links))
 		for i, n := range count {
-			w.bwByLink[i] = make([]BandwidthRec, 0, n)
+			w.bwByLink[i] = make([]trace.BandwidthRec, 0, n)
 		}
 		for _, b := range w.Trace.Bandwidth {
 			i := w.linkIdx[b.Link]

@@ -7,6 +7,8 @@ import (
 	"sort"
 	"sync"
 	"time"
+
+	"github.com/reclaimnet/reclaimnet/trace"
 )
 
 // FrontierPoint is one setting on the work loss / checkpoint traffic
@@ -35,10 +37,10 @@ var (
 // its traffic, which the work-loss column does not charge; this is the
 // comparison at equal traffic, and an operator's view of what a tighter
 // loss budget costs the network.
-func Frontier(traceFor func(seed uint64) (*Trace, error), seeds []uint64, opts Options) ([]FrontierPoint, error) {
+func Frontier(traceFor func(seed uint64) (*trace.Trace, error), seeds []uint64, opts Options) ([]FrontierPoint, error) {
 	type run struct {
 		point int
-		tr    *Trace
+		tr    *trace.Trace
 		seed  uint64
 		key   string
 		tune  Tuning
@@ -91,9 +93,9 @@ func Frontier(traceFor func(seed uint64) (*Trace, error), seeds []uint64, opts O
 
 // withLossBudget returns a copy of tr in which every job's loss budget is
 // l (tr is not changed).
-func withLossBudget(tr *Trace, l time.Duration) *Trace {
+func withLossBudget(tr *trace.Trace, l time.Duration) *trace.Trace {
 	c := *tr
-	c.Jobs = append([]JobRec(nil), tr.Jobs...)
+	c.Jobs = append([]trace.JobRec(nil), tr.Jobs...)
 	for i := range c.Jobs {
 		c.Jobs[i].LossBudgetS = l.Seconds()
 	}

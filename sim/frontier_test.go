@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/reclaimnet/reclaimnet/trace"
 )
 
 // TestFrontier: on a ten-day calibrated trace the frontier's ReclaimNet
@@ -18,7 +20,7 @@ func TestFrontier(t *testing.T) {
 		t.Fatal(err)
 	}
 	budget := tr.Jobs[0].LossBudgetS
-	points, err := Frontier(func(uint64) (*Trace, error) { return tr, nil }, []uint64{1}, DefaultOptions())
+	points, err := Frontier(func(uint64) (*trace.Trace, error) { return tr, nil }, []uint64{1}, DefaultOptions())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,6 +6,8 @@ import (
 	"math/rand/v2"
 	"sort"
 	"time"
+
+	"github.com/reclaimnet/reclaimnet/trace"
 )
 
 // GenConfig calibrates the generator. DefaultGenConfig is SPEC §0 and the
@@ -156,14 +158,14 @@ var paperMix = []gpuKind{
 }
 
 // Generate builds a calibrated synthetic trace.
-func Generate(c GenConfig) (*Trace, error) {
+func Generate(c GenConfig) (*trace.Trace, error) {
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}
 	rng := rand.New(rand.NewPCG(c.Seed, 0x5eed))
 	dur := c.Duration.Seconds()
-	tr := &Trace{Header: Header{
-		Format: TraceFormat, Version: TraceVersion, Start: c.Start, DurationS: dur,
+	tr := &trace.Trace{Header: trace.Header{
+		Format: trace.Format, Version: trace.Version, Start: c.Start, DurationS: dur,
 		Name:   fmt.Sprintf("generated seed=%d nodes=%d", c.Seed, c.Nodes),
 		Source: "sim.Generate, calibrated to SPEC §0",
 	}}
@@ -188,18 +190,18 @@ func Generate(c GenConfig) (*Trace, error) {
 	rng.Shuffle(len(kinds), func(a, b int) { kinds[a], kinds[b] = kinds[b], kinds[a] })
 	for b := 0; b < c.Buildings; b++ {
 		bid := fmt.Sprintf("b%d", b+1)
-		tr.Links = append(tr.Links, LinkRec{ID: "up-" + bid, A: "sw-" + bid, B: "core", CapacityMbs: 1000})
+		tr.Links = append(tr.Links, trace.LinkRec{ID: "up-" + bid, A: "sw-" + bid, B: "core", CapacityMbs: 1000})
 	}
 	for i, k := range kinds {
 		id := fmt.Sprintf("n%03d", i+1)
 		bid := fmt.Sprintf("b%d", i%c.Buildings+1)
-		tr.Nodes = append(tr.Nodes, NodeRec{ID: id, Building: bid, GPUModel: k.model, GPUs: k.gpus,
+		tr.Nodes = append(tr.Nodes, trace.NodeRec{ID: id, Building: bid, GPUModel: k.model, GPUs: k.gpus,
 			VRAMGB: k.vramGB, Capability: k.capability, AccessLink: "acc-" + id})
 	}
-	// Links must come after nodes in the file; WriteTrace writes nodes
+	// Links must come after nodes in the file; trace.Write writes nodes
 	// first, so order inside the slice is free.
 	for _, n := range tr.Nodes {
-		tr.Links = append(tr.Links, LinkRec{ID: n.AccessLink, A: n.ID, B: "sw-" + n.Building, CapacityMbs: 1000})
+		tr.Links = append(tr.Links, trace.LinkRec{ID: n.AccessLink, A: n.ID, B: "sw-" + n.Building, CapacityMbs: 1000})
 	}
 	genDepartures(c, rng, tr)
 	genBandwidth(c, rng, tr)
@@ -217,7 +219,7 @@ func scheduledShape(tod time.Duration) float64 {
 	return 1
 }
 
-func genDepartures(c GenConfig, rng *rand.Rand, tr *Trace) {
+func genDepartures(c GenConfig, rng *rand.Rand, tr *trace.Trace) {
 	dur := c.Duration.Seconds()
 	perNode := c.Departures / float64(c.Nodes) / dur
 	away := math.Min(perNode*c.MeanAbsence.Seconds(), 0.5)
@@ -243,9 +245,9 @@ func genDepartures(c GenConfig, rng *rand.Rand, tr *Trace) {
 			if u >= em+sc {
 				continue
 			}
-			d := DepartureRec{T: t, Node: n.ID, Type: Emergency}
+			d := trace.DepartureRec{T: t, Node: n.ID, Type: trace.Emergency}
 			if u >= em {
-				d.Type = Scheduled
+				d.Type = trace.Scheduled
 				// Notice: log-normal, median 2 min, clipped to [10 s, 1 h].
 				d.NoticeS = math.Round(math.Min(3600, math.Max(10, 120*math.Exp(1.0*rng.NormFloat64()))))
 				if d.NoticeS > t {
@@ -256,7 +258,7 @@ func genDepartures(c GenConfig, rng *rand.Rand, tr *Trace) {
 			// Away for an exponential time, at least 10 min.
 			back := t + math.Max(600, rng.ExpFloat64()*c.MeanAbsence.Seconds())
 			if back < dur {
-				tr.Returns = append(tr.Returns, ReturnRec{T: back, Node: n.ID})
+				tr.Returns = append(tr.Returns, trace.ReturnRec{T: back, Node: n.ID})
 			}
 			t = back
 		}
@@ -265,12 +267,12 @@ func genDepartures(c GenConfig, rng *rand.Rand, tr *Trace) {
 	sort.SliceStable(tr.Returns, func(a, b int) bool { return tr.Returns[a].T < tr.Returns[b].T })
 }
 
-func genBandwidth(c GenConfig, rng *rand.Rand, tr *Trace) {
+func genBandwidth(c GenConfig, rng *rand.Rand, tr *trace.Trace) {
 	dur := c.Duration.Seconds()
 	step := c.SampleEvery.Seconds()
 	mean := meanShape(c.PeakRatio)
 	if n := int(math.Ceil(dur/step)) * len(tr.Links); n > 0 {
-		tr.Bandwidth = append(make([]BandwidthRec, 0, len(tr.Bandwidth)+n), tr.Bandwidth...)
+		tr.Bandwidth = append(make([]trace.BandwidthRec, 0, len(tr.Bandwidth)+n), tr.Bandwidth...)
 	}
 	for t := 0.0; t < dur; t += step {
 		off := time.Duration(t * float64(time.Second))
@@ -285,12 +287,12 @@ func genBandwidth(c GenConfig, rng *rand.Rand, tr *Trace) {
 			f := 1 - c.HazardBandwidthCoupling*0.25*z + 0.3*rng.NormFloat64()
 			f = math.Max(1-c.Fluctuation, math.Min(1+c.Fluctuation, f))
 			v := math.Min(l.CapacityMbs, m*f)
-			tr.Bandwidth = append(tr.Bandwidth, BandwidthRec{T: t, Link: l.ID, AvailableMbs: math.Round(v*10) / 10})
+			tr.Bandwidth = append(tr.Bandwidth, trace.BandwidthRec{T: t, Link: l.ID, AvailableMbs: math.Round(v*10) / 10})
 		}
 	}
 }
 
-func genJobs(c GenConfig, rng *rand.Rand, tr *Trace, kinds []gpuKind) {
+func genJobs(c GenConfig, rng *rand.Rand, tr *trace.Trace, kinds []gpuKind) {
 	if c.Jobs <= 0 {
 		return
 	}
@@ -299,7 +301,7 @@ func genJobs(c GenConfig, rng *rand.Rand, tr *Trace, kinds []gpuKind) {
 	for _, k := range kinds {
 		maxGPUs = max(maxGPUs, k.gpus)
 	}
-	jobs := make([]JobRec, c.Jobs)
+	jobs := make([]trace.JobRec, c.Jobs)
 	sumWork := 0.0
 	for i := range jobs {
 		g := 1
@@ -318,7 +320,7 @@ func genJobs(c GenConfig, rng *rand.Rand, tr *Trace, kinds []gpuKind) {
 		}
 		work := math.Exp(math.Log(8) + 0.9*rng.NormFloat64()) // hours at full speed, scaled below
 		ck := math.Min(48000, math.Max(120, 3200*math.Exp(1.1*rng.NormFloat64())))
-		jobs[i] = JobRec{
+		jobs[i] = trace.JobRec{
 			T:  rng.Float64() * dur * 0.92,
 			ID: fmt.Sprintf("j%04d", i+1), GPUs: g, VRAMGB: vram, Capability: 7.0,
 			WorkGPUh:     work * float64(g),

@@ -13,6 +13,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/reclaimnet/reclaimnet/trace"
 )
 
 // Departure sources and workload sources the importers know. Paths are
@@ -72,25 +74,25 @@ func readIntervals(path string) ([]interval, error) {
 			break
 		}
 		if err != nil {
-			return nil, &ParseError{File: path, Line: line, Err: err}
+			return nil, &trace.ParseError{File: path, Line: line, Err: err}
 		}
 		if line == 1 {
 			if len(rec) < 5 || rec[0] != "unit" || rec[2] != "start_s" {
-				return nil, &ParseError{File: path, Line: line, Err: fmt.Errorf("header %q, want unit,state,start_s,end_s,end_kind", rec)}
+				return nil, &trace.ParseError{File: path, Line: line, Err: fmt.Errorf("header %q, want unit,state,start_s,end_s,end_kind", rec)}
 			}
 			continue
 		}
 		if len(rec) < 5 {
-			return nil, &ParseError{File: path, Line: line, Err: fmt.Errorf("%d columns, want 5", len(rec))}
+			return nil, &trace.ParseError{File: path, Line: line, Err: fmt.Errorf("%d columns, want 5", len(rec))}
 		}
 		s, err1 := strconv.ParseFloat(strings.TrimSpace(rec[2]), 64)
 		e, err2 := strconv.ParseFloat(strings.TrimSpace(rec[3]), 64)
 		if err1 != nil || err2 != nil || e < s {
-			return nil, &ParseError{File: path, Line: line, Err: fmt.Errorf("bad interval %q..%q", rec[2], rec[3])}
+			return nil, &trace.ParseError{File: path, Line: line, Err: fmt.Errorf("bad interval %q..%q", rec[2], rec[3])}
 		}
 		state := strings.TrimSpace(rec[1])
 		if state != "up" && state != "down" {
-			return nil, &ParseError{File: path, Line: line, Err: fmt.Errorf("state %q, want up or down", state)}
+			return nil, &trace.ParseError{File: path, Line: line, Err: fmt.Errorf("state %q, want up or down", state)}
 		}
 		out = append(out, interval{unit: rec[0], up: state == "up", start: s, end: e, transition: strings.TrimSpace(rec[4]) == "transition"})
 	}
@@ -98,7 +100,7 @@ func readIntervals(path string) ([]interval, error) {
 }
 
 // Import builds a trace from a public departure trace and a workload.
-func Import(c ImportConfig) (*Trace, error) {
+func Import(c ImportConfig) (*trace.Trace, error) {
 	var ivs []interval
 	var err error
 	var name string
@@ -174,14 +176,14 @@ func Import(c ImportConfig) (*Trace, error) {
 			}
 			if iv.start > 0 {
 				t := math.Max(shift(iv.start), last+60)
-				tr.Returns = append(tr.Returns, ReturnRec{T: t, Node: node})
+				tr.Returns = append(tr.Returns, trace.ReturnRec{T: t, Node: node})
 				last = t
 			}
 			if iv.transition && iv.end < dur {
 				t := math.Max(shift(iv.end), last+60)
-				d := DepartureRec{T: t, Node: node, Type: Emergency}
+				d := trace.DepartureRec{T: t, Node: node, Type: trace.Emergency}
 				if c.Departures == DeparturesMicrosoft && rng.Float64() < c.ScheduledFraction {
-					d.Type = Scheduled
+					d.Type = trace.Scheduled
 					d.NoticeS = math.Round(math.Min(3600, math.Max(10, 120*math.Exp(rng.NormFloat64()))))
 					// The notice cannot start before the node came up.
 					d.NoticeS = math.Max(1, math.Min(d.NoticeS, math.Floor(t-math.Max(0, last))))
@@ -215,7 +217,7 @@ func Import(c ImportConfig) (*Trace, error) {
 	return tr, nil
 }
 
-func nodeKinds(tr *Trace) []gpuKind {
+func nodeKinds(tr *trace.Trace) []gpuKind {
 	out := make([]gpuKind, len(tr.Nodes))
 	for i, n := range tr.Nodes {
 		out[i] = gpuKind{model: n.GPUModel, gpus: n.GPUs, vramGB: n.VRAMGB, capability: n.Capability}
@@ -226,7 +228,7 @@ func nodeKinds(tr *Trace) []gpuKind {
 // jobShape draws the parts of a job the workload traces do not have:
 // checkpoint size (log-normal, median 3.2 GB, 120 MB..48 GB), restart time
 // and loss budget, as the generator does.
-func jobShape(rng *rand.Rand, j *JobRec) {
+func jobShape(rng *rand.Rand, j *trace.JobRec) {
 	j.CheckpointMB = math.Round(math.Min(48000, math.Max(120, 3200*math.Exp(1.1*rng.NormFloat64()))))
 	j.RestartS = math.Round(30 + 90*rng.Float64())
 	j.LossBudgetS = math.Round(900 + 2700*rng.Float64())
@@ -243,7 +245,7 @@ func jobShape(rng *rand.Rand, j *JobRec) {
 // the largest node; runtime is deletion − scheduled, capped at the trace
 // length; submit times keep the pods' order, rescaled into the first 92 %
 // of the trace.
-func alibabaJobs(c ImportConfig, rng *rand.Rand, tr *Trace, n int) error {
+func alibabaJobs(c ImportConfig, rng *rand.Rand, tr *trace.Trace, n int) error {
 	path := filepath.Join(c.TracesDir, "alibaba_gpu_v2023", "openb_pod_list_default.csv")
 	f, err := os.Open(path)
 	if err != nil {
@@ -263,7 +265,7 @@ func alibabaJobs(c ImportConfig, rng *rand.Rand, tr *Trace, n int) error {
 			break
 		}
 		if err != nil {
-			return &ParseError{File: path, Line: line, Err: err}
+			return &trace.ParseError{File: path, Line: line, Err: err}
 		}
 		if line == 1 {
 			for i, h := range rec {
@@ -271,7 +273,7 @@ func alibabaJobs(c ImportConfig, rng *rand.Rand, tr *Trace, n int) error {
 			}
 			for _, need := range []string{"num_gpu", "creation_time", "deletion_time", "scheduled_time"} {
 				if _, ok := col[need]; !ok {
-					return &ParseError{File: path, Line: 1, Err: fmt.Errorf("missing column %q", need)}
+					return &trace.ParseError{File: path, Line: 1, Err: fmt.Errorf("missing column %q", need)}
 				}
 			}
 			continue
@@ -282,7 +284,7 @@ func alibabaJobs(c ImportConfig, rng *rand.Rand, tr *Trace, n int) error {
 		num := func(name string) (float64, error) {
 			v, err := strconv.ParseFloat(strings.TrimSpace(rec[col[name]]), 64)
 			if err != nil {
-				return 0, &ParseError{File: path, Line: line, Err: fmt.Errorf("column %s: %w", name, err)}
+				return 0, &trace.ParseError{File: path, Line: line, Err: fmt.Errorf("column %s: %w", name, err)}
 			}
 			return v, nil
 		}
@@ -322,7 +324,7 @@ func alibabaJobs(c ImportConfig, rng *rand.Rand, tr *Trace, n int) error {
 		if hi > lo {
 			t = (p.created - lo) / (hi - lo) * dur * 0.92
 		}
-		j := JobRec{T: math.Round(t), ID: fmt.Sprintf("a%04d", i+1), GPUs: p.gpus}
+		j := trace.JobRec{T: math.Round(t), ID: fmt.Sprintf("a%04d", i+1), GPUs: p.gpus}
 		run := math.Max(600, math.Min(p.runtime, dur))
 		j.WorkGPUh = math.Round(run/3600*float64(p.gpus)*1000) / 1000
 		jobShape(rng, &j)
@@ -334,7 +336,7 @@ func alibabaJobs(c ImportConfig, rng *rand.Rand, tr *Trace, n int) error {
 // phillyJobs draws job runtimes from the Philly runtime list (runtimes of
 // at least 10 min, capped at the trace length); the list has nothing else,
 // so GPUs, submit times and checkpoints follow the generator.
-func phillyJobs(c ImportConfig, rng *rand.Rand, tr *Trace, n int) error {
+func phillyJobs(c ImportConfig, rng *rand.Rand, tr *trace.Trace, n int) error {
 	path := filepath.Join(c.TracesDir, "philly_runtime", "philly_runtime.csv")
 	b, err := os.ReadFile(path)
 	if err != nil {
@@ -345,7 +347,7 @@ func phillyJobs(c ImportConfig, rng *rand.Rand, tr *Trace, n int) error {
 		l = strings.TrimSpace(l)
 		if i == 0 {
 			if l != "runtime" {
-				return &ParseError{File: path, Line: 1, Err: fmt.Errorf("header %q, want runtime", l)}
+				return &trace.ParseError{File: path, Line: 1, Err: fmt.Errorf("header %q, want runtime", l)}
 			}
 			continue
 		}
@@ -354,7 +356,7 @@ func phillyJobs(c ImportConfig, rng *rand.Rand, tr *Trace, n int) error {
 		}
 		v, err := strconv.ParseFloat(l, 64)
 		if err != nil {
-			return &ParseError{File: path, Line: i + 1, Err: err}
+			return &trace.ParseError{File: path, Line: i + 1, Err: err}
 		}
 		if v >= 600 {
 			runtimes = append(runtimes, v)
@@ -373,7 +375,7 @@ func phillyJobs(c ImportConfig, rng *rand.Rand, tr *Trace, n int) error {
 			g = 2
 		}
 		run := math.Min(runtimes[rng.IntN(len(runtimes))], dur)
-		j := JobRec{T: math.Round(rng.Float64() * dur * 0.92), GPUs: g, WorkGPUh: math.Round(run/3600*float64(g)*1000) / 1000}
+		j := trace.JobRec{T: math.Round(rng.Float64() * dur * 0.92), GPUs: g, WorkGPUh: math.Round(run/3600*float64(g)*1000) / 1000}
 		jobShape(rng, &j)
 		tr.Jobs = append(tr.Jobs, j)
 	}

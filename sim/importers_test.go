@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/reclaimnet/reclaimnet/trace"
 )
 
 // sharedTraces finds ../shared/traces beside the repository root (the
@@ -51,7 +53,7 @@ func TestImportMicrosoftDesktops(t *testing.T) {
 	}
 	em := 0
 	for _, d := range tr.Departures {
-		if d.Type == Emergency {
+		if d.Type == trace.Emergency {
 			em++
 		}
 	}
@@ -68,10 +70,10 @@ func TestImportMicrosoftDesktops(t *testing.T) {
 	}
 	// The imported trace is valid in the documented format.
 	dir := t.TempDir()
-	if err := SaveTrace(dir, tr); err != nil {
+	if err := trace.Save(dir, tr); err != nil {
 		t.Fatal(err)
 	}
-	back, err := LoadTrace(dir)
+	back, err := trace.Load(dir)
 	if err != nil {
 		t.Fatalf("imported trace does not parse back: %v", err)
 	}
@@ -103,7 +105,7 @@ func TestImportBambooSpot(t *testing.T) {
 				t.Fatalf("nodes: got %d, want %d instances", len(tr.Nodes), tc.nodes)
 			}
 			for _, d := range tr.Departures {
-				if d.Type != Emergency {
+				if d.Type != trace.Emergency {
 					t.Fatalf("spot preemption imported as %s, want emergency", d.Type)
 				}
 			}
@@ -119,7 +121,7 @@ func TestImportBambooSpot(t *testing.T) {
 			if absent == 0 {
 				t.Fatal("no instance joins late; the spot traces add instances over time")
 			}
-			if _, err := ReadTrace(strings.NewReader(mustWrite(t, tr)), "imported"); err != nil {
+			if _, err := trace.Read(strings.NewReader(mustWrite(t, tr)), "imported"); err != nil {
 				t.Fatalf("imported trace invalid: %v", err)
 			}
 		})
@@ -160,16 +162,16 @@ func TestImportErrorsNameFileAndLine(t *testing.T) {
 	c := DefaultImportConfig(dir)
 	c.Departures = DeparturesBambooP3
 	_, err := Import(c)
-	var pe *ParseError
+	var pe *trace.ParseError
 	if !errors.As(err, &pe) || pe.Line != 3 || !strings.Contains(err.Error(), "p3-trace_intervals.csv:3:") {
 		t.Fatalf("got %v, want an error at p3-trace_intervals.csv:3", err)
 	}
 }
 
-func mustWrite(t *testing.T, tr *Trace) string {
+func mustWrite(t *testing.T, tr *trace.Trace) string {
 	t.Helper()
 	var b strings.Builder
-	if err := WriteTrace(&b, tr); err != nil {
+	if err := trace.Write(&b, tr); err != nil {
 		t.Fatal(err)
 	}
 	return b.String()

@@ -19,7 +19,7 @@ import "math"
 //     research demand, and research kept only what was left.)
 // Research degradation is the research demand not delivered, over the time
 // a link carries migration traffic.
-// Links are full duplex (TRACE.md: capacity_mbps is per direction, and the
+// Links are full duplex (trace/README.md: capacity_mbps is per direction, and the
 // policy budgets each direction): each direction has the link's capacity
 // and the research demand capacity − available, and flows only share the
 // direction they travel in.

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/reclaimnet/reclaimnet/policy"
+	"github.com/reclaimnet/reclaimnet/trace"
 )
 
 // unratedRestore is a test controller with enforcement on that
@@ -59,7 +60,7 @@ func TestEnforcedTransferWithoutRateIsPaced(t *testing.T) {
 	}
 }
 
-// TestLinksAreFullDuplex: a link's capacity is per direction (TRACE.md),
+// TestLinksAreFullDuplex: a link's capacity is per direction (trace/README.md),
 // as the policy budgets it: two transfers in opposite directions over the
 // same links each get their assigned rate, while two in the same
 // direction share it.
@@ -115,9 +116,9 @@ func TestPacedFlowsYieldToResearch(t *testing.T) {
 
 // parseTrace reads a trace written out in a test, failing the test on
 // any error.
-func parseTrace(t *testing.T, text, name string) *Trace {
+func parseTrace(t *testing.T, text, name string) *trace.Trace {
 	t.Helper()
-	tr, err := ReadTrace(strings.NewReader(text), name)
+	tr, err := trace.Read(strings.NewReader(text), name)
 	if err != nil {
 		t.Fatal(err)
 	}

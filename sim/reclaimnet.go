@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/reclaimnet/reclaimnet/policy"
+	"github.com/reclaimnet/reclaimnet/trace"
 )
 
 // TickController drives ReclaimNet, or one of its ablations, through
@@ -225,17 +226,17 @@ func (c *TickController) PredictedGap() float64 { return policy.AdaptivityGap(c.
 // emergency departures per node-second and B̄ the mean of the same-building
 // and cross-building path bandwidths (the paper's 0.530 Gbit/s is the mean
 // of 820 and 240).
-func StaticInterval(tr *Trace) time.Duration {
+func StaticInterval(tr *trace.Trace) time.Duration {
 	lam, same, cross := traceMeans(tr)
 	return policy.OptimalInterval(medianCheckpoint(tr), lam, (same+cross)/2)
 }
 
 // traceMeans returns the emergency hazard per node-second and the mean
 // available bandwidth of access and uplink links (bytes/s).
-func traceMeans(tr *Trace) (lam, same, cross float64) {
+func traceMeans(tr *trace.Trace) (lam, same, cross float64) {
 	em := 0
 	for _, d := range tr.Departures {
-		if d.Type == Emergency {
+		if d.Type == trace.Emergency {
 			em++
 		}
 	}
@@ -267,7 +268,7 @@ func traceMeans(tr *Trace) (lam, same, cross float64) {
 	return lam, same, cross
 }
 
-func medianCheckpoint(tr *Trace) int64 {
+func medianCheckpoint(tr *trace.Trace) int64 {
 	if len(tr.Jobs) == 0 {
 		return 3_200_000_000
 	}
@@ -287,10 +288,10 @@ func medianCheckpoint(tr *Trace) int64 {
 // box to it as P1 would (floor C/(β·b) on the allocated b, ceiling
 // 2·Lmax): B7 keeps P1's constraints and allocator, only the optimum is
 // state-independent.
-func TimeVaryingInterval(tr *Trace) func(policy.Job, time.Time) time.Duration {
+func TimeVaryingInterval(tr *trace.Trace) func(policy.Job, time.Time) time.Duration {
 	var events, exposure [24]float64
 	for _, d := range tr.Departures {
-		if d.Type == Emergency {
+		if d.Type == trace.Emergency {
 			events[int(timeOfDay(tr.Header.Start.Add(secs(d.T))).Hours())]++
 		}
 	}

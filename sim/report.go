@@ -10,6 +10,8 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+
+	"github.com/reclaimnet/reclaimnet/trace"
 )
 
 // Row is one policy averaged over seeds.
@@ -239,7 +241,7 @@ func (rep *Report) Save(dir string, trueHazard func(t float64) float64) error {
 	}{
 		{"work_loss.svg", "Cumulative work loss (first seed)", "day", "GPU-h", loss},
 		{"downtime_cdf.svg", "Downtime CDF (first seed)", "downtime s", "fraction", cdf},
-		{"hazard.svg", "Emergency hazard per node: estimated vs true", "day", "1/h", hazard},
+		{"hazard.svg", "trace.Emergency hazard per node: estimated vs true", "day", "1/h", hazard},
 	}
 	for _, p := range plots {
 		if len(p.s) == 0 {
@@ -315,10 +317,10 @@ func esc(s string) string {
 // the trace of a seed (generated, or the same loaded trace for all seeds).
 // Runs are independent and go in parallel on GOMAXPROCS workers; results
 // do not depend on the order they finish in.
-func RunSuite(keys []string, seeds []uint64, traceFor func(seed uint64) (*Trace, error), opts Options, tune Tuning,
+func RunSuite(keys []string, seeds []uint64, traceFor func(seed uint64) (*trace.Trace, error), opts Options, tune Tuning,
 	progress func(key string, seed uint64)) (*Report, error) {
 	rep := &Report{Seeds: seeds}
-	traces := make([]*Trace, len(seeds))
+	traces := make([]*trace.Trace, len(seeds))
 	for i, seed := range seeds {
 		tr, err := traceFor(seed)
 		if err != nil {

@@ -3,9 +3,7 @@ package sim
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"flag"
-	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -13,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/reclaimnet/reclaimnet/trace"
 )
 
 var rewrite = flag.Bool("rewrite", false, "rewrite the golden transcripts in testdata")
@@ -30,45 +30,6 @@ func shortConfig(seed uint64) GenConfig {
 	return c
 }
 
-func TestParseErrorsNameFileAndLine(t *testing.T) {
-	header := `{"kind":"header","format":"reclaimnet-trace","version":1,"start":"2026-01-05T00:00:00Z","duration_s":100}`
-	node := `{"kind":"node","id":"a","building":"b1","gpu_model":"X","gpus":1,"vram_gb":24,"capability":8,"access_link":"acc-a"}`
-	link := `{"kind":"link","id":"acc-a","a":"a","b":"sw-b1","capacity_mbps":1000}`
-	cases := []struct {
-		name  string
-		lines []string
-		line  int
-		want  string
-	}{
-		{"no header", []string{node}, 1, `want a "header" record`},
-		{"bad version", []string{strings.Replace(header, `"version":1`, `"version":9`, 1)}, 1, "version 9 not supported"},
-		{"unknown node", []string{header, node, link, `{"kind":"departure","t":5,"node":"zz","type":"emergency","notice_s":0}`}, 4, `unknown node "zz"`},
-		{"out of order", []string{header, node, link, `{"kind":"return","t":50,"node":"a"}`, `{"kind":"return","t":10,"node":"a"}`}, 5, "before the previous event"},
-		{"missing column", []string{header, `{"kind":"node","id":"a","building":"b1","vram_gb":24,"access_link":"acc-a"}`}, 2, "gpus must be positive"},
-		{"unknown column", []string{header, `{"kind":"return","t":1,"node":"a","colour":"red"}`}, 2, `unknown field "colour"`},
-		{"not json", []string{header, `t=1 node=a`}, 2, "not a JSON object"},
-		{"unknown link", []string{header, node, link, `{"kind":"bandwidth","t":1,"link":"up-x","available_mbps":5}`}, 4, `unknown link "up-x"`},
-		{"scheduled without notice", []string{header, node, link, `{"kind":"departure","t":5,"node":"a","type":"scheduled","notice_s":0}`}, 4, "needs notice_s"},
-		{"undeclared access link", []string{header, node}, 2, `access link "acc-a" is not declared`},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			_, err := ReadTrace(strings.NewReader(strings.Join(tc.lines, "\n")+"\n"), "bad.jsonl")
-			if err == nil {
-				t.Fatalf("got no error, want one at bad.jsonl:%d", tc.line)
-			}
-			var pe *ParseError
-			if !errors.As(err, &pe) {
-				t.Fatalf("got %T %v, want *ParseError", err, err)
-			}
-			prefix := fmt.Sprintf("bad.jsonl:%d:", tc.line)
-			if !strings.HasPrefix(err.Error(), prefix) || !strings.Contains(err.Error(), tc.want) {
-				t.Fatalf("got %q, want prefix %q containing %q", err, prefix, tc.want)
-			}
-		})
-	}
-}
-
 func TestTraceRoundTrip(t *testing.T) {
 	c := shortConfig(3)
 	c.Duration = 2 * 24 * time.Hour
@@ -77,10 +38,10 @@ func TestTraceRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	if err := SaveTrace(dir, tr); err != nil {
+	if err := trace.Save(dir, tr); err != nil {
 		t.Fatal(err)
 	}
-	back, err := LoadTrace(dir)
+	back, err := trace.Load(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,7 +49,7 @@ func TestTraceRoundTrip(t *testing.T) {
 	b, _ := json.Marshal(back)
 	// Kinds are filled on write; compare after normalising them.
 	norm := func(x []byte) string {
-		var v Trace
+		var v trace.Trace
 		_ = json.Unmarshal(x, &v)
 		v.Header.Kind = ""
 		for i := range v.Nodes {
@@ -135,7 +96,7 @@ func TestGeneratorCalibration(t *testing.T) {
 	}
 	em, peak, off := 0, 0, 0
 	for _, d := range tr.Departures {
-		if d.Type == Emergency {
+		if d.Type == trace.Emergency {
 			em++
 			h := timeOfDay(tr.Header.Start.Add(secs(d.T))).Hours()
 			switch {
@@ -221,7 +182,7 @@ func corr(x, y []float64) float64 {
 func TestSameSeedSameOutput(t *testing.T) {
 	keys := []string{"b1p", "b1", "b6", "reclaimnet"}
 	run := func() string {
-		rep, err := RunSuite(keys, []uint64{7}, func(seed uint64) (*Trace, error) {
+		rep, err := RunSuite(keys, []uint64{7}, func(seed uint64) (*trace.Trace, error) {
 			c := shortConfig(seed)
 			c.Duration = 3 * 24 * time.Hour
 			return Generate(c)
@@ -380,11 +341,11 @@ func TestGoldenTranscripts(t *testing.T) {
 	keys := []string{"b1p", "b2", "b1", "b6", "reclaimnet"}
 	for _, f := range files {
 		t.Run(filepath.Base(f), func(t *testing.T) {
-			tr, err := LoadTrace(f)
+			tr, err := trace.Load(f)
 			if err != nil {
 				t.Fatal(err)
 			}
-			rep, err := RunSuite(keys, []uint64{1}, func(uint64) (*Trace, error) { return tr, nil }, DefaultOptions(), Tuning{}, nil)
+			rep, err := RunSuite(keys, []uint64{1}, func(uint64) (*trace.Trace, error) { return tr, nil }, DefaultOptions(), Tuning{}, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -424,7 +385,7 @@ func TestGoldenTranscripts(t *testing.T) {
 // the host dies at 3000 s, so the job loses the work since its last
 // committed checkpoint.
 func TestEmergencyLossIsSinceLastCheckpoint(t *testing.T) {
-	tr, err := LoadTrace("testdata/two_nodes.jsonl")
+	tr, err := trace.Load("testdata/two_nodes.jsonl")
 	if err != nil {
 		t.Fatal(err)
 	}

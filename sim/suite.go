@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/reclaimnet/reclaimnet/policy"
+	"github.com/reclaimnet/reclaimnet/trace"
 )
 
 // PolicyKeys lists the policies of the SPEC §5 table in its order.
@@ -50,7 +51,7 @@ func (t Tuning) apply(p policy.Params) policy.Params {
 }
 
 // NewController returns the controller for a policy key.
-func NewController(key string, tr *Trace, opts Options, seed uint64, tune Tuning) (Controller, error) {
+func NewController(key string, tr *trace.Trace, opts Options, seed uint64, tune Tuning) (Controller, error) {
 	params := tune.apply(policy.DefaultParams())
 	params.Seed = seed
 	switches := func(s string) policy.Switches {
@@ -98,7 +99,7 @@ func NewController(key string, tr *Trace, opts Options, seed uint64, tune Tuning
 }
 
 // RunPolicy replays tr through one policy.
-func RunPolicy(tr *Trace, key string, opts Options, seed uint64, tune Tuning) (Result, error) {
+func RunPolicy(tr *trace.Trace, key string, opts Options, seed uint64, tune Tuning) (Result, error) {
 	if key == "b3" {
 		return runStatic(tr, opts, seed, tune)
 	}
@@ -112,7 +113,7 @@ func RunPolicy(tr *Trace, key string, opts Options, seed uint64, tune Tuning) (R
 	return runController(tr, ctrl, opts, seed)
 }
 
-func runController(tr *Trace, ctrl Controller, opts Options, seed uint64) (Result, error) {
+func runController(tr *trace.Trace, ctrl Controller, opts Options, seed uint64) (Result, error) {
 	start := time.Now()
 	e, err := NewEngine(tr, ctrl, opts)
 	if err != nil {
@@ -138,7 +139,7 @@ func runController(tr *Trace, ctrl Controller, opts Options, seed uint64) (Resul
 // runStatic is B3: the Appendix C interval from the trace's own means,
 // then the paper's grid search over {0.5, 1, 1.5}·Δ on the same trace
 // (hindsight the paper grants this baseline); the best run is reported.
-func runStatic(tr *Trace, opts Options, seed uint64, tune Tuning) (Result, error) {
+func runStatic(tr *trace.Trace, opts Options, seed uint64, tune Tuning) (Result, error) {
 	base := StaticInterval(tr)
 	factors := []float64{0.5, 1, 1.5}
 	results := make([]Result, len(factors))

@@ -6,6 +6,8 @@ import (
 	"math"
 	"sync"
 	"time"
+
+	"github.com/reclaimnet/reclaimnet/trace"
 )
 
 // SweepPoint is ReclaimNet with one parameter changed.
@@ -20,7 +22,7 @@ type SweepPoint struct {
 
 // Sweep runs the paper's sensitivity grid one parameter at a time:
 // β_p1 ∈ {0.1, 0.2, 0.3}, α ∈ {0.5, 1, 2}, β_p3 ∈ {0.2, 0.3, 0.4}.
-func Sweep(tr *Trace, opts Options, seed uint64) ([]SweepPoint, error) {
+func Sweep(tr *trace.Trace, opts Options, seed uint64) ([]SweepPoint, error) {
 	grid := []struct {
 		param string
 		vals  []float64

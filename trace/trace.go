@@ -1,4 +1,4 @@
-package sim
+package trace
 
 import (
 	"bufio"
@@ -13,13 +13,13 @@ import (
 	"time"
 )
 
-// TraceFormat and TraceVersion identify the trace format (see TRACE.md in
+// Format and Version identify the trace format (see README.md in
 // this folder). A reader refuses any other format name or a newer version.
 const (
-	TraceFormat  = "reclaimnet-trace"
-	TraceVersion = 1
-	// TraceFileName is the file a trace directory holds.
-	TraceFileName = "trace.jsonl"
+	Format  = "reclaimnet-trace"
+	Version = 1
+	// FileName is the file a trace directory holds.
+	FileName = "trace.jsonl"
 )
 
 // Record kinds, the "kind" field of every line.
@@ -141,22 +141,22 @@ type ParseError struct {
 func (e *ParseError) Error() string { return fmt.Sprintf("%s:%d: %v", e.File, e.Line, e.Err) }
 func (e *ParseError) Unwrap() error { return e.Err }
 
-// LoadTrace reads a trace from a file, or from TraceFileName inside a
+// Load reads a trace from a file, or from FileName inside a
 // directory.
-func LoadTrace(path string) (*Trace, error) {
+func Load(path string) (*Trace, error) {
 	if fi, err := os.Stat(path); err == nil && fi.IsDir() {
-		path = filepath.Join(path, TraceFileName)
+		path = filepath.Join(path, FileName)
 	}
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("open trace: %w", err)
 	}
 	defer f.Close()
-	return ReadTrace(f, path)
+	return Read(f, path)
 }
 
-// ReadTrace parses a trace; name is used in error messages.
-func ReadTrace(r io.Reader, name string) (*Trace, error) {
+// Read parses a trace; name is used in error messages.
+func Read(r io.Reader, name string) (*Trace, error) {
 	tr := &Trace{}
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
@@ -217,11 +217,11 @@ func ReadTrace(r io.Reader, name string) (*Trace, error) {
 			if err := dec(&tr.Header); err != nil {
 				return nil, err
 			}
-			if tr.Header.Format != TraceFormat {
-				return nil, fail("format %q, want %q", tr.Header.Format, TraceFormat)
+			if tr.Header.Format != Format {
+				return nil, fail("format %q, want %q", tr.Header.Format, Format)
 			}
-			if tr.Header.Version < 1 || tr.Header.Version > TraceVersion {
-				return nil, fail("version %d not supported (this reader knows 1..%d)", tr.Header.Version, TraceVersion)
+			if tr.Header.Version < 1 || tr.Header.Version > Version {
+				return nil, fail("version %d not supported (this reader knows 1..%d)", tr.Header.Version, Version)
 			}
 			if tr.Header.DurationS <= 0 {
 				return nil, fail("duration_s must be positive")
@@ -354,16 +354,16 @@ func ReadTrace(r io.Reader, name string) (*Trace, error) {
 	return tr, nil
 }
 
-// WriteTrace writes tr in the format ReadTrace reads, events merged in time
+// Write writes tr in the format Read reads, events merged in time
 // order (departures, returns, bandwidth samples, jobs; stable for equal
 // times).
-func WriteTrace(w io.Writer, tr *Trace) error {
+func Write(w io.Writer, tr *Trace) error {
 	bw := bufio.NewWriter(w)
 	enc := json.NewEncoder(bw)
 	h := tr.Header
-	h.Kind, h.Format = KindHeader, TraceFormat
+	h.Kind, h.Format = KindHeader, Format
 	if h.Version == 0 {
-		h.Version = TraceVersion
+		h.Version = Version
 	}
 	if err := enc.Encode(h); err != nil {
 		return fmt.Errorf("write header: %w", err)
@@ -411,16 +411,16 @@ func WriteTrace(w io.Writer, tr *Trace) error {
 	return bw.Flush()
 }
 
-// SaveTrace writes tr to dir/TraceFileName, creating dir.
-func SaveTrace(dir string, tr *Trace) error {
+// Save writes tr to dir/FileName, creating dir.
+func Save(dir string, tr *Trace) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("create trace dir: %w", err)
 	}
-	f, err := os.Create(filepath.Join(dir, TraceFileName))
+	f, err := os.Create(filepath.Join(dir, FileName))
 	if err != nil {
 		return fmt.Errorf("create trace: %w", err)
 	}
-	if err := WriteTrace(f, tr); err != nil {
+	if err := Write(f, tr); err != nil {
 		f.Close()
 		return err
 	}

@@ -5,10 +5,18 @@
 //
 // On disk a node's material lives in its --tls-dir:
 //
-//	ca.pem        the cluster CA certificate (every node has it)
-//	ca-key.pem    the CA private key (only where certificates are issued)
-//	node.pem      this node's certificate, signed by the CA
-//	node-key.pem  this node's private key (mode 0600)
+//	ca.pem           the cluster CA certificate (every node has it)
+//	ca-key.pem       the CA private key (voters only, or wherever certificates are issued)
+//	secrets-key.pem  the cluster secrets key (voters only)
+//	node.pem         this node's certificate, signed by the CA
+//	node-key.pem     this node's private key
+//
+// Keys are written 0600 and refused at load when other users can read or
+// write them, or when another user owns them; certificates are refused when
+// others can write them (whoever can replace ca.pem chooses whom the node
+// trusts). The error gives the command that fixes it (chmod 600 PATH).
+// [ReadSecretFile], [WriteSecretFile] and [CreateSecretFile] apply the same
+// rules to other secrets, such as the gossip key file.
 //
 // Typical use:
 //
@@ -31,5 +39,17 @@
 // (system roots are never trusted), with TLS 1.3 as the minimum version. The
 // server asks for a client certificate (RequireAnyClientCert) and verifies it
 // itself against the cluster CA, which is RequireAndVerifyClientCert with
-// errors that say why ([ErrForeignCA], [ErrExpired]).
+// errors that say why ([ErrForeignCA], [ErrExpired], [ErrRevoked]).
+//
+// Revocation is a [DenyList] (serials, or node names with a cut-off issue
+// time) that the replicated state keeps current and that every TLS
+// configuration of a [Bundle] consults on each handshake. Certificates
+// renew two thirds into their life ([RenewAt], [NextRenewal]); an
+// [Identity] holds the current one, so listeners present a renewed
+// certificate without restarting.
+//
+// Keys only voters hold ([VoterKeys]: the CA key and the [SecretsKey]) move
+// to a newly promoted voter sealed to its node certificate ([SealForNode],
+// HPKE); job secrets are sealed to the cluster secrets key ([SealSecret])
+// and resealed by a voter to the job's host only.
 package pki

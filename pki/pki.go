@@ -4,9 +4,11 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/hex"
 	"encoding/pem"
 	"errors"
 	"fmt"
@@ -102,23 +104,49 @@ func NewCA(name string, now time.Time) (*CA, error) {
 	return &CA{Cert: cert, CertPEM: pemBlock("CERTIFICATE", der), Key: key}, nil
 }
 
-// Issue signs a certificate for node, valid from now for validity. hosts are
-// extra IP addresses or DNS names the node is reached by; 127.0.0.1, ::1 and
-// localhost are always added for single-machine development clusters.
+// Issue makes a key for node and signs a certificate for it, valid from now
+// for validity. hosts are extra IP addresses or DNS names the node is reached
+// by; 127.0.0.1, ::1 and localhost are always added for single-machine
+// development clusters.
 func (ca *CA) Issue(node string, hosts []string, validity time.Duration, now time.Time) (*NodeCert, error) {
-	if err := ValidNodeName(node); err != nil {
-		return nil, err
-	}
-	if validity <= 0 {
-		return nil, fmt.Errorf("pki: validity %v must be positive", validity)
-	}
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return nil, fmt.Errorf("generate node key: %w", err)
 	}
-	serial, err := randomSerial()
+	cert, certPEM, err := ca.IssueFor(&key.PublicKey, node, hosts, validity, now)
 	if err != nil {
 		return nil, err
+	}
+	keyDER, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		return nil, fmt.Errorf("marshal node key: %w", err)
+	}
+	return &NodeCert{
+		Node:    node,
+		Cert:    cert,
+		CertPEM: certPEM,
+		KeyPEM:  pemBlock("EC PRIVATE KEY", keyDER),
+		CAPEM:   ca.CertPEM,
+	}, nil
+}
+
+// IssueFor signs a certificate for node's public key pub (ECDSA P-256),
+// which is how a joining node gets one without its private key ever leaving
+// it. hosts and validity are as for [CA.Issue]. It returns the certificate
+// and its PEM.
+func (ca *CA) IssueFor(pub *ecdsa.PublicKey, node string, hosts []string, validity time.Duration, now time.Time) (*x509.Certificate, []byte, error) {
+	if err := ValidNodeName(node); err != nil {
+		return nil, nil, err
+	}
+	if validity <= 0 {
+		return nil, nil, fmt.Errorf("pki: validity %v must be positive", validity)
+	}
+	if pub == nil || pub.Curve != elliptic.P256() {
+		return nil, nil, errors.New("pki: node key must be ECDSA P-256")
+	}
+	serial, err := randomSerial()
+	if err != nil {
+		return nil, nil, err
 	}
 	tmpl := &x509.Certificate{
 		SerialNumber: serial,
@@ -154,25 +182,28 @@ func (ca *CA) Issue(node string, hosts []string, validity time.Duration, now tim
 	for _, h := range []string{"localhost", "127.0.0.1", "::1"} {
 		addHost(h)
 	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.Cert, &key.PublicKey, ca.Key)
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.Cert, pub, ca.Key)
 	if err != nil {
-		return nil, fmt.Errorf("sign node certificate: %w", err)
+		return nil, nil, fmt.Errorf("sign node certificate: %w", err)
 	}
 	cert, err := x509.ParseCertificate(der)
 	if err != nil {
-		return nil, fmt.Errorf("parse node certificate: %w", err)
+		return nil, nil, fmt.Errorf("parse node certificate: %w", err)
 	}
-	keyDER, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		return nil, fmt.Errorf("marshal node key: %w", err)
-	}
-	return &NodeCert{
-		Node:    node,
-		Cert:    cert,
-		CertPEM: pemBlock("CERTIFICATE", der),
-		KeyPEM:  pemBlock("EC PRIVATE KEY", keyDER),
-		CAPEM:   ca.CertPEM,
-	}, nil
+	return cert, pemBlock("CERTIFICATE", der), nil
+}
+
+// Fingerprint is the hex SHA-256 of a certificate's DER: how a join token
+// names the cluster CA, and so the cluster.
+func Fingerprint(cert *x509.Certificate) string {
+	sum := sha256.Sum256(cert.Raw)
+	return hex.EncodeToString(sum[:])
+}
+
+// Serial is a certificate's serial number in hex, as deny lists and
+// listings spell it.
+func Serial(cert *x509.Certificate) string {
+	return cert.SerialNumber.Text(16)
 }
 
 // ValidNodeName checks that a node name can be a DNS SAN: letters, digits,
@@ -199,10 +230,10 @@ func (ca *CA) Write(dir string) error {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return fmt.Errorf("create tls dir: %w", err)
 	}
-	if err := writeFileAtomic(filepath.Join(dir, CAFile), ca.CertPEM, 0o644); err != nil {
+	if err := writeFileAtomic(filepath.Join(dir, CAFile), ca.CertPEM, 0o644, true); err != nil {
 		return err
 	}
-	return writeFileAtomic(filepath.Join(dir, CAKeyFile), pemBlock("EC PRIVATE KEY", keyDER), 0o600)
+	return writeFileAtomic(filepath.Join(dir, CAKeyFile), pemBlock("EC PRIVATE KEY", keyDER), 0o600, true)
 }
 
 // WriteCA is ca.Write(dir).
@@ -217,7 +248,7 @@ func LoadCA(dir string) (*CA, error) {
 	if !cert.IsCA {
 		return nil, fmt.Errorf("%s: not a CA certificate: %w", filepath.Join(dir, CAFile), ErrCorrupt)
 	}
-	key, err := readKey(filepath.Join(dir, CAKeyFile))
+	_, key, err := readKey(filepath.Join(dir, CAKeyFile))
 	if err != nil {
 		return nil, err
 	}
@@ -233,14 +264,14 @@ func (nc *NodeCert) Write(dir string) error {
 		return fmt.Errorf("create tls dir: %w", err)
 	}
 	if len(nc.CAPEM) > 0 {
-		if err := writeFileAtomic(filepath.Join(dir, CAFile), nc.CAPEM, 0o644); err != nil {
+		if err := writeFileAtomic(filepath.Join(dir, CAFile), nc.CAPEM, 0o644, true); err != nil {
 			return err
 		}
 	}
-	if err := writeFileAtomic(filepath.Join(dir, NodeFile), nc.CertPEM, 0o644); err != nil {
+	if err := writeFileAtomic(filepath.Join(dir, NodeFile), nc.CertPEM, 0o644, true); err != nil {
 		return err
 	}
-	return writeFileAtomic(filepath.Join(dir, NodeKeyFile), nc.KeyPEM, 0o600)
+	return writeFileAtomic(filepath.Join(dir, NodeKeyFile), nc.KeyPEM, 0o600, true)
 }
 
 // Bundle is what a node needs for mutual TLS: the cluster CA pool and its own
@@ -255,6 +286,10 @@ type Bundle struct {
 	Cert tls.Certificate
 	// Leaf is the parsed node certificate.
 	Leaf *x509.Certificate
+	// Deny, when set, is consulted on every peer certificate by the TLS
+	// configurations made from this bundle: a revoked peer is refused as a
+	// client and as a server.
+	Deny *DenyList
 }
 
 // LoadNode reads ca.pem, node.pem and node-key.pem from dir and checks that
@@ -272,16 +307,9 @@ func loadNodeAt(dir string, now time.Time) (*Bundle, error) {
 	if err != nil {
 		return nil, err
 	}
-	keyPath := filepath.Join(dir, NodeKeyFile)
-	keyPEM, err := os.ReadFile(keyPath)
+	keyPEM, _, err := readKey(filepath.Join(dir, NodeKeyFile))
 	if err != nil {
-		if errors.Is(err, os.ErrNotExist) {
-			return nil, fmt.Errorf("%s: %w", keyPath, ErrMissing)
-		}
-		return nil, fmt.Errorf("read %s: %w", keyPath, err)
-	}
-	if _, err := parseKeyPEM(keyPEM); err != nil {
-		return nil, fmt.Errorf("%s: %w", keyPath, err)
+		return nil, err
 	}
 	return NewBundle(caPEM, certPEM, keyPEM, now)
 }
@@ -309,14 +337,16 @@ func NewBundle(caPEM, certPEM, keyPEM []byte, now time.Time) (*Bundle, error) {
 	roots := x509.NewCertPool()
 	roots.AddCert(caCert)
 	b := &Bundle{Node: leaf.Subject.CommonName, CA: caCert, Roots: roots, Cert: pair, Leaf: leaf}
-	if err := b.verify(leaf, now); err != nil {
+	if err := b.Verify(leaf, now); err != nil {
 		return nil, fmt.Errorf("node certificate %q: %w", b.Node, err)
 	}
 	return b, nil
 }
 
-// verify checks that cert chains to the cluster CA at now, for either usage.
-func (b *Bundle) verify(cert *x509.Certificate, now time.Time) error {
+// Verify checks that cert is a node certificate of the cluster at now:
+// signed by the cluster CA, in its validity period, valid for both TLS
+// usages. It does not consult the deny list.
+func (b *Bundle) Verify(cert *x509.Certificate, now time.Time) error {
 	return verifyChain(b.Roots, cert, now)
 }
 
@@ -387,8 +417,8 @@ func (b *Bundle) ClientTLS(serverNode string, nextProtos ...string) *tls.Config 
 	return cfg
 }
 
-// checkPeer verifies a peer's chain against the cluster CA and, if wantNode is
-// set, that the certificate belongs to that node.
+// checkPeer verifies a peer's chain against the cluster CA, that it is not
+// on the deny list and, if wantNode is set, that it belongs to that node.
 func (b *Bundle) checkPeer(raw [][]byte, wantNode string) error {
 	if len(raw) == 0 {
 		return errors.New("pki: peer sent no certificate")
@@ -405,6 +435,11 @@ func (b *Bundle) checkPeer(raw [][]byte, wantNode string) error {
 	if wantNode != "" {
 		if err := leaf.VerifyHostname(wantNode); err != nil || leaf.Subject.CommonName != wantNode {
 			return fmt.Errorf("pki: peer is %q, want %q", leaf.Subject.CommonName, wantNode)
+		}
+	}
+	if b.Deny != nil {
+		if err := b.Deny.Check(leaf); err != nil {
+			return fmt.Errorf("pki: peer %q: %w", leaf.Subject.CommonName, err)
 		}
 	}
 	return nil
@@ -459,21 +494,6 @@ func pemBlock(typ string, der []byte) []byte {
 	return pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der})
 }
 
-func readCert(path string) ([]byte, *x509.Certificate, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		if errors.Is(err, os.ErrNotExist) {
-			return nil, nil, fmt.Errorf("%s: %w", path, ErrMissing)
-		}
-		return nil, nil, fmt.Errorf("read %s: %w", path, err)
-	}
-	c, err := parseCertPEM(b)
-	if err != nil {
-		return nil, nil, fmt.Errorf("%s: %w", path, err)
-	}
-	return b, c, nil
-}
-
 func parseCertPEM(b []byte) (*x509.Certificate, error) {
 	blk, _ := pem.Decode(b)
 	if blk == nil || blk.Type != "CERTIFICATE" {
@@ -484,21 +504,6 @@ func parseCertPEM(b []byte) (*x509.Certificate, error) {
 		return nil, fmt.Errorf("%w: %v", ErrCorrupt, err)
 	}
 	return c, nil
-}
-
-func readKey(path string) (*ecdsa.PrivateKey, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		if errors.Is(err, os.ErrNotExist) {
-			return nil, fmt.Errorf("%s: %w", path, ErrMissing)
-		}
-		return nil, fmt.Errorf("read %s: %w", path, err)
-	}
-	k, err := parseKeyPEM(b)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	return k, nil
 }
 
 func parseKeyPEM(b []byte) (*ecdsa.PrivateKey, error) {
@@ -525,38 +530,4 @@ func parseKeyPEM(b []byte) (*ecdsa.PrivateKey, error) {
 		return ek, nil
 	}
 	return nil, fmt.Errorf("%w: PEM block %q is not a private key", ErrCorrupt, blk.Type)
-}
-
-// writeFileAtomic writes via a temp file, fsync and rename so a crash never
-// leaves a half-written key.
-func writeFileAtomic(path string, data []byte, perm os.FileMode) error {
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
-	if err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	tmp := f.Name()
-	ok := false
-	defer func() {
-		if !ok {
-			f.Close()
-			os.Remove(tmp)
-		}
-	}()
-	if err := f.Chmod(perm); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if _, err := f.Write(data); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err := f.Sync(); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err := f.Close(); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	ok = true
-	return nil
 }

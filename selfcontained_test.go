@@ -82,7 +82,8 @@ func TestNothingRefersOutsideTheRepository(t *testing.T) {
 }
 
 // history matches development history in prose: numbered rounds of work
-// ("session 5", "sessions 4–6", "round 2") and internal bug letters ("bug C").
+// (the word session or round followed by a number) and internal bug letters
+// (bug followed by a capital letter).
 var history = regexp.MustCompile(`(?i:\b(sessions?|rounds?) \d+)|\b[Bb]ugs? [A-Z]\b`)
 
 // TestDocsDescribeTheSoftware: docs and comments say what the software does
@@ -112,7 +113,8 @@ func TestDocsDescribeTheSoftware(t *testing.T) {
 // TestHistoryPattern keeps the pattern honest: it catches the forms of
 // development history and passes ordinary prose.
 func TestHistoryPattern(t *testing.T) {
-	for _, s := range []string{"measured in session 5", "Sessions 4–6", "(round 2)", "campus bug C", "Bugs A and B"} {
+	// Built from pieces, so this file does not match itself.
+	for _, s := range []string{"measured in session" + " 5", "Sessions" + " 4–6", "(round" + " 2)", "campus bug" + " C", "Bugs" + " A and B"} {
 		if !history.MatchString(s) {
 			t.Errorf("%q: not caught", s)
 		}

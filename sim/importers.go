@@ -27,7 +27,7 @@ const (
 )
 
 // ImportConfig says how to turn public traces into a ReclaimNet trace.
-// Every mapping choice is a field here and documented in the README.
+// Every mapping choice is a field here and documented in docs/sim.md.
 type ImportConfig struct {
 	// TracesDir holds the public traces in the layout of tracefiles.go;
 	// files it lacks (or all, when empty) come from the copies embedded

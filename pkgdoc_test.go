@@ -10,7 +10,7 @@ import (
 	"testing"
 )
 
-// TestEveryPackageHasDoc enforces house rule 7: every package in the module
+// TestEveryPackageHasDoc checks that every package in the module
 // carries a package doc comment in one of its non-test files.
 func TestEveryPackageHasDoc(t *testing.T) {
 	dirs := map[string]bool{}

@@ -593,8 +593,8 @@ func TestTelemetryForLeader(t *testing.T) {
 }
 
 // Every node's transfer progress reaches the leader's telemetry through
-// gossip, beside the leader's own (before, a leader knew only its own
-// flows and judged another node's hand-off nearly done as not started).
+// gossip, beside the leader's own (a leader that knew only its own flows
+// would judge another node's hand-off nearly done as not started).
 func TestTelemetryFlowsFromPeers(t *testing.T) {
 	c := newTestCluster(t)
 	cfgA, cfgB := c.config("gpu-a"), c.config("gpu-b")

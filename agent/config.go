@@ -21,7 +21,7 @@ import (
 	"github.com/reclaimnet/reclaimnet/raft"
 )
 
-// Default ports (ARCHITECTURE.md, "Ports and addresses").
+// Default ports (docs/design.md §4, "Ports and addresses").
 const (
 	DefaultGossipPort   = 7946
 	DefaultRaftPort     = 7947

@@ -146,7 +146,7 @@ func startJobCluster(t *testing.T) (*testCluster, map[string]*testNode) {
 	return c, byName
 }
 
-// TestJobSurvivesHostLoss is issue 7's main flow with three real agents
+// TestJobSurvivesHostLoss is the job's main flow with three real agents
 // (gossip, Raft, QUIC transfers over mutual TLS on loopback, separate data
 // dirs): a sh job submitted through the control socket's run operation
 // (what 'reclaimnet run' sends) starts on one node, its checkpoints are

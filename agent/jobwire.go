@@ -117,7 +117,7 @@ func (a *Agent) newJobSystem() (_ *jobSystem, err error) {
 	}
 	js.mgr, err = jobs.New(jobs.Config{Node: policy.NodeID(a.cfg.Name), Coord: js.coord, Store: js.store,
 		Client: js.client, Supervisor: sup, WorkDir: filepath.Join(a.cfg.DataDir, jobsDirName), Logger: log,
-		Since: a.started}) // no job starts before the state records this membership (campus bug C)
+		Since: a.started}) // no job starts before the state records this membership: the replayed state may place a job here that moved away
 	if err != nil {
 		return nil, fmt.Errorf("job manager: %w", err)
 	}

@@ -14,7 +14,7 @@ import (
 
 const debianPython = "/usr/bin/python3"
 
-// TestPyTorchJobSurvivesHostLoss is issue 7's required test with the real
+// TestPyTorchJobSurvivesHostLoss is TestJobSurvivesHostLoss with the real
 // workload: examples/pytorch/train.py (Debian's python3-torch) submitted
 // through the control socket's run operation to three real agents with
 // separate data dirs; checkpoints reach another agent through the

@@ -125,7 +125,7 @@ type reclaimRun struct {
 	// sent is the most each of the run's transfers was seen to have sent
 	// (guarded by reclaimer.mu), from the job manager's TransfersSince,
 	// which remembers finished transfers: a hand-off's push is no longer
-	// listed by Transfers() once the job moved (campus bug G).
+	// listed by Transfers() once the job moved.
 	sent map[sentKey]int64
 }
 

@@ -12,7 +12,7 @@ import (
 )
 
 // A hand-off still in flight when the node leaves is not a move: the
-// owner's report must not count it as moved (campus bug B).
+// owner's report must not count it as moved.
 func TestReportHandingOffAtDeadlineIsNotMoved(t *testing.T) {
 	a := &Agent{cfg: Config{Name: "a1", DataDir: t.TempDir()}, logger: testLogger()}
 	now := time.Now()

@@ -12,8 +12,8 @@ import (
 )
 
 // The report counts what the run's transfers sent even once the job
-// manager no longer lists them (a moved job's worker is gone, campus bug
-// G): each transfer counts once, at the most it was seen to have sent;
+// manager no longer lists them (a moved job's worker is gone): each
+// transfer counts once, at the most it was seen to have sent;
 // transfers of other jobs or started before the announcement do not.
 func TestReportCountsTransfersNoLongerListed(t *testing.T) {
 	a := &Agent{cfg: Config{Name: "a1", DataDir: t.TempDir()}, logger: testLogger()}
@@ -39,7 +39,7 @@ func TestReportCountsTransfersNoLongerListed(t *testing.T) {
 
 // A scheduled reclaim whose hand-off moves a fresh final checkpoint of a
 // known size reports at least those bytes sent, although the job's
-// transfers are no longer listed once it moved (campus bug G).
+// transfers are no longer listed once it moved.
 func TestScheduledReclaimReportsBytesSent(t *testing.T) {
 	const blob = 2 << 20
 	// The step job, writing blob fresh random bytes into every checkpoint:
@@ -101,8 +101,8 @@ done
 
 // A node that left at its reclaim's deadline and comes back (its agent
 // restarted on the same data dir) is alive, not leaving, in the cluster
-// view, and the replicated state holds no pending reclaim for it (campus
-// bug H; the racy orders are raft's TestReclaimEndsWithDepartureAndRejoin).
+// view, and the replicated state holds no pending reclaim for it (the
+// racy orders are raft's TestReclaimEndsWithDepartureAndRejoin).
 func TestReclaimedNodeComesBackNotLeaving(t *testing.T) {
 	c, _ := startJobCluster(t)
 	leader := c.leader()

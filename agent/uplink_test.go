@@ -69,7 +69,7 @@ func uplinkOf(t *testing.T, links []policy.Link, b string) policy.Link {
 
 // The leader's graph gives a building's uplink the declared capacity, and
 // P3 then keeps β3 of it (or Bmin) away from migrations: with the 10 Gbit/s
-// default a migration may take a 60 Mbit/s uplink whole (campus bug D).
+// default a migration may take a 60 Mbit/s uplink whole.
 func TestDeclaredUplinkIsReservedByAdmission(t *testing.T) {
 	members := []mesh.Member{member("a1", "a"), member("b1", "b")}
 	const uplink = 60e6 / 8 // 60 Mbit/s
@@ -130,7 +130,7 @@ func TestDeclaredUplinkIsReservedByAdmission(t *testing.T) {
 		}
 	}
 	// Without the declaration the same hand-off takes more than the
-	// uplink can leave to research: what the campus run saw.
+	// uplink can leave to research, as on the campus.
 	_, used := tick(linksOf(members, nil), 0)
 	t.Logf("undeclared: migration ceilings on uplink/a %.0f B/s", used)
 	if used <= uplink-beta*uplink {

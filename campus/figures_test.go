@@ -10,8 +10,8 @@ import (
 	"time"
 )
 
-// TestCampusFigures measures the paper's ablation on real processes (issue
-// 8, "Figures"): the same scheduled-reclaim scenario (three synthetic jobs
+// TestCampusFigures measures the paper's ablation on real processes: the
+// same scheduled-reclaim scenario (three synthetic jobs
 // with 24 MiB checkpoints on DefaultTopology, four reclaims with a 15 s
 // notice, a research TCP flow from the reclaimed node's building across the
 // core) with all protocols on, with P2 off (random destination,

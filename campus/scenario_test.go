@@ -26,7 +26,7 @@ import (
 	"github.com/reclaimnet/reclaimnet/web"
 )
 
-// The campus-in-a-box scenarios (issue 8): real agents in network
+// The campus-in-a-box scenarios: real agents in network
 // namespaces on DefaultTopology (8 nodes, 3 buildings, 200 Mbit/s access,
 // 60 Mbit/s uplinks, kernel enforcement on), the real PyTorch example and
 // synthetic sh jobs with 24 MiB checkpoints of fresh random bytes (nothing
@@ -701,7 +701,7 @@ func (b *box) checkResume(scenario, job, from string, t0 time.Time, runs []*jobR
 // A node cut off keeps running its jobs (it cannot tell a partition from a
 // leaderless cluster) until it is back in the cluster and its replicated
 // state says they moved: the mesh's reconnect (every 10 s) and the Raft
-// catch-up take a few seconds (about 3 s in a run of session 7).
+// catch-up take a few seconds (about 3 s).
 func (b *box) checkSingleInstance(job string, healed time.Time) {
 	b.t.Helper()
 	lines := readLedger(b.t, b.ledgers[job])
@@ -1251,8 +1251,8 @@ func TestCampusScenarios(t *testing.T) {
 		// Keep the link down until both sides hold each other dead, then
 		// past memberlist's gossip-to-the-dead time (15 s with local
 		// timings): from then on no gossip crosses by itself and only the
-		// mesh's reconnect loop can heal the split (a CI run whose
-		// partition lasted that long never healed before the loop).
+		// mesh's reconnect loop can heal the split (without the loop, a
+		// partition that long never heals).
 		waitFor(t, 2*time.Minute, "both sides of the partition see the other dead", func() (bool, string) {
 			return b.partitionSeen(node)
 		})
@@ -1422,9 +1422,9 @@ func TestCampusLeaderReclaimedMidMigration(t *testing.T) {
 	// 25 s of notice: the leader's jobs usually have their only replicas
 	// on the reclaimed node (their standby, in the same building), so
 	// both copies must cross building a's 60 Mbit/s uplink before that
-	// node leaves. With 12 s (session 2) P3 could admit only one of the
-	// two evacuations at the uplink's lower bound, and the other job's
-	// copy left with the node in some runs (06:50 UTC, session 3).
+	// node leaves. With 12 s P3 can admit only one of the two
+	// evacuations at the uplink's lower bound, and the other job's copy
+	// leaves with the node in some runs.
 	b.scheduled("leader-mid-migration", node, 25*time.Second, []string{leader}, during)
 	b.emergency("leader-mid-migration", leader, leaderJobs, tLeader)
 	if st, err := b.reclaimStatus(leader); err != nil || st.Report == nil || !st.Report.Emergency {

@@ -18,15 +18,18 @@ func init() {
 		usage: `reclaimnet sim [-trace DIR|FILE | -import SRC] [-policies LIST] [-seeds LIST] [-out DIR] [-ablation] [flags]
 
 With no flags, generates the calibrated two-month 54-node campus trace
-(SPEC §0) and prints a table shaped like SPEC §5. -trace replays a trace in
-the documented format (trace/README.md) instead; -import builds one from the
-public departure traces (microsoft99, bamboo-p3, bamboo-g4dn) with a
--workload (generator, alibaba, philly); -gen-out writes the generated or
-imported trace so it can be inspected or replayed. -out receives results.json and SVG
-plots (cumulative work loss, downtime CDF, estimated vs true hazard). -frontier
-prints work loss against checkpoint traffic instead (ReclaimNet at several loss
-budgets, B1 at several refreshes): the comparison at equal traffic, and what a
-tighter loss budget costs the network.`,
+(docs/design.md §0) and prints a table shaped like the paper's (design §5).
+-trace replays a trace in the documented format (trace/README.md) instead;
+-import builds one from a public departure trace (microsoft99, bamboo-p3,
+bamboo-g4dn) with a -workload (generator, alibaba, philly): the Bamboo
+traces are built into the binary, the others are read from -traces DIR
+(docs/sim.md says where to download each). -gen-out writes the generated or
+imported trace so it can be inspected or replayed. -out receives
+results.json and SVG plots (cumulative work loss, downtime CDF, estimated vs
+true hazard). -frontier prints work loss against checkpoint traffic instead
+(ReclaimNet at several loss budgets, B1 at several refreshes): the
+comparison at equal traffic, and what a tighter loss budget costs the
+network.`,
 		run: runSim,
 	})
 }
@@ -54,7 +57,7 @@ func runSim(ctx context.Context, env *Env, args []string) error {
 	frontier := fs.Bool("frontier", false, "instead of the table: work loss against checkpoint traffic, ReclaimNet at several loss budgets and B1 at several refreshes (mean over -seeds)")
 	importDeps := fs.String("import", "", "build the trace from a public departure trace: microsoft99, bamboo-p3 or bamboo-g4dn")
 	workload := fs.String("workload", "generator", "with -import: generator, alibaba or philly")
-	tracesDir := fs.String("traces", "../shared/traces", "with -import: directory of the public traces")
+	tracesDir := fs.String("traces", "", "with -import: directory of downloaded public traces (docs/sim.md); the Bamboo traces are built in")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}

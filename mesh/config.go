@@ -23,7 +23,7 @@ const (
 	ProfileLocal
 )
 
-// DefaultGossipPort is the gossip port (TCP and UDP) of ARCHITECTURE.md.
+// DefaultGossipPort is the gossip port (TCP and UDP; docs/design.md §4).
 const DefaultGossipPort = 7946
 
 // Config configures one node's mesh. Create never modifies it.

@@ -522,7 +522,7 @@ func TestTickRecoversFromLeavingHolderAtTheEstimate(t *testing.T) {
 // (its lower bound, 0.5 Gbit/s: 160 s), but one with 1 GB left (16 s)
 // stays admitted to its destination; reported as not started, the same
 // flow degrades. (The agent's leader learns other
-// nodes' progress from gossip; before, it had only its own.)
+// nodes' progress from gossip.)
 func TestTickJudgesCarriedHandoffOnItsProgress(t *testing.T) {
 	nodes, links := buildCampus(campusSpec{buildings: 1, perBuilding: 4, access: gbit, uplink: gbit})
 	j := testJob("j", nodes[0].ID)

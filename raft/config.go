@@ -86,7 +86,7 @@ type Config struct {
 	RaftLogLevel slog.Level
 }
 
-// DefaultRaftPort is the Raft listener's port (ARCHITECTURE.md).
+// DefaultRaftPort is the Raft listener's port (docs/design.md §4).
 const DefaultRaftPort = 7947
 
 // DefaultConfig returns production settings: hashicorp/raft's default

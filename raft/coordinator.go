@@ -437,8 +437,8 @@ func (c *Coordinator) Shutdown() error {
 		// Let the leader loop finish its command first: hashicorp/raft
 		// (v1.8.0) never answers an Apply whose committed entry was still
 		// queued for the state machine when it shut down, and the loop
-		// would wait on it forever (seen once in a 20-node CI test; the
-		// library's issue #498). Without quorum the leader steps down at
+		// would wait on it forever (hashicorp/raft issue #498). Without
+		// quorum the leader steps down at
 		// its lease timeout, which answers the command; shutdownGrace
 		// bounds the wait either way.
 		if c.leaderDone != nil {

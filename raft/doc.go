@@ -28,7 +28,7 @@
 // added this way and version 1 was kept: an entry written before them
 // decodes to "" and 0, which mean the host's defaults (USR1, 30 s), exactly
 // what such a job got before. MoveJob.At, JobRecord.RunningSince and
-// Checkpoint.Written (session 5) too: zero means "not known", and the
+// Checkpoint.Written too: zero means "not known", and the
 // leader's exposure estimate then falls back to what it did know (or to
 // no estimate, which orders nothing). The one thing the version byte
 // cannot guard is an older binary reading a newer entry that sets the

@@ -110,7 +110,7 @@ func applyTo(s *State, cmd Command) (bool, error) {
 		// A new incarnation (its membership began after the reclaim was
 		// announced) is not leaving: the pending reclaim belonged to the
 		// one before, whose departure may never be logged when the node
-		// came back before the leader saw it gone (campus bug H).
+		// came back before the leader saw it gone.
 		r, reclaimed := s.Reclaims[n.ID]
 		endReclaim := reclaimed && n.State == NodeActive && n.Joined.After(r.Announced)
 		if ok && reflect.DeepEqual(old, n) && !endReclaim {

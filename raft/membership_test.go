@@ -238,7 +238,7 @@ func TestScheduledVoterDepartureKeepsQuorum(t *testing.T) {
 
 // TestTwentyNodesSevenEmergencyDepartures crashes 7 non-voters at once:
 // there is a leader, ticks go on, the departures are logged as
-// emergencies, and a new command commits within 2 s (issue 4). Timings are
+// emergencies, and a new command commits within 2 s. Timings are
 // hashicorp/raft's defaults, so 20 nodes in one process on a loaded 2-core
 // machine do not hold spurious elections.
 func TestTwentyNodesSevenEmergencyDepartures(t *testing.T) {

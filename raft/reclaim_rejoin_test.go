@@ -8,7 +8,7 @@ import (
 )
 
 // TestReclaimEndsWithDepartureAndRejoin applies the commands of a reclaimed
-// node that leaves at its deadline and comes back (campus bug H), in the
+// node that leaves at its deadline and comes back, in the
 // orders the log can hold them: the returning node must never keep the
 // old incarnation's reclaim pending, and a live reclaim must stay pending.
 func TestReclaimEndsWithDepartureAndRejoin(t *testing.T) {

@@ -1,6 +1,6 @@
-// Package sim is ReclaimNet's evidence: a versioned trace format with its
-// parser and writer, a seeded generator calibrated to the paper's campus
-// (SPEC §0), importers for public departure and workload traces, and a
+// Package sim is ReclaimNet's evidence: a seeded generator calibrated to the
+// paper's campus (SPEC §0) that writes the trace format of package trace,
+// importers for public departure and workload traces, and a
 // discrete-event simulator that replays a trace through the real policy
 // core (policy.Tick and the policy estimators) and through the paper's
 // baselines, then reports work loss, downtime, migration success, research

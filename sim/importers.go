@@ -7,8 +7,6 @@ import (
 	"io"
 	"math"
 	"math/rand/v2"
-	"os"
-	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -17,8 +15,8 @@ import (
 	"github.com/reclaimnet/reclaimnet/trace"
 )
 
-// Departure sources and workload sources the importers know. Paths are
-// relative to the shared traces directory (../shared/traces in CI).
+// Departure sources and workload sources the importers know; the files
+// each one reads are listed in tracefiles.go.
 const (
 	DeparturesMicrosoft = "microsoft99"
 	DeparturesBambooP3  = "bamboo-p3"
@@ -29,9 +27,12 @@ const (
 )
 
 // ImportConfig says how to turn public traces into a ReclaimNet trace.
-// Every mapping choice is a field here and documented in the README.
+// Every mapping choice is a field here and documented in docs/sim.md.
 type ImportConfig struct {
-	TracesDir  string // directory holding microsoft99_desktop/, bamboo_spot/, ...
+	// TracesDir holds the public traces in the layout of tracefiles.go;
+	// files it lacks (or all, when empty) come from the copies embedded
+	// in the binary, which are the Bamboo traces.
+	TracesDir  string
 	Departures string // DeparturesMicrosoft, DeparturesBambooP3, DeparturesBambooG4
 	Workload   string // WorkloadGenerator, WorkloadAlibaba, WorkloadPhilly
 	Seed       uint64
@@ -49,7 +50,7 @@ func DefaultImportConfig(tracesDir string) ImportConfig {
 		Seed: 1, Machines: 54, ScheduledFraction: 0.58}
 }
 
-// interval is one up or down run of one unit from a normalized file.
+// interval is one up or down run of one unit of a departure trace.
 type interval struct {
 	unit       string
 	up         bool
@@ -57,63 +58,32 @@ type interval struct {
 	transition bool // false: censored at the end of the trace
 }
 
-// readIntervals reads a normalized intervals file (unit,state,start_s,
-// end_s,end_kind), naming the file and line on errors.
-func readIntervals(path string) ([]interval, error) {
-	f, err := os.Open(path)
+// readDepartures opens one departure trace and parses it.
+func readDepartures(files traceFiles, name string, parse func(io.Reader, string) ([]interval, error)) ([]interval, error) {
+	f, shown, err := files.open(name)
 	if err != nil {
 		return nil, fmt.Errorf("open departures: %w", err)
 	}
 	defer f.Close()
-	r := csv.NewReader(f)
-	r.FieldsPerRecord = -1
-	var out []interval
-	for line := 1; ; line++ {
-		rec, err := r.Read()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			return nil, &trace.ParseError{File: path, Line: line, Err: err}
-		}
-		if line == 1 {
-			if len(rec) < 5 || rec[0] != "unit" || rec[2] != "start_s" {
-				return nil, &trace.ParseError{File: path, Line: line, Err: fmt.Errorf("header %q, want unit,state,start_s,end_s,end_kind", rec)}
-			}
-			continue
-		}
-		if len(rec) < 5 {
-			return nil, &trace.ParseError{File: path, Line: line, Err: fmt.Errorf("%d columns, want 5", len(rec))}
-		}
-		s, err1 := strconv.ParseFloat(strings.TrimSpace(rec[2]), 64)
-		e, err2 := strconv.ParseFloat(strings.TrimSpace(rec[3]), 64)
-		if err1 != nil || err2 != nil || e < s {
-			return nil, &trace.ParseError{File: path, Line: line, Err: fmt.Errorf("bad interval %q..%q", rec[2], rec[3])}
-		}
-		state := strings.TrimSpace(rec[1])
-		if state != "up" && state != "down" {
-			return nil, &trace.ParseError{File: path, Line: line, Err: fmt.Errorf("state %q, want up or down", state)}
-		}
-		out = append(out, interval{unit: rec[0], up: state == "up", start: s, end: e, transition: strings.TrimSpace(rec[4]) == "transition"})
-	}
-	return out, nil
+	return parse(f, shown)
 }
 
 // Import builds a trace from a public departure trace and a workload.
 func Import(c ImportConfig) (*trace.Trace, error) {
+	files := traceFiles{dir: c.TracesDir}
 	var ivs []interval
 	var err error
-	var name string
+	var name, file string
 	switch c.Departures {
 	case DeparturesMicrosoft:
-		ivs, err = readIntervals(filepath.Join(c.TracesDir, "microsoft99_desktop", "normalized", "intervals.csv"))
-		name = "microsoft99 desktops"
+		file, name = fileMicrosoft, "microsoft99 desktops"
+		ivs, err = readDepartures(files, file, pingIntervals)
 	case DeparturesBambooP3:
-		ivs, err = readIntervals(filepath.Join(c.TracesDir, "bamboo_spot", "normalized", "p3-trace_intervals.csv"))
-		name = "Bamboo AWS p3 spot"
+		file, name = fileBambooP3, "Bamboo AWS p3 spot"
+		ivs, err = readDepartures(files, file, bambooIntervals)
 	case DeparturesBambooG4:
-		ivs, err = readIntervals(filepath.Join(c.TracesDir, "bamboo_spot", "normalized", "g4dn-trace_intervals.csv"))
-		name = "Bamboo AWS g4dn spot"
+		file, name = fileBambooG4, "Bamboo AWS g4dn spot"
+		ivs, err = readDepartures(files, file, bambooIntervals)
 	default:
 		return nil, fmt.Errorf("unknown departure source %q (known: %s, %s, %s)", c.Departures, DeparturesMicrosoft, DeparturesBambooP3, DeparturesBambooG4)
 	}
@@ -152,7 +122,7 @@ func Import(c ImportConfig) (*trace.Trace, error) {
 	}
 	tr.Departures, tr.Returns, tr.Jobs = nil, nil, nil
 	tr.Header.Name = fmt.Sprintf("%s (%d nodes, %.1f days), workload %s", name, len(units), dur/86400, c.Workload)
-	tr.Header.Source = "sim.Import of ../shared/traces/" + c.Departures
+	tr.Header.Source = "sim.Import of " + file
 	hourly := c.Departures == DeparturesMicrosoft
 	for i, u := range units {
 		runs := byUnit[u]
@@ -204,11 +174,11 @@ func Import(c ImportConfig) (*trace.Trace, error) {
 		g.Jobs, g.GPUHours = jobs, 4890*scale
 		genJobs(g, rng, tr, nodeKinds(tr))
 	case WorkloadAlibaba:
-		if err := alibabaJobs(c, rng, tr, jobs); err != nil {
+		if err := alibabaJobs(files, rng, tr, jobs); err != nil {
 			return nil, err
 		}
 	case WorkloadPhilly:
-		if err := phillyJobs(c, rng, tr, jobs); err != nil {
+		if err := phillyJobs(files, rng, tr, jobs); err != nil {
 			return nil, err
 		}
 	default:
@@ -245,9 +215,8 @@ func jobShape(rng *rand.Rand, j *trace.JobRec) {
 // the largest node; runtime is deletion − scheduled, capped at the trace
 // length; submit times keep the pods' order, rescaled into the first 92 %
 // of the trace.
-func alibabaJobs(c ImportConfig, rng *rand.Rand, tr *trace.Trace, n int) error {
-	path := filepath.Join(c.TracesDir, "alibaba_gpu_v2023", "openb_pod_list_default.csv")
-	f, err := os.Open(path)
+func alibabaJobs(files traceFiles, rng *rand.Rand, tr *trace.Trace, n int) error {
+	f, path, err := files.open(fileAlibaba)
 	if err != nil {
 		return fmt.Errorf("open workload: %w", err)
 	}
@@ -336,11 +305,15 @@ func alibabaJobs(c ImportConfig, rng *rand.Rand, tr *trace.Trace, n int) error {
 // phillyJobs draws job runtimes from the Philly runtime list (runtimes of
 // at least 10 min, capped at the trace length); the list has nothing else,
 // so GPUs, submit times and checkpoints follow the generator.
-func phillyJobs(c ImportConfig, rng *rand.Rand, tr *trace.Trace, n int) error {
-	path := filepath.Join(c.TracesDir, "philly_runtime", "philly_runtime.csv")
-	b, err := os.ReadFile(path)
+func phillyJobs(files traceFiles, rng *rand.Rand, tr *trace.Trace, n int) error {
+	f, path, err := files.open(filePhilly)
 	if err != nil {
 		return fmt.Errorf("open workload: %w", err)
+	}
+	b, err := io.ReadAll(f)
+	f.Close()
+	if err != nil {
+		return fmt.Errorf("read %s: %w", path, err)
 	}
 	var runtimes []float64
 	for i, l := range strings.Split(string(b), "\n") {

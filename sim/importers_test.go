@@ -10,46 +10,28 @@ import (
 	"github.com/reclaimnet/reclaimnet/trace"
 )
 
-// sharedTraces finds ../shared/traces beside the repository root (the
-// directory holding go.mod). Missing traces fail under CI=true and skip
-// otherwise.
-func sharedTraces(t *testing.T) string {
-	t.Helper()
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			break
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Fatal("no go.mod above the test directory")
-		}
-		dir = parent
-	}
-	traces := filepath.Join(dir, "..", "shared", "traces")
-	if _, err := os.Stat(traces); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("shared traces missing at %s (CI must provide ../shared/traces): %v", traces, err)
-		}
-		t.Skipf("shared traces not found at %s; skipping the real-trace importer tests", traces)
-	}
-	return traces
-}
-
+// TestImportMicrosoftDesktops imports the synthetic ping matrix of
+// testdata/traces in the microsoft99 format (the real one does not ship).
 func TestImportMicrosoftDesktops(t *testing.T) {
-	c := DefaultImportConfig(sharedTraces(t))
+	c := DefaultImportConfig(fixtureTraces)
 	tr, err := Import(c)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(tr.Nodes) != 54 {
-		t.Fatalf("nodes: got %d, want 54 sampled desktops", len(tr.Nodes))
+	if len(tr.Nodes) != c.Machines || c.Machines >= fixtureMachines {
+		t.Fatalf("nodes: got %d, want a sample of %d of the %d machines", len(tr.Nodes), c.Machines, fixtureMachines)
 	}
-	if d := tr.Header.DurationS / 86400; d < 34.9 || d > 35.1 {
-		t.Fatalf("duration: got %.2f days, want 35 (840 hourly columns)", d)
+	if got, want := tr.Header.DurationS, float64(fixtureHours*3600); got != want {
+		t.Fatalf("duration: got %.0f s, want %.0f (one column per hour)", got, want)
+	}
+	absent := 0
+	for _, n := range tr.Nodes {
+		if n.Absent {
+			absent++
+		}
+	}
+	if absent == 0 || absent > len(tr.Nodes)/2 {
+		t.Fatalf("absent at start: got %d of %d, want the few machines whose first hour is 0", absent, len(tr.Nodes))
 	}
 	em := 0
 	for _, d := range tr.Departures {
@@ -57,10 +39,9 @@ func TestImportMicrosoftDesktops(t *testing.T) {
 			em++
 		}
 	}
-	// 1,000 desktops, 15,836 departures over 35 days: a 54-machine sample
-	// sees several hundred.
-	if n := len(tr.Departures); n < 300 || n > 2000 {
-		t.Fatalf("departures: got %d, want several hundred for 54 desktops", n)
+	// 54 machines over two weeks, each leaving every 12-200 hours up.
+	if n := len(tr.Departures); n < 200 || n > 1500 {
+		t.Fatalf("departures: got %d, want several hundred", n)
 	}
 	if f := float64(em) / float64(len(tr.Departures)); f < 0.35 || f > 0.49 {
 		t.Fatalf("emergency share: got %.2f, want about 0.42 (ScheduledFraction 0.58)", f)
@@ -89,13 +70,15 @@ func TestImportMicrosoftDesktops(t *testing.T) {
 	}
 }
 
+// TestImportBambooSpot imports the real Bamboo traces, from the copies
+// embedded in the binary.
 func TestImportBambooSpot(t *testing.T) {
 	for _, tc := range []struct {
 		src   string
 		nodes int
 	}{{DeparturesBambooP3, 177}, {DeparturesBambooG4, 79}} {
 		t.Run(tc.src, func(t *testing.T) {
-			c := DefaultImportConfig(sharedTraces(t))
+			c := DefaultImportConfig("")
 			c.Departures = tc.src
 			tr, err := Import(c)
 			if err != nil {
@@ -128,43 +111,65 @@ func TestImportBambooSpot(t *testing.T) {
 	}
 }
 
+// TestImportWorkloads imports the synthetic Alibaba and Philly files of
+// testdata/traces onto the synthetic desktops.
 func TestImportWorkloads(t *testing.T) {
 	for _, w := range []string{WorkloadAlibaba, WorkloadPhilly} {
 		t.Run(w, func(t *testing.T) {
-			c := DefaultImportConfig(sharedTraces(t))
+			c := DefaultImportConfig(fixtureTraces)
 			c.Workload = w
 			tr, err := Import(c)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if want := 182; len(tr.Jobs) != want { // 312 jobs per 60 days → 35 days
+			if want := 73; len(tr.Jobs) != want { // 312 jobs per 60 days → 14 days
 				t.Fatalf("jobs: got %d, want %d", len(tr.Jobs), want)
 			}
+			four := 0
 			for _, j := range tr.Jobs {
-				if j.GPUs < 1 || j.GPUs > 4 || j.WorkGPUh <= 0 || j.CheckpointMB < 120 || j.CheckpointMB > 48000 {
-					t.Fatalf("bad job %+v", j)
+				if j.GPUs < 1 || j.GPUs > 4 || j.WorkGPUh < float64(j.GPUs)/6-1e-9 || j.CheckpointMB < 120 || j.CheckpointMB > 48000 {
+					t.Fatalf("bad job %+v (want 1-4 GPUs, at least 10 min of work, a 120 MB-48 GB checkpoint)", j)
 				}
+				if j.GPUs == 4 {
+					four++
+				}
+			}
+			if four == 0 {
+				t.Fatal("no 4-GPU job; 4- and 8-GPU pods (capped at 4) and the generator's 15 % share should give some")
 			}
 		})
 	}
 }
 
+// TestImportErrorsNameFileAndLine also shows that a file in -traces DIR
+// takes the place of the embedded copy.
 func TestImportErrorsNameFileAndLine(t *testing.T) {
 	dir := t.TempDir()
-	norm := filepath.Join(dir, "bamboo_spot", "normalized")
-	if err := os.MkdirAll(norm, 0o755); err != nil {
+	aws := filepath.Join(dir, "bamboo_spot", "aws")
+	if err := os.MkdirAll(aws, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	body := "unit,state,start_s,end_s,end_kind\nnode1,up,0,100,transition\nnode2,sideways,0,5,transition\n"
-	if err := os.WriteFile(filepath.Join(norm, "p3-trace_intervals.csv"), []byte(body), 0o644); err != nil {
+	body := "0,add,node1\n0,add,node2\n100000,vanish,node2\n"
+	if err := os.WriteFile(filepath.Join(aws, "p3-trace.csv"), []byte(body), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	c := DefaultImportConfig(dir)
 	c.Departures = DeparturesBambooP3
 	_, err := Import(c)
 	var pe *trace.ParseError
-	if !errors.As(err, &pe) || pe.Line != 3 || !strings.Contains(err.Error(), "p3-trace_intervals.csv:3:") {
-		t.Fatalf("got %v, want an error at p3-trace_intervals.csv:3", err)
+	if !errors.As(err, &pe) || pe.Line != 3 || !strings.Contains(err.Error(), "p3-trace.csv:3:") {
+		t.Fatalf("got %v, want an error at p3-trace.csv:3", err)
+	}
+}
+
+// TestImportMissingWorkloadSaysWhere: the workload traces do not ship, so
+// importing one without -traces names where to download it.
+func TestImportMissingWorkloadSaysWhere(t *testing.T) {
+	c := DefaultImportConfig("")
+	c.Departures, c.Workload = DeparturesBambooG4, WorkloadPhilly
+	_, err := Import(c)
+	if err == nil || !strings.Contains(err.Error(), "philly_runtime/philly_runtime.csv") || !strings.Contains(err.Error(), "github.com/alibaba/clusterdata") {
+		t.Fatalf("got %v, want an error naming the file and where to download it", err)
 	}
 }
 

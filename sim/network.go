@@ -15,8 +15,8 @@ import "math"
 //     congestion control still backs off under the pacer and the BPF
 //     ceiling, so a paced flow gets its rate unless that exceeds its fair
 //     share of a link whose research traffic outgrew the last bandwidth
-//     sample. (Until session 5 paced flows kept their rate whatever the
-//     research demand, and research kept only what was left.)
+//     sample. (Were paced flows to keep their rate whatever the research
+//     demand, research would keep only what was left.)
 // Research degradation is the research demand not delivered, over the time
 // a link carries migration traffic.
 // Links are full duplex (trace/README.md: capacity_mbps is per direction, and the

@@ -87,7 +87,7 @@ func TestLinksAreFullDuplex(t *testing.T) {
 // off), so on a link whose research traffic outgrew the last sample it
 // gets no more than its TCP-fair share against the research aggregate,
 // while a rate below that share is kept whole. A pacer that held its rate
-// regardless (the engine until session 5) gives the first flow all 400
+// regardless would give the first flow all 400
 // Mbit/s and research only 600 of its 900.
 func TestPacedFlowsYieldToResearch(t *testing.T) {
 	e := twoNodeEngine(t)

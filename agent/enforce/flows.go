@@ -10,7 +10,7 @@ import (
 	"github.com/reclaimnet/reclaimnet/policy"
 )
 
-// The enforcement bucket's floor (SPEC P3.5, STACK.md): a ceiling at the
+// The enforcement bucket's floor (SPEC P3.5): a ceiling at the
 // rate itself, or a small burst, collapses QUIC's throughput.
 const (
 	MinCeilingFactor = 1.1

@@ -56,7 +56,7 @@ func TestDegradedHandoffStopsThenRecovers(t *testing.T) {
 // neither a destination, a standby for a last-chance checkpoint, nor an
 // early recovery): the job keeps computing on the leaving node instead of
 // idling there, and once GPUs free up it moves (the next decision admits
-// the hand-off: "degraded, then admitted", which used to leave the job
+// the hand-off: "degraded, then admitted", which must not leave the job
 // stopped on the leaving node for good) and the first process stops.
 func TestDegradedHandoffWithNowhereToGoKeepsRunning(t *testing.T) {
 	tc, host := newClusterWithJob(t)

@@ -1,5 +1,6 @@
 // Package jobs is a node's job manager: the piece of the agent that makes
-// ARCHITECTURE.md's flows 2–4 happen on one node. It reads the replicated
+// periodic checkpoints, scheduled hand-offs and recoveries happen on one
+// node (docs/design.md §4, flows 2-4). It reads the replicated
 // state (package raft) and acts on what concerns its node:
 //
 //   - Placement. A job the state places here (running or migrating, Node ==

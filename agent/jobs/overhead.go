@@ -11,11 +11,11 @@ import (
 )
 
 // A scheduled hand-off spends, before its transfer can start, the time to
-// write the final checkpoint and commit it locally; the campus runs saw
-// 2.3 s of a 6 s notice go there (campus bug A). The policy knows the
-// restart time Tr (P1.6: C/B⁻ ≤ τ − Tr; P3.3: r_min = C/(τ − Tr)) but not
-// that time, so it admitted hand-offs that could not finish. Until the
-// policy takes it as an input of its own, the host reports Tr as the
+// write the final checkpoint and commit it locally: on the campus, 2.3 s
+// of a 6 s notice. The policy knows the restart time Tr (P1.6: C/B⁻ ≤
+// τ − Tr; P3.3: r_min = C/(τ − Tr)) but not that time, and would admit
+// hand-offs that cannot finish. The policy has no input of its own for
+// it, so the host reports Tr as the
 // measured restart plus the slowest of its last checkpoints' write + local
 // commit: the leader's feasibility test, r_min and P2's T̄mig then count
 // the overhead a hand-off really has (a recovery from a replica writes no

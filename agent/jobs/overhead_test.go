@@ -47,7 +47,7 @@ var slowCkptJob = strings.Replace(stepJob, `      echo "$step" > "$RECLAIMNET_CK
       echo "$step" > "$RECLAIMNET_CKPT_DIR/step"`, 1)
 
 // The leader's Tr includes the host's measured checkpoint write + commit
-// time (campus bug A): a notice that leaves no room for the final
+// time: a notice that leaves no room for the final
 // checkpoint is degraded up front instead of admitted and missed, and a
 // tight notice that does leave room is handed off before its deadline.
 func TestHandoffAccountsForCheckpointTime(t *testing.T) {

@@ -27,7 +27,7 @@ func (tc *testCluster) startPersistent(id policy.NodeID, dir string, since time.
 
 // A node whose agent restarts on its data dir after its job recovered
 // elsewhere must not run the job again from the Raft state it replays
-// locally (campus bug C): its manager waits until the replicated state
+// locally: its manager waits until the replicated state
 // records its new membership, by which time the job is placed elsewhere.
 func TestRestartedNodeDoesNotRestartMovedJob(t *testing.T) {
 	tc := newCluster(t, []int{0}, fastSupervisor())

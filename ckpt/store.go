@@ -51,18 +51,6 @@ type Config struct {
 	Logger *slog.Logger
 	// Now is the clock for LRU times; nil means time.Now.
 	Now func() time.Time
-	// EarlyWriteback also starts each chunk's disk write inline as it is
-	// stored (sync_file_range(2) on Linux, without waiting). Chunks are
-	// made durable by background fsync workers anyway (see PutChunk), so
-	// this only moves the start of the write earlier; kept for callers that
-	// set it.
-	EarlyWriteback bool
-	// CommitSyncfs makes chunks durable the way this store did before
-	// background fsync: no fsync per chunk, one syncfs(2) of the whole
-	// file system at commit. For file systems where an fsync per file is
-	// slow; it makes a commit after a large transfer wait for the whole
-	// flush (and for anything else dirty on that file system).
-	CommitSyncfs bool
 }
 
 type chunkInfo struct {
@@ -96,8 +84,6 @@ type Store struct {
 	chunker Chunker
 	log     *slog.Logger
 	now     func() time.Time
-	early   bool
-	syncfs  bool // Config.CommitSyncfs
 
 	mu sync.Mutex
 	// chunks is every chunk file present; total is the sum of their sizes.
@@ -136,9 +122,6 @@ type Store struct {
 	syncHook func(kind, path string)
 	// fsync syncs a chunk file; tests inject failures here.
 	fsync func(*os.File) error
-	// unsynced: in CommitSyncfs mode, chunks were written since the last
-	// syncfs (Close flushes them).
-	unsynced bool
 }
 
 const (
@@ -173,7 +156,7 @@ func Open(cfg Config) (*Store, error) {
 		return nil, err
 	}
 	s := &Store{
-		root: cfg.Root, max: cfg.MaxBytes, chunker: cfg.Chunker, log: cfg.Logger, now: cfg.Now, early: cfg.EarlyWriteback, syncfs: cfg.CommitSyncfs,
+		root: cfg.Root, max: cfg.MaxBytes, chunker: cfg.Chunker, log: cfg.Logger, now: cfg.Now,
 		chunks: map[Hash]*chunkInfo{}, committed: map[versionKey]*Manifest{}, pending: map[versionKey]*Manifest{},
 		touched: map[versionKey]time.Time{}, live: map[string]bool{}, inflight: map[Hash]int{}, verified: map[Hash]bool{}, writing: map[Hash]chan struct{}{},
 		syncSlots: make(chan struct{}, maxUnsynced), fsync: (*os.File).Sync,
@@ -281,11 +264,6 @@ func (s *Store) Close() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var errs []error
-	if s.unsynced {
-		if err := s.syncLoadedLocked(); err != nil {
-			errs = append(errs, err)
-		}
-	}
 	for h, ci := range s.chunks {
 		if ci.sync != nil && ci.sync.err != nil {
 			errs = append(errs, fmt.Errorf("sync chunk %s: %w", h, ci.sync.err))
@@ -376,9 +354,7 @@ func (s *Store) putVerified(h Hash, data []byte) error {
 
 	// A slot bounds the files waiting for their fsync: a writer faster
 	// than the disk waits here.
-	if !s.syncfs {
-		s.syncSlots <- struct{}{}
-	}
+	s.syncSlots <- struct{}{}
 	dst := s.chunkPath(h)
 	// No fsync here (inline it capped a receiver at a few dozen chunks per
 	// second): the file goes to a background fsync worker, and Commit
@@ -392,19 +368,8 @@ func (s *Store) putVerified(h Hash, data []byte) error {
 	if err != nil {
 		s.total -= int64(len(data))
 		s.mu.Unlock()
-		if !s.syncfs {
-			<-s.syncSlots
-		}
+		<-s.syncSlots
 		return fmt.Errorf("put chunk %s: %w", h, err)
-	}
-	if s.syncfs {
-		// Made durable by the syncfs at commit (like a chunk found at Open).
-		f.Close()
-		s.chunks[h] = &chunkInfo{size: int64(len(data)), used: s.now()}
-		s.verified[h] = true
-		s.unsynced = true
-		s.mu.Unlock()
-		return nil
 	}
 	t := &syncTicket{done: make(chan struct{})}
 	s.chunks[h] = &chunkInfo{size: int64(len(data)), used: s.now(), sync: t}
@@ -433,9 +398,6 @@ func (s *Store) writeChunkFile(dst string, data []byte) (f *os.File, newDir bool
 	}
 	if err := f.Chmod(0o444); err != nil {
 		return fail(err)
-	}
-	if s.early {
-		startWriteback(f)
 	}
 	err = os.Rename(tmp, dst)
 	if errors.Is(err, os.ErrNotExist) {
@@ -668,17 +630,15 @@ func syncDir(dir string) error {
 	return d.Sync()
 }
 
-// syncLoadedLocked makes the chunks found at Open (and, with
-// CommitSyncfs, those written since) durable with one syncfs(2) of the
-// store's file system (a previous process may have written them without an
-// fsync before it stopped). Without CommitSyncfs it runs at most once per
-// Open, at the first commit that needs it.
+// syncLoadedLocked makes the chunks found at Open durable with one
+// syncfs(2) of the store's file system (a previous process may have
+// written them without an fsync before it stopped). It runs at most once
+// per Open, at the first commit that needs it.
 func (s *Store) syncLoadedLocked() error {
 	if err := syncFS(s.root); err != nil {
 		return fmt.Errorf("sync %s: %w", s.root, err)
 	}
 	s.hook("syncfs", s.root)
-	s.unsynced = false
 	for _, ci := range s.chunks {
 		if ci.sync == nil {
 			ci.durable = true

@@ -533,11 +533,7 @@ func figNetns(t *testing.T, random string) {
 			}
 			return s
 		}
-		// The previous commit (one syncfs) first, then the default
-		// (background fsync per chunk), side by side in this run.
-		for _, syncfs := range []bool{true, false} {
-			figNetnsOnce(t, random, shape.name, shape.bits, syncfs, inNS, peer)
-		}
+		figNetnsOnce(t, random, shape.name, shape.bits, inNS, peer)
 		d, cpu, rec := rawQUIC(t, random, peer, func(fn func()) {
 			if err := inNetns(ns, fn); err != nil {
 				t.Fatal(err)
@@ -550,30 +546,16 @@ func figNetns(t *testing.T, random string) {
 }
 
 // figNetnsOnce sends the file once over the shaped veth and prints its
-// figures; syncfs gives the receiver's store CommitSyncfs (the commit
-// before background fsync).
-func figNetnsOnce(t *testing.T, random, shape string, bits float64, syncfs bool, inNS func(*node) *Server, peer string) {
+// figures.
+func figNetnsOnce(t *testing.T, random, shape string, bits float64, inNS func(*node) *Server, peer string) {
 	fi, _ := os.Stat(random)
-	listen := func(n *node) *Server {
-		if syncfs {
-			st, err := ckpt.Open(ckpt.Config{Root: t.TempDir(), Chunker: ckpt.DefaultChunker, CommitSyncfs: true})
-			if err != nil {
-				t.Fatal(err)
-			}
-			n.store, n.cfg.Store = st, st
-		}
-		return inNS(n)
-	}
 	name := shape + " receiver-fsync-per-chunk"
-	if syncfs {
-		name = shape + " receiver-CommitSyncfs"
-	}
 	{
 		shape := struct {
 			name string
 			bits float64
 		}{name, bits}
-		d, cpu, st, rec := sendFileSteady(t, random, listen, func(s *Server) string { return net.JoinHostPort(peer, strconv.Itoa(s.Addr().Port)) }, CompressAuto)
+		d, cpu, st, rec := sendFileSteady(t, random, inNS, func(s *Server) string { return net.JoinHostPort(peer, strconv.Itoa(s.Addr().Port)) }, CompressAuto)
 		g, ss := mbit(fi.Size(), d), rec.steady()
 		fmt.Printf("FIGURE netns veth tbf %s reclaimnet-transfer: %d MiB in %.2fs (Send→DONE) = %.0f Mbit/s = %.1f%% of the shaped rate; steady state (10%%→90%% of the bytes stored at the receiver) %.0f Mbit/s = %.1f%%; %.2f CPU s/GB\n",
 			shape.name, fi.Size()>>20, d.Seconds(), g, 100*g*1e6/shape.bits, ss, 100*ss*1e6/shape.bits, cpu/(float64(fi.Size())/1e9))

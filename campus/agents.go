@@ -13,7 +13,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -67,14 +66,10 @@ type AgentsConfig struct {
 	// GPUs are the --gpu declarations of every agent (nil:
 	// DefaultAgentGPUs).
 	GPUs []string
-	// FixedLoad is the load (per CPU) every agent reports: all agents of
-	// a campus share one host, whose load average says nothing about a
-	// node (and on a busy machine exceeds P2's θ, so no job would ever be
-	// placed). With a binary that has --fixed-load it is passed so; without
-	// it, in namespace mode, each agent runs in a private mount namespace
-	// with a file showing this load bind-mounted over /proc/loadavg (in
-	// loopback mode the host's load stays). Negative: the host's load.
-	// 0 means 0.1.
+	// FixedLoad is the load (per CPU) every agent reports (--fixed-load):
+	// all agents of a campus share one host, whose load average says
+	// nothing about a node (and on a busy machine exceeds P2's θ, so no
+	// job would ever be placed). Negative: the host's load. 0 means 0.1.
 	FixedLoad float64
 }
 
@@ -88,7 +83,6 @@ type Agents struct {
 	key      string
 	pinRoot  string // bpffs directory holding every node's pin dir (namespace mode)
 	fixedArg []string
-	loadavg  string // file bind-mounted over the agents' /proc/loadavg ("" none)
 
 	mu     sync.Mutex
 	procs  map[string]*agentProc
@@ -172,26 +166,7 @@ func (a *Agents) start(ctx context.Context) error {
 		a.pinRoot = filepath.Join(campusPinRoot, c.Prefix())
 		cfg.Log.Info("campus built", "prefix", c.Prefix(), "nodes", len(a.names), "took", time.Since(t0).Round(time.Millisecond))
 	}
-	fixed, err := a.fixedLoadArgs(ctx)
-	if err != nil {
-		return err
-	}
-	a.fixedArg = fixed
-	if fixed == nil && cfg.FixedLoad >= 0 && !cfg.Loopback {
-		// No --fixed-load in this binary: give every agent a private view
-		// of /proc/loadavg showing the fixed load (root only).
-		load := cfg.FixedLoad
-		if load == 0 {
-			load = 0.1
-		}
-		a.loadavg = filepath.Join(cfg.Dir, "loadavg")
-		v := load * float64(runtime.NumCPU())
-		line := fmt.Sprintf("%.2f %.2f %.2f 1/100 1\n", v, v, v)
-		if err := os.WriteFile(a.loadavg, []byte(line), 0o644); err != nil {
-			return fmt.Errorf("fixed load file: %w", err)
-		}
-		cfg.Log.Info("agents see a fixed /proc/loadavg (bind mount in a private mount namespace)", "load_per_cpu", load)
-	}
+	a.fixedArg = fixedLoadArgs(cfg.FixedLoad)
 	// Credentials: one gossip key, one CA, one certificate per node.
 	key, err := a.tool(ctx, "keygen")
 	if err != nil {
@@ -238,25 +213,15 @@ func (a *Agents) start(ctx context.Context) error {
 	return a.WaitFormed(ctx, a.names...)
 }
 
-// fixedLoadArgs returns the --fixed-load flag when the binary has it.
-func (a *Agents) fixedLoadArgs(ctx context.Context) ([]string, error) {
-	if a.cfg.FixedLoad < 0 {
-		return nil, nil
+// fixedLoadArgs is the --fixed-load flag for AgentsConfig.FixedLoad.
+func fixedLoadArgs(load float64) []string {
+	if load < 0 {
+		return nil
 	}
-	cmd := exec.CommandContext(ctx, a.cfg.Binary, "agent", "-h")
-	out, _ := cmd.CombinedOutput() // -h exits 0 or 2 depending on the flag package; the text is what counts
-	if len(out) == 0 {
-		return nil, fmt.Errorf("%s agent -h printed nothing: is %s a reclaimnet binary?", a.cfg.Binary, a.cfg.Binary)
-	}
-	if !strings.Contains(string(out), "-fixed-load") {
-		a.cfg.Log.Warn("this reclaimnet has no --fixed-load: every agent reports the host's load, and on a busy host P2 places nothing")
-		return nil, nil
-	}
-	load := a.cfg.FixedLoad
 	if load == 0 {
 		load = 0.1
 	}
-	return []string{"--fixed-load", strconv.FormatFloat(load, 'g', -1, 64)}, nil
+	return []string{"--fixed-load", strconv.FormatFloat(load, 'g', -1, 64)}
 }
 
 // campusPinRoot holds one directory of pinned BPF objects per campus.
@@ -368,20 +333,6 @@ func (a *Agents) command(ctx context.Context, node string, args ...string) *exec
 	return exec.CommandContext(ctx, "nsenter", append([]string{"--net=" + n.NetNSPath(), "--", a.cfg.Binary}, args...)...)
 }
 
-// agentCommand is command for the agent itself: with a fixed load file it
-// runs in a private mount namespace (slave propagation, so bpffs and every
-// other mount stay shared) where that file is bind-mounted over
-// /proc/loadavg; sh execs the agent in place, so the pid stays the agent's.
-func (a *Agents) agentCommand(node string, args ...string) *exec.Cmd {
-	if a.loadavg == "" || a.campus == nil {
-		return a.command(context.Background(), node, args...)
-	}
-	n, _ := a.campus.Node(node)
-	wrap := []string{"--net=" + n.NetNSPath(), "--", "unshare", "--mount", "--propagation", "slave", "--",
-		"/bin/sh", "-c", `mount --bind "$0" /proc/loadavg && exec "$@"`, a.loadavg, a.cfg.Binary}
-	return exec.Command("nsenter", append(wrap, args...)...)
-}
-
 // launch starts the node's agent and waits for its info file.
 func (a *Agents) launch(ctx context.Context, node string, join []string) error {
 	a.mu.Lock()
@@ -407,7 +358,7 @@ func (a *Agents) launch(ctx context.Context, node string, join []string) error {
 	fmt.Fprintf(logf, "=== campus: starting agent %s at %s\n", node, time.Now().UTC().Format(time.RFC3339Nano))
 	// Not bound to ctx: the agent outlives the call that starts it; Kill,
 	// Stop and Close end it.
-	cmd := a.agentCommand(node, a.args(node, join)...)
+	cmd := a.command(context.Background(), node, a.args(node, join)...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.Dir = a.cfg.Dir
 	env := slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, "RECLAIMNET_DATA_DIR=") })

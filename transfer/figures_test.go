@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/reclaimnet/reclaimnet/internal/wait"
+
 	"github.com/quic-go/quic-go"
 	"github.com/reclaimnet/reclaimnet/ckpt"
 	"golang.org/x/sys/unix"
@@ -312,15 +314,10 @@ func rsyncSSH(t *testing.T, file string) (time.Duration, error) {
 	}
 	defer func() { sshd.Process.Kill(); sshd.Wait() }()
 	sshCmd := fmt.Sprintf("ssh -p %d -i %s -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -o BatchMode=yes -o LogLevel=ERROR", port, userKey)
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		if err := exec.Command("sh", "-c", sshCmd+" root@127.0.0.1 true").Run(); err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			return 0, fmt.Errorf("sshd did not come up: %s", logBuf.String())
-		}
-		time.Sleep(100 * time.Millisecond)
+	if _, ok := wait.Until(10*time.Second, func() (bool, string) {
+		return exec.Command("sh", "-c", sshCmd+" root@127.0.0.1 true").Run() == nil, ""
+	}); !ok {
+		return 0, fmt.Errorf("sshd did not come up: %s", logBuf.String())
 	}
 	dst := t.TempDir()
 	t0 := time.Now()
@@ -392,7 +389,7 @@ func figPacing(t *testing.T, random string) {
 			mbps, len(windows), sum/float64(len(windows)), lo, hi, fmtFloats(windows), fmtFloats(blocked), loBlocked)
 		fmt.Printf("FIGURE pacing %.0f Mbit/s CPU per window: this process (both ends, cores) %s; whole machine busy (fraction of all %d cores) %s\n",
 			mbps, fmtFloats(procCPU), runtime.NumCPU(), fmtFloats(busy))
-		waitFor(t, 10*time.Second, "receiver clean-up", func() bool { return len(b.store.Pending()) == 0 })
+		wait.For(t, 10*time.Second, "receiver clean-up", func() bool { return len(b.store.Pending()) == 0 })
 	}
 }
 

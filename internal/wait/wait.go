@@ -47,7 +47,8 @@ func Until(within time.Duration, cond func() (ok bool, why string)) (last string
 
 // ForEvery is For polling every interval instead of Interval(within): for
 // a measurement whose timing is part of its result (when a poll sees the
-// condition decides when the next step starts).
+// condition decides when the next step starts, or is the time measured).
+// An interval of 0 polls without pause.
 func ForEvery(t testing.TB, every, within time.Duration, what string, cond func() bool) {
 	t.Helper()
 	if _, ok := until(every, within, func() (bool, string) { return cond(), "" }); !ok {

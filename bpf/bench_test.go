@@ -25,6 +25,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/reclaimnet/reclaimnet/internal/wait"
+
 	"github.com/reclaimnet/reclaimnet/internal/netnstest"
 	"github.com/reclaimnet/reclaimnet/policy"
 )
@@ -163,36 +165,27 @@ func armTrial(b *testing.B, m *Maps) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for {
+	wait.ForEvery(b, 0, 5*time.Second, "attempts reaching the ingress program", func() bool {
 		s, err := m.KillSwitchStats()
 		if err != nil {
 			b.Fatal(err)
 		}
-		if s.Seen >= s0.Seen+3 {
-			return
-		}
-		if time.Now().After(deadline) {
-			b.Fatal("no attempts reached the ingress program for 5 s")
-		}
-	}
+		return s.Seen >= s0.Seen+3
+	})
 }
 
-// waitFirstDrop polls for the program's first-drop timestamp.
+// waitFirstDrop polls, without pause (seen is a measured time), for the
+// program's first-drop timestamp.
 func waitFirstDrop(b *testing.B, m *Maps) (first, seen uint64) {
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		first, err := m.firstDrop()
-		if err != nil {
+	wait.ForEvery(b, 0, 5*time.Second, "a drop after switching", func() bool {
+		var err error
+		if first, err = m.firstDrop(); err != nil {
 			b.Fatal(err)
 		}
-		if first != 0 {
-			return first, monotonicNow()
-		}
-		if time.Now().After(deadline) {
-			b.Fatal("no drop within 5 s of switching")
-		}
-	}
+		seen = monotonicNow()
+		return first != 0
+	})
+	return first, seen
 }
 
 type latencies []float64 // µs

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/reclaimnet/reclaimnet/internal/wait"
+
 	"github.com/cilium/ebpf"
 
 	"github.com/reclaimnet/reclaimnet/policy"
@@ -305,20 +307,13 @@ func TestEgressRefillOverTime(t *testing.T) {
 	if got, _, _ := e.egress.Test(in); got != verdictDrop {
 		t.Fatalf("packet from an empty bucket (tokens %d): %s, want drop", st.Tokens, verdictName(got))
 	}
-	deadline := drained.Add(5 * time.Second)
-	for {
+	wait.For(t, 5*time.Second, "the bucket refilled at 4000 bytes/s", func() bool {
 		got, _, err := e.egress.Test(in)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got == verdictPass {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("bucket did not refill within 5 s at 4000 bytes/s")
-		}
-		time.Sleep(5 * time.Millisecond) // waiting for time itself to pass
-	}
+		return got == verdictPass
+	})
 	waited := time.Since(drained)
 	// 1000 bytes at 4000 bytes/s take 250 ms minus what was left (< 1000
 	// bytes after two packets from 2000), so at least (1000-tokens)/rate.

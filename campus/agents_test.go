@@ -18,6 +18,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/reclaimnet/reclaimnet/internal/wait"
+
 	"github.com/reclaimnet/reclaimnet/internal/testbin"
 	"github.com/reclaimnet/reclaimnet/web"
 )
@@ -91,26 +93,6 @@ func startAgentsForTest(t *testing.T, cfg AgentsConfig) *Agents {
 		}
 	})
 	return a
-}
-
-// waitFor polls cond until it holds or within passes.
-func waitFor(t *testing.T, within time.Duration, what string, cond func() (bool, string)) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	last := ""
-	for {
-		ok, why := cond()
-		if ok {
-			return
-		}
-		if why != "" {
-			last = why
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %v (last: %s)", what, within, last)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
 }
 
 // checkCluster asserts what StartAgents promises: every node knows the
@@ -231,7 +213,7 @@ func killAndRestart(t *testing.T, a *Agents, node string) {
 			break
 		}
 	}
-	waitFor(t, 90*time.Second, "a leader other than the killed "+node, func() (bool, string) {
+	wait.ForWhy(t, 90*time.Second, "a leader other than the killed "+node, func() (bool, string) {
 		st, err := a.Status(ctx, survivor)
 		if err != nil {
 			return false, err.Error()
@@ -239,7 +221,7 @@ func killAndRestart(t *testing.T, a *Agents, node string) {
 		return st.Cluster.Leader != "" && string(st.Cluster.Leader) != node, "leader " + string(st.Cluster.Leader)
 	})
 	t.Logf("%s killed; new leader after %v", node, time.Since(killed).Round(time.Millisecond))
-	waitFor(t, 90*time.Second, survivor+" sees "+node+" dead", func() (bool, string) {
+	wait.ForWhy(t, 90*time.Second, survivor+" sees "+node+" dead", func() (bool, string) {
 		st, err := a.Status(ctx, survivor)
 		if err != nil {
 			return false, err.Error()
@@ -316,7 +298,7 @@ func TestAgentsNamespaces(t *testing.T) {
 	}
 	leader := checkCluster(t, a)
 	// Every agent reports the fixed load (0.1 per CPU), not the host's.
-	waitFor(t, 30*time.Second, "every member reporting load 0.1", func() (bool, string) {
+	wait.ForWhy(t, 30*time.Second, "every member reporting load 0.1", func() (bool, string) {
 		st, err := a.Status(ctx, "a1")
 		if err != nil {
 			return false, err.Error()

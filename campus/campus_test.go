@@ -17,6 +17,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/reclaimnet/reclaimnet/internal/wait"
+
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 )
@@ -110,6 +112,15 @@ func echoServer(t *testing.T, ln net.Listener) {
 			})
 		}
 	})
+}
+
+// errWhy is a wait.ForWhy condition's answer for an attempt that failed
+// with err (nil: it succeeded).
+func errWhy(err error) (bool, string) {
+	if err != nil {
+		return false, err.Error()
+	}
+	return true, ""
 }
 
 // roundTrip dials addr from src, sends a line and checks the echo.
@@ -375,17 +386,15 @@ func TestCampus(t *testing.T) {
 		}
 		defer func() { server.Process.Kill(); server.Wait() }()
 		var out []byte
-		for deadline := time.Now().Add(10 * time.Second); ; {
+		// Until the server listens, the client cannot connect.
+		wait.ForWhy(t, 10*time.Second, "iperf3 client b1 → c1", func() (bool, string) {
 			var err error
 			out, err = c.Exec(ctx, "b1", "iperf3", "-c", srv.Addr.String(), "-p", "5201", "-t", "3", "-O", "1", "-J").Output()
 			if err == nil && !strings.Contains(string(out), "unable to connect") {
-				break
+				return true, ""
 			}
-			if time.Now().After(deadline) {
-				t.Fatalf("iperf3 client b1 → c1: %v: %s", err, out)
-			}
-			time.Sleep(50 * time.Millisecond) // server not listening yet; retry
-		}
+			return false, fmt.Sprintf("%v: %s", err, out)
+		})
 		var res struct {
 			Error string `json:"error"`
 			End   struct {
@@ -441,15 +450,9 @@ func TestCampus(t *testing.T) {
 		if err := c.SetLinkUp("uplink:c", true); err != nil {
 			t.Fatalf("SetLinkUp(uplink:c, true): %v", err)
 		}
-		for deadline := time.Now().Add(10 * time.Second); ; {
-			err := roundTrip(c, "a1", c2.Addr().String(), time.Second)
-			if err == nil {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("a1 → c2 after healing: still failing after 10s: %v", err)
-			}
-		}
+		wait.ForWhy(t, 10*time.Second, "a1 → c2 after healing", func() (bool, string) {
+			return errWhy(roundTrip(c, "a1", c2.Addr().String(), time.Second))
+		})
 	})
 
 	t.Run("all counters", func(t *testing.T) {
@@ -490,16 +493,9 @@ func TestCampus(t *testing.T) {
 		if err := c.Reconnect("b2"); err != nil {
 			t.Fatalf("Reconnect: %v", err)
 		}
-		deadline := time.Now().Add(10 * time.Second)
-		for {
-			err := roundTrip(c, "a1", ln.Addr().String(), time.Second)
-			if err == nil {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("a1 → b2 after Reconnect: still failing after 10s: %v", err)
-			}
-		}
+		wait.ForWhy(t, 10*time.Second, "a1 → b2 after Reconnect", func() (bool, string) {
+			return errWhy(roundTrip(c, "a1", ln.Addr().String(), time.Second))
+		})
 	})
 }
 
@@ -589,16 +585,10 @@ func TestCloseRemovesEverything(t *testing.T) {
 	if err := syscall.Stat(x1.NetNSPath(), &nsStat); err != nil {
 		t.Fatalf("stat %s: %v", x1.NetNSPath(), err)
 	}
-	for deadline := time.Now().Add(10 * time.Second); ; {
+	wait.For(t, 10*time.Second, fmt.Sprintf("sleep (pid %d) inside %s", agent.Process.Pid, x1.NetNS), func() bool {
 		var st syscall.Stat_t
-		if syscall.Stat(fmt.Sprintf("/proc/%d/ns/net", agent.Process.Pid), &st) == nil && st.Ino == nsStat.Ino && st.Dev == nsStat.Dev {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("sleep (pid %d) not inside %s after 10s", agent.Process.Pid, x1.NetNS)
-		}
-		time.Sleep(5 * time.Millisecond) // poll interval
-	}
+		return syscall.Stat(fmt.Sprintf("/proc/%d/ns/net", agent.Process.Pid), &st) == nil && st.Ino == nsStat.Ino && st.Dev == nsStat.Dev
+	})
 
 	if err := c.Close(); err != nil {
 		t.Fatalf("Close: %v", err)

@@ -22,6 +22,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/reclaimnet/reclaimnet/internal/wait"
+
 	"github.com/reclaimnet/reclaimnet/agent"
 	"github.com/reclaimnet/reclaimnet/web"
 )
@@ -571,7 +573,7 @@ func (b *box) allJobs() []string {
 func (b *box) waitCommitted(within time.Duration, minVersions int) map[string]string {
 	b.t.Helper()
 	where := map[string]string{}
-	waitFor(b.t, within, fmt.Sprintf("every job running with %d committed versions", minVersions), func() (bool, string) {
+	wait.ForWhy(b.t, within, fmt.Sprintf("every job running with %d committed versions", minVersions), func() (bool, string) {
 		st := b.h.status()
 		for _, job := range b.allJobs() {
 			i := slices.IndexFunc(st.Jobs, func(j web.Job) bool { return string(j.ID) == job })
@@ -609,7 +611,7 @@ func (b *box) jobsOn(node string) []string {
 func (b *box) waitResumed(job, from string, after time.Time, within time.Duration) []*jobRun {
 	b.t.Helper()
 	var runs []*jobRun
-	waitFor(b.t, within, job+" resumed on another node than "+from, func() (bool, string) {
+	wait.ForWhy(b.t, within, job+" resumed on another node than "+from, func() (bool, string) {
 		runs = runsOf(readLedger(b.t, b.ledgers[job]))
 		for _, r := range runs {
 			if r.start.at.After(after) && r.start.node != from && r.lastStep.step >= r.start.step+2 {
@@ -721,6 +723,26 @@ func (b *box) checkSingleInstance(job string, healed time.Time) {
 			return
 		}
 	}
+}
+
+// staleStopped reports whether, for every job but the PyTorch one, each
+// run other than the newest that stepped after since has stopped (its
+// ledger shows the SIGTERM the agent stops a job with). A run stopped
+// otherwise (SIGKILL) keeps it false: the caller's deadline then ends
+// the wait.
+func (b *box) staleStopped(jobs []string, since time.Time) (bool, string) {
+	for _, job := range jobs {
+		if job == b.torch {
+			continue
+		}
+		runs := runsOf(readLedger(b.t, b.ledgers[job]))
+		for i, r := range runs {
+			if i < len(runs)-1 && r.lastStep.at.After(since) && !r.termed {
+				return false, fmt.Sprintf("%s: process %s on %s last stepped at %s", job, r.start.pid, r.start.node, r.lastStep.at.Format("15:04:05.000"))
+			}
+		}
+	}
+	return true, ""
 }
 
 // singleInstanceAfterHeal bounds how long after a partition heals a stale
@@ -958,7 +980,7 @@ func (b *box) checkScheduled(scenario, node string, jobs []string, t0, deadline 
 			// 96-KB checkpoint): the cluster's record of it stands in.
 			rec, ok := b.h.handoffRecord(node, job, deadline)
 			if !ok {
-				waitFor(t, 10*time.Second, scenario+": the cluster's record of "+job+"'s hand-off", func() (bool, string) {
+				wait.ForWhy(t, 10*time.Second, scenario+": the cluster's record of "+job+"'s hand-off", func() (bool, string) {
 					rec, ok = b.h.handoffRecord(node, job, deadline)
 					return ok, "none"
 				})
@@ -1022,7 +1044,7 @@ func (b *box) checkScheduled(scenario, node string, jobs []string, t0, deadline 
 
 	// The owner's report says the same.
 	var rep *agent.ReclaimReport
-	waitFor(t, 30*time.Second, scenario+": the owner's report of "+node, func() (bool, string) {
+	wait.ForWhy(t, 30*time.Second, scenario+": the owner's report of "+node, func() (bool, string) {
 		st, err := b.reclaimStatus(node)
 		if err != nil {
 			return false, err.Error()
@@ -1092,12 +1114,11 @@ func (b *box) researchPair(node string, avoid ...string) (string, string) {
 // start after t0 followed by "restored step=" (a restart that cannot load
 // its checkpoint exits before printing it).
 func (b *box) waitTorchElsewhere(from string, t0 time.Time, within time.Duration) error {
-	deadline := time.Now().Add(within)
-	for time.Now().Before(deadline) {
-		if n := b.h.jobNode(b.torch); n != "" && n != from && b.torchRestoredOn(n, t0) {
-			return nil
-		}
-		time.Sleep(500 * time.Millisecond)
+	if _, ok := wait.Until(within, func() (bool, string) {
+		n := b.h.jobNode(b.torch)
+		return n != "" && n != from && b.torchRestoredOn(n, t0), ""
+	}); ok {
+		return nil
 	}
 	return fmt.Errorf("torch did not restart away from %s and restore within %v of %s", from, within, t0.Format(time.TimeOnly))
 }
@@ -1253,23 +1274,32 @@ func TestCampusScenarios(t *testing.T) {
 		// timings): from then on no gossip crosses by itself and only the
 		// mesh's reconnect loop can heal the split (without the loop, a
 		// partition that long never heals).
-		waitFor(t, 2*time.Minute, "both sides of the partition see the other dead", func() (bool, string) {
+		wait.ForWhy(t, 2*time.Minute, "both sides of the partition see the other dead", func() (bool, string) {
 			return b.partitionSeen(node)
 		})
+		// The length of the partition is the point here, not a stand-in
+		// for a condition: nothing outside memberlist shows when it stops
+		// gossiping to the dead, so the link stays down 20 s past the
+		// moment both sides were seen to hold each other dead.
 		time.Sleep(20 * time.Second)
 		t.Logf("partition: %s reconnected after %v", node, time.Since(t0).Round(time.Second))
 		if err := b.a.Campus().Reconnect(node); err != nil {
 			t.Fatal(err)
 		}
 		healed := time.Now()
-		waitFor(t, 2*time.Minute, node+" back in the cluster after the partition", func() (bool, string) {
+		wait.ForWhy(t, 2*time.Minute, node+" back in the cluster after the partition", func() (bool, string) {
 			if why := b.a.formed(ctx, b.a.Names()); why != "" {
 				return false, why
 			}
 			return true, ""
 		})
-		// A stale instance would show itself in the ledger.
-		time.Sleep(max(20*time.Second, time.Until(healed.Add(singleInstanceAfterHeal+15*time.Second))))
+		// A stale instance would show itself in the ledger: check once
+		// every instance but the newest that ran during the partition has
+		// stopped, or once one that did not would have stepped past the
+		// check's limit for 15 s.
+		wait.Until(time.Until(healed.Add(singleInstanceAfterHeal+15*time.Second)), func() (bool, string) {
+			return b.staleStopped(jobs, t0)
+		})
 		for _, job := range jobs {
 			if job != b.torch {
 				b.checkSingleInstance(job, healed)
@@ -1407,7 +1437,7 @@ func TestCampusLeaderReclaimedMidMigration(t *testing.T) {
 	leaderJobs := b.jobsOn(leader)
 	var tLeader time.Time
 	during := func() {
-		waitFor(t, 15*time.Second, "a hand-off decision for a job of "+node, func() (bool, string) {
+		wait.ForWhy(t, 15*time.Second, "a hand-off decision for a job of "+node, func() (bool, string) {
 			for _, job := range b.jobsOn(node) {
 				if len(b.h.handoffsOf(job)) > 0 {
 					return true, ""

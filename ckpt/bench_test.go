@@ -13,17 +13,8 @@ import (
 // the commit's time (what a sender waits for after its last chunk) and the
 // process's CPU seconds per GB (fsyncs in the background workers count;
 // the kernel's own writeback threads do not). It writes to the real disk
-// under b.TempDir(); CommitSyncfs is the previous commit.
+// under b.TempDir().
 func BenchmarkReceive(b *testing.B) {
-	for _, mode := range []struct {
-		name   string
-		syncfs bool
-	}{{"fsync-per-chunk", false}, {"CommitSyncfs", true}} {
-		b.Run(mode.name, func(b *testing.B) { benchReceive(b, mode.syncfs) })
-	}
-}
-
-func benchReceive(b *testing.B, syncfs bool) {
 	const n, size, rate = 256, 512 << 10, 120e6
 	chunks := make([][]byte, n)
 	for i := range chunks {
@@ -33,7 +24,7 @@ func benchReceive(b *testing.B, syncfs bool) {
 	var cpu float64
 	for b.Loop() {
 		b.StopTimer()
-		s, err := Open(Config{Root: b.TempDir(), CommitSyncfs: syncfs})
+		s, err := Open(Config{Root: b.TempDir()})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -76,32 +67,24 @@ func cpuSeconds() float64 {
 }
 
 // BenchmarkAddDir chunks, stores and commits a 128 MiB file (what a
-// checkpoint save costs the node), with background fsync and with
-// CommitSyncfs.
+// checkpoint save costs the node).
 func BenchmarkAddDir(b *testing.B) {
 	src := b.TempDir()
 	writeTreeB(b, src, "model.pt", randBytes(7, 128<<20))
-	for _, mode := range []struct {
-		name   string
-		syncfs bool
-	}{{"fsync-per-chunk", false}, {"CommitSyncfs", true}} {
-		b.Run(mode.name, func(b *testing.B) {
-			v := uint64(0)
-			for b.Loop() {
-				b.StopTimer()
-				s, err := Open(Config{Root: b.TempDir(), CommitSyncfs: mode.syncfs})
-				if err != nil {
-					b.Fatal(err)
-				}
-				v++
-				b.StartTimer()
-				if _, err := s.AddDir("j", v, src, time.Now()); err != nil {
-					b.Fatal(err)
-				}
-			}
-			b.SetBytes(128 << 20)
-		})
+	v := uint64(0)
+	for b.Loop() {
+		b.StopTimer()
+		s, err := Open(Config{Root: b.TempDir()})
+		if err != nil {
+			b.Fatal(err)
+		}
+		v++
+		b.StartTimer()
+		if _, err := s.AddDir("j", v, src, time.Now()); err != nil {
+			b.Fatal(err)
+		}
 	}
+	b.SetBytes(128 << 20)
 }
 
 func writeTreeB(b *testing.B, dir, name string, data []byte) {

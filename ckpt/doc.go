@@ -35,8 +35,7 @@
 // versions/, then the directory fsynced) only after every chunk is present,
 // verified and durable. A crash at any point leaves either the whole version
 // or none (chunks found at Open are made durable by one syncfs(2) before a
-// commit uses them; Config.CommitSyncfs keeps the older scheme of one
-// syncfs at every commit). Reads verify each chunk's hash; a corrupt chunk is
+// commit uses them). Reads verify each chunk's hash; a corrupt chunk is
 // reported with [ErrCorruptChunk], removed so it can be fetched again, and
 // [Store.RestoreNewest] falls back to the previous complete version. State is
 // the files themselves, so the store survives a restart.

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/reclaimnet/reclaimnet/internal/wait"
+
 	"github.com/reclaimnet/reclaimnet/agent"
 )
 
@@ -97,7 +99,7 @@ func TestJobCommandsAgainstAgent(t *testing.T) {
 	}
 	dir := cfg.DataDir
 	// The single node must lead before a submit can commit.
-	waitUntilT(t, 30*time.Second, "a leader", func() bool { c := a.Coordinator(); return c != nil && c.IsLeader() })
+	wait.For(t, 30*time.Second, "a leader", func() bool { c := a.Coordinator(); return c != nil && c.IsLeader() })
 
 	script := filepath.Join(t.TempDir(), "job.sh")
 	if err := os.WriteFile(script, []byte("#!/bin/sh\necho hello from the job\ntouch \"$RECLAIMNET_READY_FILE\"\nwhile :; do sleep 0.1; done\n"), 0o755); err != nil {
@@ -131,7 +133,7 @@ func TestJobCommandsAgainstAgent(t *testing.T) {
 	// Logs: the job's output once it runs here, else a clear error.
 	code, out, errOut = runCLI(t, "logs", "--data-dir", dir, "cli-job")
 	if code == ExitOK {
-		waitUntilT(t, 30*time.Second, "the job's output in logs", func() bool {
+		wait.For(t, 30*time.Second, "the job's output in logs", func() bool {
 			_, out, _ = runCLI(t, "logs", "--data-dir", dir, "cli-job")
 			return strings.Contains(out, "hello from the job")
 		})
@@ -147,7 +149,7 @@ func TestJobCommandsAgainstAgent(t *testing.T) {
 	if code, out, errOut := runCLI(t, "cancel", "--data-dir", dir, "cli-job"); code != ExitOK || !strings.Contains(out, "cancelled cli-job") {
 		t.Fatalf("cancel: exit %d, stdout %q, stderr %q", code, out, errOut)
 	}
-	waitUntilT(t, 30*time.Second, "the job done after cancel", func() bool {
+	wait.For(t, 30*time.Second, "the job done after cancel", func() bool {
 		_, out, _ := runCLI(t, "jobs", "--data-dir", dir, "--json")
 		return json.Unmarshal([]byte(out), &jobs) == nil && len(jobs) == 1 && jobs[0].State == "done"
 	})

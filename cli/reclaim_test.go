@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/reclaimnet/reclaimnet/internal/wait"
+
 	"github.com/reclaimnet/reclaimnet/agent"
 )
 
@@ -119,7 +121,7 @@ func TestReclaimAgainstAgent(t *testing.T) {
 		t.Fatal("agent not ready")
 	}
 	dir := cfg.DataDir
-	waitUntilT(t, 30*time.Second, "a leader", func() bool { c := a.Coordinator(); return c != nil && c.IsLeader() })
+	wait.For(t, 30*time.Second, "a leader", func() bool { c := a.Coordinator(); return c != nil && c.IsLeader() })
 
 	code, out, errOut := runCLI(t, "reclaim", "--data-dir", dir, "--notice", "10m")
 	if code != ExitOK || !strings.Contains(out, "reclaim of solo announced") || !strings.Contains(out, "not enforced") {

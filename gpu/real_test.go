@@ -5,11 +5,14 @@ package gpu
 import (
 	"bufio"
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/reclaimnet/reclaimnet/internal/wait"
 )
 
 // TestNVMLReal checks the NVML source on a machine with a real NVIDIA GPU.
@@ -86,8 +89,7 @@ func TestNVMLReal(t *testing.T) {
 	}
 	pid := cmd.Process.Pid
 	var seen []Process
-	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) {
+	wait.ForWhy(t, 30*time.Second, fmt.Sprintf("pid %d in NVML's process list (in a PID namespace NVML reports host PIDs)", pid), func() (bool, string) {
 		ps, err := src.Processes(ctx)
 		if err != nil {
 			t.Fatalf("Processes: %v", err)
@@ -96,29 +98,19 @@ func TestNVMLReal(t *testing.T) {
 		left, _ := ProcessesGone(ctx, src, []int{pid})
 		if len(left) > 0 {
 			t.Logf("pid %d holds %s on device %d", pid, FormatBytes(left[0].UsedMemory), left[0].DeviceIndex)
-			break
+			return true, ""
 		}
-		time.Sleep(200 * time.Millisecond)
-	}
-	if left, _ := ProcessesGone(ctx, src, []int{pid}); len(left) == 0 {
-		t.Fatalf("pid %d never appeared in NVML's process list (saw %+v); in a PID namespace NVML reports host PIDs", pid, seen)
-	}
+		return false, fmt.Sprintf("saw %+v", seen)
+	})
 	cmd.Process.Kill()
 	cmd.Wait()
-	deadline = time.Now().Add(30 * time.Second)
-	for {
+	wait.ForWhy(t, 30*time.Second, fmt.Sprintf("pid %d off the GPU after it was killed", pid), func() (bool, string) {
 		left, err := ProcessesGone(ctx, src, []int{pid})
 		if err != nil {
 			t.Fatalf("ProcessesGone: %v", err)
 		}
-		if len(left) == 0 {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("pid %d still on the GPU 30 s after it was killed: %+v", pid, left)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		return len(left) == 0, fmt.Sprintf("still listed: %+v", left)
+	})
 }
 
 // cudaPython finds a Python whose torch sees a CUDA device.

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/reclaimnet/reclaimnet/internal/wait"
 )
 
 var testKey = bytes.Repeat([]byte{7}, 32)
@@ -57,19 +59,6 @@ func memCluster(t *testing.T, n int, profile Profile, onTelemetry func(node int,
 	return nodes, network
 }
 
-// waitFor polls cond every 10 ms of (possibly fake) time until it holds or
-// the deadline passes.
-func waitFor(t *testing.T, within time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not reached within %v", what, within)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 func aliveCount(m *Mesh) int {
 	n := 0
 	for _, mem := range m.Members() {
@@ -87,7 +76,7 @@ func TestTelemetryConverges(t *testing.T) {
 		t.Run(fmt.Sprintf("%d nodes", n), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				nodes, _ := memCluster(t, n, ProfileLocal, nil)
-				waitFor(t, 30*time.Second, "all members alive everywhere", func() bool {
+				wait.For(t, 30*time.Second, "all members alive everywhere", func() bool {
 					for _, m := range nodes {
 						if aliveCount(m) != n {
 							return false
@@ -104,7 +93,7 @@ func TestTelemetryConverges(t *testing.T) {
 						}
 					}
 					want := float64(round) / 10
-					waitFor(t, 2*time.Minute, fmt.Sprintf("round %d reports everywhere", round), func() bool {
+					wait.For(t, 2*time.Minute, fmt.Sprintf("round %d reports everywhere", round), func() bool {
 						for _, m := range nodes {
 							for j, mem := range m.Members() {
 								if !mem.HasTelemetry || mem.Telemetry.Load != want || int(mem.Telemetry.FreeGPUs) != j {
@@ -132,7 +121,7 @@ func TestLateJoinerGetsState(t *testing.T) {
 		for _, m := range nodes {
 			m.PublishTelemetry(Telemetry{FreeGPUs: 3}, time.Now())
 		}
-		waitFor(t, 30*time.Second, "reports spread among the first 3", func() bool {
+		wait.For(t, 30*time.Second, "reports spread among the first 3", func() bool {
 			_, ok0 := nodes[2].Report("node-00")
 			_, ok1 := nodes[2].Report("node-01")
 			return ok0 && ok1
@@ -162,7 +151,7 @@ func TestLateJoinerGetsState(t *testing.T) {
 func TestEventsLeaveAndFailure(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		nodes, _ := memCluster(t, 4, ProfileLocal, nil)
-		waitFor(t, 30*time.Second, "4 alive", func() bool { return aliveCount(nodes[0]) == 4 })
+		wait.For(t, 30*time.Second, "4 alive", func() bool { return aliveCount(nodes[0]) == 4 })
 		drain(nodes[0])
 		if err := nodes[1].Leave(time.Second); err != nil {
 			t.Fatal(err)
@@ -211,11 +200,11 @@ func TestPartitionHeals(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				nodes, network := memCluster(t, 4, ProfileLocal, nil, func(c *Config) { c.ReconnectInterval = tc.reconnect })
-				waitFor(t, 30*time.Second, "4 alive", func() bool { return aliveCount(nodes[0]) == 4 })
+				wait.For(t, 30*time.Second, "4 alive", func() bool { return aliveCount(nodes[0]) == 4 })
 				cut := nodes[3]
 				addr, port := cut.LocalAddr()
 				network.Isolate(fmt.Sprintf("%s:%d", addr, port), true)
-				waitFor(t, 2*time.Minute, "both sides declare the other dead", func() bool {
+				wait.For(t, 2*time.Minute, "both sides declare the other dead", func() bool {
 					return stateOf(nodes[0], "node-03") == StateDead && stateOf(cut, "node-00") == StateDead && aliveCount(cut) == 1
 				})
 				// Past memberlist's gossip-to-the-dead time (15 s here): no
@@ -231,9 +220,10 @@ func TestPartitionHeals(t *testing.T) {
 					return true
 				}
 				if tc.heals {
-					waitFor(t, time.Minute, "every node sees 4 alive after the partition heals", healed)
+					wait.For(t, time.Minute, "every node sees 4 alive after the partition heals", healed)
 					return
 				}
+				// Nothing may heal it: two quiet minutes are the point.
 				time.Sleep(2 * time.Minute)
 				if healed() {
 					t.Fatal("the partition healed with reconnect off: the test no longer shows why the loop is needed")
@@ -283,7 +273,7 @@ func TestEventsNeverBlock(t *testing.T) {
 				}
 			}
 		}
-		waitFor(t, 30*time.Second, "6 alive at node 0", func() bool { return aliveCount(nodes[0]) == 6 })
+		wait.For(t, 30*time.Second, "6 alive at node 0", func() bool { return aliveCount(nodes[0]) == 6 })
 		if d := nodes[0].Stats().EventsDropped; d < 4 {
 			t.Errorf("events dropped with a buffer of 2 and 6 joins: got %d, want ≥ 4", d)
 		}
@@ -336,7 +326,7 @@ func TestTelemetryCarriesFlows(t *testing.T) {
 			t.Fatalf("publish with %d long flows: %v", len(flows), err)
 		}
 		var got Telemetry
-		waitFor(t, 30*time.Second, "node-00's report at node-02", func() bool {
+		wait.For(t, 30*time.Second, "node-00's report at node-02", func() bool {
 			var ok bool
 			got, ok = nodes[2].Report("node-00")
 			return ok
@@ -356,7 +346,7 @@ func TestTelemetryCarriesFlows(t *testing.T) {
 		if err := nodes[0].PublishTelemetry(Telemetry{FreeGPUs: 2, Flows: short}, time.Now()); err != nil {
 			t.Fatal(err)
 		}
-		waitFor(t, 30*time.Second, "node-00's second report at node-02", func() bool {
+		wait.For(t, 30*time.Second, "node-00's second report at node-02", func() bool {
 			got, _ = nodes[2].Report("node-00")
 			return got.FreeGPUs == 2
 		})

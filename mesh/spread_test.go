@@ -8,6 +8,8 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/reclaimnet/reclaimnet/internal/wait"
 )
 
 // TestTelemetrySpreadFigures measures, in synctest's fake time on the
@@ -37,6 +39,10 @@ func TestTelemetrySpreadFigures(t *testing.T) {
 	}
 }
 
+// measureSpread publishes trials updates, one at a time, and records when
+// the last node got each. The trial timing is part of the method: waits
+// poll every 10 ms of fake time and trials are 2 s apart, which fixes
+// where each publish falls between gossip rounds (and so the figures).
 func measureSpread(t *testing.T, n int, profileName string, profile Profile, trials int) {
 	var mu sync.Mutex
 	want := uint64(0)
@@ -51,7 +57,7 @@ func measureSpread(t *testing.T, n int, profileName string, profile Profile, tri
 			}
 		}
 	})
-	waitFor(t, 5*time.Minute, "all alive", func() bool {
+	wait.ForEvery(t, 10*time.Millisecond, 5*time.Minute, "all alive", func() bool {
 		for _, m := range nodes {
 			if aliveCount(m) != n {
 				return false
@@ -77,7 +83,7 @@ func measureSpread(t *testing.T, n int, profileName string, profile Profile, tri
 		if err := src.PublishTelemetry(Telemetry{Load: float64(trial)}, start); err != nil {
 			t.Fatal(err)
 		}
-		waitFor(t, 5*time.Minute, "update reaches all", func() bool {
+		wait.ForEvery(t, 10*time.Millisecond, 5*time.Minute, "update reaches all", func() bool {
 			mu.Lock()
 			defer mu.Unlock()
 			return len(arrived) == n-1
@@ -91,7 +97,9 @@ func measureSpread(t *testing.T, n int, profileName string, profile Profile, tri
 		}
 		mu.Unlock()
 		spreads = append(spreads, last.Sub(start))
-		time.Sleep(2 * time.Second) // fake time: let retransmissions drain
+		// The fixed spacing is the point (see above); retransmissions of
+		// this update have drained by then.
+		time.Sleep(2 * time.Second)
 	}
 	sort.Slice(spreads, func(i, j int) bool { return spreads[i] < spreads[j] })
 	slow := 0

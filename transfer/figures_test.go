@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/reclaimnet/reclaimnet/internal/wait"
+
 	"github.com/quic-go/quic-go"
 	"github.com/reclaimnet/reclaimnet/ckpt"
 	"golang.org/x/sys/unix"
@@ -312,15 +314,10 @@ func rsyncSSH(t *testing.T, file string) (time.Duration, error) {
 	}
 	defer func() { sshd.Process.Kill(); sshd.Wait() }()
 	sshCmd := fmt.Sprintf("ssh -p %d -i %s -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -o BatchMode=yes -o LogLevel=ERROR", port, userKey)
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		if err := exec.Command("sh", "-c", sshCmd+" root@127.0.0.1 true").Run(); err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			return 0, fmt.Errorf("sshd did not come up: %s", logBuf.String())
-		}
-		time.Sleep(100 * time.Millisecond)
+	if _, ok := wait.Until(10*time.Second, func() (bool, string) {
+		return exec.Command("sh", "-c", sshCmd+" root@127.0.0.1 true").Run() == nil, ""
+	}); !ok {
+		return 0, fmt.Errorf("sshd did not come up: %s", logBuf.String())
 	}
 	dst := t.TempDir()
 	t0 := time.Now()
@@ -392,7 +389,7 @@ func figPacing(t *testing.T, random string) {
 			mbps, len(windows), sum/float64(len(windows)), lo, hi, fmtFloats(windows), fmtFloats(blocked), loBlocked)
 		fmt.Printf("FIGURE pacing %.0f Mbit/s CPU per window: this process (both ends, cores) %s; whole machine busy (fraction of all %d cores) %s\n",
 			mbps, fmtFloats(procCPU), runtime.NumCPU(), fmtFloats(busy))
-		waitFor(t, 10*time.Second, "receiver clean-up", func() bool { return len(b.store.Pending()) == 0 })
+		wait.For(t, 10*time.Second, "receiver clean-up", func() bool { return len(b.store.Pending()) == 0 })
 	}
 }
 
@@ -533,11 +530,7 @@ func figNetns(t *testing.T, random string) {
 			}
 			return s
 		}
-		// The previous commit (one syncfs) first, then the default
-		// (background fsync per chunk), side by side in this run.
-		for _, syncfs := range []bool{true, false} {
-			figNetnsOnce(t, random, shape.name, shape.bits, syncfs, inNS, peer)
-		}
+		figNetnsOnce(t, random, shape.name, shape.bits, inNS, peer)
 		d, cpu, rec := rawQUIC(t, random, peer, func(fn func()) {
 			if err := inNetns(ns, fn); err != nil {
 				t.Fatal(err)
@@ -550,30 +543,16 @@ func figNetns(t *testing.T, random string) {
 }
 
 // figNetnsOnce sends the file once over the shaped veth and prints its
-// figures; syncfs gives the receiver's store CommitSyncfs (the commit
-// before background fsync).
-func figNetnsOnce(t *testing.T, random, shape string, bits float64, syncfs bool, inNS func(*node) *Server, peer string) {
+// figures.
+func figNetnsOnce(t *testing.T, random, shape string, bits float64, inNS func(*node) *Server, peer string) {
 	fi, _ := os.Stat(random)
-	listen := func(n *node) *Server {
-		if syncfs {
-			st, err := ckpt.Open(ckpt.Config{Root: t.TempDir(), Chunker: ckpt.DefaultChunker, CommitSyncfs: true})
-			if err != nil {
-				t.Fatal(err)
-			}
-			n.store, n.cfg.Store = st, st
-		}
-		return inNS(n)
-	}
 	name := shape + " receiver-fsync-per-chunk"
-	if syncfs {
-		name = shape + " receiver-CommitSyncfs"
-	}
 	{
 		shape := struct {
 			name string
 			bits float64
 		}{name, bits}
-		d, cpu, st, rec := sendFileSteady(t, random, listen, func(s *Server) string { return net.JoinHostPort(peer, strconv.Itoa(s.Addr().Port)) }, CompressAuto)
+		d, cpu, st, rec := sendFileSteady(t, random, inNS, func(s *Server) string { return net.JoinHostPort(peer, strconv.Itoa(s.Addr().Port)) }, CompressAuto)
 		g, ss := mbit(fi.Size(), d), rec.steady()
 		fmt.Printf("FIGURE netns veth tbf %s reclaimnet-transfer: %d MiB in %.2fs (Send→DONE) = %.0f Mbit/s = %.1f%% of the shaped rate; steady state (10%%→90%% of the bytes stored at the receiver) %.0f Mbit/s = %.1f%%; %.2f CPU s/GB\n",
 			shape.name, fi.Size()>>20, d.Seconds(), g, 100*g*1e6/shape.bits, ss, 100*ss*1e6/shape.bits, cpu/(float64(fi.Size())/1e9))

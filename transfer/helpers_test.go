@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/reclaimnet/reclaimnet/internal/wait"
+
 	"github.com/reclaimnet/reclaimnet/ckpt"
 	"github.com/reclaimnet/reclaimnet/pki"
 )
@@ -130,36 +132,16 @@ func checkRestored(t testing.TB, n *node, job string, version uint64, files map[
 	}
 }
 
-// waitFor polls cond until it holds or the deadline passes.
-func waitFor(t testing.TB, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", d, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 // checkNoLeak fails if goroutines started during the test outlive it.
 func checkNoLeak(t *testing.T) {
 	base := runtime.NumGoroutine()
 	t.Cleanup(func() {
-		deadline := time.Now().Add(10 * time.Second)
-		for {
-			n := runtime.NumGoroutine()
-			if n <= base {
-				return
-			}
-			if time.Now().After(deadline) {
-				buf := make([]byte, 1<<20)
-				buf = buf[:runtime.Stack(buf, true)]
-				t.Errorf("goroutines: got %d after close, want <= %d\n%s", n, base, buf)
-				return
-			}
-			time.Sleep(20 * time.Millisecond)
+		if _, ok := wait.Until(10*time.Second, func() (bool, string) { return runtime.NumGoroutine() <= base, "" }); ok {
+			return
 		}
+		buf := make([]byte, 1<<20)
+		buf = buf[:runtime.Stack(buf, true)]
+		t.Errorf("goroutines: got %d after close, want <= %d\n%s", runtime.NumGoroutine(), base, buf)
 	})
 }
 

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/reclaimnet/reclaimnet/internal/wait"
+
 	"github.com/quic-go/quic-go"
 	"github.com/reclaimnet/reclaimnet/ckpt"
 	"github.com/reclaimnet/reclaimnet/policy"
@@ -179,7 +181,7 @@ func TestStalePendingVersionExpires(t *testing.T) {
 	// A sender delivers part of the version and vanishes (no cancel).
 	r := dialRaw(t, a, srv, m)
 	r.sendChunks(t, a.store, r.need[:2])
-	waitFor(t, 10*time.Second, "two chunks stored", func() bool { return st.Has(r.need[0]) && st.Has(r.need[1]) })
+	wait.For(t, 10*time.Second, "two chunks stored", func() bool { return st.Has(r.need[0]) && st.Has(r.need[1]) })
 	// While its connection is open the version is busy, however old.
 	clk.add(3 * time.Hour)
 	srv.expireStale(time.Hour)
@@ -187,7 +189,7 @@ func TestStalePendingVersionExpires(t *testing.T) {
 		t.Fatalf("pending versions while a connection holds one: got %d, want 1", len(st.Pending()))
 	}
 	r.conn.CloseWithError(codeFailed, "sender gone")
-	waitFor(t, 10*time.Second, "receiver to release the connection", func() bool {
+	wait.For(t, 10*time.Second, "receiver to release the connection", func() bool {
 		srv.vmu.Lock()
 		defer srv.vmu.Unlock()
 		return len(srv.versions) == 0
@@ -225,7 +227,7 @@ func TestConcurrentConnectionsSameVersion(t *testing.T) {
 	// and is asked only for the rest.
 	r1 := dialRaw(t, a, srv, m)
 	r1.sendChunks(t, a.store, r1.need[:2])
-	waitFor(t, 10*time.Second, "two chunks stored", func() bool { return b.store.Has(r1.need[0]) && b.store.Has(r1.need[1]) })
+	wait.For(t, 10*time.Second, "two chunks stored", func() bool { return b.store.Has(r1.need[0]) && b.store.Has(r1.need[1]) })
 	r2 := dialRaw(t, a, srv, m)
 	if len(r2.need) != len(r1.need)-2 {
 		t.Fatalf("second connection's NEED: got %d chunks, want %d", len(r2.need), len(r1.need)-2)
@@ -233,7 +235,7 @@ func TestConcurrentConnectionsSameVersion(t *testing.T) {
 	// Connection 1 is cancelled: connection 2 still receives the version,
 	// so nothing may be removed.
 	r1.conn.CloseWithError(codeCancelled, "cancelled")
-	waitFor(t, 10*time.Second, "receiver to release connection 1", func() bool {
+	wait.For(t, 10*time.Second, "receiver to release connection 1", func() bool {
 		srv.vmu.Lock()
 		defer srv.vmu.Unlock()
 		vs := srv.versions[versionKey{"j", 1}]
@@ -278,7 +280,7 @@ func TestConcurrentConnectionsSameVersion(t *testing.T) {
 		t.Fatalf("FAIL: got %v, want ErrRefused", fe)
 	}
 	r3.conn.CloseWithError(codeCancelled, "cancelled")
-	waitFor(t, 10*time.Second, "the cancelled version's data removed", func() bool {
+	wait.For(t, 10*time.Second, "the cancelled version's data removed", func() bool {
 		return len(b.store.Pending()) == 0 && !b.store.Has(r3.need[0])
 	})
 }

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/reclaimnet/reclaimnet/internal/wait"
+
 	"github.com/reclaimnet/reclaimnet/ckpt"
 	"github.com/reclaimnet/reclaimnet/pki"
 	"github.com/reclaimnet/reclaimnet/policy"
@@ -169,10 +171,10 @@ func TestResumeAfterBrokenConnection(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 20*time.Second, "half the data at the receiver", func() bool { return b.store.Usage() >= size/2 })
+	wait.For(t, 20*time.Second, "half the data at the receiver", func() bool { return b.store.Usage() >= size/2 })
 	px.blackout.Store(true)
 	atCut := b.store.Usage()
-	waitFor(t, 20*time.Second, "the sender to notice and retry", func() bool { return tr.Stats().Attempts >= 2 })
+	wait.For(t, 20*time.Second, "the sender to notice and retry", func() bool { return tr.Stats().Attempts >= 2 })
 	px.blackout.Store(false)
 	if err := tr.Wait(); err != nil {
 		t.Fatal(err)
@@ -246,12 +248,12 @@ func TestCancelRemovesPartialData(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 20*time.Second, "some data at the receiver", func() bool { return b.store.Usage() > 2<<20 })
+	wait.For(t, 20*time.Second, "some data at the receiver", func() bool { return b.store.Usage() > 2<<20 })
 	tr.Cancel()
 	if err := tr.Wait(); !errors.Is(err, ErrCancelled) {
 		t.Fatalf("Wait after Cancel: got %v, want ErrCancelled", err)
 	}
-	waitFor(t, 10*time.Second, "receiver to drop the partial data", func() bool {
+	wait.For(t, 10*time.Second, "receiver to drop the partial data", func() bool {
 		return b.store.Usage() == 0 && len(b.store.Pending()) == 0
 	})
 	if vs := b.store.Versions("j"); len(vs) != 0 {
@@ -296,7 +298,7 @@ func TestReceiverDiskFull(t *testing.T) {
 	if !errors.Is(err, ErrRemoteDiskFull) {
 		t.Fatalf("got %v, want ErrRemoteDiskFull", err)
 	}
-	waitFor(t, 10*time.Second, "receiver to remove the partial data", func() bool {
+	wait.For(t, 10*time.Second, "receiver to remove the partial data", func() bool {
 		return b.store.Usage() == 0 && len(b.store.Pending()) == 0
 	})
 	var onDisk int64
@@ -327,7 +329,7 @@ func TestBusyReceiverRefuses(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 10*time.Second, "the first transfer to start", func() bool { return b.store.Usage() > 0 })
+	wait.For(t, 10*time.Second, "the first transfer to start", func() bool { return b.store.Usage() > 0 })
 	_, err = c.Send(context.Background(), Request{Addr: srv.Addr().String(), Node: "b", JobID: "k", Version: 1})
 	if !errors.Is(err, ErrRefused) {
 		t.Fatalf("second transfer while the only slot is taken: got %v, want ErrRefused", err)
@@ -398,7 +400,7 @@ func TestResumeAfterReceiverRestart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 20*time.Second, "half the data at the receiver", func() bool { return b.store.Usage() >= size/2 })
+	wait.For(t, 20*time.Second, "half the data at the receiver", func() bool { return b.store.Usage() >= size/2 })
 	srv.Close()
 	if err := tr.Wait(); err == nil {
 		t.Fatal("transfer succeeded although the receiver stopped half-way")

@@ -1,11 +1,8 @@
 package web
 
 import (
-	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"time"
 
@@ -60,9 +57,6 @@ type DecisionsResponse struct {
 type ErrorResponse struct {
 	Error string `json:"error"`
 }
-
-// maxRequestBody bounds a POST body; the requests here are tiny.
-const maxRequestBody = 4 << 10
 
 func (h *Handler) apiStatus(w http.ResponseWriter, r *http.Request) {
 	s, ok := h.statusOrError(w, r)
@@ -119,51 +113,6 @@ func (h *Handler) apiDecisions(w http.ResponseWriter, r *http.Request) {
 	if s, ok := h.statusOrError(w, r); ok {
 		writeJSON(w, http.StatusOK, &DecisionsResponse{GeneratedAt: s.GeneratedAt, Control: s.Control, Decisions: nonNil(s.Decisions)})
 	}
-}
-
-// apiReclaim forwards POST /v1/reclaim {"notice_ns": N} to Actions.
-func (h *Handler) apiReclaim(w http.ResponseWriter, r *http.Request) {
-	if code, msg := h.authorize(r); code != 0 {
-		writeError(w, code, msg)
-		return
-	}
-	body, err := io.ReadAll(io.LimitReader(r.Body, maxRequestBody+1))
-	if err != nil {
-		writeError(w, http.StatusBadRequest, "read request body")
-		return
-	}
-	req, err := decodeReclaimRequest(body)
-	if err != nil {
-		writeError(w, http.StatusBadRequest, err.Error())
-		return
-	}
-	if err := h.cfg.Actions.Reclaim(r.Context(), req); err != nil {
-		h.cfg.Logger.Error("web: reclaim", "err", err)
-		writeError(w, http.StatusInternalServerError, "reclaim failed: "+err.Error())
-		return
-	}
-	writeJSON(w, http.StatusAccepted, &req)
-}
-
-// decodeReclaimRequest parses and checks a POST /v1/reclaim body.
-func decodeReclaimRequest(body []byte) (ReclaimRequest, error) {
-	var req ReclaimRequest
-	if len(body) > maxRequestBody {
-		return req, fmt.Errorf("request body over %d bytes", maxRequestBody)
-	}
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&req); err != nil {
-		return ReclaimRequest{}, fmt.Errorf("decode reclaim request: %w", err)
-	}
-	// dec.More misses a stray '}' or ']', so require the end of input.
-	if _, err := dec.Token(); err != io.EOF {
-		return ReclaimRequest{}, errors.New("decode reclaim request: trailing data after the object")
-	}
-	if req.Notice < 0 {
-		return ReclaimRequest{}, fmt.Errorf("decode reclaim request: negative notice %v", req.Notice)
-	}
-	return req, nil
 }
 
 // statusOrError reads the status or answers 503.

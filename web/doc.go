@@ -14,9 +14,9 @@
 // of the page while it is open, and without JavaScript a meta refresh does
 // the same. Charts are inline SVG rendered on the server.
 //
-// Everything is read-only unless the agent passes Actions. Even then, a
-// state-changing request needs the configured token whenever the handler is
-// bound to a non-loopback address (and whenever a token is configured), is
-// compared in constant time, and must be a same-origin JSON POST. Configured
-// secrets (the token, the gossip key) are redacted from every response.
+// Everything is read-only: a request other than GET or HEAD is refused (state
+// changes go through the agent's local socket). A loopback-bound handler
+// answers only to loopback Host names, so a page on another site cannot read
+// it through DNS rebinding. Configured secrets (the gossip key) are redacted
+// from every response.
 package web

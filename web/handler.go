@@ -2,8 +2,6 @@ package web
 
 import (
 	"context"
-	"crypto/sha256"
-	"crypto/subtle"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -21,23 +19,15 @@ import (
 type Config struct {
 	// Source gives the node's status; required.
 	Source Source
-	// Actions handles state-changing requests; nil keeps the API
-	// read-only (every state-changing endpoint answers 405).
-	Actions Actions
 	// Registry is the agent's own Prometheus registry; New registers the
 	// status collector on it and serves it at /metrics. Nil: New makes one.
 	Registry *prometheus.Registry
 	// Bind is the address the agent serves HTTP on (host:port or host).
-	// When it is not a loopback address, state-changing requests need
-	// Token. Empty means the default 127.0.0.1.
+	// When it is a loopback address, only loopback Host names are
+	// answered. Empty means the default 127.0.0.1.
 	Bind string
-	// Token authorises state-changing requests ("Authorization: Bearer
-	// TOKEN"). When set it is always required; when empty and Bind is not
-	// loopback, state-changing requests are refused.
-	Token string
-	// Secrets are other values that must never appear in a response (the
-	// gossip key in every encoding the agent holds it in). Token is always
-	// treated as a secret.
+	// Secrets are values that must never appear in a response (the
+	// gossip key in every encoding the agent holds it in).
 	Secrets []string
 	// Refresh is how often the open page re-fetches itself; 0 means
 	// DefaultRefresh.
@@ -88,9 +78,6 @@ func New(cfg Config) (*Handler, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	if cfg.Token != "" && len(cfg.Token) < minSecretLen {
-		return nil, fmt.Errorf("web: token is shorter than %d characters", minSecretLen)
-	}
 	for _, s := range cfg.Secrets {
 		if len(s) < minSecretLen {
 			return nil, fmt.Errorf("web: a secret is shorter than %d characters (it could not be redacted safely)", minSecretLen)
@@ -103,7 +90,7 @@ func New(cfg Config) (*Handler, error) {
 		return nil, fmt.Errorf("web: %w", err)
 	}
 	h := &Handler{cfg: cfg, loopback: loopback, page: page}
-	for _, s := range append(cfg.Secrets, cfg.Token) {
+	for _, s := range cfg.Secrets {
 		h.secrets = append(h.secrets, secretForms(s)...)
 	}
 	if err := cfg.Registry.Register(newCollector(h.status, cfg.Logger)); err != nil {
@@ -125,7 +112,6 @@ func (h *Handler) routes() *http.ServeMux {
 	mux.HandleFunc("GET /v1/transfers", h.apiTransfers)
 	mux.HandleFunc("GET /v1/reclaims", h.apiReclaims)
 	mux.HandleFunc("GET /v1/decisions", h.apiDecisions)
-	mux.HandleFunc("POST /v1/reclaim", h.apiReclaim)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(h.cfg.Registry, promhttp.HandlerOpts{
 		ErrorHandling: promhttp.ContinueOnError,
 		ErrorLog:      promLogger{h.cfg.Logger},
@@ -140,6 +126,9 @@ func (h *Handler) routes() *http.ServeMux {
 
 // ServeHTTP serves one request. Every response passes through the secret
 // filter and carries headers that keep the page from being framed or sniffed.
+// The API is read-only: any method but GET and HEAD is refused, so a page on
+// another site cannot change state through a browser (state changes go
+// through the agent's local socket).
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	hd := w.Header()
 	hd.Set("X-Content-Type-Options", "nosniff")
@@ -153,6 +142,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// (DNS rebinding) and read the answers; a loopback-bound agent
 		// answers only to loopback names.
 		writeError(fw, http.StatusMisdirectedRequest, "this agent listens on loopback and answers only to localhost or a loopback address")
+	} else if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		hd.Set("Allow", "GET, HEAD")
+		writeError(fw, http.StatusMethodNotAllowed, "this agent's HTTP API is read-only; use the local socket (reclaimnet reclaim)")
 	} else {
 		h.mux.ServeHTTP(fw, r)
 	}
@@ -209,41 +201,6 @@ func isLoopbackBind(bind string) bool {
 // address or localhost.
 func isLoopbackHost(host string) bool {
 	return host != "" && !strings.HasPrefix(host, ":") && isLoopbackBind(host)
-}
-
-// authorize decides whether a state-changing request may proceed. It
-// returns the HTTP status and a message for a refusal, or 0.
-func (h *Handler) authorize(r *http.Request) (int, string) {
-	if h.cfg.Actions == nil {
-		return http.StatusMethodNotAllowed, "this agent's HTTP API is read-only; use the local socket (reclaimnet reclaim)"
-	}
-	// A browser on another site can POST to a loopback address; a JSON
-	// content type forces a CORS preflight we never answer, and Origin,
-	// when present, must be this host.
-	if ct := r.Header.Get("Content-Type"); !strings.HasPrefix(strings.ToLower(strings.TrimSpace(ct)), "application/json") {
-		return http.StatusUnsupportedMediaType, "state-changing requests must be application/json"
-	}
-	if o := r.Header.Get("Origin"); o != "" && o != "http://"+r.Host && o != "https://"+r.Host {
-		return http.StatusForbidden, "cross-origin request refused"
-	}
-	if h.cfg.Token == "" {
-		if !h.loopback {
-			return http.StatusForbidden, "state-changing requests need a token when the agent listens on a non-loopback address; use the local socket"
-		}
-		return 0, ""
-	}
-	got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-	if !ok || !tokenEqual(got, h.cfg.Token) {
-		return http.StatusUnauthorized, "missing or wrong token"
-	}
-	return 0, ""
-}
-
-// tokenEqual compares in constant time; hashing first hides the length too.
-func tokenEqual(got, want string) bool {
-	a := sha256.Sum256([]byte(got))
-	b := sha256.Sum256([]byte(want))
-	return subtle.ConstantTimeCompare(a[:], b[:]) == 1
 }
 
 // promLogger hands promhttp's errors to slog.

@@ -65,7 +65,7 @@ func (h *Handler) serveLive(w http.ResponseWriter, r *http.Request) {
 }
 
 func (h *Handler) serveTemplate(w http.ResponseWriter, r *http.Request, name string) {
-	v := &pageView{RefreshMs: h.cfg.Refresh.Milliseconds(), Actions: h.cfg.Actions != nil}
+	v := &pageView{RefreshMs: h.cfg.Refresh.Milliseconds()}
 	s, err := h.status(r.Context())
 	code := http.StatusOK
 	if err != nil {
@@ -109,7 +109,6 @@ type pageView struct {
 	S         *Status
 	Err       string
 	RefreshMs int64
-	Actions   bool
 
 	Self      *Member
 	Buildings []buildingGroup

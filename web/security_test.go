@@ -4,14 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"html"
 	"html/template"
 	"net/http"
 	"net/url"
 	"strings"
-	"sync"
 	"testing"
-	"time"
 
 	"github.com/reclaimnet/reclaimnet/policy"
 )
@@ -43,81 +42,47 @@ func TestIsLoopbackBind(t *testing.T) {
 	}
 }
 
-// recordingActions records the reclaims it was asked for.
-type recordingActions struct {
-	mu   sync.Mutex
-	reqs []ReclaimRequest
-	err  error
-}
-
-func (a *recordingActions) Reclaim(ctx context.Context, req ReclaimRequest) error {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	a.reqs = append(a.reqs, req)
-	return a.err
-}
-
-func (a *recordingActions) count() int {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return len(a.reqs)
-}
-
-const testToken = "tok-0123456789abcdef-XYZ"
-
-func TestReclaimAuthorization(t *testing.T) {
-	jsonCT := map[string]string{"Content-Type": "application/json"}
-	withAuth := func(tok string) map[string]string {
-		return map[string]string{"Content-Type": "application/json", "Authorization": "Bearer " + tok}
-	}
-	body := `{"notice_ns": 60000000000}`
-	cases := []struct {
-		name     string
-		actions  bool
-		bind     string
-		token    string
-		header   map[string]string
-		body     string
-		want     int
-		executes bool
-	}{
-		{"read-only by default", false, "", "", jsonCT, body, http.StatusMethodNotAllowed, false},
-		{"loopback without token", true, "127.0.0.1:7949", "", jsonCT, body, http.StatusAccepted, true},
-		{"non-loopback without token configured", true, "0.0.0.0:7949", "", jsonCT, body, http.StatusForbidden, false},
-		{"non-loopback, no token sent", true, "10.0.0.5:7949", testToken, jsonCT, body, http.StatusUnauthorized, false},
-		{"non-loopback, wrong token", true, "10.0.0.5:7949", testToken, withAuth(testToken + "x"), body, http.StatusUnauthorized, false},
-		{"non-loopback, token as a prefix", true, "10.0.0.5:7949", testToken, withAuth(testToken[:10]), body, http.StatusUnauthorized, false},
-		{"non-loopback, right token", true, "10.0.0.5:7949", testToken, withAuth(testToken), body, http.StatusAccepted, true},
-		{"loopback with token configured needs it", true, "127.0.0.1:7949", testToken, jsonCT, body, http.StatusUnauthorized, false},
-		{"not JSON (a cross-site form)", true, "127.0.0.1:7949", "", map[string]string{"Content-Type": "application/x-www-form-urlencoded"}, body, http.StatusUnsupportedMediaType, false},
-		{"cross-origin", true, "127.0.0.1:7949", "", map[string]string{"Content-Type": "application/json", "Origin": "http://evil.example"}, body, http.StatusForbidden, false},
-		{"same origin", true, "127.0.0.1:7949", "", map[string]string{"Content-Type": "application/json", "Origin": "http://127.0.0.1:7949"}, body, http.StatusAccepted, true},
-		{"bad body", true, "127.0.0.1:7949", "", jsonCT, `{"notice": 5}`, http.StatusBadRequest, false},
-		{"negative notice", true, "127.0.0.1:7949", "", jsonCT, `{"notice_ns": -1}`, http.StatusBadRequest, false},
-	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			acts := &recordingActions{}
-			cfg := Config{Source: newMemSource(scenarioA), Bind: c.bind, Token: c.token}
-			if c.actions {
-				cfg.Actions = acts
+// TestReadOnly probes the API as a page on another site, or a script on the
+// node, would: every method but GET and HEAD, on every path (the page, the
+// API, a reclaim, the metrics, unknown paths), with any body and headers,
+// is refused with 405, a JSON error naming the local socket, and an Allow
+// header; the status is never read for it.
+func TestReadOnly(t *testing.T) {
+	asked := 0
+	src := sourceFunc(func(ctx context.Context) (Status, error) { asked++; return scenarioA(), nil })
+	for _, bind := range []string{"127.0.0.1:7949", "0.0.0.0:7949"} {
+		h := newTestHandler(t, Config{Source: src, Bind: bind})
+		for _, method := range []string{http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete, http.MethodOptions} {
+			for _, path := range []string{"/", "/v1/reclaim", "/v1/status", "/v1/jobs/j1", "/metrics", "/ui/live", "/nothing"} {
+				for _, hdr := range []map[string]string{
+					{"Content-Type": "application/json"},
+					{"Content-Type": "application/x-www-form-urlencoded", "Origin": "http://evil.example"},
+					{"Content-Type": "application/json", "Origin": "http://127.0.0.1:7949", "Authorization": "Bearer 0123456789abcdef0123"},
+				} {
+					asked = 0
+					res, body := do(t, h, method, path, `{"notice_ns": 0}`, hdr)
+					what := fmt.Sprintf("bind %s: %s %s %v", bind, method, path, hdr)
+					if res.StatusCode != http.StatusMethodNotAllowed {
+						t.Fatalf("%s: got %d %s, want 405", what, res.StatusCode, body)
+					}
+					var e ErrorResponse
+					if json.Unmarshal([]byte(body), &e) != nil || !strings.Contains(e.Error, "read-only") || !strings.Contains(e.Error, "local socket") {
+						t.Fatalf("%s: got body %q, want a JSON error saying the API is read-only", what, body)
+					}
+					if got := res.Header.Get("Allow"); got != "GET, HEAD" {
+						t.Fatalf("%s: Allow %q, want \"GET, HEAD\"", what, got)
+					}
+					if asked != 0 {
+						t.Fatalf("%s: the status was read %d times for a refused request", what, asked)
+					}
+				}
 			}
-			h := newTestHandler(t, cfg)
-			res, got := do(t, h, http.MethodPost, "/v1/reclaim", c.body, c.header)
-			if res.StatusCode != c.want {
-				t.Fatalf("got %d %s, want %d", res.StatusCode, got, c.want)
+		}
+		for _, method := range []string{http.MethodGet, http.MethodHead} {
+			if res, body := do(t, h, method, "/v1/status", "", nil); res.StatusCode != http.StatusOK {
+				t.Fatalf("bind %s: %s /v1/status: got %d %s, want 200", bind, method, res.StatusCode, body)
 			}
-			if n := acts.count(); (n == 1) != c.executes {
-				t.Fatalf("got %d reclaims executed, want executed=%v", n, c.executes)
-			}
-			if c.executes && acts.reqs[0].Notice != time.Minute {
-				t.Errorf("got notice %v, want 1m", acts.reqs[0].Notice)
-			}
-			var e ErrorResponse
-			if !c.executes && (json.Unmarshal([]byte(got), &e) != nil || e.Error == "") {
-				t.Errorf("got body %q, want a JSON error", got)
-			}
-		})
+		}
 	}
 }
 
@@ -151,22 +116,12 @@ func TestHostCheck(t *testing.T) {
 	}
 }
 
-func TestReclaimActionError(t *testing.T) {
-	acts := &recordingActions{err: errors.New("agent is shutting down")}
-	h := newTestHandler(t, Config{Source: newMemSource(scenarioA), Actions: acts})
-	res, body := do(t, h, http.MethodPost, "/v1/reclaim", `{"notice_ns": 0}`, map[string]string{"Content-Type": "application/json"})
-	if res.StatusCode != http.StatusInternalServerError || !strings.Contains(body, "shutting down") {
-		t.Errorf("got %d %s, want 500 with the cause", res.StatusCode, body)
-	}
-}
-
 func TestNewRejectsBadConfig(t *testing.T) {
 	cases := []struct {
 		name string
 		cfg  Config
 	}{
 		{"no source", Config{}},
-		{"short token", Config{Source: newMemSource(scenarioA), Token: "short"}},
 		{"short secret", Config{Source: newMemSource(scenarioA), Secrets: []string{"abc"}}},
 	}
 	for _, c := range cases {
@@ -180,28 +135,29 @@ func TestNewRejectsBadConfig(t *testing.T) {
 	}
 }
 
-// TestSecretsNeverShown configures a token and a gossip key, lets the
-// source leak both into the status (a bug elsewhere must not become a
-// leak), and checks that no response of any endpoint contains either, in
-// any encoding, in its body or headers.
+// TestSecretsNeverShown configures two secrets (a gossip key in two of the
+// encodings the agent holds it in), lets the source leak both into the
+// status (a bug elsewhere must not become a leak), and checks that no
+// response of any endpoint, refusals included, contains either, in any
+// encoding, in its body or headers.
 func TestSecretsNeverShown(t *testing.T) {
 	gossipKey := "q+8/Ab<cd>&ef\"ghIJKLmnop==" // base64-ish, with characters every escaper rewrites
+	hexKey := "0123456789abcdef0123456789abcdef"
 	leaky := func() Status {
 		s := scenarioA()
 		s.Cluster.Name = "campus " + gossipKey
-		s.Cluster.Members[0].Addr = testToken
+		s.Cluster.Members[0].Addr = hexKey
 		s.Jobs[0].ID = policy.JobID("job-" + gossipKey)
-		s.Reclaims.History[0].Jobs[0].Reason = "key " + gossipKey + " token " + testToken
+		s.Reclaims.History[0].Jobs[0].Reason = "key " + gossipKey + " hex " + hexKey
 		return s
 	}
 	src := newMemSource(leaky)
-	acts := &recordingActions{err: errors.New("failed with " + testToken)}
-	h := newTestHandler(t, Config{Source: src, Actions: acts, Bind: "0.0.0.0:7949", Token: testToken, Secrets: []string{gossipKey}})
+	h := newTestHandler(t, Config{Source: src, Bind: "0.0.0.0:7949", Secrets: []string{gossipKey, hexKey}})
 
 	// The oracle: the secrets as they are and as every escaper would
 	// write them, computed here independently of the filter's own list.
 	var forms []string
-	for _, s := range []string{testToken, gossipKey} {
+	for _, s := range []string{hexKey, gossipKey} {
 		var text, attr strings.Builder
 		template.Must(template.New("").Parse("{{.}}")).Execute(&text, s)
 		template.Must(template.New("").Parse(`<p title="{{.}}">`)).Execute(&attr, s)
@@ -225,7 +181,7 @@ func TestSecretsNeverShown(t *testing.T) {
 		}
 	}
 	paths := []string{"/", "/ui/live", "/ui/style.css", "/ui/app.js", "/metrics", "/v1/status", "/v1/members", "/v1/jobs",
-		"/v1/jobs/job-" + url.PathEscape(gossipKey), "/v1/jobs/" + testToken, "/v1/transfers", "/v1/reclaims", "/v1/decisions", "/v1/" + testToken, "/" + testToken}
+		"/v1/jobs/job-" + url.PathEscape(gossipKey), "/v1/jobs/" + hexKey, "/v1/transfers", "/v1/reclaims", "/v1/decisions", "/v1/" + hexKey, "/" + hexKey}
 	sawRedaction := false
 	for _, p := range paths {
 		res, body := do(t, h, http.MethodGet, p, "", nil)
@@ -235,55 +191,20 @@ func TestSecretsNeverShown(t *testing.T) {
 	if !sawRedaction {
 		t.Fatalf("no response showed [redacted]: the leaky source did not exercise the filter")
 	}
+	// Refusals echo nothing of the request.
 	for _, hdr := range []map[string]string{
-		{"Content-Type": "application/json", "Authorization": "Bearer " + testToken},
-		{"Content-Type": "application/json", "Authorization": "Bearer " + testToken + "wrong"},
+		{"Content-Type": "application/json", "Authorization": "Bearer " + hexKey},
 		{"Content-Type": "application/json", "Authorization": "Bearer " + gossipKey},
 	} {
-		res, body := do(t, h, http.MethodPost, "/v1/reclaim", `{"notice_ns": 1, "token": "`+testToken+`"}`, hdr)
-		check("POST /v1/reclaim", res, body)
-		res, body = do(t, h, http.MethodPost, "/v1/reclaim", `{"notice_ns": 1}`, hdr)
-		check("POST /v1/reclaim", res, body)
-	}
-	if acts.count() != 1 {
-		t.Errorf("got %d reclaims executed, want 1 (the one with the right token)", acts.count())
+		for _, p := range []string{"/v1/reclaim", "/v1/" + hexKey} {
+			res, body := do(t, h, http.MethodPost, p, `{"notice_ns": 1, "key": "`+hexKey+`"}`, hdr)
+			check("POST "+p, res, body)
+		}
 	}
 	// And when the source fails with a secret in its error.
 	src.fail(errors.New("cannot decrypt with " + gossipKey))
 	for _, p := range []string{"/", "/v1/status", "/metrics"} {
 		res, body := do(t, h, http.MethodGet, p, "", nil)
 		check("failing GET "+p, res, body)
-	}
-}
-
-func FuzzDecodeReclaimRequest(f *testing.F) {
-	for _, seed := range []string{`{"notice_ns": 60000000000}`, `{"notice_ns": 0}`, `{}`, `{"notice_ns": -5}`, `{"x": 1}`, `[]`, `{"notice_ns": 1}{}`, ``, `{"notice_ns": 1e400}`} {
-		f.Add([]byte(seed))
-	}
-	f.Fuzz(func(t *testing.T, body []byte) {
-		req, err := decodeReclaimRequest(body)
-		if err != nil {
-			if req != (ReclaimRequest{}) {
-				t.Fatalf("got %+v with error %v, want a zero request", req, err)
-			}
-			return
-		}
-		if req.Notice < 0 {
-			t.Fatalf("accepted a negative notice %v", req.Notice)
-		}
-		if len(body) > maxRequestBody {
-			t.Fatalf("accepted a %d-byte body", len(body))
-		}
-	})
-}
-
-func TestDecodeReclaimRequestRejectsTrailingData(t *testing.T) {
-	for _, body := range []string{`{"notice_ns": 1}}`, `{"notice_ns": 1}]`, `{"notice_ns": 1}{}`, `{"notice_ns": 1} 2`} {
-		if req, err := decodeReclaimRequest([]byte(body)); err == nil {
-			t.Errorf("decode %q: got %+v, want an error for trailing data", body, req)
-		}
-	}
-	if _, err := decodeReclaimRequest([]byte(`{"notice_ns": 1}` + "\n")); err != nil {
-		t.Errorf("decode with a trailing newline: %v, want it accepted", err)
 	}
 }

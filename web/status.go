@@ -21,20 +21,6 @@ type Source interface {
 	Status(ctx context.Context) (Status, error)
 }
 
-// Actions are the state-changing requests the HTTP API can forward to the
-// agent. It is optional: without it the API is read-only.
-type Actions interface {
-	// Reclaim takes this node back for its owner: with Notice > 0 a
-	// scheduled reclaim, with Notice == 0 an emergency.
-	Reclaim(ctx context.Context, req ReclaimRequest) error
-}
-
-// ReclaimRequest is the body of POST /v1/reclaim.
-type ReclaimRequest struct {
-	// Notice is how long the jobs have to leave; 0 means now (emergency).
-	Notice time.Duration `json:"notice_ns"`
-}
-
 // Status is everything the page, the JSON API and the metrics show, as one
 // node sees it at GeneratedAt.
 type Status struct {

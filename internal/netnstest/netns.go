@@ -1,6 +1,7 @@
 package netnstest
 
 import (
+	"fmt"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -8,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/reclaimnet/reclaimnet/internal/wait"
 
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
@@ -113,8 +116,7 @@ func NewPair(t testing.TB) *Pair {
 // with NODAD a kernel may hold one back briefly).
 func waitIPv6Ready(t testing.TB, h *netlink.Handle, link netlink.Link) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
+	wait.ForWhy(t, 5*time.Second, "IPv6 addresses on "+link.Attrs().Name+" ready", func() (bool, string) {
 		addrs, err := h.AddrList(link, netlink.FAMILY_V6)
 		if err != nil {
 			t.Fatalf("list addresses: %v", err)
@@ -125,14 +127,8 @@ func waitIPv6Ready(t testing.TB, h *netlink.Handle, link netlink.Link) {
 				ready = false
 			}
 		}
-		if ready {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("IPv6 addresses on %s still tentative after 5 s: %v", link.Attrs().Name, addrs)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return ready, fmt.Sprintf("tentative: %v", addrs)
+	})
 }
 
 // NewNamedNS creates a named network namespace, deleted at test end.

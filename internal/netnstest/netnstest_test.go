@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/reclaimnet/reclaimnet/internal/wait"
 )
 
 const ciRuleChildEnv = "RECLAIMNET_NETNSTEST_CI_CHILD"
@@ -77,13 +79,7 @@ func TestPairCarriesTraffic(t *testing.T) {
 	udpSink.WaitReceiving(t, udp)
 	tcpSink := StartTCPSink(t, p.NsB, p.B4)
 	tcp := StartTCPSender(t, p.NsA, p.A4, tcpSink.AddrPort(), 1e6)
-	deadline := time.Now().Add(5 * time.Second)
-	for tcp.Sent.Load() == 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("TCP sender wrote nothing in 5 s")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	wait.For(t, 5*time.Second, "the TCP sender writing", func() bool { return tcp.Sent.Load() > 0 })
 	if tos := udpSink.TOS.Load(); tos != 0 {
 		t.Errorf("TOS of an unmarked datagram = %#x, want 0", tos)
 	}

@@ -3,12 +3,15 @@ package netnstest
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"net/netip"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/reclaimnet/reclaimnet/internal/wait"
 
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
@@ -85,13 +88,9 @@ func listenUDP(t testing.TB, ns netns.NsHandle, ip netip.Addr) *net.UDPConn {
 // test after 5 s with what snd reports.
 func (s *UDPSink) WaitReceiving(t testing.TB, snd *Sender) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for s.Received.Load() == 0 {
-		if time.Now().After(deadline) {
-			t.Fatalf("sink %s received nothing in 5 s (sender wrote %d bytes, last send error %v, reader stopped: %v)", s.Addr, snd.Sent.Load(), snd.Err.Load(), s.Err.Load())
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	wait.ForWhy(t, 5*time.Second, fmt.Sprintf("sink %s receiving", s.Addr), func() (bool, string) {
+		return s.Received.Load() > 0, fmt.Sprintf("sender wrote %d bytes, last send error %v, reader stopped: %v", snd.Sent.Load(), snd.Err.Load(), s.Err.Load())
+	})
 }
 
 // Sender sends payload-sized writes paced at a fixed rate until the test

@@ -42,8 +42,22 @@ func ForWhy(t testing.TB, within time.Duration, what string, cond func() (ok boo
 // whether it held and the last non-empty reason it gave. For callers that
 // decide themselves what a timeout means.
 func Until(within time.Duration, cond func() (ok bool, why string)) (last string, ok bool) {
+	return until(Interval(within), within, cond)
+}
+
+// ForEvery is For polling every interval instead of Interval(within): for
+// a measurement whose timing is part of its result (when a poll sees the
+// condition decides when the next step starts, or is the time measured).
+// An interval of 0 polls without pause.
+func ForEvery(t testing.TB, every, within time.Duration, what string, cond func() bool) {
+	t.Helper()
+	if _, ok := until(every, within, func() (bool, string) { return cond(), "" }); !ok {
+		t.Fatalf("%s: not within %v", what, within)
+	}
+}
+
+func until(every, within time.Duration, cond func() (ok bool, why string)) (last string, ok bool) {
 	deadline := time.Now().Add(within)
-	every := Interval(within)
 	for {
 		ok, why := cond()
 		if ok {

@@ -65,3 +65,22 @@ func TestInterval(t *testing.T) {
 		}
 	}
 }
+
+func TestForEveryPollsAtItsInterval(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		start := time.Now()
+		calls := 0
+		r := &recorder{TB: t}
+		ForEvery(r, 10*time.Millisecond, 5*time.Minute, "fourth call", func() bool { calls++; return calls == 4 })
+		if r.failed != "" {
+			t.Fatalf("failed: %s", r.failed)
+		}
+		if got := time.Since(start); got != 30*time.Millisecond {
+			t.Fatalf("waited %v of fake time, want 30ms (three 10 ms intervals)", got)
+		}
+		ForEvery(r, time.Second, 3*time.Second, "never", func() bool { return false })
+		if !strings.HasPrefix(r.failed, "never: not within 3s") {
+			t.Fatalf("got failure %q", r.failed)
+		}
+	})
+}

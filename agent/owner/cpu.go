@@ -55,21 +55,45 @@ type procStat struct {
 // OwnerCPU returns the owner's load since the previous call; ok is false
 // on the first call (there is no interval yet).
 func (c *ProcCPU) OwnerCPU(ctx context.Context) (load CPULoad, ok bool, err error) {
+	sm, err := c.sample(ctx)
+	if err != nil || sm.elapsed <= 0 {
+		return CPULoad{}, false, err
+	}
+	var total, top uint64
+	for pid, d := range sm.ticks {
+		total += d
+		if d > top || d == top && d > 0 && pid < load.TopPID {
+			top, load.TopPID, load.TopName = d, pid, sm.comm[pid]
+		}
+	}
+	load.Cores = float64(total) / clockTicks / sm.elapsed
+	return load, true, nil
+}
+
+// cpuSample is one interval: the owner's processes' CPU ticks in it, by
+// PID, and its length in seconds (0 on the first call).
+type cpuSample struct {
+	ticks   map[int]uint64
+	comm    map[int]string
+	elapsed float64
+}
+
+func (c *ProcCPU) sample(ctx context.Context) (cpuSample, error) {
 	up, err := readUptime(c.Guests.ProcRoot)
 	if err != nil {
-		return CPULoad{}, false, err
+		return cpuSample{}, err
 	}
 	entries, err := os.ReadDir(c.Guests.ProcRoot)
 	if err != nil {
-		return CPULoad{}, false, fmt.Errorf("read %s: %w", c.Guests.ProcRoot, err)
+		return cpuSample{}, fmt.Errorf("read %s: %w", c.Guests.ProcRoot, err)
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	sm := cpuSample{ticks: map[int]uint64{}, comm: map[int]string{}}
 	cur := make(map[procKey]uint64, len(c.prev))
-	var total, top uint64
 	for _, e := range entries {
-		if ctx.Err() != nil {
-			return CPULoad{}, false, ctx.Err()
+		if err := ctx.Err(); err != nil {
+			return cpuSample{}, err
 		}
 		pid, err := strconv.Atoi(e.Name())
 		if err != nil || pid <= 0 || slices.Contains(c.Exclude, pid) {
@@ -80,7 +104,7 @@ func (c *ProcCPU) OwnerCPU(ctx context.Context) (load CPULoad, ok bool, err erro
 			continue
 		}
 		if err != nil {
-			return CPULoad{}, false, err
+			return cpuSample{}, err
 		}
 		if st.flags&pfKthread != 0 {
 			continue
@@ -90,7 +114,7 @@ func (c *ProcCPU) OwnerCPU(ctx context.Context) (load CPULoad, ok bool, err erro
 			continue
 		}
 		if err != nil {
-			return CPULoad{}, false, err
+			return cpuSample{}, err
 		}
 		if guest {
 			continue
@@ -104,19 +128,15 @@ func (c *ProcCPU) OwnerCPU(ctx context.Context) (load CPULoad, ok bool, err erro
 			// Started since the previous call: all of its time is new.
 			d = st.ticks
 		}
-		total += d
-		if d > top {
-			top, load.TopPID, load.TopName = d, pid, st.comm
+		if d > 0 {
+			sm.ticks[pid], sm.comm[pid] = d, st.comm
 		}
 	}
-	elapsed := up - c.prevUp
-	wasPrimed := c.primed
-	c.prev, c.prevUp, c.primed = cur, up, true
-	if !wasPrimed || elapsed <= 0 {
-		return CPULoad{}, false, nil
+	if c.primed {
+		sm.elapsed = up - c.prevUp
 	}
-	load.Cores = float64(total) / clockTicks / elapsed
-	return load, true, nil
+	c.prev, c.prevUp, c.primed = cur, up, true
+	return sm, nil
 }
 
 // readUptime reads the seconds since boot from /proc/uptime: a monotonic

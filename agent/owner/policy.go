@@ -484,6 +484,45 @@ func (p *Policy) Lend(s State, until, now time.Time) (State, Decision, error) {
 	return s, Decision{Do: Lend, Kind: KindOwner, Reason: reason}, nil
 }
 
+// ParseUntil reads lend --until: "18:00" (the next time the clock in the
+// schedule's zone reads it), "Fri 18:00" (that day's, this week or next),
+// a duration from now ("3h"), or an RFC 3339 time.
+func (p *Policy) ParseUntil(v string, now time.Time) (time.Time, error) {
+	v = strings.TrimSpace(v)
+	if t, err := time.Parse(time.RFC3339, v); err == nil {
+		return t, nil
+	}
+	if d, err := time.ParseDuration(v); err == nil {
+		if d <= 0 {
+			return time.Time{}, fmt.Errorf("until %q: want a positive duration", v)
+		}
+		return now.Add(d), nil
+	}
+	day, clk, hasDay := strings.Cut(v, " ")
+	if !hasDay {
+		day, clk = "", v
+	}
+	minute, err := parseClock(strings.TrimSpace(clk))
+	if err != nil {
+		return time.Time{}, fmt.Errorf("until %q: want HH:MM, DAY HH:MM, a duration like 3h or an RFC 3339 time: %w", v, err)
+	}
+	if !hasDay {
+		return nextClock(now, minute, p.Schedule.Location()), nil
+	}
+	wd, err := parseDay(day)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("until %q: %w", v, err)
+	}
+	loc := p.Schedule.Location()
+	y, m, d := now.In(loc).Date()
+	for i := 0; ; i++ {
+		date := time.Date(y, m, d+i, 12, 0, 0, 0, time.UTC)
+		if t := boundary(y, m, d+i, minute, loc); date.Weekday() == wd && t.After(now) {
+			return t, nil
+		}
+	}
+}
+
 // OwnerReclaimed records the owner's reclaimnet reclaim at now, its
 // deadline at now for --now. It overrides everything: the machine is not
 // lent again until the owner lends it or the next lending window begins

@@ -431,7 +431,11 @@ func (p *Policy) blocked(s State, now time.Time) (NodeState, string) {
 	}
 	// Activity seen this round blocks lending even with no idle time.
 	if !s.LastActive.IsZero() && (now.Sub(s.LastActive) < p.Idle || !s.LastActive.Before(now)) {
-		return StateOwnerActive, fmt.Sprintf("owner active %s: %s", p.clock(s.LastActive, now), s.LastActiveWhy)
+		why, seen := s.LastActiveWhy, p.clock(s.LastActive, now)
+		if !strings.Contains(why, seen) {
+			why += ", last seen " + seen
+		}
+		return StateOwnerActive, why
 	}
 	return "", ""
 }

@@ -43,6 +43,8 @@ type Status struct {
 	State  NodeState `json:"state"`
 	Lent   bool      `json:"lent"`
 	Why    string    `json:"why"`
+	// Since is when the state began (lent since, reclaiming since).
+	Since time.Time `json:"since,omitzero"`
 	// NextReclaim is the reclaim the schedule plans (or the one under
 	// way); nil when none is known.
 	NextReclaim *Planned `json:"next_reclaim,omitempty"`
@@ -56,7 +58,7 @@ type Status struct {
 func (p *Policy) Status(s State, now time.Time) Status {
 	s.Reclaims = slices.Clone(s.Reclaims)
 	p.expire(&s, now)
-	st := Status{Policy: p.String(), Problems: s.Problems}
+	st := Status{Policy: p.String(), Since: s.Since, Problems: s.Problems}
 	switch s.Phase {
 	case PhaseLent:
 		st.State, st.Lent, st.Why = StateLent, true, s.Reason
@@ -120,7 +122,11 @@ func (st Status) String() string {
 	for line := range strings.SplitSeq(st.Policy, "\n") {
 		b.WriteString("  " + line + "\n")
 	}
-	fmt.Fprintf(&b, "state: %s: %s\n", st.State, st.Why)
+	fmt.Fprintf(&b, "state: %s: %s", st.State, st.Why)
+	if !st.Since.IsZero() {
+		fmt.Fprintf(&b, " (since %s)", stamp(st.Since))
+	}
+	b.WriteString("\n")
 	if r := st.NextReclaim; r != nil {
 		fmt.Fprintf(&b, "next planned reclaim: %s (notice from %s): %s\n", stamp(r.At), stamp(r.Announce), r.Reason)
 	} else if st.Lent {

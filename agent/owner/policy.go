@@ -298,13 +298,16 @@ func (p *Policy) observe(s *State, o Observations, now time.Time) []trigger {
 			if s.CPUHighSince.IsZero() {
 				s.CPUHighSince = now
 			}
-			why := fmt.Sprintf("owner CPU load %.1f cores, above %.1f", o.CPU.Cores, p.CPUThreshold)
-			if o.CPU.TopPID > 0 {
-				why += fmt.Sprintf(" (busiest: process %d %s)", o.CPU.TopPID, o.CPU.TopName)
+			words := func(lasted string) string {
+				w := fmt.Sprintf("owner CPU load %.1f cores%s, above %.1f", o.CPU.Cores, lasted, p.CPUThreshold)
+				if o.CPU.TopPID > 0 {
+					w += fmt.Sprintf(" (busiest: process %d %s)", o.CPU.TopPID, o.CPU.TopName)
+				}
+				return w
 			}
-			active(now, why)
+			active(now, words(""))
 			if lasted := now.Sub(s.CPUHighSince); watched && lasted >= p.CPUFor {
-				trig = append(trig, trigger{KindCPU, p.CPU, strings.Replace(why, " cores,", fmt.Sprintf(" cores for %v,", lasted.Round(time.Second)), 1)})
+				trig = append(trig, trigger{KindCPU, p.CPU, words(" for " + lasted.Round(time.Second).String())})
 			}
 		} else {
 			s.CPUHighSince = time.Time{}

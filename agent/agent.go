@@ -26,6 +26,7 @@ import (
 	"github.com/reclaimnet/reclaimnet/pki"
 	"github.com/reclaimnet/reclaimnet/policy"
 	"github.com/reclaimnet/reclaimnet/raft"
+	"github.com/reclaimnet/reclaimnet/state"
 	"github.com/reclaimnet/reclaimnet/web"
 )
 
@@ -69,7 +70,7 @@ type Agent struct {
 	raftConfig func(*raft.Config)
 	// protocols are this node's own protocol settings (used when it
 	// leads); set when the coordinator opens.
-	protocols raft.Protocols
+	protocols state.Protocols
 	// bandwidth is the bounded bandwidth history trace export writes.
 	bandwidth bandwidthHistory
 	coord     coordinator // nil until the coordinator is wired in

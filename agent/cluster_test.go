@@ -22,6 +22,7 @@ import (
 	"github.com/reclaimnet/reclaimnet/pki"
 	"github.com/reclaimnet/reclaimnet/policy"
 	"github.com/reclaimnet/reclaimnet/raft"
+	"github.com/reclaimnet/reclaimnet/state"
 	"github.com/reclaimnet/reclaimnet/web"
 )
 
@@ -202,7 +203,7 @@ func (c *testCluster) waitConfig(want, voters int, within time.Duration) {
 		}
 		v := 0
 		for _, s := range servers {
-			if s.Role == raft.RoleVoter {
+			if s.Role == state.RoleVoter {
 				v++
 			}
 		}
@@ -403,13 +404,13 @@ func TestSevenEmergencyDeparturesOfNonVoters(t *testing.T) {
 	c.startN(10, func(i int) string { return fmt.Sprintf("b%d", i%3) })
 	c.waitConfig(10, 3, 120*time.Second)
 	servers, _ := c.leader().agent.Coordinator().Servers()
-	role := map[string]raft.Role{}
+	role := map[string]state.Role{}
 	for _, s := range servers {
 		role[string(s.ID)] = s.Role
 	}
 	var victims []*testNode
 	for _, n := range c.nodes {
-		if role[n.info.Node] == raft.RoleNonvoter {
+		if role[n.info.Node] == state.RoleNonvoter {
 			victims = append(victims, n)
 		}
 	}
@@ -446,7 +447,7 @@ func TestSevenEmergencyDeparturesOfNonVoters(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	start := time.Now()
-	job := raft.JobRecord{Job: policy.Job{ID: "after-departures", CheckpointBytes: 1 << 20, GPUs: 1}, Spec: raft.JobSpec{Command: []string{"true"}}}
+	job := state.JobRecord{Job: policy.Job{ID: "after-departures", CheckpointBytes: 1 << 20, GPUs: 1}, Spec: state.JobSpec{Command: []string{"true"}}}
 	// Submit from a surviving voter that may not lead: forwarding included.
 	var from *testNode
 	for _, n := range c.nodes {
@@ -454,7 +455,7 @@ func TestSevenEmergencyDeparturesOfNonVoters(t *testing.T) {
 			from = n
 		}
 	}
-	if _, err := from.agent.Coordinator().Submit(ctx, raft.SubmitJob{Job: job}); err != nil {
+	if _, err := from.agent.Coordinator().Submit(ctx, state.SubmitJob{Job: job}); err != nil {
 		t.Fatalf("submit %v after the departures: %v", time.Since(departed), err)
 	}
 	t.Logf("command committed %v after submit, %v after the 7 departures", time.Since(start), time.Since(departed))
@@ -601,13 +602,13 @@ func TestTelemetryFlowsFromPeers(t *testing.T) {
 	cfgB.TelemetryInterval = Duration(time.Hour) // one report at start; ours below is not overwritten
 	a := c.start(cfgA)
 	b := c.start(cfgB)
-	own := []raft.FlowProgress{{ID: "ckpt/local", Remaining: 7}}
-	tel := meshTelemetry{mesh: a.agent.Mesh(), flows: func() []raft.FlowProgress { return own }}
+	own := []state.FlowProgress{{ID: "ckpt/local", Remaining: 7}}
+	tel := meshTelemetry{mesh: a.agent.Mesh(), flows: func() []state.FlowProgress { return own }}
 	waitUntil(t, 20*time.Second, "gpu-b alive at gpu-a, with its report at start", func() bool {
 		_, reported := b.agent.Mesh().Report("gpu-b")
 		return reported && len(tel.Members()) == 2
 	})
-	report := mesh.Telemetry{FreeGPUs: 1, Flows: gossipFlows([]raft.FlowProgress{
+	report := mesh.Telemetry{FreeGPUs: 1, Flows: gossipFlows([]state.FlowProgress{
 		{ID: "ckpt/train", Remaining: 9 << 20},
 		{ID: "mig/train", Remaining: 3 << 20},
 		{ID: "restore/eval", Done: true},
@@ -615,12 +616,12 @@ func TestTelemetryFlowsFromPeers(t *testing.T) {
 	if err := b.agent.Mesh().PublishTelemetry(report, time.Now()); err != nil {
 		t.Fatal(err)
 	}
-	var got []raft.FlowProgress
+	var got []state.FlowProgress
 	waitUntil(t, 20*time.Second, "gpu-b's flows at gpu-a", func() bool {
 		got = tel.Flows()
 		return len(got) == 4
 	})
-	want := []raft.FlowProgress{own[0], {ID: "mig/train", Remaining: 3 << 20}, {ID: "restore/eval", Done: true}, {ID: "ckpt/train", Remaining: 9 << 20}}
+	want := []state.FlowProgress{own[0], {ID: "mig/train", Remaining: 3 << 20}, {ID: "restore/eval", Done: true}, {ID: "ckpt/train", Remaining: 9 << 20}}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("flows at gpu-a: got %+v, want %+v (own first, then gpu-b's: migrations, finished, checkpoints)", got, want)
 	}

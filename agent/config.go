@@ -18,7 +18,7 @@ import (
 
 	"github.com/reclaimnet/reclaimnet/gpu"
 	"github.com/reclaimnet/reclaimnet/policy"
-	"github.com/reclaimnet/reclaimnet/raft"
+	"github.com/reclaimnet/reclaimnet/state"
 )
 
 // Default ports (ARCHITECTURE.md, "Ports and addresses").
@@ -102,7 +102,7 @@ type Config struct {
 	// Protocols lists the protocols this node decides with when it leads
 	// ("p1,p2,p3"; "none" switches all off; empty means all on): the
 	// paper's ablation on real processes. The leader's setting applies to
-	// the whole cluster (raft.Protocols).
+	// the whole cluster (state.Protocols).
 	Protocols string `json:"protocols,omitempty"`
 	// FixedInterval is every job's checkpoint interval while P1 is off;
 	// 0 means the policy's default (10 min).
@@ -188,7 +188,7 @@ func (c Config) Switches() (policy.Switches, error) {
 	if strings.TrimSpace(c.Protocols) == "" {
 		return policy.DefaultParams().Switches, nil
 	}
-	return raft.ParseProtocols(c.Protocols)
+	return state.ParseProtocols(c.Protocols)
 }
 
 // Duration is a time.Duration that reads "5s" from JSON.

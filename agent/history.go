@@ -10,12 +10,13 @@ import (
 
 	"github.com/reclaimnet/reclaimnet/policy"
 	"github.com/reclaimnet/reclaimnet/raft"
+	"github.com/reclaimnet/reclaimnet/state"
 	"github.com/reclaimnet/reclaimnet/web"
 )
 
 // webProtocols is the page's protocol line: the settings in force (the
 // leader's) and this node's own.
-func (a *Agent) webProtocols(state *raft.State) web.Protocols {
+func (a *Agent) webProtocols(state *state.State) web.Protocols {
 	in := state.Protocols()
 	return web.Protocols{
 		P1: in.Switches.P1, P2: in.Switches.P2, P3: in.Switches.P3,
@@ -43,11 +44,11 @@ func (a *Agent) historyLoop(ctx context.Context) {
 	retry := time.NewTicker(period)
 	defer retry.Stop()
 	pending := true // a report file may wait to be recorded
-	var warned raft.DecisionRecord
+	var warned state.DecisionRecord
 	a.bandwidth.sample(meshTelemetry{mesh: a.mesh, uplinks: a.cfg.UplinkCapacity}.Links(), time.Now())
 	for {
-		changed := c.FSM().Changed()
-		if p, leader, ok := c.FSM().RecordedProtocols(); ok {
+		changed := c.Changed()
+		if p, leader, ok := c.Store().RecordedProtocols(); ok {
 			a.checkProtocols(p, leader, &warned)
 		}
 		select {
@@ -66,7 +67,7 @@ func (a *Agent) historyLoop(ctx context.Context) {
 
 // checkProtocols logs a warning, once per leader and setting, when the
 // settings in force differ from this node's.
-func (a *Agent) checkProtocols(p raft.Protocols, leader policy.NodeID, warned *raft.DecisionRecord) {
+func (a *Agent) checkProtocols(p state.Protocols, leader policy.NodeID, warned *state.DecisionRecord) {
 	if p == a.protocols {
 		return
 	}
@@ -75,7 +76,7 @@ func (a *Agent) checkProtocols(p raft.Protocols, leader policy.NodeID, warned *r
 	}
 	a.logger.Warn("the leader decides with other protocol settings than this node: the leader's apply to the whole cluster; this node's apply only while it leads",
 		"leader", leader, "in_force", p.String(), "this_node", a.protocols.String())
-	*warned = raft.DecisionRecord{Leader: leader, Protocols: &p}
+	*warned = state.DecisionRecord{Leader: leader, Protocols: &p}
 }
 
 // submitPendingReport records the report file's owner's report in the
@@ -92,8 +93,8 @@ func (a *Agent) submitPendingReport(ctx context.Context, c *raft.Coordinator) bo
 	}
 	sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	if _, err := c.Submit(sctx, raft.RecordReclaimReport{Report: replicatedFromFile(rep)}); err != nil {
-		if errors.Is(err, raft.ErrForbidden) || errors.Is(err, raft.ErrInvalidCommand) {
+	if _, err := c.Submit(sctx, state.RecordReclaimReport{Report: replicatedFromFile(rep)}); err != nil {
+		if errors.Is(err, raft.ErrForbidden) || errors.Is(err, state.ErrInvalidCommand) {
 			// Never accepted (another node's report, a damaged file):
 			// stop trying; the file keeps it.
 			a.logger.Warn("the owner's report of the last reclaim cannot be recorded in the cluster", "err", err)
@@ -110,7 +111,7 @@ func (a *Agent) submitPendingReport(ctx context.Context, c *raft.Coordinator) bo
 
 // replicatedFromFile is a stored owner's report as the replicated history
 // keeps it.
-func replicatedFromFile(rep *ReclaimReport) raft.ReclaimReport {
+func replicatedFromFile(rep *ReclaimReport) state.ReclaimReport {
 	run := &reclaimRun{announced: rep.Announced, deadline: rep.Deadline, emergency: rep.Emergency}
 	if run.deadline.Before(run.announced) || rep.Emergency {
 		run.deadline = run.announced

@@ -10,11 +10,9 @@ import (
 	"testing"
 	"time"
 
-	hraft "github.com/hashicorp/raft"
-
 	"github.com/reclaimnet/reclaimnet/policy"
-	"github.com/reclaimnet/reclaimnet/raft"
 	"github.com/reclaimnet/reclaimnet/sim"
+	"github.com/reclaimnet/reclaimnet/state"
 	"github.com/reclaimnet/reclaimnet/trace"
 	"github.com/reclaimnet/reclaimnet/web"
 )
@@ -177,36 +175,30 @@ func exportTrace(t *testing.T, n *testNode) *trace.Trace {
 // with exactly those events, which the simulator's reader accepts.
 func TestBuildTraceFromState(t *testing.T) {
 	t0 := time.Date(2026, 3, 1, 8, 0, 0, 0, time.UTC)
-	f := raft.NewFSM()
-	idx := uint64(0)
-	apply := func(cmd raft.Command) {
+	f := state.New()
+	apply := func(cmd state.Command) {
 		t.Helper()
-		b, err := raft.EncodeCommand(cmd)
-		if err != nil {
-			t.Fatal(err)
-		}
-		idx++
-		if res := f.Apply(&hraft.Log{Index: idx, Type: hraft.LogCommand, Data: b}); res != nil {
-			t.Fatalf("%s: %v", cmd.Kind(), res)
+		if _, err := f.Apply(cmd); err != nil {
+			t.Fatalf("%s: %v", cmd.Kind(), err)
 		}
 	}
 	gpu := policy.GPU{Model: "A100", VRAM: 80e9, Capability: 8}
-	apply(raft.UpsertNode{Node: raft.NodeRecord{ID: "a", Building: "north", GPU: gpu, GPUs: 4, Joined: t0}})
-	apply(raft.UpsertNode{Node: raft.NodeRecord{ID: "b", Building: "south", GPU: gpu, GPUs: 2, Joined: t0}})
-	apply(raft.UpsertNode{Node: raft.NodeRecord{ID: "cpu", Building: "north", Joined: t0}})
-	apply(raft.SubmitJob{Job: raft.JobRecord{Job: policy.Job{ID: "j", GPUs: 2, VRAM: 40e9, Capability: 7, CheckpointBytes: 500e6,
-		RestartTime: 30 * time.Second, LossBudget: 5 * time.Minute, Remaining: 2 * time.Hour}, Spec: raft.JobSpec{Command: []string{"x"}}, Submitted: t0.Add(time.Minute)}})
-	apply(raft.AnnounceReclaim{Reclaim: policy.Reclaim{Node: "a", Announced: t0.Add(10 * time.Minute), Deadline: t0.Add(12 * time.Minute)}})
-	apply(raft.RecordDeparture{Departure: raft.Departure{Node: "a", At: t0.Add(12 * time.Minute), Kind: raft.DepartureScheduled}})
-	apply(raft.UpsertNode{Node: raft.NodeRecord{ID: "a", Building: "north", GPU: gpu, GPUs: 4, Joined: t0.Add(20 * time.Minute)}})
+	apply(state.UpsertNode{Node: state.NodeRecord{ID: "a", Building: "north", GPU: gpu, GPUs: 4, Joined: t0}})
+	apply(state.UpsertNode{Node: state.NodeRecord{ID: "b", Building: "south", GPU: gpu, GPUs: 2, Joined: t0}})
+	apply(state.UpsertNode{Node: state.NodeRecord{ID: "cpu", Building: "north", Joined: t0}})
+	apply(state.SubmitJob{Job: state.JobRecord{Job: policy.Job{ID: "j", GPUs: 2, VRAM: 40e9, Capability: 7, CheckpointBytes: 500e6,
+		RestartTime: 30 * time.Second, LossBudget: 5 * time.Minute, Remaining: 2 * time.Hour}, Spec: state.JobSpec{Command: []string{"x"}}, Submitted: t0.Add(time.Minute)}})
+	apply(state.AnnounceReclaim{Reclaim: policy.Reclaim{Node: "a", Announced: t0.Add(10 * time.Minute), Deadline: t0.Add(12 * time.Minute)}})
+	apply(state.RecordDeparture{Departure: state.Departure{Node: "a", At: t0.Add(12 * time.Minute), Kind: state.DepartureScheduled}})
+	apply(state.UpsertNode{Node: state.NodeRecord{ID: "a", Building: "north", GPU: gpu, GPUs: 4, Joined: t0.Add(20 * time.Minute)}})
 	// b restarts without failure detection noticing (no departure): no return.
-	apply(raft.UpsertNode{Node: raft.NodeRecord{ID: "b", Building: "south", GPU: gpu, GPUs: 2, Joined: t0.Add(25 * time.Minute)}})
-	apply(raft.RecordDeparture{Departure: raft.Departure{Node: "b", At: t0.Add(30 * time.Minute), Kind: raft.DepartureEmergency}})
-	apply(raft.RecordDeparture{Departure: raft.Departure{Node: "cpu", At: t0.Add(31 * time.Minute), Kind: raft.DepartureEmergency}})
+	apply(state.UpsertNode{Node: state.NodeRecord{ID: "b", Building: "south", GPU: gpu, GPUs: 2, Joined: t0.Add(25 * time.Minute)}})
+	apply(state.RecordDeparture{Departure: state.Departure{Node: "b", At: t0.Add(30 * time.Minute), Kind: state.DepartureEmergency}})
+	apply(state.RecordDeparture{Departure: state.Departure{Node: "cpu", At: t0.Add(31 * time.Minute), Kind: state.DepartureEmergency}})
 	links := map[string]policy.Link{"access/a": {ID: "access/a", Capacity: 1.25e9}}
 	samples := []bandwidthSample{{At: t0.Add(5 * time.Minute), Link: "access/b", Available: 50e6}, {At: t0, Link: "access/unknown", Available: 1}}
 	now := t0.Add(time.Hour)
-	tr := buildTrace(f.State(), links, samples, "a", now)
+	tr := buildTrace(f, links, samples, "a", now)
 
 	var buf strings.Builder
 	if err := trace.Write(&buf, tr); err != nil {

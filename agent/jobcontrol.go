@@ -15,6 +15,7 @@ import (
 
 	"github.com/reclaimnet/reclaimnet/policy"
 	"github.com/reclaimnet/reclaimnet/raft"
+	"github.com/reclaimnet/reclaimnet/state"
 )
 
 // Job control operations (reclaimnet run, jobs, logs, cancel).
@@ -96,17 +97,17 @@ func (a *Agent) jobControl(req Request) Response {
 	case OpRun:
 		return a.runJob(ctx, c, req.Job)
 	case OpJobs:
-		return Response{Jobs: jobInfos(c.FSM().State())}
+		return Response{Jobs: jobInfos(c.State())}
 	case OpLogs:
 		return a.jobLog(c, req.JobID, req.Tail)
 	case OpCancel:
 		if req.JobID == "" {
 			return Response{Error: "cancel: no job", Kind: KindBadRequest}
 		}
-		if _, ok := c.FSM().Job(policy.JobID(req.JobID)); !ok {
+		if _, ok := c.Store().Job(policy.JobID(req.JobID)); !ok {
 			return Response{Error: fmt.Sprintf("no job %q", req.JobID), Kind: KindUnknownJob}
 		}
-		if _, err := c.Submit(ctx, raft.CancelJob{Job: policy.JobID(req.JobID)}); err != nil {
+		if _, err := c.Submit(ctx, state.CancelJob{Job: policy.JobID(req.JobID)}); err != nil {
 			return submitError("cancel", err)
 		}
 		return Response{JobID: req.JobID}
@@ -117,9 +118,9 @@ func (a *Agent) jobControl(req Request) Response {
 func submitError(what string, err error) Response {
 	kind := KindInternal
 	switch {
-	case errors.Is(err, raft.ErrUnknownJob):
+	case errors.Is(err, state.ErrUnknownJob):
 		kind = KindUnknownJob
-	case errors.Is(err, raft.ErrJobExists):
+	case errors.Is(err, state.ErrJobExists):
 		kind = KindJobExists
 	case errors.Is(err, raft.ErrNoLeader), errors.Is(err, context.DeadlineExceeded):
 		kind = KindNoLeader
@@ -142,16 +143,16 @@ func (a *Agent) runJob(ctx context.Context, c *raft.Coordinator, jr *JobRequest)
 	if jr.GPUs < 0 || jr.VRAM < 0 || jr.Capability < 0 || jr.LossBudget < 0 || jr.SizeHint < 0 || jr.RuntimeHint < 0 {
 		return Response{Error: "run: negative resource or hint", Kind: KindBadRequest}
 	}
-	spec := raft.JobSpec{Command: jr.Command, Env: jr.Env, Dir: jr.Dir, Grace: jr.Grace}
+	spec := state.JobSpec{Command: jr.Command, Env: jr.Env, Dir: jr.Dir, Grace: jr.Grace}
 	if jr.Signal != "" {
-		sig, err := raft.CanonicalSignal(jr.Signal)
+		sig, err := state.CanonicalSignal(jr.Signal)
 		if err != nil {
 			return Response{Error: "run: " + err.Error(), Kind: KindBadRequest}
 		}
 		spec.Signal = sig
 	}
 	if jr.Grace != 0 {
-		if err := raft.ValidStopGrace(jr.Grace); err != nil {
+		if err := state.ValidStopGrace(jr.Grace); err != nil {
 			return Response{Error: "run: " + err.Error(), Kind: KindBadRequest}
 		}
 	}
@@ -159,21 +160,21 @@ func (a *Agent) runJob(ctx context.Context, c *raft.Coordinator, jr *JobRequest)
 	if gpus == 0 {
 		gpus = 1
 	}
-	rec := raft.JobRecord{
+	rec := state.JobRecord{
 		Job: policy.Job{ID: policy.JobID(jr.Name), GPUs: gpus, VRAM: jr.VRAM, Capability: jr.Capability,
 			LossBudget: jr.LossBudget, CheckpointBytes: jr.SizeHint, Remaining: jr.RuntimeHint},
 		Spec:      spec,
 		Owner:     jr.Owner,
 		Submitted: time.Now().UTC().Truncate(time.Second),
 	}
-	if _, err := c.Submit(ctx, raft.SubmitJob{Job: rec}); err != nil {
+	if _, err := c.Submit(ctx, state.SubmitJob{Job: rec}); err != nil {
 		return submitError("submit job "+jr.Name, err)
 	}
 	return Response{JobID: jr.Name}
 }
 
 // jobInfos lists the catalogue's jobs, sorted by ID.
-func jobInfos(st *raft.State) []JobInfo {
+func jobInfos(st *state.State) []JobInfo {
 	intervals := map[policy.JobID]policy.JobDecision{}
 	for _, d := range st.Decisions.Jobs {
 		intervals[d.Job] = d
@@ -218,7 +219,7 @@ func (a *Agent) jobLog(c *raft.Coordinator, job string, tail int64) Response {
 	if err := ValidJobName(job); err != nil {
 		return Response{Error: "logs: " + err.Error(), Kind: KindBadRequest}
 	}
-	j, ok := c.FSM().Job(policy.JobID(job))
+	j, ok := c.Store().Job(policy.JobID(job))
 	if !ok {
 		return Response{Error: fmt.Sprintf("no job %q", job), Kind: KindUnknownJob}
 	}

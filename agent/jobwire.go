@@ -18,6 +18,7 @@ import (
 	"github.com/reclaimnet/reclaimnet/ckpt"
 	"github.com/reclaimnet/reclaimnet/policy"
 	"github.com/reclaimnet/reclaimnet/raft"
+	"github.com/reclaimnet/reclaimnet/state"
 	"github.com/reclaimnet/reclaimnet/transfer"
 	"github.com/reclaimnet/reclaimnet/web"
 )
@@ -57,7 +58,7 @@ type lazyCoord struct {
 
 var errNoCoordinator = errors.New("coordinator not running yet")
 
-func (l *lazyCoord) Submit(ctx context.Context, cmd raft.Command) (uint64, error) {
+func (l *lazyCoord) Submit(ctx context.Context, cmd state.Command) (uint64, error) {
 	c := l.c.Load()
 	if c == nil {
 		return 0, errNoCoordinator
@@ -65,16 +66,16 @@ func (l *lazyCoord) Submit(ctx context.Context, cmd raft.Command) (uint64, error
 	return c.Submit(ctx, cmd)
 }
 
-func (l *lazyCoord) State() *raft.State {
+func (l *lazyCoord) State() *state.State {
 	if c := l.c.Load(); c != nil {
-		return c.FSM().State()
+		return c.State()
 	}
-	return &raft.State{}
+	return &state.State{}
 }
 
 func (l *lazyCoord) Changed() <-chan struct{} {
 	if c := l.c.Load(); c != nil {
-		return c.FSM().Changed()
+		return c.Changed()
 	}
 	return nil // blocks: nothing changes before the coordinator runs
 }
@@ -214,7 +215,7 @@ func (js *jobSystem) flowBindings() []enforce.FlowBinding {
 // flowBindings is the kernel flow table node me must hold for its
 // transfers: one ceiling per transfer with an admitted flow, none at all
 // with P3 off (ApplyFlows then removes any left).
-func flowBindings(st *raft.State, me policy.NodeID, transfers []jobs.TransferView) []enforce.FlowBinding {
+func flowBindings(st *state.State, me policy.NodeID, transfers []jobs.TransferView) []enforce.FlowBinding {
 	if !st.Protocols().Switches.P3 {
 		return nil
 	}
@@ -243,7 +244,7 @@ func flowBindings(st *raft.State, me policy.NodeID, transfers []jobs.TransferVie
 
 // webTransfers is the status page's transfer section: this node's
 // outgoing transfers, with the admitted flow where there is one.
-func (js *jobSystem) webTransfers(state *raft.State) []web.Transfer {
+func (js *jobSystem) webTransfers(state *state.State) []web.Transfer {
 	me := policy.NodeID(js.a.cfg.Name)
 	out := []web.Transfer{}
 	for _, tv := range js.mgr.Transfers() {
@@ -278,7 +279,7 @@ func (a *Agent) Jobs() *jobs.Manager {
 
 // flowProgress is the progress of the flows this node sends: the
 // leader's own telemetry, and every node's gossip report.
-func (a *Agent) flowProgress() []raft.FlowProgress {
+func (a *Agent) flowProgress() []state.FlowProgress {
 	if a.jobs == nil {
 		return nil
 	}

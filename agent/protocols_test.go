@@ -52,7 +52,7 @@ func TestProtocolsFlagAppliesClusterWide(t *testing.T) {
 	cfg1.GPUs = []string{"RTX-4090:24GiB:8.9:x1"}
 	other := c.start(cfg1)
 	waitUntil(t, 30*time.Second, "node-01 registered", func() bool {
-		_, ok := lead.agent.Coordinator().FSM().State().Nodes["node-01"]
+		_, ok := lead.agent.Coordinator().State().Nodes["node-01"]
 		return ok
 	})
 	resp := call(t, lead, Request{Op: OpRun, Job: &JobRequest{Name: "fixed", Command: []string{"sleep", "600"}, GPUs: 1, LossBudget: time.Hour}})
@@ -60,7 +60,7 @@ func TestProtocolsFlagAppliesClusterWide(t *testing.T) {
 		t.Fatalf("run: %s", resp.Error)
 	}
 	waitUntil(t, 30*time.Second, "the fixed interval decided for the job", func() bool {
-		for _, jd := range other.agent.Coordinator().FSM().State().Decisions.Jobs {
+		for _, jd := range other.agent.Coordinator().State().Decisions.Jobs {
 			if jd.Job == "fixed" {
 				return jd.Interval == 3*time.Minute
 			}

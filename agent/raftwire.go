@@ -8,6 +8,7 @@ import (
 
 	"github.com/reclaimnet/reclaimnet/policy"
 	"github.com/reclaimnet/reclaimnet/raft"
+	"github.com/reclaimnet/reclaimnet/state"
 )
 
 // raftCoordinator adapts *raft.Coordinator to the agent's coordinator.
@@ -64,7 +65,7 @@ func (a *Agent) startCoordinator(ln net.Listener) error {
 	if a.raftConfig != nil {
 		a.raftConfig(&rc)
 	}
-	a.protocols = raft.ProtocolsOf(rc.Params)
+	a.protocols = state.ProtocolsOf(rc.Params)
 	a.logger.Info("protocols this node decides with when it leads", "protocols", a.protocols.String())
 	c, err := raft.Open(rc)
 	if err != nil {
@@ -89,7 +90,7 @@ func (r *raftCoordinator) LeaveLeadership() error {
 	}
 	voters := 0
 	for _, s := range servers {
-		if s.Role == raft.RoleVoter {
+		if s.Role == state.RoleVoter {
 			voters++
 		}
 	}
@@ -109,7 +110,7 @@ func (r *raftCoordinator) Status(node string) RaftStatus {
 		return st
 	}
 	for _, s := range servers {
-		if s.Role == raft.RoleVoter {
+		if s.Role == state.RoleVoter {
 			st.Voters = append(st.Voters, string(s.ID))
 		}
 		if string(s.ID) == node {
@@ -142,7 +143,7 @@ func roleName(s raft.Server) string {
 }
 
 func (r *raftCoordinator) Hazard(node string) float64 {
-	hz, _ := r.c.FSM().Hazards()
+	hz, _ := r.c.Store().Hazards()
 	h, ok := hz[policy.NodeID(node)]
 	if !ok {
 		return 0

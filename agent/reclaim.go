@@ -16,6 +16,7 @@ import (
 	"github.com/reclaimnet/reclaimnet/bpf"
 	"github.com/reclaimnet/reclaimnet/policy"
 	"github.com/reclaimnet/reclaimnet/raft"
+	"github.com/reclaimnet/reclaimnet/state"
 )
 
 // Reclaim operations (reclaimnet reclaim).
@@ -184,7 +185,7 @@ func (a *Agent) reclaimControl(req Request) Response {
 	case OpReclaim:
 		return a.announceReclaim(c, req.Notice)
 	case OpReclaimStatus:
-		st := a.reclaimStatus(c.FSM().State())
+		st := a.reclaimStatus(c.State())
 		return Response{Reclaim: &st}
 	case OpReclaimCancel:
 		return a.cancelReclaim(c)
@@ -194,7 +195,7 @@ func (a *Agent) reclaimControl(req Request) Response {
 	return Response{Error: fmt.Sprintf("unknown operation %q", req.Op), Kind: KindBadRequest}
 }
 
-func (a *Agent) localJobs(st *raft.State) []policy.JobID {
+func (a *Agent) localJobs(st *state.State) []policy.JobID {
 	var out []policy.JobID
 	for id, j := range st.Jobs {
 		if j.Node == policy.NodeID(a.cfg.Name) && j.State != policy.JobDone {
@@ -244,10 +245,10 @@ func (a *Agent) announceReclaim(c *raft.Coordinator, notice time.Duration) Respo
 	}
 	now := time.Now()
 	run := &reclaimRun{announced: now, deadline: now.Add(notice), stop: make(chan struct{}),
-		jobs: a.localJobs(c.FSM().State())}
+		jobs: a.localJobs(c.State())}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if _, err := c.Submit(ctx, raft.AnnounceReclaim{Reclaim: policy.Reclaim{Node: policy.NodeID(a.cfg.Name), Announced: now, Deadline: run.deadline}}); err != nil {
+	if _, err := c.Submit(ctx, state.AnnounceReclaim{Reclaim: policy.Reclaim{Node: policy.NodeID(a.cfg.Name), Announced: now, Deadline: run.deadline}}); err != nil {
 		a.setKillSwitch(bpf.ModeOff)
 		return submitError("reclaim", err)
 	}
@@ -264,7 +265,7 @@ func (a *Agent) announceReclaim(c *raft.Coordinator, notice time.Duration) Respo
 		a.watchDeadline(run)
 	}()
 	a.logger.Info("reclaim announced", "deadline", run.deadline, "jobs", len(run.jobs))
-	st := a.reclaimStatus(c.FSM().State())
+	st := a.reclaimStatus(c.State())
 	return Response{Reclaim: &st}
 }
 
@@ -278,14 +279,14 @@ func (a *Agent) watchDeadline(run *reclaimRun) {
 	defer deadline.Stop()
 	poll := time.NewTicker(200 * time.Millisecond)
 	defer poll.Stop()
-	var recorded *raft.ReclaimReport // the last report the log accepted
+	var recorded *state.ReclaimReport // the last report the log accepted
 	for {
 		select {
 		case <-run.stop:
 			return
 		case <-poll.C:
 			if c := a.Coordinator(); c != nil {
-				a.reclaimStatus(c.FSM().State()) // records completion
+				a.reclaimStatus(c.State()) // records completion
 				recorded = a.recordReport(c, run, recorded, 5*time.Second)
 			}
 		case <-deadline.C:
@@ -362,7 +363,7 @@ func (a *Agent) settleHandoffs(run *reclaimRun, within time.Duration) {
 // history when it exists and differs from the last one recorded (best
 // effort: the local report file is written regardless). It returns what
 // the log now holds.
-func (a *Agent) recordReport(c *raft.Coordinator, run *reclaimRun, last *raft.ReclaimReport, timeout time.Duration) *raft.ReclaimReport {
+func (a *Agent) recordReport(c *raft.Coordinator, run *reclaimRun, last *state.ReclaimReport, timeout time.Duration) *state.ReclaimReport {
 	r := &a.reclaim
 	r.mu.Lock()
 	if r.report == nil || r.run != run {
@@ -376,7 +377,7 @@ func (a *Agent) recordReport(c *raft.Coordinator, run *reclaimRun, last *raft.Re
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	if _, err := c.Submit(ctx, raft.RecordReclaimReport{Report: rep}); err != nil {
+	if _, err := c.Submit(ctx, state.RecordReclaimReport{Report: rep}); err != nil {
 		a.logger.Warn("reclaim report not recorded in the cluster (kept locally)", "err", err)
 		return last
 	}
@@ -385,10 +386,10 @@ func (a *Agent) recordReport(c *raft.Coordinator, run *reclaimRun, last *raft.Re
 }
 
 // replicatedReport is rep as the replicated history keeps it.
-func replicatedReport(run *reclaimRun, rep *ReclaimReport) raft.ReclaimReport {
-	kind := raft.DepartureScheduled
+func replicatedReport(run *reclaimRun, rep *ReclaimReport) state.ReclaimReport {
+	kind := state.DepartureScheduled
 	if run.emergency {
-		kind = raft.DepartureEmergency
+		kind = state.DepartureEmergency
 	}
 	ids := func(jobs []string) []policy.JobID {
 		var out []policy.JobID
@@ -397,7 +398,7 @@ func replicatedReport(run *reclaimRun, rep *ReclaimReport) raft.ReclaimReport {
 		}
 		return out
 	}
-	return raft.ReclaimReport{Node: policy.NodeID(rep.Node), Kind: kind,
+	return state.ReclaimReport{Node: policy.NodeID(rep.Node), Kind: kind,
 		Announced: run.announced.UTC().Round(0), Deadline: run.deadline.UTC().Round(0),
 		Completed: rep.Announced.Add(rep.UsedFor).UTC().Round(0),
 		Isolate:   rep.Isolate, Isolated: rep.Isolated,
@@ -416,7 +417,7 @@ func (a *Agent) cancelReclaim(c *raft.Coordinator) Response {
 	r.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if _, err := c.Submit(ctx, raft.CancelReclaim{Node: policy.NodeID(a.cfg.Name)}); err != nil {
+	if _, err := c.Submit(ctx, state.CancelReclaim{Node: policy.NodeID(a.cfg.Name)}); err != nil {
 		return submitError("reclaim cancel", err)
 	}
 	if run != nil {
@@ -432,7 +433,7 @@ func (a *Agent) cancelReclaim(c *raft.Coordinator) Response {
 	if _, _, err := a.setKillSwitch(bpf.ModeOff); err != nil {
 		return Response{Error: fmt.Sprintf("reclaim cancel: kill-switch off: %v", err), Kind: KindInternal}
 	}
-	st := a.reclaimStatus(c.FSM().State())
+	st := a.reclaimStatus(c.State())
 	return Response{Reclaim: &st}
 }
 
@@ -448,7 +449,7 @@ func (a *Agent) reclaimNow(c *raft.Coordinator) Response {
 	if err != nil {
 		a.logger.Error("kill-switch hard", "err", err)
 	}
-	st := c.FSM().State()
+	st := c.State()
 	r := &a.reclaim
 	r.mu.Lock()
 	jobsHere := a.localJobs(st)
@@ -472,7 +473,7 @@ func (a *Agent) reclaimNow(c *raft.Coordinator) Response {
 	leader := c.IsLeader()
 	if !leader {
 		ctx, cancel := context.WithDeadline(context.Background(), start.Add(time.Second))
-		if _, err := c.Submit(ctx, raft.AnnounceReclaim{Reclaim: policy.Reclaim{Node: policy.NodeID(a.cfg.Name), Announced: start, Deadline: start}}); err != nil {
+		if _, err := c.Submit(ctx, state.AnnounceReclaim{Reclaim: policy.Reclaim{Node: policy.NodeID(a.cfg.Name), Announced: start, Deadline: start}}); err != nil {
 			a.logger.Warn("emergency reclaim not recorded; peers will detect the failure", "err", err)
 		}
 		cancel()
@@ -501,7 +502,7 @@ func (a *Agent) recordEmergencyReport(c *raft.Coordinator, deadline time.Time) {
 		r.mu.Unlock()
 		return
 	}
-	cmd := raft.RecordReclaimReport{Report: replicatedReport(run, rep)}
+	cmd := state.RecordReclaimReport{Report: replicatedReport(run, rep)}
 	r.mu.Unlock()
 	ctx, cancel := context.WithDeadline(context.Background(), deadline)
 	defer cancel()
@@ -546,7 +547,7 @@ func jobStopped(state string) bool {
 
 // reclaimStatus computes the honest progress from the replicated state
 // and the job manager's view; it records the report when complete.
-func (a *Agent) reclaimStatus(st *raft.State) ReclaimStatus {
+func (a *Agent) reclaimStatus(st *state.State) ReclaimStatus {
 	self := policy.NodeID(a.cfg.Name)
 	out := ReclaimStatus{Node: a.cfg.Name}
 	if e := a.Enforcer(); e != nil && e.Enabled() {
@@ -583,7 +584,7 @@ func (a *Agent) reclaimStatus(st *raft.State) ReclaimStatus {
 		if cp, ok := st.FreshestCommitted(id); ok {
 			replica = fmt.Sprintf("v%d", cp.Version)
 		}
-		var moved *raft.JobOutcome
+		var moved *state.JobOutcome
 		if ok && j.Node != "" && j.Node != self {
 			moved = handedOff(st, self, run.announced, id)
 		}
@@ -654,7 +655,7 @@ func orNone(s string) string {
 // handedOff returns the replicated reclaim history's outcome of job if it
 // was handed off from node by the reclaim announced at announced: MoveJob
 // committed while the reclaim was pending (raft's noteHandoff); else nil.
-func handedOff(st *raft.State, node policy.NodeID, announced time.Time, job policy.JobID) *raft.JobOutcome {
+func handedOff(st *state.State, node policy.NodeID, announced time.Time, job policy.JobID) *state.JobOutcome {
 	for i := len(st.ReclaimReports) - 1; i >= 0; i-- {
 		e := st.ReclaimReports[i]
 		if e.Node != node || e.Announced.Sub(announced).Abs() > time.Millisecond {
@@ -669,7 +670,7 @@ func handedOff(st *raft.State, node policy.NodeID, announced time.Time, job poli
 	return nil
 }
 
-func handoffOf(st *raft.State, job policy.JobID, from policy.NodeID) (policy.HandoffDecision, bool) {
+func handoffOf(st *state.State, job policy.JobID, from policy.NodeID) (policy.HandoffDecision, bool) {
 	for _, h := range st.Decisions.Handoffs {
 		if h.Job == job && h.From == from {
 			return h, true
@@ -713,7 +714,7 @@ func (a *Agent) finishReport(now time.Time) *ReclaimReport {
 	if c == nil {
 		return nil
 	}
-	st := a.reclaimStatus(c.FSM().State())
+	st := a.reclaimStatus(c.State())
 	r := &a.reclaim
 	r.mu.Lock()
 	defer r.mu.Unlock()

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/reclaimnet/reclaimnet/policy"
-	"github.com/reclaimnet/reclaimnet/raft"
+	"github.com/reclaimnet/reclaimnet/state"
 	"github.com/reclaimnet/reclaimnet/web"
 )
 
@@ -46,15 +46,15 @@ func TestReclaimStatusMovedNeedsCommittedMove(t *testing.T) {
 	run := &reclaimRun{announced: announced, deadline: announced.Add(6 * time.Second),
 		jobs: []policy.JobID{"moved", "recovered", "gone", "lossy"}, stop: make(chan struct{})}
 	a.reclaim.run = run
-	st := &raft.State{
-		Jobs: map[policy.JobID]raft.JobRecord{
+	st := &state.State{
+		Jobs: map[policy.JobID]state.JobRecord{
 			"moved":     {Job: policy.Job{ID: "moved", State: policy.JobRunning, Node: "b1"}},
 			"recovered": {Job: policy.Job{ID: "recovered", State: policy.JobRunning, Node: "c1"}},
 			"lossy":     {Job: policy.Job{ID: "lossy", State: policy.JobRunning, Node: "b2"}},
 		},
-		ReclaimReports: []raft.ReclaimReport{{Node: "a1", Kind: raft.DepartureScheduled,
+		ReclaimReports: []state.ReclaimReport{{Node: "a1", Kind: state.DepartureScheduled,
 			Announced: announced.UTC().Round(0), Deadline: announced.Add(6 * time.Second),
-			Jobs: []raft.JobOutcome{
+			Jobs: []state.JobOutcome{
 				{Job: "moved", To: "b1", HandedOff: true},
 				{Job: "recovered", To: "c1", Replica: "b2", Version: 3},
 				{Job: "lossy", To: "b2", HandedOff: true, NoFinalCheckpoint: true, Version: 2, LostWork: time.Minute},

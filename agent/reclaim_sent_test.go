@@ -7,7 +7,7 @@ import (
 
 	"github.com/reclaimnet/reclaimnet/agent/jobs"
 	"github.com/reclaimnet/reclaimnet/policy"
-	"github.com/reclaimnet/reclaimnet/raft"
+	"github.com/reclaimnet/reclaimnet/state"
 	"github.com/reclaimnet/reclaimnet/web"
 )
 
@@ -80,7 +80,7 @@ done
 		rep = st.Report
 		return true
 	})
-	hist := host.agent.Coordinator().FSM().State().ReclaimReports
+	hist := host.agent.Coordinator().State().ReclaimReports
 	handedOff := false
 	for _, e := range hist {
 		for _, o := range e.Jobs {
@@ -123,8 +123,8 @@ func TestReclaimedNodeComesBackNotLeaving(t *testing.T) {
 	hostCfg.Join = []string{leader.info.GossipAddr}
 	c.start(hostCfg)
 	waitUntil(t, 90*time.Second, "the returning node alive, active and without a pending reclaim in the leader's view", func() bool {
-		st := leader.agent.Coordinator().FSM().State()
-		if _, pending := st.Reclaims[id]; pending || st.Nodes[id].State != raft.NodeActive {
+		st := leader.agent.Coordinator().State()
+		if _, pending := st.Reclaims[id]; pending || st.Nodes[id].State != state.NodeActive {
 			return false
 		}
 		for _, m := range leader.agent.webStatus(time.Now()).Cluster.Members {
@@ -134,7 +134,7 @@ func TestReclaimedNodeComesBackNotLeaving(t *testing.T) {
 		}
 		return false
 	})
-	st := leader.agent.Coordinator().FSM().State()
+	st := leader.agent.Coordinator().State()
 	left := false
 	for _, d := range st.Departures {
 		left = left || d.Node == id

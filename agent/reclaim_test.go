@@ -87,7 +87,7 @@ func TestScheduledReclaimHandsOff(t *testing.T) {
 		t.Fatalf("cancel: %+v", r)
 	}
 	waitUntil(t, 10*time.Second, "the cancelled reclaim gone from the replicated state", func() bool {
-		_, ok := other.agent.Coordinator().FSM().State().Reclaims[policy.NodeID(other.info.Node)]
+		_, ok := other.agent.Coordinator().State().Reclaims[policy.NodeID(other.info.Node)]
 		return !ok
 	})
 

@@ -10,6 +10,7 @@ import (
 	"github.com/reclaimnet/reclaimnet/mesh"
 	"github.com/reclaimnet/reclaimnet/policy"
 	"github.com/reclaimnet/reclaimnet/raft"
+	"github.com/reclaimnet/reclaimnet/state"
 )
 
 // Link capacities assumed until a node measures its own (SPEC §0: 1 Gbit/s
@@ -24,7 +25,7 @@ const (
 type meshTelemetry struct {
 	mesh *mesh.Mesh
 	// flows is this node's outgoing flow progress (nil: none).
-	flows func() []raft.FlowProgress
+	flows func() []state.FlowProgress
 	// uplinks are the declared building uplink capacities
 	// (Config.UplinkCapacity; nil: none declared).
 	uplinks UplinkCapacities
@@ -150,8 +151,8 @@ func linksOf(members []mesh.Member, declared UplinkCapacities) []policy.Link {
 // this node's from its job manager (current), the others' from their
 // latest gossip report (at most a telemetry interval old, and only what
 // fitted in it: a flow missing there counts as not started).
-func (t meshTelemetry) Flows() []raft.FlowProgress {
-	var out []raft.FlowProgress
+func (t meshTelemetry) Flows() []state.FlowProgress {
+	var out []state.FlowProgress
 	if t.flows != nil {
 		out = t.flows()
 	}
@@ -161,7 +162,7 @@ func (t meshTelemetry) Flows() []raft.FlowProgress {
 			continue // a node that left or failed sends nothing any more
 		}
 		for _, f := range m.Telemetry.Flows {
-			out = append(out, raft.FlowProgress{ID: f.ID, Remaining: int64(min(f.Remaining, math.MaxInt64)), Done: f.Done})
+			out = append(out, state.FlowProgress{ID: f.ID, Remaining: int64(min(f.Remaining, math.MaxInt64)), Done: f.Done})
 		}
 	}
 	return out
@@ -171,7 +172,7 @@ func (t meshTelemetry) Flows() []raft.FlowProgress {
 // which holds only the first few: transfers racing a deadline or carrying
 // a job's only copy (hand-offs, restores, evacuations) before periodic
 // checkpoints, unfinished before finished.
-func gossipFlows(flows []raft.FlowProgress) []mesh.FlowProgress {
+func gossipFlows(flows []state.FlowProgress) []mesh.FlowProgress {
 	out := make([]mesh.FlowProgress, 0, len(flows))
 	for _, f := range flows {
 		out = append(out, mesh.FlowProgress{ID: f.ID, Remaining: uint64(max(f.Remaining, 0)), Done: f.Done})

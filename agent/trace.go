@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/reclaimnet/reclaimnet/policy"
-	"github.com/reclaimnet/reclaimnet/raft"
+	"github.com/reclaimnet/reclaimnet/state"
 	"github.com/reclaimnet/reclaimnet/trace"
 )
 
@@ -34,7 +34,7 @@ func (a *Agent) TraceExport(now time.Time) (*trace.Trace, error) {
 		return nil, fmt.Errorf("trace export: no coordinator")
 	}
 	links, samples := a.bandwidth.snapshot()
-	return buildTrace(c.FSM().State(), links, samples, a.cfg.Name, now), nil
+	return buildTrace(c.State(), links, samples, a.cfg.Name, now), nil
 }
 
 // traceDocument is the trace in JSON Lines.
@@ -66,7 +66,7 @@ func (a *Agent) traceDocument(now time.Time) ([]byte, error) {
 //     time it last reported);
 //   - bandwidth samples are what this node saw since it started (bounded,
 //     see bandwidthHistory); links never sampled keep their capacity.
-func buildTrace(st *raft.State, links map[string]policy.Link, samples []bandwidthSample, source string, now time.Time) *trace.Trace {
+func buildTrace(st *state.State, links map[string]policy.Link, samples []bandwidthSample, source string, now time.Time) *trace.Trace {
 	tr := &trace.Trace{}
 	// t = 0 is the earliest thing known.
 	start := now
@@ -153,7 +153,7 @@ func buildTrace(st *raft.State, links map[string]policy.Link, samples []bandwidt
 			continue
 		}
 		rec := trace.DepartureRec{T: at(d.At), Node: string(d.Node), Type: trace.Emergency}
-		if d.Kind == raft.DepartureScheduled {
+		if d.Kind == state.DepartureScheduled {
 			rec.Type = trace.Scheduled
 			notice := d.Notice
 			if notice <= 0 {
@@ -169,7 +169,7 @@ func buildTrace(st *raft.State, links map[string]policy.Link, samples []bandwidt
 		}
 	}
 
-	jobs := make([]raft.JobRecord, 0, len(st.Jobs))
+	jobs := make([]state.JobRecord, 0, len(st.Jobs))
 	for _, j := range st.Jobs {
 		jobs = append(jobs, j)
 	}
@@ -200,7 +200,7 @@ func buildTrace(st *raft.State, links map[string]policy.Link, samples []bandwidt
 
 // departedBetween reports whether the log holds a departure of node in
 // (from, to].
-func departedBetween(st *raft.State, node policy.NodeID, from, to time.Time) bool {
+func departedBetween(st *state.State, node policy.NodeID, from, to time.Time) bool {
 	for _, d := range st.Departures {
 		if d.Node == node && d.At.After(from) && !d.At.After(to) {
 			return true
@@ -211,9 +211,9 @@ func departedBetween(st *raft.State, node policy.NodeID, from, to time.Time) boo
 
 // historyNotice is a scheduled departure's notice from the reclaim
 // history (0 when the history has no entry for it).
-func historyNotice(st *raft.State, d raft.Departure) time.Duration {
+func historyNotice(st *state.State, d state.Departure) time.Duration {
 	for _, r := range st.ReclaimReports {
-		if r.Node == d.Node && r.Kind == raft.DepartureScheduled && !r.Deadline.Before(d.At.Add(-time.Second)) &&
+		if r.Node == d.Node && r.Kind == state.DepartureScheduled && !r.Deadline.Before(d.At.Add(-time.Second)) &&
 			!r.Announced.After(d.At) {
 			return r.Deadline.Sub(r.Announced)
 		}

@@ -15,6 +15,7 @@ import (
 	"github.com/reclaimnet/reclaimnet/mesh"
 	"github.com/reclaimnet/reclaimnet/policy"
 	"github.com/reclaimnet/reclaimnet/raft"
+	"github.com/reclaimnet/reclaimnet/state"
 	"github.com/reclaimnet/reclaimnet/web"
 )
 
@@ -80,36 +81,36 @@ func (a *Agent) webDocument() ([]byte, error) {
 // webStatus assembles the status at now.
 func (a *Agent) webStatus(now time.Time) web.Status {
 	st := web.Status{GeneratedAt: now, Node: policy.NodeID(a.cfg.Name), Version: Version}
-	var state *raft.State
+	var cs *state.State
 	var servers []raft.Server
 	var raftState string
 	if c := a.Coordinator(); c != nil {
-		state = c.FSM().State()
+		cs = c.State()
 		servers, _ = c.Servers() // an error leaves every role "none"
 		id, _ := c.Leader()
 		st.Cluster.Leader = id
 		raftState = c.Status().RaftState
 	} else {
-		state = &raft.State{}
+		cs = &state.State{}
 	}
-	st.Cluster.Members = a.webMembers(now, state, servers, raftState)
-	st.Cluster.Hazard = clusterHazard(state)
+	st.Cluster.Members = a.webMembers(now, cs, servers, raftState)
+	st.Cluster.Hazard = clusterHazard(cs)
 	st.Cluster.Bandwidth = buildingBandwidth(meshTelemetry{mesh: a.mesh, uplinks: a.cfg.UplinkCapacity}.Links(), a.mesh.Members())
-	st.Cluster.Protocols = a.webProtocols(state)
-	st.Jobs = webJobs(state)
-	st.Reclaims = webReclaims(state)
-	st.Decisions = webDecisions(state.Decisions)
-	st.Control = web.Control{LastTick: state.Decisions.At, CheckpointBudget: state.Decisions.CheckpointBudget}
-	st.Counters = webCounters(state.Counters)
+	st.Cluster.Protocols = a.webProtocols(cs)
+	st.Jobs = webJobs(cs)
+	st.Reclaims = webReclaims(cs)
+	st.Decisions = webDecisions(cs.Decisions)
+	st.Control = web.Control{LastTick: cs.Decisions.At, CheckpointBudget: cs.Decisions.CheckpointBudget}
+	st.Counters = webCounters(cs.Counters)
 	// Transfers: the ones this node sends (the job manager's).
 	if a.jobs != nil {
-		st.Transfers = a.jobs.webTransfers(state)
+		st.Transfers = a.jobs.webTransfers(cs)
 	}
 	return st
 }
 
 // webCounters maps the replicated counters to the page's and the metrics'.
-func webCounters(c raft.Counters) web.Counters {
+func webCounters(c state.Counters) web.Counters {
 	return web.Counters{AdmittedMigrations: c.AdmittedHandoffs, RejectedMigrations: c.DegradedHandoffs,
 		Handoffs: c.Handoffs, DegradedRecoveries: c.DegradedRecoveries}
 }
@@ -121,11 +122,11 @@ func webRole(s raft.Server, self bool, raftState string) web.RaftRole {
 	switch {
 	case s.Leader:
 		return web.RaftLeader
-	case s.Role == raft.RoleVoter && self && raftState == "Candidate":
+	case s.Role == state.RoleVoter && self && raftState == "Candidate":
 		return web.RaftCandidate
-	case s.Role == raft.RoleVoter:
+	case s.Role == state.RoleVoter:
 		return web.RaftFollower
-	case s.Role == raft.RoleNonvoter:
+	case s.Role == state.RoleNonvoter:
 		return web.RaftNonvoter
 	}
 	return web.RaftNone
@@ -133,7 +134,7 @@ func webRole(s raft.Server, self bool, raftState string) web.RaftRole {
 
 // webMembers lists the gossip members, then registered nodes gossip no
 // longer knows (as left or dead), sorted by building and name.
-func (a *Agent) webMembers(now time.Time, state *raft.State, servers []raft.Server, raftState string) []web.Member {
+func (a *Agent) webMembers(now time.Time, cs *state.State, servers []raft.Server, raftState string) []web.Member {
 	roles := map[policy.NodeID]web.RaftRole{}
 	for _, s := range servers {
 		roles[s.ID] = webRole(s, string(s.ID) == a.cfg.Name, raftState)
@@ -145,14 +146,14 @@ func (a *Agent) webMembers(now time.Time, state *raft.State, servers []raft.Serv
 		return web.RaftNone
 	}
 	hazard := func(m *web.Member) {
-		if h, ok := state.Hazards[m.ID]; ok {
+		if h, ok := cs.Hazards[m.ID]; ok {
 			m.HazardProfile = policy.HazardProfile{Rates: append([]float64(nil), h.EmergencyUpper.Rates...)}
 			m.Hazard = h.EmergencyUpper.At(now)
 		}
 	}
 	// GPUs the replicated state assigns to jobs, as the leader counts them.
 	used := map[policy.NodeID]int{}
-	for _, j := range state.Jobs {
+	for _, j := range cs.Jobs {
 		if j.State != policy.JobDone && j.Node != "" {
 			used[j.Node] += j.GPUs
 		}
@@ -189,19 +190,19 @@ func (a *Agent) webMembers(now time.Time, state *raft.State, servers []raft.Serv
 			// A gone node's last report is stale: it offers nothing.
 			m.FreeGPUs, m.Load = 0, 0
 		}
-		if _, pending := state.Reclaims[id]; gm.State == mesh.StateAlive && (pending || (gm.HasTelemetry && gm.Telemetry.Leaving)) {
+		if _, pending := cs.Reclaims[id]; gm.State == mesh.StateAlive && (pending || (gm.HasTelemetry && gm.Telemetry.Leaving)) {
 			m.State = web.MemberLeaving
 		}
 		hazard(&m)
 		out = append(out, m)
 	}
-	for id, n := range state.Nodes {
+	for id, n := range cs.Nodes {
 		if seen[id] {
 			continue
 		}
 		m := web.Member{ID: id, Building: n.Building, Addr: n.GossipAddr, State: web.MemberDead,
 			RaftRole: role(id), GPU: n.GPU, GPUs: n.GPUs, KillSwitch: web.KillSwitchMode(mesh.KillSwitchUnknown.String())}
-		if n.State == raft.NodeLeft {
+		if n.State == state.NodeLeft {
 			m.State = web.MemberLeft
 		}
 		hazard(&m)
@@ -228,11 +229,11 @@ func webKillSwitch(t mesh.Telemetry) (web.KillSwitchMode, uint64) {
 
 // clusterHazard is the mean of the active nodes' published λ̂⁺ profiles,
 // bucket by bucket (the cluster-wide time-of-day profile the page charts).
-func clusterHazard(state *raft.State) policy.HazardProfile {
+func clusterHazard(cs *state.State) policy.HazardProfile {
 	var sum []float64
 	n := 0
-	for id, h := range state.Hazards {
-		if rec, ok := state.Nodes[id]; ok && rec.State != raft.NodeActive {
+	for id, h := range cs.Hazards {
+		if rec, ok := cs.Nodes[id]; ok && rec.State != state.NodeActive {
 			continue
 		}
 		r := h.EmergencyUpper.Rates
@@ -319,13 +320,13 @@ func strip(vertex string) string {
 
 // webJobs lists the jobs with P1's decision and their freshest committed
 // checkpoint.
-func webJobs(state *raft.State) []web.Job {
+func webJobs(cs *state.State) []web.Job {
 	decisions := map[policy.JobID]policy.JobDecision{}
-	for _, d := range state.Decisions.Jobs {
+	for _, d := range cs.Decisions.Jobs {
 		decisions[d.Job] = d
 	}
 	var out []web.Job
-	for _, j := range state.Jobs {
+	for _, j := range cs.Jobs {
 		wj := web.Job{
 			ID:              j.ID,
 			State:           j.State.String(),
@@ -340,7 +341,7 @@ func webJobs(state *raft.State) []web.Job {
 		if d, ok := decisions[j.ID]; ok {
 			wj.Decision = &d
 		}
-		if c, ok := state.FreshestCommitted(j.ID); ok {
+		if c, ok := cs.FreshestCommitted(j.ID); ok {
 			wj.LastCheckpoint = &web.Checkpoint{Version: c.Version, Bytes: c.Size, CommittedAt: c.CommittedAt,
 				Holders: append([]policy.NodeID(nil), c.Holders...)}
 		}
@@ -351,11 +352,11 @@ func webJobs(state *raft.State) []web.Job {
 }
 
 // webReclaims lists the pending reclaims with the jobs on their nodes.
-func webReclaims(state *raft.State) web.Reclaims {
+func webReclaims(cs *state.State) web.Reclaims {
 	var r web.Reclaims
-	for node, rc := range state.Reclaims {
+	for node, rc := range cs.Reclaims {
 		p := web.PendingReclaim{Reclaim: rc}
-		for _, j := range state.Jobs {
+		for _, j := range cs.Jobs {
 			if j.Node == node && j.State != policy.JobDone {
 				p.Jobs = append(p.Jobs, j.ID)
 			}
@@ -368,8 +369,8 @@ func webReclaims(state *raft.State) web.Reclaims {
 	// reports (an emergency's arrives when its agent had time to send it,
 	// or when it starts again), departures found by failure detection,
 	// and what the cluster did with each job.
-	for i := len(state.ReclaimReports) - 1; i >= 0; i-- {
-		r.History = append(r.History, webReclaimRecord(state.ReclaimReports[i]))
+	for i := len(cs.ReclaimReports) - 1; i >= 0; i-- {
+		r.History = append(r.History, webReclaimRecord(cs.ReclaimReports[i]))
 	}
 	return r
 }
@@ -377,7 +378,7 @@ func webReclaims(state *raft.State) web.Reclaims {
 // webReclaimRecord maps one replicated reclaim report to the page's
 // record: the node was released when its jobs had all left (or when it
 // left, if that came first).
-func webReclaimRecord(rep raft.ReclaimReport) web.ReclaimRecord {
+func webReclaimRecord(rep state.ReclaimReport) web.ReclaimRecord {
 	released := rep.Completed
 	if !rep.Left.IsZero() && (released.IsZero() || rep.Left.Before(released)) {
 		released = rep.Left
@@ -434,7 +435,7 @@ func webReclaimRecord(rep raft.ReclaimReport) web.ReclaimRecord {
 
 // webDecisions lists the current hand-offs and placements with their
 // ranked candidates.
-func webDecisions(rec raft.DecisionRecord) []web.Decision {
+func webDecisions(rec state.DecisionRecord) []web.Decision {
 	var out []web.Decision
 	for i := range rec.Handoffs {
 		h := rec.Handoffs[i]

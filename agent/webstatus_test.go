@@ -6,7 +6,7 @@ import (
 
 	"github.com/reclaimnet/reclaimnet/mesh"
 	"github.com/reclaimnet/reclaimnet/policy"
-	"github.com/reclaimnet/reclaimnet/raft"
+	"github.com/reclaimnet/reclaimnet/state"
 	"github.com/reclaimnet/reclaimnet/web"
 )
 
@@ -44,8 +44,8 @@ func TestBuildingBandwidth(t *testing.T) {
 
 // The cluster profile is the bucket-wise mean of the active nodes' λ̂⁺.
 func TestClusterHazard(t *testing.T) {
-	st := &raft.State{
-		Nodes: map[policy.NodeID]raft.NodeRecord{"a": {State: raft.NodeActive}, "b": {State: raft.NodeActive}, "gone": {State: raft.NodeLeft}},
+	st := &state.State{
+		Nodes: map[policy.NodeID]state.NodeRecord{"a": {State: state.NodeActive}, "b": {State: state.NodeActive}, "gone": {State: state.NodeLeft}},
 		Hazards: map[policy.NodeID]policy.HazardEstimate{
 			"a":    {EmergencyUpper: policy.HazardProfile{Rates: []float64{1, 2, 3}}},
 			"b":    {EmergencyUpper: policy.HazardProfile{Rates: []float64{3, 4, 5}}},
@@ -62,7 +62,7 @@ func TestClusterHazard(t *testing.T) {
 			t.Errorf("bucket %d: got %v, want %v", k, got[k], want[k])
 		}
 	}
-	if r := clusterHazard(&raft.State{}).Rates; len(r) != 0 {
+	if r := clusterHazard(&state.State{}).Rates; len(r) != 0 {
 		t.Errorf("no estimates: got %v, want an empty profile", r)
 	}
 }
@@ -71,18 +71,18 @@ func TestClusterHazard(t *testing.T) {
 // reclaims list the live jobs on their node; decisions keep candidates.
 func TestWebJobsReclaimsDecisions(t *testing.T) {
 	at := time.Date(2026, 11, 30, 1, 0, 0, 0, time.UTC)
-	st := &raft.State{
-		Jobs: map[policy.JobID]raft.JobRecord{
+	st := &state.State{
+		Jobs: map[policy.JobID]state.JobRecord{
 			"j1": {Job: policy.Job{ID: "j1", State: policy.JobRunning, Node: "n1", GPUs: 1, CheckpointBytes: 1 << 30}, Restarts: 2},
 			"j2": {Job: policy.Job{ID: "j2", State: policy.JobDone, Node: "n1"}},
 			"j3": {Job: policy.Job{ID: "j3", State: policy.JobPending}},
 		},
-		Checkpoints: map[policy.JobID][]raft.Checkpoint{"j1": {
+		Checkpoints: map[policy.JobID][]state.Checkpoint{"j1": {
 			{Job: "j1", Version: 1, Size: 10, Holders: []policy.NodeID{"n1", "n2"}, Committed: true, CommittedAt: at},
 			{Job: "j1", Version: 2, Size: 20, Holders: []policy.NodeID{"n1"}},
 		}},
 		Reclaims: map[policy.NodeID]policy.Reclaim{"n1": {Node: "n1", Announced: at, Deadline: at.Add(time.Minute)}},
-		Decisions: raft.DecisionRecord{At: at, Decisions: policy.Decisions{
+		Decisions: state.DecisionRecord{At: at, Decisions: policy.Decisions{
 			Jobs:       []policy.JobDecision{{Job: "j1", Interval: 5 * time.Minute, LossBudgetInfeasible: true}},
 			Placements: []policy.Placement{{Job: "j3", Candidates: []policy.Candidate{{Node: "n2", Rejected: policy.RejectLoad}}}},
 			Handoffs:   []policy.HandoffDecision{{Job: "j1", From: "n1", To: "n2"}},
@@ -112,7 +112,7 @@ func TestWebJobsReclaimsDecisions(t *testing.T) {
 		t.Errorf("decisions: got %+v, want a hand-off then a placement with its rejected candidate", d)
 	}
 	want := web.Counters{AdmittedMigrations: 4, RejectedMigrations: 3, Handoffs: 2, DegradedRecoveries: 1}
-	if c := webCounters(raft.Counters{AdmittedHandoffs: 4, DegradedHandoffs: 3, Handoffs: 2, DegradedRecoveries: 1}); c != want {
+	if c := webCounters(state.Counters{AdmittedHandoffs: 4, DegradedHandoffs: 3, Handoffs: 2, DegradedRecoveries: 1}); c != want {
 		t.Errorf("counters: got %+v, want %+v", c, want)
 	}
 }

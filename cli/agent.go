@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/reclaimnet/reclaimnet/agent"
-	"github.com/reclaimnet/reclaimnet/raft"
+	"github.com/reclaimnet/reclaimnet/state"
 )
 
 func init() {
@@ -115,7 +115,7 @@ func runAgent(ctx context.Context, env *Env, args []string) error {
 	}
 	fc.Join = joins
 	fc.GPUs = gpus
-	if _, err := raft.ParseProtocols(*protocols); err != nil {
+	if _, err := state.ParseProtocols(*protocols); err != nil {
 		return usagef("--protocols: %v", err)
 	}
 	fc.Protocols = strings.TrimSpace(*protocols)

@@ -109,7 +109,7 @@ func TestJobCommandsAgainstAgent(t *testing.T) {
 		t.Fatalf("run: exit %d, stdout %q, stderr %q; want exit 0 printing cli-job", code, out, errOut)
 	}
 	// The signal and grace are in the replicated record every node reads.
-	if j, ok := a.Coordinator().FSM().Job("cli-job"); !ok || j.Spec.Signal != "USR2" || j.Spec.Grace != 5*time.Second {
+	if j, ok := a.Coordinator().Store().Job("cli-job"); !ok || j.Spec.Signal != "USR2" || j.Spec.Grace != 5*time.Second {
 		t.Fatalf("replicated spec %+v (found %v), want signal USR2 and grace 5s", j.Spec, ok)
 	}
 	code, out, errOut = runCLI(t, "jobs", "--data-dir", dir, "--json")

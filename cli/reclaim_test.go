@@ -135,7 +135,7 @@ func TestReclaimAgainstAgent(t *testing.T) {
 	if code != ExitOK || !strings.Contains(out, "reclaim cancelled") {
 		t.Errorf("--cancel: exit %d, output %q", code, out)
 	}
-	if _, ok := a.Coordinator().FSM().State().Reclaims["solo"]; ok {
+	if _, ok := a.Coordinator().State().Reclaims["solo"]; ok {
 		t.Errorf("reclaim still in the replicated state after --cancel")
 	}
 	code, out, _ = runCLI(t, "reclaim", "--data-dir", dir, "--status")

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/reclaimnet/reclaimnet/state"
+
 	"github.com/reclaimnet/reclaimnet/pki"
 	"github.com/reclaimnet/reclaimnet/policy"
 )
@@ -69,7 +71,7 @@ func (g *gossipView) Links() []policy.Link {
 	}
 	return out
 }
-func (g *gossipView) Flows() []FlowProgress { return nil }
+func (g *gossipView) Flows() []state.FlowProgress { return nil }
 
 type testCluster struct {
 	t      testing.TB
@@ -172,7 +174,7 @@ func (tc *testCluster) voters(c *Coordinator) []policy.NodeID {
 	}
 	var out []policy.NodeID
 	for _, s := range servers {
-		if s.Role == RoleVoter {
+		if s.Role == state.RoleVoter {
 			out = append(out, s.ID)
 		}
 	}
@@ -215,9 +217,9 @@ func (tc *testCluster) waitConfigured(want int, within time.Duration) *Coordinat
 	return l
 }
 
-func testJob(id string) SubmitJob {
-	return SubmitJob{Job: JobRecord{Job: policy.Job{ID: policy.JobID(id), GPUs: 1, CheckpointBytes: 1 << 30, LossBudget: time.Hour},
-		Spec: JobSpec{Command: []string{"python3", "train.py"}}, Owner: "alice"}}
+func testJob(id string) state.SubmitJob {
+	return state.SubmitJob{Job: state.JobRecord{Job: policy.Job{ID: policy.JobID(id), GPUs: 1, CheckpointBytes: 1 << 30, LossBudget: time.Hour},
+		Spec: state.JobSpec{Command: []string{"python3", "train.py"}}, Owner: "alice"}}
 }
 
 // waitJob waits until every running node's FSM has the job.
@@ -225,7 +227,7 @@ func (tc *testCluster) waitJob(id policy.JobID, within time.Duration) {
 	tc.t.Helper()
 	tc.eventually(within, "job "+string(id)+" on every node", func() bool {
 		for _, c := range tc.nodes {
-			if _, ok := c.FSM().Job(id); !ok {
+			if _, ok := c.Store().Job(id); !ok {
 				return false
 			}
 		}
@@ -307,8 +309,8 @@ func TestClusterLeaderCrashTicksResume(t *testing.T) {
 			tc.waitJob("after", 15*time.Second)
 			tc.eventually(15*time.Second, "3 voters after the rejoin", func() bool { return len(tc.voters(l)) == 3 })
 			tc.eventually(10*time.Second, "the rejoined node active in the registry with 2 membership stretches", func() bool {
-				rec, _ := l.FSM().Node(oldID)
-				return rec.State == NodeActive && len(rec.Stretches) == 2 && rec.Role != RoleNone
+				rec, _ := l.Store().Node(oldID)
+				return rec.State == state.NodeActive && len(rec.Stretches) == 2 && rec.Role != state.RoleNone
 			})
 		})
 	}
@@ -340,15 +342,15 @@ func TestForwardedCommandsCommitAndErrorsTravel(t *testing.T) {
 	}
 	changed := testJob("fwd")
 	changed.Job.Owner = "mallory"
-	if _, err := f.Submit(ctx, changed); !errors.Is(err, ErrJobExists) {
+	if _, err := f.Submit(ctx, changed); !errors.Is(err, state.ErrJobExists) {
 		t.Fatalf("conflicting submit got %v, want ErrJobExists", err)
 	}
-	if _, err := f.Submit(ctx, CancelJob{Job: "nope"}); !errors.Is(err, ErrUnknownJob) {
+	if _, err := f.Submit(ctx, state.CancelJob{Job: "nope"}); !errors.Is(err, state.ErrUnknownJob) {
 		t.Fatalf("cancel of an unknown job got %v, want ErrUnknownJob", err)
 	}
 	// At-most-once completion through Raft: the same replica twice leaves
 	// one holder entry and one committed version.
-	rc := ReplicaComplete{Job: "fwd", Version: 1, ManifestHash: "sha256:x", Size: 10, Source: "n01", Holder: "n02", At: time.Now()}
+	rc := state.ReplicaComplete{Job: "fwd", Version: 1, ManifestHash: "sha256:x", Size: 10, Source: "n01", Holder: "n02", At: time.Now()}
 	for range 2 {
 		if _, err := f.Submit(ctx, rc); err != nil {
 			t.Fatal(err)
@@ -356,7 +358,7 @@ func TestForwardedCommandsCommitAndErrorsTravel(t *testing.T) {
 	}
 	tc.eventually(5*time.Second, "replica on every node", func() bool {
 		for _, c := range tc.nodes {
-			cps := c.FSM().Checkpoints("fwd")
+			cps := c.Store().Checkpoints("fwd")
 			if len(cps) != 1 || !slices.Equal(cps[0].Holders, []policy.NodeID{"n02"}) || !cps[0].Committed {
 				return false
 			}
@@ -374,10 +376,10 @@ func TestLeaderPlacesSubmittedJob(t *testing.T) {
 		t.Fatal(err)
 	}
 	tc.eventually(10*time.Second, "placement of the job", func() bool {
-		j, _ := l.FSM().Job("place-me")
+		j, _ := l.Store().Job("place-me")
 		return j.State == policy.JobRunning && j.Node != ""
 	})
-	j, _ := l.FSM().Job("place-me")
-	d := l.FSM().Decisions()
+	j, _ := l.Store().Job("place-me")
+	d := l.Store().Decisions()
 	t.Logf("job on %s; decisions %+v", j.Node, d)
 }

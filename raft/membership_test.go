@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/reclaimnet/reclaimnet/state"
+
 	"github.com/reclaimnet/reclaimnet/policy"
 )
 
@@ -125,7 +127,7 @@ func watchQuorum(tc *testCluster) *quorumWatch {
 				voters, live := 0, 0
 				q.mu.Lock()
 				for _, s := range servers {
-					if s.Role == RoleVoter {
+					if s.Role == state.RoleVoter {
 						voters++
 						if !q.down[s.ID] {
 							live++
@@ -194,7 +196,7 @@ func TestScheduledVoterDepartureKeepsQuorum(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 			defer cancel()
 			now := time.Now()
-			if _, err := x.Submit(ctx, AnnounceReclaim{Reclaim: policy.Reclaim{Node: x.ID(), Announced: now, Deadline: now.Add(60 * time.Second)}}); err != nil {
+			if _, err := x.Submit(ctx, state.AnnounceReclaim{Reclaim: policy.Reclaim{Node: x.ID(), Announced: now, Deadline: now.Add(60 * time.Second)}}); err != nil {
 				t.Fatalf("announce reclaim: %v", err)
 			}
 			var nl *Coordinator
@@ -228,8 +230,8 @@ func TestScheduledVoterDepartureKeepsQuorum(t *testing.T) {
 						return false
 					}
 				}
-				deps := nl.FSM().Departures()
-				return len(deps) == 1 && deps[0].Node == x.ID() && deps[0].Kind == DepartureScheduled
+				deps := nl.Store().Departures()
+				return len(deps) == 1 && deps[0].Node == x.ID() && deps[0].Kind == state.DepartureScheduled
 			})
 			q.finish(t, 3)
 		})
@@ -287,8 +289,8 @@ func TestTwentyNodesSevenEmergencyDepartures(t *testing.T) {
 	tc.eventually(20*time.Second, "ticks after the departures", func() bool { return totalTicks() >= ticks+5 })
 	tc.eventually(10*time.Second, "7 emergency departures in the log", func() bool {
 		n := 0
-		for _, d := range l.FSM().Departures() {
-			if d.Kind == DepartureEmergency && slices.Contains(victims, d.Node) {
+		for _, d := range l.Store().Departures() {
+			if d.Kind == state.DepartureEmergency && slices.Contains(victims, d.Node) {
 				n++
 			}
 		}

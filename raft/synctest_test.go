@@ -9,6 +9,8 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/reclaimnet/reclaimnet/state"
+
 	"github.com/reclaimnet/reclaimnet/pki"
 	"github.com/reclaimnet/reclaimnet/policy"
 )
@@ -86,7 +88,7 @@ func TestSynctestTwentyNodesDefaultTimings(t *testing.T) {
 			}
 			var want []policy.NodeID
 			for _, s := range servers {
-				if s.Role == RoleVoter {
+				if s.Role == state.RoleVoter {
 					want = append(want, s.ID)
 				}
 			}
@@ -97,7 +99,7 @@ func TestSynctestTwentyNodesDefaultTimings(t *testing.T) {
 				ss, _ := c.Servers()
 				var got []policy.NodeID
 				for _, s := range ss {
-					if s.Role == RoleVoter {
+					if s.Role == state.RoleVoter {
 						got = append(got, s.ID)
 					}
 				}
@@ -110,7 +112,7 @@ func TestSynctestTwentyNodesDefaultTimings(t *testing.T) {
 		servers, _ := l.Servers()
 		var victims []policy.NodeID
 		for _, s := range servers {
-			if s.Role == RoleNonvoter && len(victims) < 7 {
+			if s.Role == state.RoleNonvoter && len(victims) < 7 {
 				victims = append(victims, s.ID)
 			}
 		}

@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"github.com/reclaimnet/reclaimnet/policy"
-	"github.com/reclaimnet/reclaimnet/raft"
+	"github.com/reclaimnet/reclaimnet/state"
 )
 
 // A reclaim with too little notice: the leader marks the hand-off degraded
@@ -18,7 +18,7 @@ func TestDegradedHandoffStopsThenRecovers(t *testing.T) {
 	tc.waitCommitted("train", 1)
 	cp, _ := tc.state().FreshestCommitted("train")
 	now := time.Now()
-	tc.submitVia(host, raft.AnnounceReclaim{Reclaim: policy.Reclaim{Node: host, Announced: now, Deadline: now.Add(time.Millisecond)}})
+	tc.submitVia(host, state.AnnounceReclaim{Reclaim: policy.Reclaim{Node: host, Announced: now, Deadline: now.Add(time.Millisecond)}})
 	dest := tc.waitRunning("train", host)
 	// The outcome is in the reclaim's history entry: recovered, not handed
 	// off, from the replica.
@@ -26,7 +26,7 @@ func TestDegradedHandoffStopsThenRecovers(t *testing.T) {
 	if outcome.HandedOff || outcome.To != dest || outcome.Replica == "" || outcome.Replica == host {
 		t.Errorf("history outcome %+v, want a recovery onto %s from a replica off %s", outcome, dest, host)
 	}
-	if n := tc.state().Nodes[host]; n.State != raft.NodeActive {
+	if n := tc.state().Nodes[host]; n.State != state.NodeActive {
 		t.Errorf("%s is %v: the recovery should not wait for its departure", host, n.State)
 	}
 	var st stepEvent
@@ -69,7 +69,7 @@ func TestDegradedHandoffWithNowhereToGoKeepsRunning(t *testing.T) {
 		}
 	}
 	now := time.Now()
-	tc.submitVia(host, raft.AnnounceReclaim{Reclaim: policy.Reclaim{Node: host, Announced: now, Deadline: now.Add(time.Minute)}})
+	tc.submitVia(host, state.AnnounceReclaim{Reclaim: policy.Reclaim{Node: host, Announced: now, Deadline: now.Add(time.Minute)}})
 	var decided time.Time
 	eventually(t, 20*time.Second, "a degraded hand-off with nowhere to go", func() bool {
 		st := tc.state()
@@ -129,9 +129,9 @@ func TestHandoffWithoutFinalCheckpoint(t *testing.T) {
 	host := tc.waitRunning("train", "")
 	committed := tc.waitCommitted("train", 2)
 	now := time.Now()
-	tc.submitVia(host, raft.AnnounceReclaim{Reclaim: policy.Reclaim{Node: host, Announced: now, Deadline: now.Add(60 * time.Second)}})
+	tc.submitVia(host, state.AnnounceReclaim{Reclaim: policy.Reclaim{Node: host, Announced: now, Deadline: now.Add(60 * time.Second)}})
 	dest := tc.waitRunning("train", host)
-	var outcome raft.JobOutcome
+	var outcome state.JobOutcome
 	eventually(t, 10*time.Second, "the hand-off in the reclaim history", func() bool {
 		for _, e := range tc.state().ReclaimReports {
 			for _, o := range e.Jobs {

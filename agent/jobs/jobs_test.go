@@ -9,7 +9,7 @@ import (
 
 	"github.com/reclaimnet/reclaimnet/ckpt"
 	"github.com/reclaimnet/reclaimnet/policy"
-	"github.com/reclaimnet/reclaimnet/raft"
+	"github.com/reclaimnet/reclaimnet/state"
 )
 
 // Flows 2 and 3: periodic checkpoints at the decided interval reach the
@@ -84,7 +84,7 @@ func TestPeriodicCheckpointsThenScheduledHandoff(t *testing.T) {
 
 	// (c) Scheduled reclaim of the host: hand-off with a final checkpoint.
 	now := time.Now()
-	tc.submitVia(host, raft.AnnounceReclaim{Reclaim: policy.Reclaim{Node: host, Announced: now, Deadline: now.Add(60 * time.Second)}})
+	tc.submitVia(host, state.AnnounceReclaim{Reclaim: policy.Reclaim{Node: host, Announced: now, Deadline: now.Add(60 * time.Second)}})
 	dest := tc.waitRunning("train", host)
 	if dest != other {
 		t.Fatalf("job moved to %s, want the standby %s", dest, other)
@@ -219,7 +219,7 @@ func TestHungCheckpointNeverCommitted(t *testing.T) {
 	eventually(t, 10*time.Second, "the job still stepping", func() bool { return len(readSteps(t, tc.stepLog)) > before+3 })
 
 	// Cancelled: the manager stops the process.
-	tc.submit(raft.CancelJob{Job: "hang"})
+	tc.submit(state.CancelJob{Job: "hang"})
 	eventually(t, 20*time.Second, "the cancelled job's process stopped", func() bool {
 		for _, e := range readSteps(t, tc.stepLog) {
 			if e.kind == "term" {

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/reclaimnet/reclaimnet/policy"
-	"github.com/reclaimnet/reclaimnet/raft"
+	"github.com/reclaimnet/reclaimnet/state"
 )
 
 func TestPaceForDeadline(t *testing.T) {
@@ -101,7 +101,7 @@ func TestHandoffAccountsForCheckpointTime(t *testing.T) {
 		notice := jv.RestartTime + jv.CheckpointTime/2
 		t.Logf("restart %v, checkpoint %v, Tr %v, notice %v", jv.RestartTime, jv.CheckpointTime, tr, notice)
 		now := time.Now()
-		tc.submitVia(host, raft.AnnounceReclaim{Reclaim: policy.Reclaim{Node: host, Announced: now, Deadline: now.Add(notice)}})
+		tc.submitVia(host, state.AnnounceReclaim{Reclaim: policy.Reclaim{Node: host, Announced: now, Deadline: now.Add(notice)}})
 		// Degraded up front, the job is recovered at once from its replica
 		// (the decision itself may be replaced by the next period before
 		// a poll sees it): the reclaim's history says so.
@@ -116,7 +116,7 @@ func TestHandoffAccountsForCheckpointTime(t *testing.T) {
 		notice := max(5*time.Second, tr+3*time.Second)
 		now := time.Now()
 		deadline := now.Add(notice)
-		tc.submitVia(host, raft.AnnounceReclaim{Reclaim: policy.Reclaim{Node: host, Announced: now, Deadline: deadline}})
+		tc.submitVia(host, state.AnnounceReclaim{Reclaim: policy.Reclaim{Node: host, Announced: now, Deadline: deadline}})
 		h := handoff(t, tc)
 		if h.Degraded || h.To == "" {
 			t.Fatalf("hand-off %+v with a %v notice and Tr %v: want admitted", h, notice, tr)

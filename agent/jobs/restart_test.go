@@ -6,6 +6,7 @@ import (
 
 	"github.com/reclaimnet/reclaimnet/policy"
 	"github.com/reclaimnet/reclaimnet/raft"
+	"github.com/reclaimnet/reclaimnet/state"
 )
 
 // startPersistent starts a node like testCluster.start, but with its Raft
@@ -54,7 +55,7 @@ func TestRestartedNodeDoesNotRestartMovedJob(t *testing.T) {
 	// only the state it restored, which still places the job here.
 	since := time.Now()
 	n, announce := tc.startPersistent(host, dirs[host], since)
-	stale := n.coord.FSM().State().Jobs["train"]
+	stale := n.coord.State().Jobs["train"]
 	if stale.Node != host {
 		t.Fatalf("the state restored at restart places the job on %q, not on %s: the test proves nothing", stale.Node, host)
 	}
@@ -72,14 +73,14 @@ func TestRestartedNodeDoesNotRestartMovedJob(t *testing.T) {
 	watch(2 * time.Second)
 	announce(1)
 	eventually(t, 30*time.Second, "the restarted node's membership in its own state", func() bool {
-		rec, ok := n.coord.FSM().State().Nodes[host]
-		return ok && rec.State == raft.NodeActive && !rec.Joined.Before(since.Truncate(time.Second))
+		rec, ok := n.coord.State().Nodes[host]
+		return ok && rec.State == state.NodeActive && !rec.Joined.Before(since.Truncate(time.Second))
 	})
 	watch(3 * time.Second)
 	if after := len(starts(readSteps(t, tc.stepLog))); after != before {
 		t.Errorf("job started %d times after the restart of %s, want 0 (it runs on %s)", after-before, host, dest)
 	}
-	if j := n.coord.FSM().State().Jobs["train"]; j.Node != dest {
+	if j := n.coord.State().Jobs["train"]; j.Node != dest {
 		t.Errorf("restarted node's state places the job on %s, want %s", j.Node, dest)
 	}
 	t.Logf("state restored at restart placed the job on %q (%s); the leader's on %s", stale.Node, stale.State, dest)

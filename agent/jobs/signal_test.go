@@ -7,19 +7,19 @@ import (
 	"testing"
 	"time"
 
-	"github.com/reclaimnet/reclaimnet/raft"
+	"github.com/reclaimnet/reclaimnet/state"
 )
 
 // Every checkpoint signal the replicated spec may name maps to a number
 // here (a spec that validates always starts).
 func TestEveryCheckpointSignalMaps(t *testing.T) {
-	for _, name := range raft.CheckpointSignals {
-		sig, err := supervisorSignal(raft.JobSpec{Signal: name})
+	for _, name := range state.CheckpointSignals {
+		sig, err := supervisorSignal(state.JobSpec{Signal: name})
 		if err != nil || sig <= 0 || sig == syscall.SIGKILL || sig == syscall.SIGSTOP || sig == syscall.SIGTERM {
 			t.Errorf("signal %s maps to %v, %v: want a catchable signal other than TERM", name, sig, err)
 		}
 	}
-	if sig, err := supervisorSignal(raft.JobSpec{}); sig != 0 || err != nil {
+	if sig, err := supervisorSignal(state.JobSpec{}); sig != 0 || err != nil {
 		t.Errorf("no signal maps to %v, %v: want 0 (the supervisor's default)", sig, err)
 	}
 }
@@ -29,7 +29,7 @@ func TestEveryCheckpointSignalMaps(t *testing.T) {
 // default action) instead of producing checkpoints.
 func TestCheckpointsRequestedWithConfiguredSignal(t *testing.T) {
 	tc := newCluster(t, []int{1}, fastSupervisor())
-	tc.submitSpec("usr2", raft.JobSpec{Command: []string{"/bin/sh", tc.script},
+	tc.submitSpec("usr2", state.JobSpec{Command: []string{"/bin/sh", tc.script},
 		Env: []string{"STEPLOG=" + tc.stepLog, "CKSIG=USR2"}, Signal: "USR2"})
 	host := tc.waitRunning("usr2", "")
 	eventually(t, 30*time.Second, "three checkpoints requested with USR2 and stored", func() bool {
@@ -53,7 +53,7 @@ func TestStopUsesConfiguredGrace(t *testing.T) {
 	sc.StopGrace = time.Second
 	const grace = 6 * time.Second
 	tc := newCluster(t, []int{1}, sc)
-	tc.submitSpec("stubborn", raft.JobSpec{Command: []string{"/bin/sh", tc.script},
+	tc.submitSpec("stubborn", state.JobSpec{Command: []string{"/bin/sh", tc.script},
 		Env: []string{"STEPLOG=" + tc.stepLog, "IGNTERM=1"}, Grace: grace})
 	tc.waitRunning("stubborn", "")
 	var pid int
@@ -67,7 +67,7 @@ func TestStopUsesConfiguredGrace(t *testing.T) {
 		pid = p
 		return err == nil
 	})
-	tc.submit(raft.CancelJob{Job: "stubborn"})
+	tc.submit(state.CancelJob{Job: "stubborn"})
 	var termAt time.Time
 	eventually(t, 30*time.Second, "the SIGTERM logged by the job", func() bool {
 		for _, e := range readSteps(t, tc.stepLog) {

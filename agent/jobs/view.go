@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/reclaimnet/reclaimnet/policy"
-	"github.com/reclaimnet/reclaimnet/raft"
+	"github.com/reclaimnet/reclaimnet/state"
 	"github.com/reclaimnet/reclaimnet/transfer"
 )
 
@@ -222,7 +222,7 @@ func (m *Manager) TransfersSince(t time.Time) []TransferView {
 // FlowProgress reports the admitted flows this node sends, for the leader's
 // telemetry (raft.Telemetry.Flows): a flow's remaining bytes are its
 // version's size minus what was sent, zero once the receiver committed.
-func (m *Manager) FlowProgress() []raft.FlowProgress {
+func (m *Manager) FlowProgress() []state.FlowProgress {
 	transfers := m.Transfers()
 	if len(transfers) == 0 {
 		// Every node reports this each telemetry interval: most have
@@ -230,7 +230,7 @@ func (m *Manager) FlowProgress() []raft.FlowProgress {
 		return nil
 	}
 	st := m.cfg.Coord.State()
-	var out []raft.FlowProgress
+	var out []state.FlowProgress
 	for _, t := range transfers {
 		_, fl := flowRate(st, t.Job, m.cfg.Node, t.To, t.Class)
 		if fl == nil {
@@ -241,7 +241,7 @@ func (m *Manager) FlowProgress() []raft.FlowProgress {
 		if done {
 			rem = 0
 		}
-		out = append(out, raft.FlowProgress{ID: fl.ID, Remaining: rem, Done: done})
+		out = append(out, state.FlowProgress{ID: fl.ID, Remaining: rem, Done: done})
 	}
 	return out
 }

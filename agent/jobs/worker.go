@@ -14,7 +14,7 @@ import (
 	"github.com/reclaimnet/reclaimnet/agent/supervisor"
 	"github.com/reclaimnet/reclaimnet/ckpt"
 	"github.com/reclaimnet/reclaimnet/policy"
-	"github.com/reclaimnet/reclaimnet/raft"
+	"github.com/reclaimnet/reclaimnet/state"
 )
 
 // worker runs one job hosted on this node, from restore to stop. Its fields
@@ -28,7 +28,7 @@ type worker struct {
 	wg     sync.WaitGroup
 
 	// Guarded by m.mu.
-	st           *raft.State
+	st           *state.State
 	state        string
 	restoredFrom uint64
 	restartTime  time.Duration
@@ -42,13 +42,13 @@ type worker struct {
 	reportedTr   time.Duration   // the Tr last reported to the leader
 }
 
-func newWorker(m *Manager, id policy.JobID, cancel context.CancelFunc, st *raft.State) *worker {
+func newWorker(m *Manager, id policy.JobID, cancel context.CancelFunc, st *state.State) *worker {
 	return &worker{m: m, id: id, cancel: cancel, log: m.log.With("job", id), notify: make(chan struct{}, 1),
 		st: st, state: StateStarting}
 }
 
 // update hands the worker a newer state; called with m.mu held.
-func (w *worker) update(st *raft.State) {
+func (w *worker) update(st *state.State) {
 	w.st = st
 	select {
 	case w.notify <- struct{}{}:
@@ -56,7 +56,7 @@ func (w *worker) update(st *raft.State) {
 	}
 }
 
-func (w *worker) latest() *raft.State {
+func (w *worker) latest() *state.State {
 	w.m.mu.Lock()
 	defer w.m.mu.Unlock()
 	return w.st
@@ -138,7 +138,7 @@ func (w *worker) run(ctx context.Context) {
 // start) and its version: the freshest committed version, fetched by its
 // holder's push when it is not here yet; on a corrupt or missing chunk, the
 // next older version this node holds.
-func (w *worker) prepare(ctx context.Context, st *raft.State) (string, uint64, error) {
+func (w *worker) prepare(ctx context.Context, st *state.State) (string, uint64, error) {
 	m := w.m
 	cp, ok := st.FreshestCommitted(w.id)
 	if o := st.Jobs[w.id].Restore; o.Version != 0 {
@@ -243,14 +243,14 @@ func (w *worker) prepare(ctx context.Context, st *raft.State) (string, uint64, e
 
 // activeHolders lists the active nodes other than this one that hold a
 // committed version of job.
-func activeHolders(st *raft.State, job policy.JobID, self policy.NodeID) []policy.NodeID {
+func activeHolders(st *state.State, job policy.JobID, self policy.NodeID) []policy.NodeID {
 	var out []policy.NodeID
 	for _, cp := range st.Checkpoints[job] {
 		if !cp.Committed {
 			continue
 		}
 		for _, h := range cp.Holders {
-			if n, ok := st.Nodes[h]; ok && h != self && n.State == raft.NodeActive && !slices.Contains(out, h) {
+			if n, ok := st.Nodes[h]; ok && h != self && n.State == state.NodeActive && !slices.Contains(out, h) {
 				out = append(out, h)
 			}
 		}
@@ -261,7 +261,7 @@ func activeHolders(st *raft.State, job policy.JobID, self policy.NodeID) []polic
 
 // waitFor waits until the store holds cp, FetchTimeout passes, or nobody
 // is left to send it (no restore order and no active holder).
-func (w *worker) waitFor(ctx context.Context, cp raft.Checkpoint) bool {
+func (w *worker) waitFor(ctx context.Context, cp state.Checkpoint) bool {
 	timeout := time.NewTimer(w.m.cfg.FetchTimeout)
 	defer timeout.Stop()
 	poll := time.NewTicker(100 * time.Millisecond)
@@ -501,7 +501,7 @@ func later(a, b time.Time) time.Time {
 // pushOrQueue starts the pre-sync of version v to the job's standby, or
 // queues it behind the push in flight (only the newest queued version is
 // kept: it supersedes older ones).
-func (w *worker) pushOrQueue(ctx context.Context, st *raft.State, v uint64, cur *push, queued uint64, res chan pushResult) (*push, uint64) {
+func (w *worker) pushOrQueue(ctx context.Context, st *state.State, v uint64, cur *push, queued uint64, res chan pushResult) (*push, uint64) {
 	if cur != nil {
 		return cur, max(queued, v)
 	}
@@ -522,15 +522,15 @@ func (w *worker) pushOrQueue(ctx context.Context, st *raft.State, v uint64, cur 
 	return w.startPush(ctx, st, cp, to, policy.ClassPresync, rate, res), 0
 }
 
-func (w *worker) localCheckpoint(v uint64) (raft.Checkpoint, error) {
+func (w *worker) localCheckpoint(v uint64) (state.Checkpoint, error) {
 	mf, err := w.m.cfg.Store.Manifest(string(w.id), v)
 	if err != nil {
-		return raft.Checkpoint{}, fmt.Errorf("version %d: %w", v, err)
+		return state.Checkpoint{}, fmt.Errorf("version %d: %w", v, err)
 	}
-	return raft.Checkpoint{Job: w.id, Version: v, ManifestHash: mf.Hash().String(), Size: mf.TotalSize(), Source: w.m.cfg.Node}, nil
+	return state.Checkpoint{Job: w.id, Version: v, ManifestHash: mf.Hash().String(), Size: mf.TotalSize(), Source: w.m.cfg.Node}, nil
 }
 
-func (w *worker) startPush(ctx context.Context, st *raft.State, cp raft.Checkpoint, to policy.NodeID, class policy.TrafficClass, rate float64, res chan pushResult) *push {
+func (w *worker) startPush(ctx context.Context, st *state.State, cp state.Checkpoint, to policy.NodeID, class policy.TrafficClass, rate float64, res chan pushResult) *push {
 	pctx, cancel := context.WithCancel(ctx)
 	ps := &push{key: pushKey{w.id, cp.Version, to}, class: class, rate: rate, started: w.m.cfg.Now(), cancel: cancel}
 	w.set(func() {
@@ -574,12 +574,12 @@ func (w *worker) commit(ctx context.Context, dir string) (uint64, error) {
 	size := mf.TotalSize()
 	w.set(func() { w.checkpoints++; w.lastCkpt = m.cfg.Now() })
 	w.log.Info("checkpoint committed locally", "version", v, "bytes", size)
-	if err := m.submit(ctx, raft.ReplicaComplete{Job: w.id, Version: v, ManifestHash: mf.Hash().String(), Size: size,
+	if err := m.submit(ctx, state.ReplicaComplete{Job: w.id, Version: v, ManifestHash: mf.Hash().String(), Size: size,
 		Source: m.cfg.Node, Holder: m.cfg.Node, At: m.cfg.Now()}); err != nil {
 		return v, fmt.Errorf("record checkpoint %d: %w", v, err)
 	}
 	if j, ok := st.Jobs[w.id]; ok && j.Node == m.cfg.Node && j.CheckpointBytes != size {
-		if err := m.submit(ctx, raft.JobReport{Job: w.id, Node: m.cfg.Node, CheckpointBytes: size, Remaining: j.Remaining}); err != nil {
+		if err := m.submit(ctx, state.JobReport{Job: w.id, Node: m.cfg.Node, CheckpointBytes: size, Remaining: j.Remaining}); err != nil {
 			w.noteErr(fmt.Errorf("report checkpoint size: %w", err))
 		}
 	}
@@ -598,7 +598,7 @@ func (w *worker) handoff(ctx context.Context, job *supervisor.Job, h policy.Hand
 		hctx, cancel = context.WithDeadline(ctx, h.Deadline)
 		defer cancel()
 	}
-	var cp raft.Checkpoint
+	var cp state.Checkpoint
 	have, final := false, false
 	if h.FinalCheckpoint {
 		began := time.Now()
@@ -646,7 +646,7 @@ func (w *worker) handoff(ctx context.Context, job *supervisor.Job, h policy.Hand
 	}
 	// The history tells a move with its final checkpoint from one that
 	// lost the work since an older version (the owner's report too).
-	move := raft.MoveJob{Job: w.id, From: m.cfg.Node, To: h.To, At: m.cfg.Now(), NoFinalCheckpoint: !final}
+	move := state.MoveJob{Job: w.id, From: m.cfg.Node, To: h.To, At: m.cfg.Now(), NoFinalCheckpoint: !final}
 	if have {
 		move.Version = cp.Version
 	}
@@ -663,7 +663,7 @@ func (w *worker) handoff(ctx context.Context, job *supervisor.Job, h policy.Hand
 
 // migrate pushes cp to the hand-off's destination (class migration) at the
 // admitted flow's rate, not before the flow's start, re-pacing on changes.
-func (w *worker) migrate(ctx context.Context, h policy.HandoffDecision, cp raft.Checkpoint) error {
+func (w *worker) migrate(ctx context.Context, h policy.HandoffDecision, cp state.Checkpoint) error {
 	m := w.m
 	st := w.latest()
 	rate, fl := flowRate(st, w.id, m.cfg.Node, h.To, policy.ClassMigration)
@@ -724,7 +724,7 @@ func (w *worker) ended(ctx context.Context, job *supervisor.Job) {
 		return
 	}
 	w.set(func() { w.state, w.result.reason = StateExited, reasonExited })
-	if err := w.m.submit(ctx, raft.JobReport{Job: w.id, Node: w.m.cfg.Node, Remaining: 0, Done: true}); err != nil {
+	if err := w.m.submit(ctx, state.JobReport{Job: w.id, Node: w.m.cfg.Node, Remaining: 0, Done: true}); err != nil {
 		w.noteErr(fmt.Errorf("report done: %w", err))
 	}
 }
@@ -742,7 +742,7 @@ func (w *worker) stop(job *supervisor.Job) {
 	})
 }
 
-func jobDecision(st *raft.State, id policy.JobID) policy.JobDecision {
+func jobDecision(st *state.State, id policy.JobID) policy.JobDecision {
 	for _, jd := range st.Decisions.Jobs {
 		if jd.Job == id {
 			return jd
@@ -751,7 +751,7 @@ func jobDecision(st *raft.State, id policy.JobID) policy.JobDecision {
 	return policy.JobDecision{}
 }
 
-func handoffFrom(st *raft.State, id policy.JobID, node policy.NodeID) (policy.HandoffDecision, bool) {
+func handoffFrom(st *state.State, id policy.JobID, node policy.NodeID) (policy.HandoffDecision, bool) {
 	for _, h := range st.Decisions.Handoffs {
 		if h.Job == id && h.From == node {
 			return h, true
@@ -762,7 +762,7 @@ func handoffFrom(st *raft.State, id policy.JobID, node policy.NodeID) (policy.Ha
 
 // presyncRate is the admitted pre-sync flow's rate, else the job's b_i;
 // 0 (unpaced) with P3 off.
-func presyncRate(st *raft.State, jd policy.JobDecision, id policy.JobID, from, to policy.NodeID) float64 {
+func presyncRate(st *state.State, jd policy.JobDecision, id policy.JobID, from, to policy.NodeID) float64 {
 	if r, fl := flowRate(st, id, from, to, policy.ClassPresync); fl != nil || !paced(st) {
 		return r
 	}
@@ -770,7 +770,7 @@ func presyncRate(st *raft.State, jd policy.JobDecision, id policy.JobID, from, t
 }
 
 // holdersOf returns the holders of version v of job (none if unknown).
-func holdersOf(st *raft.State, id policy.JobID, v uint64) []policy.NodeID {
+func holdersOf(st *state.State, id policy.JobID, v uint64) []policy.NodeID {
 	cp, _ := st.CheckpointVersion(id, v)
 	return cp.Holders
 }

@@ -1,4 +1,4 @@
-package raft
+package state
 
 import (
 	"testing"
@@ -11,10 +11,10 @@ import (
 // version 3 was committed at t0+10s on b.
 func historyState(t *testing.T, t0 time.Time) (*State, func(Command)) {
 	t.Helper()
-	st := newState()
+	st := New()
 	must := func(cmd Command) {
 		t.Helper()
-		if _, err := applyTo(st, cmd); err != nil {
+		if _, err := st.Apply(cmd); err != nil {
 			t.Fatalf("%s: %v", cmd.Kind(), err)
 		}
 	}
@@ -90,7 +90,7 @@ func TestHistoryRecordsDetectedEmergency(t *testing.T) {
 		t.Fatalf("history after k's recovery: %+v, want one entry with j's and k's outcomes", st.ReclaimReports)
 	}
 	// Applying it again changes nothing.
-	if changed, err := applyTo(st, RecordReclaimReport{Report: owner}); err != nil || changed {
+	if changed, err := st.Apply(RecordReclaimReport{Report: owner}); err != nil || changed {
 		t.Fatalf("second apply of the owner's report: changed %v, err %v", changed, err)
 	}
 	// An owner's report far from any detection is a new entry.

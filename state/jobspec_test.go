@@ -1,9 +1,8 @@
-package raft
+package state
 
 import (
 	"bytes"
 	"errors"
-	"io"
 	"reflect"
 	"strings"
 	"testing"
@@ -29,20 +28,16 @@ func TestJobSpecSignalGraceRoundTrip(t *testing.T) {
 	if got.Signal != "USR2" || got.Grace != 5*time.Second {
 		t.Fatalf("decoded spec %+v, want signal USR2 and grace 5s", got)
 	}
-	f := NewFSM()
+	f := NewStore()
 	if res := applyEncoded(t, f, 1, SubmitJob{Job: rec}); res != nil {
 		t.Fatalf("apply: %v", res)
 	}
-	var snap memSink
-	s, err := f.Snapshot()
-	if err != nil {
+	var snap bytes.Buffer
+	if err := f.Snapshot().Encode(&snap); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Persist(&snap); err != nil {
-		t.Fatal(err)
-	}
-	g := NewFSM()
-	if err := g.Restore(io.NopCloser(bytes.NewReader(snap.Bytes()))); err != nil {
+	g := NewStore()
+	if err := g.Restore(bytes.NewReader(snap.Bytes())); err != nil {
 		t.Fatal(err)
 	}
 	j, ok := g.Job("j1")

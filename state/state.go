@@ -1,4 +1,4 @@
-package raft
+package state
 
 import (
 	"cmp"
@@ -349,7 +349,8 @@ func (r ReclaimReport) clone() ReclaimReport {
 	return r
 }
 
-func newState() *State {
+// New returns an empty state.
+func New() *State {
 	return &State{
 		Nodes:       map[policy.NodeID]NodeRecord{},
 		Jobs:        map[policy.JobID]JobRecord{},
@@ -361,7 +362,7 @@ func newState() *State {
 
 // clone returns a deep copy of s.
 func (s *State) clone() *State {
-	c := newState()
+	c := New()
 	for id, n := range s.Nodes {
 		c.Nodes[id] = n.clone()
 	}

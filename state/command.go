@@ -1,4 +1,4 @@
-package raft
+package state
 
 import (
 	"bytes"
@@ -334,7 +334,7 @@ func EncodeCommand(cmd Command) ([]byte, error) {
 	if err := cmd.validate(); err != nil {
 		return nil, err
 	}
-	body, err := json.Marshal(normalize(cmd))
+	body, err := json.Marshal(Normalize(cmd))
 	if err != nil {
 		return nil, fmt.Errorf("encode %s: %w", cmd.Kind(), err)
 	}
@@ -412,10 +412,10 @@ func decodeAs[T Command]() Command {
 	return any(&v).(Command)
 }
 
-// normalize returns a copy of v with every float64 reachable from it made
+// Normalize returns a copy of v with every float64 reachable from it made
 // finite (JSON cannot carry NaN or ±Inf) and every time.Time in UTC without
 // a monotonic reading (so decoded values compare equal). v is not changed.
-func normalize(v any) any {
+func Normalize(v any) any {
 	rv := reflect.ValueOf(v)
 	out := reflect.New(rv.Type()).Elem()
 	out.Set(rv)

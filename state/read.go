@@ -1,4 +1,4 @@
-package raft
+package state
 
 import (
 	"context"
@@ -11,27 +11,27 @@ import (
 
 // Index returns the log index of the last command that changed the state
 // (0 for an empty state).
-func (f *FSM) Index() uint64 {
-	f.mu.RLock()
-	defer f.mu.RUnlock()
-	return f.index
+func (s *Store) Index() uint64 {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.index
 }
 
 // Changed returns a channel that is closed at the next change of the state.
 // Read what you need after it closes, then call Changed again.
-func (f *FSM) Changed() <-chan struct{} {
-	f.mu.RLock()
-	defer f.mu.RUnlock()
-	return f.changed
+func (s *Store) Changed() <-chan struct{} {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.changed
 }
 
 // WaitAfter blocks until the state's index is above after (or ctx ends) and
 // returns the new index.
-func (f *FSM) WaitAfter(ctx context.Context, after uint64) (uint64, error) {
+func (s *Store) WaitAfter(ctx context.Context, after uint64) (uint64, error) {
 	for {
-		f.mu.RLock()
-		idx, ch := f.index, f.changed
-		f.mu.RUnlock()
+		s.mu.RLock()
+		idx, ch := s.index, s.changed
+		s.mu.RUnlock()
 		if idx > after {
 			return idx, nil
 		}
@@ -44,26 +44,26 @@ func (f *FSM) WaitAfter(ctx context.Context, after uint64) (uint64, error) {
 }
 
 // State returns a deep copy of the whole state.
-func (f *FSM) State() *State {
-	f.mu.RLock()
-	defer f.mu.RUnlock()
-	return f.state.clone()
+func (s *Store) State() *State {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.state.clone()
 }
 
 // Node returns one registry entry.
-func (f *FSM) Node(id policy.NodeID) (NodeRecord, bool) {
-	f.mu.RLock()
-	defer f.mu.RUnlock()
-	n, ok := f.state.Nodes[id]
+func (s *Store) Node(id policy.NodeID) (NodeRecord, bool) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	n, ok := s.state.Nodes[id]
 	return n.clone(), ok
 }
 
 // Nodes returns the registry sorted by ID.
-func (f *FSM) Nodes() []NodeRecord {
-	f.mu.RLock()
-	defer f.mu.RUnlock()
-	out := make([]NodeRecord, 0, len(f.state.Nodes))
-	for _, n := range f.state.Nodes {
+func (s *Store) Nodes() []NodeRecord {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	out := make([]NodeRecord, 0, len(s.state.Nodes))
+	for _, n := range s.state.Nodes {
 		out = append(out, n.clone())
 	}
 	slices.SortFunc(out, func(a, b NodeRecord) int { return strings.Compare(string(a.ID), string(b.ID)) })
@@ -71,21 +71,22 @@ func (f *FSM) Nodes() []NodeRecord {
 }
 
 // Job returns one job.
-func (f *FSM) Job(id policy.JobID) (JobRecord, bool) {
-	f.mu.RLock()
-	defer f.mu.RUnlock()
-	j, ok := f.state.Jobs[id]
+func (s *Store) Job(id policy.JobID) (JobRecord, bool) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	j, ok := s.state.Jobs[id]
 	return j.clone(), ok
 }
 
 // Jobs returns all jobs sorted by ID.
-func (f *FSM) Jobs() []JobRecord {
-	f.mu.RLock()
-	defer f.mu.RUnlock()
-	return sortedJobs(f.state)
+func (s *Store) Jobs() []JobRecord {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.state.SortedJobs()
 }
 
-func sortedJobs(s *State) []JobRecord {
+// SortedJobs returns copies of the jobs sorted by ID.
+func (s *State) SortedJobs() []JobRecord {
 	out := make([]JobRecord, 0, len(s.Jobs))
 	for _, j := range s.Jobs {
 		out = append(out, j.clone())
@@ -95,10 +96,10 @@ func sortedJobs(s *State) []JobRecord {
 }
 
 // Checkpoints returns the catalogue of one job, oldest version first.
-func (f *FSM) Checkpoints(job policy.JobID) []Checkpoint {
-	f.mu.RLock()
-	defer f.mu.RUnlock()
-	cps := f.state.Checkpoints[job]
+func (s *Store) Checkpoints(job policy.JobID) []Checkpoint {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	cps := s.state.Checkpoints[job]
 	out := make([]Checkpoint, len(cps))
 	for i, cp := range cps {
 		out[i] = cp.clone()
@@ -108,39 +109,40 @@ func (f *FSM) Checkpoints(job policy.JobID) []Checkpoint {
 
 // FreshestCommitted returns the newest committed version of a job's
 // checkpoint, if any.
-func (f *FSM) FreshestCommitted(job policy.JobID) (Checkpoint, bool) {
-	f.mu.RLock()
-	defer f.mu.RUnlock()
-	return f.state.FreshestCommitted(job)
+func (s *Store) FreshestCommitted(job policy.JobID) (Checkpoint, bool) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.state.FreshestCommitted(job)
 }
 
 // Departures returns the departure log, oldest first.
-func (f *FSM) Departures() []Departure {
-	f.mu.RLock()
-	defer f.mu.RUnlock()
-	return slices.Clone(f.state.Departures)
+func (s *Store) Departures() []Departure {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return slices.Clone(s.state.Departures)
 }
 
 // Hazards returns the leader's published hazard estimates and when they
 // were published.
-func (f *FSM) Hazards() (map[policy.NodeID]policy.HazardEstimate, time.Time) {
-	f.mu.RLock()
-	defer f.mu.RUnlock()
-	out := make(map[policy.NodeID]policy.HazardEstimate, len(f.state.Hazards))
-	for id, h := range f.state.Hazards {
+func (s *Store) Hazards() (map[policy.NodeID]policy.HazardEstimate, time.Time) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	out := make(map[policy.NodeID]policy.HazardEstimate, len(s.state.Hazards))
+	for id, h := range s.state.Hazards {
 		out[id] = cloneHazard(h)
 	}
-	return out, f.state.HazardsAt
+	return out, s.state.HazardsAt
 }
 
 // Reclaims returns the pending reclaims sorted by node.
-func (f *FSM) Reclaims() []policy.Reclaim {
-	f.mu.RLock()
-	defer f.mu.RUnlock()
-	return sortedReclaims(f.state)
+func (s *Store) Reclaims() []policy.Reclaim {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.state.SortedReclaims()
 }
 
-func sortedReclaims(s *State) []policy.Reclaim {
+// SortedReclaims returns the pending reclaims sorted by node.
+func (s *State) SortedReclaims() []policy.Reclaim {
 	out := make([]policy.Reclaim, 0, len(s.Reclaims))
 	for _, r := range s.Reclaims {
 		out = append(out, r)
@@ -150,33 +152,33 @@ func sortedReclaims(s *State) []policy.Reclaim {
 }
 
 // ReclaimReports returns the reclaim history (copies), oldest first.
-func (f *FSM) ReclaimReports() []ReclaimReport {
-	f.mu.RLock()
-	defer f.mu.RUnlock()
-	out := make([]ReclaimReport, len(f.state.ReclaimReports))
-	for i, r := range f.state.ReclaimReports {
+func (s *Store) ReclaimReports() []ReclaimReport {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	out := make([]ReclaimReport, len(s.state.ReclaimReports))
+	for i, r := range s.state.ReclaimReports {
 		out[i] = r.clone()
 	}
 	return out
 }
 
 // Decisions returns the current decisions.
-func (f *FSM) Decisions() DecisionRecord {
-	f.mu.RLock()
-	defer f.mu.RUnlock()
-	return f.state.Decisions.clone()
+func (s *Store) Decisions() DecisionRecord {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.state.Decisions.clone()
 }
 
 // RecordedProtocols returns the protocol settings the current decisions
 // were made with and the leader that made them; ok is false before any
 // leader recorded its own (all protocols on then).
-func (f *FSM) RecordedProtocols() (p Protocols, leader policy.NodeID, ok bool) {
-	f.mu.RLock()
-	defer f.mu.RUnlock()
-	if f.state.Decisions.Protocols == nil {
-		return DefaultProtocols(), f.state.Decisions.Leader, false
+func (s *Store) RecordedProtocols() (p Protocols, leader policy.NodeID, ok bool) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.state.Decisions.Protocols == nil {
+		return DefaultProtocols(), s.state.Decisions.Leader, false
 	}
-	return *f.state.Decisions.Protocols, f.state.Decisions.Leader, true
+	return *s.state.Decisions.Protocols, s.state.Decisions.Leader, true
 }
 
 // NodeView is what concerns one node: the jobs it hosts and their P1
@@ -196,19 +198,19 @@ type NodeView struct {
 }
 
 // View returns what concerns node id, as one consistent copy.
-func (f *FSM) View(id policy.NodeID) NodeView {
-	f.mu.RLock()
-	defer f.mu.RUnlock()
-	s := f.state
-	v := NodeView{Index: f.index, Node: s.Nodes[id], Hazard: cloneHazard(s.Hazards[id]), DecidedAt: s.Decisions.At}
+func (s *Store) View(id policy.NodeID) NodeView {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	st := s.state
+	v := NodeView{Index: s.index, Node: st.Nodes[id], Hazard: cloneHazard(st.Hazards[id]), DecidedAt: st.Decisions.At}
 	hosted := map[policy.JobID]bool{}
-	for _, j := range sortedJobs(s) {
+	for _, j := range st.SortedJobs() {
 		if j.Node == id && j.State != policy.JobDone {
 			v.Jobs = append(v.Jobs, j)
 			hosted[j.ID] = true
 		}
 	}
-	d := s.Decisions.clone()
+	d := st.Decisions.clone()
 	for _, jd := range d.Jobs {
 		if hosted[jd.Job] {
 			v.Intervals = append(v.Intervals, jd)
@@ -229,7 +231,7 @@ func (f *FSM) View(id policy.NodeID) NodeView {
 			v.Handoffs = append(v.Handoffs, h)
 		}
 	}
-	if r, ok := s.Reclaims[id]; ok {
+	if r, ok := st.Reclaims[id]; ok {
 		v.Reclaim = &r
 	}
 	return v

@@ -1,4 +1,4 @@
-package raft
+package state
 
 import (
 	"math"
@@ -10,14 +10,14 @@ import (
 // bound and bandwidth estimates drift a little every period (exposure
 // grows), and committing every drift would put a log entry in every
 // period for nothing. A drift is still committed once the last commit is
-// older than the refresh period (see runTick).
+// older than the refresh period (the leader loop in package raft).
 const (
 	relTolerance = 0.01 // floats and durations: 1 %
 )
 
-// materiallyEqual reports whether a and b are equal up to relTolerance on
+// MateriallyEqual reports whether a and b are equal up to relTolerance on
 // floats and durations and timeTol on times.
-func materiallyEqual(a, b any, timeTol time.Duration) bool {
+func MateriallyEqual(a, b any, timeTol time.Duration) bool {
 	return approxEqual(reflect.ValueOf(a), reflect.ValueOf(b), timeTol)
 }
 

@@ -1,4 +1,4 @@
-package raft
+package state
 
 import (
 	"testing"
@@ -42,7 +42,7 @@ func TestReclaimEndsWithDepartureAndRejoin(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			f := NewFSM()
+			f := NewStore()
 			for i, cmd := range tc.cmds {
 				if res := applyEncoded(t, f, uint64(i+1), cmd); res != nil {
 					t.Fatalf("%s: %v", cmd.Kind(), res)
@@ -81,7 +81,7 @@ func TestReclaimEndsWithDepartureAndRejoin(t *testing.T) {
 // bookkeeping alone: a scheduled departure takes its notice from the
 // reclaim it ends and records the history entry's leave time.
 func TestDepartureKeepsNoticeOfItsReclaim(t *testing.T) {
-	f := NewFSM()
+	f := NewStore()
 	announced, deadline := t0.Add(10*time.Second), t0.Add(25*time.Second)
 	cmds := []Command{
 		UpsertNode{Node: NodeRecord{ID: "a2", State: NodeActive, Joined: t0}},

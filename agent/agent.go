@@ -18,6 +18,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/reclaimnet/reclaimnet/localapi"
+
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/reclaimnet/reclaimnet/agent/enforce"
@@ -80,7 +82,7 @@ type Agent struct {
 	raftLn    net.Listener // handed to the coordinator by Run
 	httpLn    net.Listener
 	httpSrv   *http.Server
-	info      Info
+	info      localapi.Info
 	gpus      int // GPUs found at start
 	// sampleLoad reads the host's load for telemetry (hostLoad; tests on
 	// a loaded machine pin it, since P2 rejects nodes above θ).
@@ -318,7 +320,7 @@ func (a *Agent) Join(peers []string) (int, error) {
 
 // Run serves until ctx is cancelled, then shuts down in the documented
 // order and returns. ready, if not nil, is called once the node serves.
-func (a *Agent) Run(ctx context.Context, ready func(Info)) error {
+func (a *Agent) Run(ctx context.Context, ready func(localapi.Info)) error {
 	defer a.closeAll()
 	runCtx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -446,7 +448,7 @@ func (a *Agent) closeAll() {
 		a.httpLn.Close()
 	}
 	if a.cfg.DataDir != "" && a.lock != nil {
-		os.Remove(filepath.Join(a.cfg.DataDir, InfoFile))
+		os.Remove(filepath.Join(a.cfg.DataDir, localapi.InfoFile))
 	}
 	a.lock.release()
 	a.lock = nil
@@ -456,17 +458,17 @@ func (a *Agent) closeAll() {
 	}
 }
 
-func (a *Agent) makeInfo() Info {
+func (a *Agent) makeInfo() localapi.Info {
 	ip, port := a.mesh.LocalAddr()
 	host := ip.String()
-	return Info{
+	return localapi.Info{
 		PID:          os.Getpid(),
 		Node:         a.cfg.Name,
 		GossipAddr:   net.JoinHostPort(host, strconv.Itoa(int(port))),
 		RaftAddr:     a.raftAddr(),
 		TransferAddr: net.JoinHostPort(host, strconv.Itoa(a.cfg.TransferPort)),
 		HTTPAddr:     a.HTTPAddr(),
-		Socket:       filepath.Join(a.cfg.DataDir, SocketFile),
+		Socket:       filepath.Join(a.cfg.DataDir, localapi.SocketFile),
 	}
 }
 
@@ -484,7 +486,7 @@ func (a *Agent) writeInfo() error {
 	if err != nil {
 		return err
 	}
-	path := filepath.Join(a.cfg.DataDir, InfoFile)
+	path := filepath.Join(a.cfg.DataDir, localapi.InfoFile)
 	tmp := path + ".tmp"
 	if err := os.WriteFile(tmp, append(b, '\n'), 0o600); err != nil {
 		return err
@@ -607,9 +609,9 @@ func (a *Agent) reconcile() {
 }
 
 // Status returns the node's view of the cluster.
-func (a *Agent) Status() Status {
+func (a *Agent) Status() localapi.Status {
 	ip, port := a.mesh.LocalAddr()
-	st := Status{
+	st := localapi.Status{
 		Node:         a.cfg.Name,
 		Building:     a.cfg.Building,
 		Version:      Version,
@@ -619,8 +621,8 @@ func (a *Agent) Status() Status {
 		TransferAddr: net.JoinHostPort(ip.String(), strconv.Itoa(a.cfg.TransferPort)),
 		HTTPAddr:     a.HTTPAddr(),
 		Encrypted:    len(a.gossipKeys) > 0,
-		Gossip:       a.mesh.Stats(),
-		Raft:         RaftStatus{Role: "none"},
+		Gossip:       localapi.GossipStats(a.mesh.Stats()),
+		Raft:         localapi.RaftStatus{Role: "none"},
 	}
 	roles := map[string]string{}
 	if a.coord != nil {
@@ -632,7 +634,7 @@ func (a *Agent) Status() Status {
 		if role == "" {
 			role = "-"
 		}
-		v := MemberView{
+		v := localapi.MemberView{
 			Name:       m.Name,
 			Building:   m.Meta.Building,
 			State:      string(m.State),
@@ -646,7 +648,9 @@ func (a *Agent) Status() Status {
 			v.FreeGPUs = int(m.Telemetry.FreeGPUs)
 			v.Load = m.Telemetry.Load
 			v.Hazard = m.Telemetry.Hazard
-			v.Bandwidth = m.Telemetry.Bandwidth
+			for _, bw := range m.Telemetry.Bandwidth {
+				v.Bandwidth = append(v.Bandwidth, localapi.BuildingBandwidth(bw))
+			}
 			v.ReportedAt = m.Telemetry.Sent
 		}
 		st.Members = append(st.Members, v)

@@ -18,6 +18,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/reclaimnet/reclaimnet/localapi"
+
 	"github.com/reclaimnet/reclaimnet/mesh"
 	"github.com/reclaimnet/reclaimnet/pki"
 	"github.com/reclaimnet/reclaimnet/policy"
@@ -36,7 +38,7 @@ func testLogger() *slog.Logger {
 // testNode is one in-process agent with its Run goroutine.
 type testNode struct {
 	agent  *Agent
-	info   Info
+	info   localapi.Info
 	cancel context.CancelFunc
 	done   chan error
 }
@@ -144,8 +146,8 @@ func (c *testCluster) start(cfg Config) *testNode {
 	a.raftConfig = c.raftConfig
 	ctx, cancel := context.WithCancel(context.Background())
 	n := &testNode{agent: a, cancel: cancel, done: make(chan error, 1)}
-	ready := make(chan Info, 1)
-	go func() { n.done <- a.Run(ctx, func(i Info) { ready <- i }) }()
+	ready := make(chan localapi.Info, 1)
+	go func() { n.done <- a.Run(ctx, func(i localapi.Info) { ready <- i }) }()
 	select {
 	case n.info = <-ready:
 	case err := <-n.done:
@@ -291,7 +293,7 @@ func TestClusterOfThree(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	r, err := Call(ctx, n2.agent.DataDir(), Request{Op: OpStatus})
+	r, err := localapi.Call(ctx, n2.agent.DataDir(), localapi.Request{Op: localapi.OpStatus})
 	if err != nil || r.Status == nil || r.Status.Node != "node-02" {
 		t.Fatalf("Call status: %+v, %v", r, err)
 	}
@@ -299,9 +301,9 @@ func TestClusterOfThree(t *testing.T) {
 	if err := json.Unmarshal(r.Document, &doc); err != nil || doc.Node != "node-02" || len(doc.Cluster.Members) != 3 {
 		t.Errorf("Call status document: got node %q with %d members (%v), want node-02 with 3", doc.Node, len(doc.Cluster.Members), err)
 	}
-	r, err = Call(ctx, n2.agent.DataDir(), Request{Op: OpJoin, Peers: []string{"127.0.0.1:1"}})
-	if err != nil || r.Kind != KindPeerUnreachable {
-		t.Errorf("join unreachable peer: got kind %q (%s), err %v; want %q", r.Kind, r.Error, err, KindPeerUnreachable)
+	r, err = localapi.Call(ctx, n2.agent.DataDir(), localapi.Request{Op: localapi.OpJoin, Peers: []string{"127.0.0.1:1"}})
+	if err != nil || r.Kind != localapi.KindPeerUnreachable {
+		t.Errorf("join unreachable peer: got kind %q (%s), err %v; want %q", r.Kind, r.Error, err, localapi.KindPeerUnreachable)
 	}
 
 	// A graceful stop is seen as a departure ("left"), not a failure.
@@ -342,8 +344,8 @@ func TestDataDirLocked(t *testing.T) {
 }
 
 func TestNoAgent(t *testing.T) {
-	_, err := Call(context.Background(), t.TempDir(), Request{Op: OpStatus})
-	if !errors.Is(err, ErrNoAgent) {
+	_, err := localapi.Call(context.Background(), t.TempDir(), localapi.Request{Op: localapi.OpStatus})
+	if !errors.Is(err, localapi.ErrNoAgent) {
 		t.Fatalf("Call without an agent: got %v, want ErrNoAgent", err)
 	}
 }
@@ -374,7 +376,7 @@ func TestConfigFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	if cfg.Name != "from-file" || cfg.Building != "physics" || len(cfg.Join) != 1 ||
-		time.Duration(cfg.LeaveTimeout) != 7*time.Second || cfg.GossipPort != DefaultGossipPort {
+		time.Duration(cfg.LeaveTimeout) != 7*time.Second || cfg.GossipPort != localapi.DefaultGossipPort {
 		t.Errorf("loaded config: got %+v", cfg)
 	}
 	os.WriteFile(path, []byte(`{"nmae":"typo"}`), 0o600)

@@ -16,17 +16,11 @@ import (
 	"strings"
 	"time"
 
+	"github.com/reclaimnet/reclaimnet/localapi"
+
 	"github.com/reclaimnet/reclaimnet/gpu"
 	"github.com/reclaimnet/reclaimnet/policy"
 	"github.com/reclaimnet/reclaimnet/state"
-)
-
-// Default ports (ARCHITECTURE.md, "Ports and addresses").
-const (
-	DefaultGossipPort   = 7946
-	DefaultRaftPort     = 7947
-	DefaultTransferPort = 7948
-	DefaultHTTPAddr     = "127.0.0.1:7949"
 )
 
 // Config is one agent's configuration. It can be read from a JSON file
@@ -242,10 +236,10 @@ func DefaultConfig() Config {
 		Name:              host,
 		DataDir:           "/var/lib/reclaimnet",
 		BindAddr:          "0.0.0.0",
-		GossipPort:        DefaultGossipPort,
-		RaftPort:          DefaultRaftPort,
-		TransferPort:      DefaultTransferPort,
-		HTTPAddr:          DefaultHTTPAddr,
+		GossipPort:        localapi.DefaultGossipPort,
+		RaftPort:          localapi.DefaultRaftPort,
+		TransferPort:      localapi.DefaultTransferPort,
+		HTTPAddr:          localapi.DefaultHTTPAddr,
 		LeaveTimeout:      Duration(5 * time.Second),
 		TelemetryInterval: Duration(time.Second),
 		Enforce:           EnforceAuto,
@@ -393,5 +387,5 @@ func joinAddr(peer string) string {
 	if _, _, err := net.SplitHostPort(peer); err == nil {
 		return peer
 	}
-	return net.JoinHostPort(peer, strconv.Itoa(DefaultGossipPort))
+	return net.JoinHostPort(peer, strconv.Itoa(localapi.DefaultGossipPort))
 }

@@ -1,6 +1,10 @@
 package agent
 
-import "time"
+import (
+	"time"
+
+	"github.com/reclaimnet/reclaimnet/localapi"
+)
 
 // coordinator is what the agent needs of the Raft coordinator (raft/).
 // It is an interface so the agent's order of operations does not depend
@@ -16,7 +20,7 @@ type coordinator interface {
 	Shutdown() error
 	// Status is the coordinator as node sees it; Roles maps each server
 	// to leader, voter or non-voter.
-	Status(node string) RaftStatus
+	Status(node string) localapi.RaftStatus
 	Roles() map[string]string
 	// Hazard is the published hazard estimate of node (1/s), 0 if none.
 	Hazard(node string) float64

@@ -8,6 +8,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/reclaimnet/reclaimnet/localapi"
+
 	"github.com/reclaimnet/reclaimnet/policy"
 	"github.com/reclaimnet/reclaimnet/raft"
 	"github.com/reclaimnet/reclaimnet/state"
@@ -84,7 +86,7 @@ func (a *Agent) checkProtocols(p state.Protocols, leader policy.NodeID, warned *
 // before it can, or the leader did not answer). It reports whether nothing
 // is left to do.
 func (a *Agent) submitPendingReport(ctx context.Context, c *raft.Coordinator) bool {
-	rep, err := ReadReport(a.cfg.DataDir)
+	rep, err := localapi.ReadReport(a.cfg.DataDir)
 	if err != nil || rep == nil || rep.Replicated || rep.Left.IsZero() {
 		return true // nothing, or a reclaim still under way (it records its own)
 	}
@@ -111,7 +113,7 @@ func (a *Agent) submitPendingReport(ctx context.Context, c *raft.Coordinator) bo
 
 // replicatedFromFile is a stored owner's report as the replicated history
 // keeps it.
-func replicatedFromFile(rep *ReclaimReport) state.ReclaimReport {
+func replicatedFromFile(rep *localapi.ReclaimReport) state.ReclaimReport {
 	run := &reclaimRun{announced: rep.Announced, deadline: rep.Deadline, emergency: rep.Emergency}
 	if run.deadline.Before(run.announced) || rep.Emergency {
 		run.deadline = run.announced

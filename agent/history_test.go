@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/reclaimnet/reclaimnet/localapi"
+
 	"github.com/reclaimnet/reclaimnet/policy"
 	"github.com/reclaimnet/reclaimnet/sim"
 	"github.com/reclaimnet/reclaimnet/state"
@@ -28,7 +30,7 @@ func TestEmergencyInHistoryAndTrace(t *testing.T) {
 	host, _ := startStepJob(t, c, byName, "emerg", e2eStepJob)
 	hostCfg := host.agent.cfg
 	wasLeader := host.agent.Coordinator().IsLeader()
-	r := call(t, host, Request{Op: OpReclaimNow})
+	r := call(t, host, localapi.Request{Op: localapi.OpReclaimNow})
 	if r.Error != "" || r.Reclaim == nil || r.Reclaim.Report == nil {
 		t.Fatalf("reclaim-now: %+v", r)
 	}
@@ -64,7 +66,7 @@ func TestEmergencyInHistoryAndTrace(t *testing.T) {
 			t.Errorf("the host did not lead, yet its owner's report did not reach the history: %+v", rec)
 		}
 		// The report waits in the host's report file: a restart sends it.
-		rep, err := ReadReport(hostCfg.DataDir)
+		rep, err := localapi.ReadReport(hostCfg.DataDir)
 		if err != nil || rep == nil || rep.Replicated {
 			t.Fatalf("report file %+v (%v): want an unreplicated report", rep, err)
 		}
@@ -79,20 +81,20 @@ func TestEmergencyInHistoryAndTrace(t *testing.T) {
 		t.Errorf("entry %+v: want the owner's announcement %v and the one job", rec, announced)
 	}
 	waitUntil(t, 20*time.Second, "the report file marked replicated", func() bool {
-		rep, err := ReadReport(hostCfg.DataDir)
+		rep, err := localapi.ReadReport(hostCfg.DataDir)
 		return err == nil && rep != nil && rep.Replicated
 	})
 
 	// The start-up path, on the survivor: an emergency report left in its
 	// report file unreplicated (its agent left at once) is submitted.
 	left := time.Now().Add(-time.Minute).UTC().Round(0)
-	pending := &ReclaimReport{Node: survivor.info.Node, Emergency: true, Announced: left.Add(-time.Second), Deadline: left.Add(-time.Second),
+	pending := &localapi.ReclaimReport{Node: survivor.info.Node, Emergency: true, Announced: left.Add(-time.Second), Deadline: left.Add(-time.Second),
 		Degraded: []string{"gone"}, UsedFor: time.Second, Left: left}
 	survivor.agent.writeReport(pending)
 	if !survivor.agent.submitPendingReport(context.Background(), survivor.agent.Coordinator()) {
 		t.Fatal("the pending report was not submitted")
 	}
-	if rep, err := ReadReport(survivor.agent.DataDir()); err != nil || rep == nil || !rep.Replicated {
+	if rep, err := localapi.ReadReport(survivor.agent.DataDir()); err != nil || rep == nil || !rep.Replicated {
 		t.Errorf("report file after the submission %+v (%v), want it marked replicated", rep, err)
 	}
 	waitUntil(t, 10*time.Second, "the pending report in the history", func() bool {
@@ -146,7 +148,7 @@ func TestEmergencyInHistoryAndTrace(t *testing.T) {
 // bytes apart from the moment, and reads it with the simulator's reader.
 func exportTrace(t *testing.T, n *testNode) *trace.Trace {
 	t.Helper()
-	r := call(t, n, Request{Op: OpTraceExport})
+	r := call(t, n, localapi.Request{Op: localapi.OpTraceExport})
 	if r.Error != "" || r.Trace == "" {
 		t.Fatalf("trace-export: %+v", r)
 	}

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/reclaimnet/reclaimnet/localapi"
 )
 
 // A run request with a signal or grace no node could use is refused
@@ -13,22 +15,22 @@ import (
 func TestRunRejectsBadSignalAndGrace(t *testing.T) {
 	cases := []struct {
 		name string
-		jr   JobRequest
+		jr   localapi.JobRequest
 		want string
 	}{
-		{"signal KILL", JobRequest{Signal: "KILL"}, `checkpoint signal "KILL"`},
-		{"signal TERM", JobRequest{Signal: "SIGTERM"}, "want one of"},
-		{"signal number", JobRequest{Signal: "10"}, "want one of"},
-		{"negative grace", JobRequest{Grace: -time.Second}, "stop grace"},
-		{"grace over an hour", JobRequest{Grace: 2 * time.Hour}, "at most 1h"},
+		{"signal KILL", localapi.JobRequest{Signal: "KILL"}, `checkpoint signal "KILL"`},
+		{"signal TERM", localapi.JobRequest{Signal: "SIGTERM"}, "want one of"},
+		{"signal number", localapi.JobRequest{Signal: "10"}, "want one of"},
+		{"negative grace", localapi.JobRequest{Grace: -time.Second}, "stop grace"},
+		{"grace over an hour", localapi.JobRequest{Grace: 2 * time.Hour}, "at most 1h"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			jr := tc.jr
 			jr.Name, jr.Command = "j", []string{"true"}
 			resp := (&Agent{}).runJob(context.Background(), nil, &jr)
-			if resp.Kind != KindBadRequest || !strings.Contains(resp.Error, tc.want) {
-				t.Fatalf("got kind %q error %q, want %q mentioning %q", resp.Kind, resp.Error, KindBadRequest, tc.want)
+			if resp.Kind != localapi.KindBadRequest || !strings.Contains(resp.Error, tc.want) {
+				t.Fatalf("got kind %q error %q, want %q mentioning %q", resp.Kind, resp.Error, localapi.KindBadRequest, tc.want)
 			}
 		})
 	}

@@ -9,6 +9,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/reclaimnet/reclaimnet/localapi"
 )
 
 // syncBuffer is a log sink goroutines may write to while the test reads.
@@ -55,7 +57,7 @@ func TestProtocolsFlagAppliesClusterWide(t *testing.T) {
 		_, ok := lead.agent.Coordinator().State().Nodes["node-01"]
 		return ok
 	})
-	resp := call(t, lead, Request{Op: OpRun, Job: &JobRequest{Name: "fixed", Command: []string{"sleep", "600"}, GPUs: 1, LossBudget: time.Hour}})
+	resp := call(t, lead, localapi.Request{Op: localapi.OpRun, Job: &localapi.JobRequest{Name: "fixed", Command: []string{"sleep", "600"}, GPUs: 1, LossBudget: time.Hour}})
 	if resp.Error != "" {
 		t.Fatalf("run: %s", resp.Error)
 	}

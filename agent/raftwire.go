@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/reclaimnet/reclaimnet/localapi"
+
 	"github.com/reclaimnet/reclaimnet/policy"
 	"github.com/reclaimnet/reclaimnet/raft"
 	"github.com/reclaimnet/reclaimnet/state"
@@ -101,8 +103,8 @@ func (r *raftCoordinator) LeaveLeadership() error {
 }
 func (r *raftCoordinator) Shutdown() error { return r.c.Shutdown() }
 
-func (r *raftCoordinator) Status(node string) RaftStatus {
-	st := RaftStatus{Running: true, Role: "none"}
+func (r *raftCoordinator) Status(node string) localapi.RaftStatus {
+	st := localapi.RaftStatus{Running: true, Role: "none"}
 	id, _ := r.c.Leader()
 	st.Leader = string(id)
 	servers, err := r.c.Servers()

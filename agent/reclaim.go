@@ -3,7 +3,6 @@ package agent
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -12,6 +11,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/reclaimnet/reclaimnet/localapi"
+
 	"github.com/reclaimnet/reclaimnet/agent/jobs"
 	"github.com/reclaimnet/reclaimnet/bpf"
 	"github.com/reclaimnet/reclaimnet/policy"
@@ -19,97 +20,13 @@ import (
 	"github.com/reclaimnet/reclaimnet/state"
 )
 
-// Reclaim operations (reclaimnet reclaim).
-const (
-	// OpReclaim announces a scheduled reclaim of this node (Request.Notice).
-	OpReclaim = "reclaim"
-	// OpReclaimStatus reports the reclaim's progress.
-	OpReclaimStatus = "reclaim-status"
-	// OpReclaimCancel withdraws the pending reclaim.
-	OpReclaimCancel = "reclaim-cancel"
-	// OpReclaimNow is the emergency: jobs killed, node gone, no waiting.
-	OpReclaimNow = "reclaim-now"
-)
-
-// ReportFile, inside the data dir, keeps the last reclaim's owner's
-// report, so 'reclaim --status' can show it after the agent left.
-const ReportFile = "reclaim-report.json"
-
-// Job progress kinds in ReclaimJob.Progress.
-const (
-	ProgressRunning    = "still running"
-	ProgressHandingOff = "handing off"
-	ProgressMoved      = "handed off"
-	ProgressDegraded   = "degraded"
-	ProgressFinished   = "finished"
-)
-
-// ReclaimJob is one job that ran here when the reclaim was announced.
-type ReclaimJob struct {
-	Job      string `json:"job"`
-	Progress string `json:"progress"`
-	// Detail is the line the owner reads ("handed off to node-02", ...).
-	Detail string `json:"detail"`
-	// Stopped is set once no process of the job runs here any more.
-	Stopped bool `json:"stopped"`
-	// To is the node the job went to (hand-off) or restarts on.
-	To string `json:"to,omitempty"`
-}
-
-// ReclaimStatus is the reclaim as OpReclaimStatus (and the other reclaim
-// operations) report it.
-type ReclaimStatus struct {
-	Node      string    `json:"node"`
-	Active    bool      `json:"active"`
-	Emergency bool      `json:"emergency,omitempty"`
-	Announced time.Time `json:"announced,omitzero"`
-	Deadline  time.Time `json:"deadline,omitzero"`
-	// Complete: every job that ran here has stopped after handing off or
-	// being marked degraded (or finished).
-	Complete bool         `json:"complete"`
-	Jobs     []ReclaimJob `json:"jobs,omitempty"`
-	// Enforcement says whether the kill-switch is enforced here.
-	Enforcement bool   `json:"enforcement"`
-	KillSwitch  string `json:"kill_switch,omitempty"`
-	// Report is the owner's report, once complete (or after --now).
-	Report *ReclaimReport `json:"report,omitempty"`
-}
-
-// ReclaimReport is the owner's short report after a reclaim.
-type ReclaimReport struct {
-	Node      string    `json:"node"`
-	Emergency bool      `json:"emergency"`
-	Announced time.Time `json:"announced"`
-	// Isolate is how long the kill-switch flip took (0 with enforcement
-	// off: nothing was isolated).
-	Isolate  time.Duration `json:"isolate_ns"`
-	Isolated bool          `json:"isolated"`
-	Moved    []string      `json:"moved,omitempty"`
-	Degraded []string      `json:"degraded,omitempty"`
-	Finished []string      `json:"finished,omitempty"`
-	// BytesSent is what this node's transfers sent for those jobs since
-	// the announcement (chunk bytes, before compression).
-	BytesSent int64 `json:"bytes_sent"`
-	// UsedFor is how long after the command jobs still ran here.
-	UsedFor time.Duration `json:"used_for_ns"`
-	// Left is when the node left (zero until then).
-	Left time.Time `json:"left,omitzero"`
-	// Deadline is the reclaim's deadline (the announcement for an
-	// emergency).
-	Deadline time.Time `json:"deadline,omitzero"`
-	// Replicated is set once the cluster's history holds the final
-	// report; a report left without it (an emergency: the node left at
-	// once) is submitted by the agent when it runs again.
-	Replicated bool `json:"replicated,omitempty"`
-}
-
 // reclaimer is the agent's reclaim state. Its one goroutine (the deadline
 // watcher) is started by a scheduled announcement and stopped by cancel,
 // the deadline or the agent's shutdown.
 type reclaimer struct {
 	mu       sync.Mutex
 	run      *reclaimRun
-	report   *ReclaimReport
+	report   *localapi.ReclaimReport
 	leaveC   chan struct{}
 	left     bool
 	closed   bool
@@ -176,23 +93,23 @@ func (r *reclaimer) shutdown() {
 	r.wg.Wait()
 }
 
-func (a *Agent) reclaimControl(req Request) Response {
+func (a *Agent) reclaimControl(req localapi.Request) localapi.Response {
 	c := a.Coordinator()
 	if c == nil {
-		return Response{Error: "coordinator not running", Kind: KindInternal}
+		return localapi.Response{Error: "coordinator not running", Kind: localapi.KindInternal}
 	}
 	switch req.Op {
-	case OpReclaim:
+	case localapi.OpReclaim:
 		return a.announceReclaim(c, req.Notice)
-	case OpReclaimStatus:
+	case localapi.OpReclaimStatus:
 		st := a.reclaimStatus(c.State())
-		return Response{Reclaim: &st}
-	case OpReclaimCancel:
+		return localapi.Response{Reclaim: &st}
+	case localapi.OpReclaimCancel:
 		return a.cancelReclaim(c)
-	case OpReclaimNow:
+	case localapi.OpReclaimNow:
 		return a.reclaimNow(c)
 	}
-	return Response{Error: fmt.Sprintf("unknown operation %q", req.Op), Kind: KindBadRequest}
+	return localapi.Response{Error: fmt.Sprintf("unknown operation %q", req.Op), Kind: localapi.KindBadRequest}
 }
 
 func (a *Agent) localJobs(st *state.State) []policy.JobID {
@@ -227,21 +144,21 @@ func (a *Agent) setKillSwitch(mode bpf.Mode) (time.Duration, bool, error) {
 	return time.Since(start), true, nil
 }
 
-func (a *Agent) announceReclaim(c *raft.Coordinator, notice time.Duration) Response {
+func (a *Agent) announceReclaim(c *raft.Coordinator, notice time.Duration) localapi.Response {
 	if notice <= 0 {
-		return Response{Error: "reclaim: the notice must be positive (use reclaim-now for an emergency)", Kind: KindBadRequest}
+		return localapi.Response{Error: "reclaim: the notice must be positive (use reclaim-now for an emergency)", Kind: localapi.KindBadRequest}
 	}
 	r := &a.reclaim
 	r.mu.Lock()
 	if r.run != nil || r.left {
 		r.mu.Unlock()
-		return Response{Error: "reclaim: a reclaim of this node is already under way (cancel it first)", Kind: KindBadRequest}
+		return localapi.Response{Error: "reclaim: a reclaim of this node is already under way (cancel it first)", Kind: localapi.KindBadRequest}
 	}
 	r.mu.Unlock()
 	// No new work: soft kill-switch first.
 	took, on, err := a.setKillSwitch(bpf.ModeSoft)
 	if err != nil {
-		return Response{Error: fmt.Sprintf("reclaim: kill-switch soft: %v", err), Kind: KindInternal}
+		return localapi.Response{Error: fmt.Sprintf("reclaim: kill-switch soft: %v", err), Kind: localapi.KindInternal}
 	}
 	now := time.Now()
 	run := &reclaimRun{announced: now, deadline: now.Add(notice), stop: make(chan struct{}),
@@ -255,7 +172,7 @@ func (a *Agent) announceReclaim(c *raft.Coordinator, notice time.Duration) Respo
 	r.mu.Lock()
 	if r.closed || r.run != nil {
 		r.mu.Unlock()
-		return Response{Error: "reclaim: the agent is stopping, or another reclaim was announced meanwhile", Kind: KindInternal}
+		return localapi.Response{Error: "reclaim: the agent is stopping, or another reclaim was announced meanwhile", Kind: localapi.KindInternal}
 	}
 	r.run, r.report, r.isolate, r.isolated = run, nil, took, on
 	r.wg.Add(1)
@@ -266,7 +183,7 @@ func (a *Agent) announceReclaim(c *raft.Coordinator, notice time.Duration) Respo
 	}()
 	a.logger.Info("reclaim announced", "deadline", run.deadline, "jobs", len(run.jobs))
 	st := a.reclaimStatus(c.State())
-	return Response{Reclaim: &st}
+	return localapi.Response{Reclaim: &st}
 }
 
 // watchDeadline records the report once the reclaim is complete and makes
@@ -386,7 +303,7 @@ func (a *Agent) recordReport(c *raft.Coordinator, run *reclaimRun, last *state.R
 }
 
 // replicatedReport is rep as the replicated history keeps it.
-func replicatedReport(run *reclaimRun, rep *ReclaimReport) state.ReclaimReport {
+func replicatedReport(run *reclaimRun, rep *localapi.ReclaimReport) state.ReclaimReport {
 	kind := state.DepartureScheduled
 	if run.emergency {
 		kind = state.DepartureEmergency
@@ -406,13 +323,13 @@ func replicatedReport(run *reclaimRun, rep *ReclaimReport) state.ReclaimReport {
 		BytesSent: rep.BytesSent, UsedFor: rep.UsedFor, Left: rep.Left.UTC().Round(0)}
 }
 
-func (a *Agent) cancelReclaim(c *raft.Coordinator) Response {
+func (a *Agent) cancelReclaim(c *raft.Coordinator) localapi.Response {
 	r := &a.reclaim
 	r.mu.Lock()
 	run := r.run
 	if r.left {
 		r.mu.Unlock()
-		return Response{Error: "reclaim: the node is already leaving", Kind: KindBadRequest}
+		return localapi.Response{Error: "reclaim: the node is already leaving", Kind: localapi.KindBadRequest}
 	}
 	r.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -431,10 +348,10 @@ func (a *Agent) cancelReclaim(c *raft.Coordinator) Response {
 		r.mu.Unlock()
 	}
 	if _, _, err := a.setKillSwitch(bpf.ModeOff); err != nil {
-		return Response{Error: fmt.Sprintf("reclaim cancel: kill-switch off: %v", err), Kind: KindInternal}
+		return localapi.Response{Error: fmt.Sprintf("reclaim cancel: kill-switch off: %v", err), Kind: localapi.KindInternal}
 	}
 	st := a.reclaimStatus(c.State())
-	return Response{Reclaim: &st}
+	return localapi.Response{Reclaim: &st}
 }
 
 // reclaimNow is the emergency. The CLI flipped the pinned kill-switch
@@ -443,7 +360,7 @@ func (a *Agent) cancelReclaim(c *raft.Coordinator) Response {
 // the graceful steps (Abandon): peers see a failure, the leader re-places
 // the jobs from their freshest committed replicas. The jobs are stopped
 // by the shutdown (SIGTERM, SIGKILL after their grace).
-func (a *Agent) reclaimNow(c *raft.Coordinator) Response {
+func (a *Agent) reclaimNow(c *raft.Coordinator) localapi.Response {
 	start := time.Now()
 	took, on, err := a.setKillSwitch(bpf.ModeHard)
 	if err != nil {
@@ -489,7 +406,7 @@ func (a *Agent) reclaimNow(c *raft.Coordinator) Response {
 		a.recordEmergencyReport(c, start.Add(1500*time.Millisecond))
 	}
 	a.reclaim.triggerLeave()
-	return Response{Reclaim: &status}
+	return localapi.Response{Reclaim: &status}
 }
 
 // recordEmergencyReport submits the emergency's report before deadline and
@@ -547,9 +464,9 @@ func jobStopped(state string) bool {
 
 // reclaimStatus computes the honest progress from the replicated state
 // and the job manager's view; it records the report when complete.
-func (a *Agent) reclaimStatus(st *state.State) ReclaimStatus {
+func (a *Agent) reclaimStatus(st *state.State) localapi.ReclaimStatus {
 	self := policy.NodeID(a.cfg.Name)
-	out := ReclaimStatus{Node: a.cfg.Name}
+	out := localapi.ReclaimStatus{Node: a.cfg.Name}
 	if e := a.Enforcer(); e != nil && e.Enabled() {
 		out.Enforcement = true
 	}
@@ -576,7 +493,7 @@ func (a *Agent) reclaimStatus(st *state.State) ReclaimStatus {
 	}
 	out.Complete = true
 	for _, id := range run.jobs {
-		rj := ReclaimJob{Job: string(id)}
+		rj := localapi.ReclaimJob{Job: string(id)}
 		j, ok := st.Jobs[id]
 		v, hasView := views[id]
 		localRunning := hasView && !jobStopped(v.State)
@@ -590,34 +507,34 @@ func (a *Agent) reclaimStatus(st *state.State) ReclaimStatus {
 		}
 		switch {
 		case !ok || j.State == policy.JobDone:
-			rj.Progress, rj.Detail = ProgressFinished, "finished or cancelled"
+			rj.Progress, rj.Detail = localapi.ProgressFinished, "finished or cancelled"
 		case moved != nil && !moved.NoFinalCheckpoint:
 			// Moved only by a committed MoveJob from this node (the
 			// history's outcome), never by a recovery placement.
-			rj.Progress, rj.To = ProgressMoved, string(j.Node)
+			rj.Progress, rj.To = localapi.ProgressMoved, string(j.Node)
 			rj.Detail = fmt.Sprintf("handed off to %s (%s there)", j.Node, j.State)
 		case moved != nil:
 			// Handed off without its final checkpoint: work was lost.
-			rj.Progress, rj.To = ProgressDegraded, string(j.Node)
+			rj.Progress, rj.To = localapi.ProgressDegraded, string(j.Node)
 			rj.Detail = fmt.Sprintf("degraded: handed off to %s without its final checkpoint, from v%d (%s there)", j.Node, moved.Version, j.State)
 		case j.Node != "" && j.Node != self:
-			rj.Progress, rj.To = ProgressDegraded, string(j.Node)
+			rj.Progress, rj.To = localapi.ProgressDegraded, string(j.Node)
 			rj.Detail = fmt.Sprintf("degraded: recovered on %s from replica %s (%s there)", j.Node, orNone(replica), j.State)
 		case j.State == policy.JobRecovering || (hasView && (v.State == jobs.StateDegraded || v.State == jobs.StateFailed)):
-			rj.Progress = ProgressDegraded
+			rj.Progress = localapi.ProgressDegraded
 			rj.Detail = fmt.Sprintf("degraded: recovering from replica %s", orNone(replica))
 			if j.Node == self && !run.emergency {
 				rj.Detail += " once this node leaves"
 			}
 		case hasView && v.State == jobs.StateHandingOff:
-			rj.Progress = ProgressHandingOff
+			rj.Progress = localapi.ProgressHandingOff
 			rj.Detail = "handing off: final checkpoint and transfer"
 			if h, ok := handoffOf(st, id, self); ok && h.To != "" {
 				rj.To = string(h.To)
 				rj.Detail = fmt.Sprintf("handing off to %s (%d bytes to move)", h.To, h.Bytes)
 			}
 		default:
-			rj.Progress, rj.Detail = ProgressRunning, "still running"
+			rj.Progress, rj.Detail = localapi.ProgressRunning, "still running"
 			if h, ok := handoffOf(st, id, self); ok {
 				if !h.Admitted() {
 					rj.Detail = fmt.Sprintf("still running; hand-off infeasible (%s): will recover from replica %s", h.Reason, orNone(replica))
@@ -626,7 +543,7 @@ func (a *Agent) reclaimStatus(st *state.State) ReclaimStatus {
 				}
 			}
 		}
-		rj.Stopped = !localRunning && rj.Progress != ProgressRunning && rj.Progress != ProgressHandingOff
+		rj.Stopped = !localRunning && rj.Progress != localapi.ProgressRunning && rj.Progress != localapi.ProgressHandingOff
 		if !rj.Stopped {
 			out.Complete = false
 		}
@@ -680,20 +597,20 @@ func handoffOf(st *state.State, job policy.JobID, from policy.NodeID) (policy.Ha
 }
 
 // buildReport makes the owner's report; called with r.mu held.
-func (a *Agent) buildReport(run *reclaimRun, st ReclaimStatus, now time.Time) *ReclaimReport {
-	rep := &ReclaimReport{Node: a.cfg.Name, Emergency: run.emergency, Announced: run.announced, Deadline: run.deadline,
+func (a *Agent) buildReport(run *reclaimRun, st localapi.ReclaimStatus, now time.Time) *localapi.ReclaimReport {
+	rep := &localapi.ReclaimReport{Node: a.cfg.Name, Emergency: run.emergency, Announced: run.announced, Deadline: run.deadline,
 		Isolate: a.reclaim.isolate, Isolated: a.reclaim.isolated, UsedFor: now.Sub(run.announced)}
 	for _, j := range st.Jobs {
 		switch j.Progress {
-		case ProgressMoved:
+		case localapi.ProgressMoved:
 			rep.Moved = append(rep.Moved, j.Job)
-		case ProgressDegraded, ProgressRunning, ProgressHandingOff:
+		case localapi.ProgressDegraded, localapi.ProgressRunning, localapi.ProgressHandingOff:
 			// A hand-off still in flight when the node leaves has not
 			// moved the job: its transfer ends at the deadline, and only
 			// a committed move counts (watchDeadline first lets a move in
 			// its last step commit, see settleHandoffs).
 			rep.Degraded = append(rep.Degraded, j.Job)
-		case ProgressFinished:
+		case localapi.ProgressFinished:
 			rep.Finished = append(rep.Finished, j.Job)
 		}
 	}
@@ -709,7 +626,7 @@ func (a *Agent) buildReport(run *reclaimRun, st ReclaimStatus, now time.Time) *R
 // finishReport records the report at the node's leave (the deadline or
 // an emergency): jobs not yet stopped count as degraded, the machine as
 // used until now.
-func (a *Agent) finishReport(now time.Time) *ReclaimReport {
+func (a *Agent) finishReport(now time.Time) *localapi.ReclaimReport {
 	c := a.Coordinator()
 	if c == nil {
 		return nil
@@ -729,32 +646,16 @@ func (a *Agent) finishReport(now time.Time) *ReclaimReport {
 	return r.report
 }
 
-func (a *Agent) writeReport(rep *ReclaimReport) {
+func (a *Agent) writeReport(rep *localapi.ReclaimReport) {
 	b, err := json.MarshalIndent(rep, "", "  ")
 	if err != nil {
 		return
 	}
-	path := filepath.Join(a.cfg.DataDir, ReportFile)
+	path := filepath.Join(a.cfg.DataDir, localapi.ReportFile)
 	if err := os.WriteFile(path+".tmp", b, 0o600); err == nil {
 		err = os.Rename(path+".tmp", path)
 		if err != nil {
 			a.logger.Warn("write reclaim report", "err", err)
 		}
 	}
-}
-
-// ReadReport reads the last reclaim's report from a data dir.
-func ReadReport(dir string) (*ReclaimReport, error) {
-	b, err := os.ReadFile(filepath.Join(dir, ReportFile))
-	if err != nil {
-		if errors.Is(err, os.ErrNotExist) {
-			return nil, nil
-		}
-		return nil, fmt.Errorf("read reclaim report: %w", err)
-	}
-	var rep ReclaimReport
-	if err := json.Unmarshal(b, &rep); err != nil {
-		return nil, fmt.Errorf("reclaim report %s: %w", filepath.Join(dir, ReportFile), err)
-	}
-	return &rep, nil
 }

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/reclaimnet/reclaimnet/localapi"
+
 	"github.com/reclaimnet/reclaimnet/policy"
 	"github.com/reclaimnet/reclaimnet/state"
 	"github.com/reclaimnet/reclaimnet/web"
@@ -17,11 +19,11 @@ func TestReportHandingOffAtDeadlineIsNotMoved(t *testing.T) {
 	a := &Agent{cfg: Config{Name: "a1", DataDir: t.TempDir()}, logger: testLogger()}
 	now := time.Now()
 	run := &reclaimRun{announced: now.Add(-6 * time.Second), deadline: now, jobs: []policy.JobID{"j1", "j2", "j3", "j4"}}
-	st := ReclaimStatus{Jobs: []ReclaimJob{
-		{Job: "j1", Progress: ProgressHandingOff},
-		{Job: "j2", Progress: ProgressMoved},
-		{Job: "j3", Progress: ProgressRunning},
-		{Job: "j4", Progress: ProgressFinished},
+	st := localapi.ReclaimStatus{Jobs: []localapi.ReclaimJob{
+		{Job: "j1", Progress: localapi.ProgressHandingOff},
+		{Job: "j2", Progress: localapi.ProgressMoved},
+		{Job: "j3", Progress: localapi.ProgressRunning},
+		{Job: "j4", Progress: localapi.ProgressFinished},
 	}}
 	rep := a.buildReport(run, st, now)
 	if want := []string{"j2"}; !slices.Equal(rep.Moved, want) {
@@ -65,7 +67,7 @@ func TestReclaimStatusMovedNeedsCommittedMove(t *testing.T) {
 	for _, j := range got.Jobs {
 		progress[j.Job] = j.Progress
 	}
-	for job, want := range map[string]string{"moved": ProgressMoved, "recovered": ProgressDegraded, "gone": ProgressFinished, "lossy": ProgressDegraded} {
+	for job, want := range map[string]string{"moved": localapi.ProgressMoved, "recovered": localapi.ProgressDegraded, "gone": localapi.ProgressFinished, "lossy": localapi.ProgressDegraded} {
 		if progress[job] != want {
 			t.Errorf("job %s: progress %q, want %q", job, progress[job], want)
 		}
@@ -95,8 +97,8 @@ func TestReclaimStatusMovedNeedsCommittedMove(t *testing.T) {
 	a.reclaim.report = nil
 	got = a.reclaimStatus(st)
 	for _, j := range got.Jobs {
-		if j.Job == "moved" && j.Progress != ProgressDegraded {
-			t.Errorf("job moved under another reclaim's history: progress %q, want %q", j.Progress, ProgressDegraded)
+		if j.Job == "moved" && j.Progress != localapi.ProgressDegraded {
+			t.Errorf("job moved under another reclaim's history: progress %q, want %q", j.Progress, localapi.ProgressDegraded)
 		}
 	}
 }

@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/reclaimnet/reclaimnet/localapi"
+
 	"github.com/reclaimnet/reclaimnet/agent/jobs"
 	"github.com/reclaimnet/reclaimnet/policy"
 	"github.com/reclaimnet/reclaimnet/state"
@@ -31,7 +33,7 @@ func TestReportCountsTransfersNoLongerListed(t *testing.T) {
 	noteSent(run, []jobs.TransferView{presync, partial, before, notOurs})
 	noteSent(run, []jobs.TransferView{presync, handoff, other, before, notOurs})
 	noteSent(run, []jobs.TransferView{partial}) // an older sample never lowers a count
-	rep := a.buildReport(run, ReclaimStatus{}, time.Now())
+	rep := a.buildReport(run, localapi.ReclaimStatus{}, time.Now())
 	if want := int64(1000 + 24<<20 + 7); rep.BytesSent != want {
 		t.Fatalf("bytes sent = %d, want %d (pre-sync + hand-off + other job)", rep.BytesSent, want)
 	}
@@ -67,13 +69,13 @@ done
 	c, byName := startJobCluster(t)
 	host, _ := startStepJob(t, c, byName, "bytes", job)
 	notice := 25 * time.Second
-	r := call(t, host, Request{Op: OpReclaim, Notice: notice})
+	r := call(t, host, localapi.Request{Op: localapi.OpReclaim, Notice: notice})
 	if r.Error != "" || r.Reclaim == nil {
 		t.Fatalf("reclaim: %+v", r)
 	}
-	var rep *ReclaimReport
+	var rep *localapi.ReclaimReport
 	waitUntil(t, notice, "reclaim complete with the owner's report", func() bool {
-		st := call(t, host, Request{Op: OpReclaimStatus}).Reclaim
+		st := call(t, host, localapi.Request{Op: localapi.OpReclaimStatus}).Reclaim
 		if st == nil || !st.Complete || st.Report == nil {
 			return false
 		}
@@ -115,7 +117,7 @@ func TestReclaimedNodeComesBackNotLeaving(t *testing.T) {
 	}
 	hostCfg := host.agent.cfg
 	id := policy.NodeID(hostCfg.Name)
-	r := call(t, host, Request{Op: OpReclaim, Notice: 3 * time.Second})
+	r := call(t, host, localapi.Request{Op: localapi.OpReclaim, Notice: 3 * time.Second})
 	if r.Error != "" || r.Reclaim == nil {
 		t.Fatalf("reclaim: %+v", r)
 	}

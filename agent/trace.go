@@ -13,10 +13,6 @@ import (
 	"github.com/reclaimnet/reclaimnet/trace"
 )
 
-// OpTraceExport asks for the cluster's history in the simulator's trace
-// format (Response.Trace).
-const OpTraceExport = "trace-export"
-
 // Defaults for what the cluster does not know about a node or job: a node
 // without a building is put in traceBuilding; a job that never reported
 // its checkpoint size gets traceCheckpointMB.

@@ -21,16 +21,16 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/reclaimnet/reclaimnet/agent"
+	"github.com/reclaimnet/reclaimnet/localapi"
 	"github.com/reclaimnet/reclaimnet/web"
 )
 
 // Agent ports inside a node's namespace: every node has its own network
 // stack, so every agent uses the production defaults.
 const (
-	nsGossipPort   = agent.DefaultGossipPort
-	nsRaftPort     = agent.DefaultRaftPort
-	nsTransferPort = agent.DefaultTransferPort
+	nsGossipPort   = localapi.DefaultGossipPort
+	nsRaftPort     = localapi.DefaultRaftPort
+	nsTransferPort = localapi.DefaultTransferPort
 	nsHTTPPort     = 7949
 )
 
@@ -102,7 +102,7 @@ type agentPorts struct{ gossip, raft, transfer int }
 // waited for.
 type agentProc struct {
 	cmd  *exec.Cmd
-	info agent.Info
+	info localapi.Info
 	done chan struct{}
 	err  error // Wait's result, valid after done
 }
@@ -396,7 +396,7 @@ func (a *Agents) launch(ctx context.Context, node string, join []string) error {
 	a.mu.Unlock()
 
 	dir := a.DataDir(node)
-	if err := os.Remove(filepath.Join(dir, agent.InfoFile)); err != nil && !errors.Is(err, os.ErrNotExist) {
+	if err := os.Remove(filepath.Join(dir, localapi.InfoFile)); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("remove old info file of %s: %w", node, err)
 	}
 	logf, err := os.OpenFile(a.LogPath(node), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
@@ -427,14 +427,14 @@ func (a *Agents) launch(ctx context.Context, node string, join []string) error {
 	a.procs[node] = p
 	a.mu.Unlock()
 
-	infoPath := filepath.Join(dir, agent.InfoFile)
+	infoPath := filepath.Join(dir, localapi.InfoFile)
 	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()
 	deadline := time.NewTimer(90 * time.Second)
 	defer deadline.Stop()
 	for {
 		b, err := os.ReadFile(infoPath)
-		var info agent.Info
+		var info localapi.Info
 		if err == nil && json.Unmarshal(b, &info) == nil && info.PID == cmd.Process.Pid {
 			a.mu.Lock()
 			p.info = info
@@ -529,13 +529,13 @@ func (a *Agents) HTTPAddr(node string) string {
 
 // Info is what the node's running agent wrote to its info file (bound
 // addresses, pid); false when it is not running.
-func (a *Agents) Info(node string) (agent.Info, bool) {
+func (a *Agents) Info(node string) (localapi.Info, bool) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if p := a.procs[node]; p != nil && !p.exited() {
 		return p.info, true
 	}
-	return agent.Info{}, false
+	return localapi.Info{}, false
 }
 
 // Running reports whether the node's agent process is alive.
@@ -581,8 +581,8 @@ func (a *Agents) CLI(ctx context.Context, node string, args ...string) (string, 
 }
 
 // Call sends one control request to the node's agent over its socket.
-func (a *Agents) Call(ctx context.Context, node string, req agent.Request) (agent.Response, error) {
-	resp, err := agent.Call(ctx, a.DataDir(node), req)
+func (a *Agents) Call(ctx context.Context, node string, req localapi.Request) (localapi.Response, error) {
+	resp, err := localapi.Call(ctx, a.DataDir(node), req)
 	if err != nil {
 		return resp, fmt.Errorf("%s: %w", node, err)
 	}
@@ -597,7 +597,7 @@ func (a *Agents) Call(ctx context.Context, node string, req agent.Request) (agen
 func (a *Agents) Status(ctx context.Context, node string) (web.Status, error) {
 	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
-	resp, err := a.Call(ctx, node, agent.Request{Op: agent.OpStatus})
+	resp, err := a.Call(ctx, node, localapi.Request{Op: localapi.OpStatus})
 	if err != nil {
 		return web.Status{}, err
 	}

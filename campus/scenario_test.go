@@ -22,7 +22,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/reclaimnet/reclaimnet/agent"
+	"github.com/reclaimnet/reclaimnet/localapi"
 	"github.com/reclaimnet/reclaimnet/web"
 )
 
@@ -811,12 +811,12 @@ func sortedInts(m map[int]bool) []int {
 }
 
 // reclaimStatus runs `reclaimnet reclaim --status --json` on node.
-func (b *box) reclaimStatus(node string) (agent.ReclaimStatus, error) {
+func (b *box) reclaimStatus(node string) (localapi.ReclaimStatus, error) {
 	out, err := b.a.CLI(context.Background(), node, "reclaim", "--status", "--json")
 	if err != nil {
-		return agent.ReclaimStatus{}, err
+		return localapi.ReclaimStatus{}, err
 	}
-	var st agent.ReclaimStatus
+	var st localapi.ReclaimStatus
 	if err := json.Unmarshal([]byte(out), &st); err != nil {
 		return st, fmt.Errorf("reclaim --status --json: %w: %s", err, out)
 	}
@@ -900,7 +900,7 @@ func (b *box) tryAnnounce(node string, notice time.Duration) (time.Time, error) 
 	if err != nil {
 		return time.Time{}, fmt.Errorf("reclaim --notice %v on %s: %w", notice, node, err)
 	}
-	var ann agent.ReclaimStatus
+	var ann localapi.ReclaimStatus
 	if err := json.Unmarshal([]byte(out), &ann); err != nil {
 		return time.Time{}, fmt.Errorf("reclaim --json on %s: %w: %s", node, err, out)
 	}
@@ -1021,7 +1021,7 @@ func (b *box) checkScheduled(scenario, node string, jobs []string, t0, deadline 
 	}
 
 	// The owner's report says the same.
-	var rep *agent.ReclaimReport
+	var rep *localapi.ReclaimReport
 	waitFor(t, 30*time.Second, scenario+": the owner's report of "+node, func() (bool, string) {
 		st, err := b.reclaimStatus(node)
 		if err != nil {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/reclaimnet/reclaimnet/agent"
+	"github.com/reclaimnet/reclaimnet/localapi"
 	"github.com/reclaimnet/reclaimnet/state"
 )
 
@@ -150,7 +151,7 @@ func runAgent(ctx context.Context, env *Env, args []string) error {
 	if err != nil {
 		return err
 	}
-	return a.Run(ctx, func(info agent.Info) {
+	return a.Run(ctx, func(info localapi.Info) {
 		if cfg.Dev {
 			fmt.Fprintf(env.Stdout, "ReclaimNet dev agent %q is running (Ctrl-C stops it and deletes its state).\n", info.Node)
 		} else {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/reclaimnet/reclaimnet/agent"
+	"github.com/reclaimnet/reclaimnet/localapi"
 )
 
 func TestJobCommandsUsage(t *testing.T) {
@@ -76,7 +77,7 @@ func TestJobCommandsAgainstAgent(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	ready := make(chan struct{})
-	go func() { done <- a.Run(ctx, func(agent.Info) { close(ready) }) }()
+	go func() { done <- a.Run(ctx, func(localapi.Info) { close(ready) }) }()
 	t.Cleanup(func() {
 		cancel()
 		select {
@@ -116,7 +117,7 @@ func TestJobCommandsAgainstAgent(t *testing.T) {
 	if code != ExitOK {
 		t.Fatalf("jobs --json: exit %d, stderr %q", code, errOut)
 	}
-	var jobs []agent.JobInfo
+	var jobs []localapi.JobInfo
 	if err := json.Unmarshal([]byte(out), &jobs); err != nil {
 		t.Fatalf("jobs --json: %v in %q", err, out)
 	}

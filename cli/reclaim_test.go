@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/reclaimnet/reclaimnet/agent"
+	"github.com/reclaimnet/reclaimnet/localapi"
 )
 
 // TestReclaimCommandLine checks the usage errors (exit 2) and the
@@ -102,7 +103,7 @@ func TestReclaimAgainstAgent(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	ready := make(chan struct{})
-	go func() { done <- a.Run(ctx, func(agent.Info) { close(ready) }) }()
+	go func() { done <- a.Run(ctx, func(localapi.Info) { close(ready) }) }()
 	t.Cleanup(func() {
 		cancel()
 		select {

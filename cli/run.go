@@ -7,8 +7,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/reclaimnet/reclaimnet/agent"
 	"github.com/reclaimnet/reclaimnet/gpu"
+	"github.com/reclaimnet/reclaimnet/localapi"
 	"github.com/reclaimnet/reclaimnet/state"
 )
 
@@ -44,10 +44,10 @@ func runRun(ctx context.Context, env *Env, args []string) error {
 	if len(cmd) == 0 {
 		return usagef("run: no command (put it after --)")
 	}
-	jr := &agent.JobRequest{Name: *name, Command: cmd, Env: envs, Dir: *workDir, GPUs: *gpus,
+	jr := &localapi.JobRequest{Name: *name, Command: cmd, Env: envs, Dir: *workDir, GPUs: *gpus,
 		LossBudget: *lossBudget, RuntimeHint: *runtimeHint, Owner: env.Getenv("USER")}
 	if *name != "" {
-		if err := agent.ValidJobName(*name); err != nil {
+		if err := localapi.ValidJobName(*name); err != nil {
 			return usagef("--name: %v", err)
 		}
 	}
@@ -100,7 +100,7 @@ func runRun(ctx context.Context, env *Env, args []string) error {
 			jr.Grace = *grace
 		}
 	})
-	resp, err := callAgent(ctx, resolveDataDir(env, *dir), agent.Request{Op: agent.OpRun, Job: jr})
+	resp, err := callAgent(ctx, resolveDataDir(env, *dir), localapi.Request{Op: localapi.OpRun, Job: jr})
 	if err != nil {
 		return err
 	}

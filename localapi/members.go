@@ -1,15 +1,11 @@
-package agent
+package localapi
 
-import (
-	"time"
-
-	"github.com/reclaimnet/reclaimnet/mesh"
-)
+import "time"
 
 // Status is this node's own addresses, Raft view and gossip member table,
 // served over the control socket ('reclaimnet members' and the header of
 // 'reclaimnet status'). The cluster document (GET /v1/status) is a
-// web.Status built by webSource.
+// web.Status, carried as Response.Document.
 type Status struct {
 	Node         string       `json:"node"`
 	Building     string       `json:"building"`
@@ -22,7 +18,7 @@ type Status struct {
 	Encrypted    bool         `json:"gossip_encrypted"`
 	Raft         RaftStatus   `json:"raft"`
 	Members      []MemberView `json:"members"`
-	Gossip       mesh.Stats   `json:"gossip_stats"`
+	Gossip       GossipStats  `json:"gossip_stats"`
 }
 
 // RaftStatus is the coordinator as this node sees it.
@@ -41,16 +37,33 @@ type MemberView struct {
 	Building string `json:"building"`
 	State    string `json:"state"`
 	// Role is leader, voter, non-voter or "-" (not in the Raft config).
-	Role       string                   `json:"role"`
-	Addr       string                   `json:"addr"`
-	GPUs       int                      `json:"gpus"`
-	FreeGPUs   int                      `json:"free_gpus"`
-	GPUModel   string                   `json:"gpu_model,omitempty"`
-	Load       float64                  `json:"load"`
-	Hazard     float64                  `json:"hazard"`
-	Bandwidth  []mesh.BuildingBandwidth `json:"bandwidth,omitempty"`
-	ReportedAt time.Time                `json:"reported_at,omitzero"`
+	Role       string              `json:"role"`
+	Addr       string              `json:"addr"`
+	GPUs       int                 `json:"gpus"`
+	FreeGPUs   int                 `json:"free_gpus"`
+	GPUModel   string              `json:"gpu_model,omitempty"`
+	Load       float64             `json:"load"`
+	Hazard     float64             `json:"hazard"`
+	Bandwidth  []BuildingBandwidth `json:"bandwidth,omitempty"`
+	ReportedAt time.Time           `json:"reported_at,omitzero"`
 	// KillSwitch is off, soft, hard, disabled (no kernel enforcement on
 	// the node) or unknown (not reported).
 	KillSwitch string `json:"kill_switch"`
+}
+
+// GossipStats are the node's gossip counters (the mesh's).
+type GossipStats struct {
+	Members         int    // alive members, self included
+	EventsDropped   uint64 // events lost because the agent lagged
+	ReportsAccepted uint64 // telemetry reports from peers that replaced older ones
+	ReportsStale    uint64 // reports ignored because a newer one was held
+	ReportsBad      uint64 // malformed messages and state from peers
+}
+
+// BuildingBandwidth is a member's reported available bandwidth towards
+// one building, bytes/s.
+type BuildingBandwidth struct {
+	Building     string
+	Available    float64
+	AvailableLow float64
 }

@@ -75,7 +75,10 @@ type Agent struct {
 	protocols state.Protocols
 	// bandwidth is the bounded bandwidth history trace export writes.
 	bandwidth bandwidthHistory
-	coord     coordinator // nil until the coordinator is wired in
+	// telemetry is the leader's view of gossip (raft.Telemetry), also
+	// what the status page and trace export read the links from.
+	telemetry meshTelemetry
+	coord     *raft.Coordinator // nil until Run opens it
 	registry  *prometheus.Registry
 	web       *web.Handler // status page, /v1 and /metrics
 	ctlLn     net.Listener
@@ -178,6 +181,7 @@ func New(cfg Config, logger *slog.Logger) (_ *Agent, err error) {
 	if err := a.startMesh(); err != nil {
 		return nil, err
 	}
+	a.telemetry = meshTelemetry{mesh: a.mesh, flows: a.flowProgress, uplinks: a.cfg.UplinkCapacity}
 	a.registry = a.newRegistry()
 	if a.web, err = a.newWebHandler(); err != nil {
 		return nil, err
@@ -325,11 +329,16 @@ func (a *Agent) Run(ctx context.Context, ready func(localapi.Info)) error {
 	runCtx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 
-	// The coordinator first: the loops and handlers below read a.coord.
+	// The coordinator first, then the job manager on it: the loops and
+	// handlers below read both.
 	ln := a.raftLn
 	a.raftLn = nil // the coordinator owns it from here
 	if err := a.startCoordinator(ln); err != nil {
 		ln.Close()
+		return err
+	}
+	if err := a.jobs.open(a.coord); err != nil {
+		_ = a.coord.Shutdown()
 		return err
 	}
 	if a.httpLn != nil {
@@ -394,7 +403,7 @@ func (a *Agent) shutdown(subs []Subsystem, cancelLoops context.CancelFunc) {
 	graceful := !a.abandon.Load()
 	// 1. Leadership transfer, so the cluster does not wait for an election.
 	if a.coord != nil && graceful {
-		if err := a.coord.LeaveLeadership(); err != nil {
+		if err := leaveLeadership(a.coord); err != nil {
 			a.logger.Warn("leadership transfer", "err", err)
 		}
 	}
@@ -543,7 +552,7 @@ func (a *Agent) localTelemetry() mesh.Telemetry {
 	// Free GPUs: all of them until the job supervisor reports its use.
 	t := mesh.Telemetry{Load: a.sampleLoad(), FreeGPUs: uint16(min(a.gpus, 65535))}
 	if a.coord != nil {
-		t.Hazard = a.coord.Hazard(a.cfg.Name)
+		t.Hazard = publishedHazard(a.coord, a.cfg.Name)
 	}
 	if a.enforce != nil {
 		t.Bandwidth = a.enforce.current().Bandwidth()
@@ -603,7 +612,7 @@ func (a *Agent) reconcile() {
 	if a.coord == nil || !a.coord.IsLeader() {
 		return
 	}
-	if err := a.coord.Reconcile(time.Now()); err != nil {
+	if err := a.coord.Reconcile(a.telemetry.Members(), time.Now()); err != nil {
 		a.logger.Warn("reconcile raft membership", "err", err)
 	}
 }
@@ -626,8 +635,8 @@ func (a *Agent) Status() localapi.Status {
 	}
 	roles := map[string]string{}
 	if a.coord != nil {
-		st.Raft = a.coord.Status(a.cfg.Name)
-		roles = a.coord.Roles()
+		st.Raft = raftStatus(a.coord, a.cfg.Name)
+		roles = raftRoles(a.coord)
 	}
 	for _, m := range a.mesh.Members() {
 		role := roles[m.Name]

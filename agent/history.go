@@ -47,7 +47,7 @@ func (a *Agent) historyLoop(ctx context.Context) {
 	defer retry.Stop()
 	pending := true // a report file may wait to be recorded
 	var warned state.DecisionRecord
-	a.bandwidth.sample(meshTelemetry{mesh: a.mesh, uplinks: a.cfg.UplinkCapacity}.Links(), time.Now())
+	a.bandwidth.sample(a.telemetry.Links(), time.Now())
 	for {
 		changed := c.Changed()
 		if p, leader, ok := c.Store().RecordedProtocols(); ok {
@@ -58,7 +58,7 @@ func (a *Agent) historyLoop(ctx context.Context) {
 			return
 		case <-changed:
 		case <-sample.C:
-			a.bandwidth.sample(meshTelemetry{mesh: a.mesh, uplinks: a.cfg.UplinkCapacity}.Links(), time.Now())
+			a.bandwidth.sample(a.telemetry.Links(), time.Now())
 		case <-retry.C:
 			if pending {
 				pending = !a.submitPendingReport(ctx, c)

@@ -35,13 +35,21 @@ const (
 // jobSystem is the node's job part: the checkpoint store, the transfer
 // server and client, the supervisor and the job manager. It is a
 // Subsystem (appended after enforcement, so enforcement outlives it).
+//
+// New opens the store and binds the transfer port (gossip announces it);
+// Run hands it the coordinator (open), which builds the manager and
+// starts serving transfers; Start runs the manager.
 type jobSystem struct {
 	a      *Agent
 	store  *ckpt.Store
-	srv    *transfer.Server
+	udp    *net.UDPConn // the bound transfer port, until open serves it
+	tcfg   transfer.Config
 	client *transfer.Client
-	mgr    *jobs.Manager
-	coord  *lazyCoord
+	sup    *supervisor.Supervisor
+	srv    *transfer.Server // set by open
+	// mgr is set by open; the leader loop (telemetry) may read it from
+	// the moment the coordinator opens, before.
+	mgr atomic.Pointer[jobs.Manager]
 
 	mu        sync.Mutex
 	cancel    context.CancelFunc
@@ -49,42 +57,11 @@ type jobSystem struct {
 	closeOnce sync.Once
 }
 
-// lazyCoord lets the manager (and the transfer hooks, which must exist
-// before gossip announces the transfer port) be built in New, before Run
-// opens the coordinator.
-type lazyCoord struct {
-	c atomic.Pointer[raft.Coordinator]
-}
-
-var errNoCoordinator = errors.New("coordinator not running yet")
-
-func (l *lazyCoord) Submit(ctx context.Context, cmd state.Command) (uint64, error) {
-	c := l.c.Load()
-	if c == nil {
-		return 0, errNoCoordinator
-	}
-	return c.Submit(ctx, cmd)
-}
-
-func (l *lazyCoord) State() *state.State {
-	if c := l.c.Load(); c != nil {
-		return c.State()
-	}
-	return &state.State{}
-}
-
-func (l *lazyCoord) Changed() <-chan struct{} {
-	if c := l.c.Load(); c != nil {
-		return c.Changed()
-	}
-	return nil // blocks: nothing changes before the coordinator runs
-}
-
 // newJobSystem opens the store, binds the transfer port and builds the
-// manager. Called by New before gossip starts, so the bound transfer port
-// (0 in tests) is the one in the node's metadata.
+// supervisor. Called by New before gossip starts, so the bound transfer
+// port (0 in tests) is the one in the node's metadata.
 func (a *Agent) newJobSystem() (_ *jobSystem, err error) {
-	js := &jobSystem{a: a, coord: &lazyCoord{}}
+	js := &jobSystem{a: a}
 	defer func() {
 		if err != nil {
 			js.close()
@@ -99,12 +76,12 @@ func (a *Agent) newJobSystem() (_ *jobSystem, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("checkpoint store: %w", err)
 	}
-	tcfg := transfer.DefaultConfig()
+	js.tcfg = transfer.DefaultConfig()
 	if a.cfg.LocalTimings {
-		tcfg = transfer.DefaultLocalConfig()
+		js.tcfg = transfer.DefaultLocalConfig()
 	}
-	tcfg.TLS, tcfg.Store, tcfg.Logger = a.tls, js.store, log.With("part", "transfer")
-	if js.client, err = transfer.NewClient(tcfg); err != nil {
+	js.tcfg.TLS, js.tcfg.Store, js.tcfg.Logger = a.tls, js.store, log.With("part", "transfer")
+	if js.client, err = transfer.NewClient(js.tcfg); err != nil {
 		return nil, fmt.Errorf("transfer client: %w", err)
 	}
 	scfg := supervisor.DefaultConfig()
@@ -112,39 +89,57 @@ func (a *Agent) newJobSystem() (_ *jobSystem, err error) {
 		scfg = supervisor.DefaultLocalConfig()
 	}
 	scfg.Logger = log.With("part", "supervisor")
-	sup, err := supervisor.New(scfg)
-	if err != nil {
+	if js.sup, err = supervisor.New(scfg); err != nil {
 		return nil, fmt.Errorf("supervisor: %w", err)
 	}
-	js.mgr, err = jobs.New(jobs.Config{Node: policy.NodeID(a.cfg.Name), Coord: js.coord, Store: js.store,
-		Client: js.client, Supervisor: sup, WorkDir: filepath.Join(a.cfg.DataDir, jobsDirName), Logger: log,
-		Since: a.started}) // no job starts before the state records this membership (campus bug C)
-	if err != nil {
-		return nil, fmt.Errorf("job manager: %w", err)
-	}
 	addr := net.JoinHostPort(a.cfg.BindAddr, strconv.Itoa(a.cfg.TransferPort))
-	if js.srv, err = transfer.Listen(addr, tcfg, js.mgr.TransferHooks()); err != nil {
+	ua, err := net.ResolveUDPAddr("udp", addr)
+	if err == nil {
+		js.udp, err = net.ListenUDP("udp", ua)
+	}
+	if err != nil {
 		return nil, fmt.Errorf("transfer listener on %s: %w", addr, err)
 	}
-	a.cfg.TransferPort = js.srv.Addr().Port
+	a.cfg.TransferPort = js.udp.LocalAddr().(*net.UDPAddr).Port
 	return js, nil
+}
+
+// open builds the job manager on the coordinator and serves transfers
+// into the store. Run calls it once the coordinator is open, before any
+// handler or loop reads the manager.
+func (js *jobSystem) open(c *raft.Coordinator) error {
+	a := js.a
+	mgr, err := jobs.New(jobs.Config{Node: policy.NodeID(a.cfg.Name), Coord: c, Store: js.store,
+		Client: js.client, Supervisor: js.sup, WorkDir: filepath.Join(a.cfg.DataDir, jobsDirName), Logger: a.logger.With("subsystem", "jobs"),
+		Since: a.started}) // no job starts before the state records this membership
+	if err != nil {
+		return fmt.Errorf("job manager: %w", err)
+	}
+	udp := js.udp
+	js.udp = nil // the server owns it from here
+	srv, err := transfer.Serve(udp, js.tcfg, mgr.TransferHooks())
+	if err != nil {
+		return fmt.Errorf("transfer listener: %w", err)
+	}
+	js.srv = srv
+	js.mgr.Store(mgr)
+	return nil
 }
 
 func (js *jobSystem) Name() string { return "jobs" }
 
-// Start runs the manager until Stop; the coordinator is open by now.
+// Start runs the manager until Stop; open ran before.
 func (js *jobSystem) Start(ctx context.Context) error {
-	c := js.a.Coordinator()
-	if c == nil {
-		return errNoCoordinator
+	mgr := js.mgr.Load()
+	if mgr == nil {
+		return errors.New("job system not open")
 	}
-	js.coord.c.Store(c)
 	ctx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	js.mu.Lock()
 	js.cancel, js.done = cancel, done
 	js.mu.Unlock()
-	go func() { done <- js.mgr.Run(ctx) }()
+	go func() { done <- mgr.Run(ctx) }()
 	js.a.wg.Go(func() { js.flowLoop(ctx) })
 	return nil
 }
@@ -174,6 +169,9 @@ func (js *jobSystem) close() {
 	js.closeOnce.Do(func() {
 		if js.srv != nil {
 			js.srv.Close()
+		}
+		if js.udp != nil {
+			js.udp.Close()
 		}
 		if js.client != nil {
 			js.client.Close()
@@ -209,7 +207,7 @@ func (js *jobSystem) flowLoop(ctx context.Context) {
 // flowBindings matches the outgoing transfers in flight to the admitted
 // flows of the current decisions (same job, destination and class).
 func (js *jobSystem) flowBindings() []enforce.FlowBinding {
-	return flowBindings(js.coord.State(), policy.NodeID(js.a.cfg.Name), js.mgr.Transfers())
+	return flowBindings(js.a.coord.State(), policy.NodeID(js.a.cfg.Name), js.mgr.Load().Transfers())
 }
 
 // flowBindings is the kernel flow table node me must hold for its
@@ -247,7 +245,7 @@ func flowBindings(st *state.State, me policy.NodeID, transfers []jobs.TransferVi
 func (js *jobSystem) webTransfers(state *state.State) []web.Transfer {
 	me := policy.NodeID(js.a.cfg.Name)
 	out := []web.Transfer{}
-	for _, tv := range js.mgr.Transfers() {
+	for _, tv := range js.mgr.Load().Transfers() {
 		if tv.Done {
 			continue
 		}
@@ -274,14 +272,14 @@ func (a *Agent) Jobs() *jobs.Manager {
 	if a.jobs == nil {
 		return nil
 	}
-	return a.jobs.mgr
+	return a.jobs.mgr.Load()
 }
 
 // flowProgress is the progress of the flows this node sends: the
 // leader's own telemetry, and every node's gossip report.
 func (a *Agent) flowProgress() []state.FlowProgress {
-	if a.jobs == nil {
-		return nil
+	if m := a.Jobs(); m != nil {
+		return m.FlowProgress()
 	}
-	return a.jobs.mgr.FlowProgress()
+	return nil
 }

@@ -95,7 +95,7 @@ func (a *Agent) webStatus(now time.Time) web.Status {
 	}
 	st.Cluster.Members = a.webMembers(now, cs, servers, raftState)
 	st.Cluster.Hazard = clusterHazard(cs)
-	st.Cluster.Bandwidth = buildingBandwidth(meshTelemetry{mesh: a.mesh, uplinks: a.cfg.UplinkCapacity}.Links(), a.mesh.Members())
+	st.Cluster.Bandwidth = buildingBandwidth(a.telemetry.Links(), a.mesh.Members())
 	st.Cluster.Protocols = a.webProtocols(cs)
 	st.Jobs = webJobs(cs)
 	st.Reclaims = webReclaims(cs)

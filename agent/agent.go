@@ -65,8 +65,8 @@ type Agent struct {
 	tls        *pki.Bundle
 	gossipKeys [][]byte
 	mesh       *mesh.Mesh
-	enforce    *enforcement // kernel enforcement; first of Subsystems
-	jobs       *jobSystem   // checkpoint store, transfers, job manager
+	enforce    *enforce.Subsystem // kernel enforcement; first of Subsystems
+	jobs       *jobSystem         // checkpoint store, transfers, job manager
 	// raftConfig, when set (tests), adjusts the coordinator's config
 	// before it opens (policy parameters for short intervals).
 	raftConfig func(*raft.Config)
@@ -135,7 +135,7 @@ func New(cfg Config, logger *slog.Logger) (_ *Agent, err error) {
 	if err := a.cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("config: %w", err)
 	}
-	if a.cfg.Enforce == EnforceOn {
+	if a.cfg.Enforce == enforce.ModeOn {
 		// Before anything is created: a node told to enforce that cannot
 		// must not half start.
 		if err := enforce.Check(); err != nil {
@@ -555,8 +555,8 @@ func (a *Agent) localTelemetry() mesh.Telemetry {
 		t.Hazard = publishedHazard(a.coord, a.cfg.Name)
 	}
 	if a.enforce != nil {
-		t.Bandwidth = a.enforce.current().Bandwidth()
-		t.KillSwitch, t.KillSwitchDrops = a.enforce.killSwitch()
+		t.Bandwidth = a.enforce.Current().Bandwidth()
+		t.KillSwitch, t.KillSwitchDrops = a.enforce.KillSwitch()
 	}
 	// The leader reads every node's transfers from gossip (a hand-off
 	// nearly done must not be judged as not started).

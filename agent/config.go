@@ -16,6 +16,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/reclaimnet/reclaimnet/agent/enforce"
 	"github.com/reclaimnet/reclaimnet/localapi"
 
 	"github.com/reclaimnet/reclaimnet/gpu"
@@ -242,7 +243,7 @@ func DefaultConfig() Config {
 		HTTPAddr:          localapi.DefaultHTTPAddr,
 		LeaveTimeout:      Duration(5 * time.Second),
 		TelemetryInterval: Duration(time.Second),
-		Enforce:           EnforceAuto,
+		Enforce:           enforce.ModeAuto,
 		LinkCapacity:      DefaultLinkCapacity,
 		CacheSize:         DefaultCacheSize,
 	}
@@ -315,7 +316,7 @@ func (c Config) Validate() error {
 		}
 	}
 	switch c.Enforce {
-	case "", EnforceAuto, EnforceOn, EnforceOff:
+	case "", enforce.ModeAuto, enforce.ModeOn, enforce.ModeOff:
 	default:
 		return fmt.Errorf("enforce %q: want auto, on or off", c.Enforce)
 	}

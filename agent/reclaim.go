@@ -471,7 +471,7 @@ func (a *Agent) reclaimStatus(st *state.State) localapi.ReclaimStatus {
 		out.Enforcement = true
 	}
 	if a.enforce != nil {
-		ks, _ := a.enforce.killSwitch()
+		ks, _ := a.enforce.KillSwitch()
 		out.KillSwitch = ks.String()
 	}
 	r := &a.reclaim

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/reclaimnet/reclaimnet/agent"
+	"github.com/reclaimnet/reclaimnet/agent/enforce"
 	"github.com/reclaimnet/reclaimnet/localapi"
 	"github.com/reclaimnet/reclaimnet/state"
 )
@@ -110,7 +111,7 @@ func runAgent(ctx context.Context, env *Env, args []string) error {
 		return usagef("unexpected argument %q", fs.Arg(0))
 	}
 	switch fc.Enforce {
-	case agent.EnforceAuto, agent.EnforceOn, agent.EnforceOff:
+	case enforce.ModeAuto, enforce.ModeOn, enforce.ModeOff:
 	default:
 		return usagef("--enforce %q: want auto, on or off", fc.Enforce)
 	}

@@ -23,6 +23,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/reclaimnet/reclaimnet/agent/enforce"
+	"github.com/reclaimnet/reclaimnet/agent/reclaim"
 	"github.com/reclaimnet/reclaimnet/gpu"
 	"github.com/reclaimnet/reclaimnet/mesh"
 	"github.com/reclaimnet/reclaimnet/pki"
@@ -98,8 +99,8 @@ type Agent struct {
 	// right to the machine comes before the cluster.
 	abandon atomic.Bool
 
-	// reclaim is the owner's reclaim of this node (reclaim.go).
-	reclaim reclaimer
+	// reclaim is the owner's reclaim of this node (set by Run).
+	reclaim *reclaim.Flow
 
 	mu     sync.Mutex
 	joined bool // a join (or a join by a peer) succeeded
@@ -341,6 +342,15 @@ func (a *Agent) Run(ctx context.Context, ready func(localapi.Info)) error {
 		_ = a.coord.Shutdown()
 		return err
 	}
+	a.reclaim = reclaim.New(reclaim.Config{Node: a.cfg.Name, DataDir: a.cfg.DataDir, Coord: a.coord, Jobs: a.Jobs(),
+		Switch: a.enforce, Abandon: a.Abandon, RetryPeriod: max(time.Duration(a.cfg.TelemetryInterval), 100*time.Millisecond),
+		Logger: a.logger.With("subsystem", "reclaim")})
+	reclaimCtx, stopReclaim := context.WithCancel(context.Background())
+	reclaimDone := make(chan struct{})
+	go func() {
+		defer close(reclaimDone)
+		a.reclaim.Run(reclaimCtx)
+	}()
 	if a.httpLn != nil {
 		a.httpSrv = &http.Server{Handler: a.HTTPMux, ReadHeaderTimeout: 10 * time.Second}
 		a.wg.Go(func() {
@@ -378,11 +388,12 @@ func (a *Agent) Run(ctx context.Context, ready func(localapi.Info)) error {
 		}
 		select {
 		case <-ctx.Done():
-		case <-a.reclaim.leaving(): // a reclaim's deadline or emergency
+		case <-a.reclaim.Leaving(): // a reclaim's deadline or emergency
 		}
 		a.logger.Info("shutting down", "node", a.cfg.Name)
 	}
-	a.reclaim.shutdown()
+	stopReclaim()
+	<-reclaimDone
 	a.shutdown(startedSubs, cancel)
 	return startErr
 }

@@ -95,7 +95,7 @@ func (a *Agent) control(req localapi.Request) localapi.Response {
 		}
 		return localapi.Response{Trace: string(doc)}
 	case localapi.OpReclaim, localapi.OpReclaimStatus, localapi.OpReclaimCancel, localapi.OpReclaimNow:
-		return a.reclaimControl(req)
+		return a.reclaim.Handle(req)
 	}
 	return localapi.Response{Error: fmt.Sprintf("unknown operation %q", req.Op), Kind: localapi.KindBadRequest}
 }

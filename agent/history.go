@@ -2,16 +2,12 @@ package agent
 
 import (
 	"context"
-	"errors"
 	"math"
 	"slices"
 	"sync"
 	"time"
 
-	"github.com/reclaimnet/reclaimnet/localapi"
-
 	"github.com/reclaimnet/reclaimnet/policy"
-	"github.com/reclaimnet/reclaimnet/raft"
 	"github.com/reclaimnet/reclaimnet/state"
 	"github.com/reclaimnet/reclaimnet/web"
 )
@@ -31,10 +27,8 @@ func (a *Agent) webProtocols(state *state.State) web.Protocols {
 }
 
 // historyLoop runs beside the node's other loops: it warns when the
-// leader decides with protocol settings other than this node's, samples
-// the bandwidth history for trace export, and hands the owner's report of
-// an earlier reclaim that never reached the cluster (an emergency) to the
-// leader.
+// leader decides with protocol settings other than this node's and
+// samples the bandwidth history for trace export.
 func (a *Agent) historyLoop(ctx context.Context) {
 	c := a.Coordinator()
 	if c == nil {
@@ -43,9 +37,6 @@ func (a *Agent) historyLoop(ctx context.Context) {
 	period := max(time.Duration(a.cfg.TelemetryInterval), 100*time.Millisecond)
 	sample := time.NewTicker(bandwidthSamplePeriod(period))
 	defer sample.Stop()
-	retry := time.NewTicker(period)
-	defer retry.Stop()
-	pending := true // a report file may wait to be recorded
 	var warned state.DecisionRecord
 	a.bandwidth.sample(a.telemetry.Links(), time.Now())
 	for {
@@ -59,10 +50,6 @@ func (a *Agent) historyLoop(ctx context.Context) {
 		case <-changed:
 		case <-sample.C:
 			a.bandwidth.sample(a.telemetry.Links(), time.Now())
-		case <-retry.C:
-			if pending {
-				pending = !a.submitPendingReport(ctx, c)
-			}
 		}
 	}
 }
@@ -79,46 +66,6 @@ func (a *Agent) checkProtocols(p state.Protocols, leader policy.NodeID, warned *
 	a.logger.Warn("the leader decides with other protocol settings than this node: the leader's apply to the whole cluster; this node's apply only while it leads",
 		"leader", leader, "in_force", p.String(), "this_node", a.protocols.String())
 	*warned = state.DecisionRecord{Leader: leader, Protocols: &p}
-}
-
-// submitPendingReport records the report file's owner's report in the
-// cluster's history if it never got there (an emergency reclaim leaves
-// before it can, or the leader did not answer). It reports whether nothing
-// is left to do.
-func (a *Agent) submitPendingReport(ctx context.Context, c *raft.Coordinator) bool {
-	rep, err := localapi.ReadReport(a.cfg.DataDir)
-	if err != nil || rep == nil || rep.Replicated || rep.Left.IsZero() {
-		return true // nothing, or a reclaim still under way (it records its own)
-	}
-	if l, _ := c.Leader(); l == "" {
-		return false
-	}
-	sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	if _, err := c.Submit(sctx, state.RecordReclaimReport{Report: replicatedFromFile(rep)}); err != nil {
-		if errors.Is(err, raft.ErrForbidden) || errors.Is(err, state.ErrInvalidCommand) {
-			// Never accepted (another node's report, a damaged file):
-			// stop trying; the file keeps it.
-			a.logger.Warn("the owner's report of the last reclaim cannot be recorded in the cluster", "err", err)
-			return true
-		}
-		a.logger.Debug("owner's report of the last reclaim not recorded yet", "err", err)
-		return false
-	}
-	rep.Replicated = true
-	a.writeReport(rep)
-	a.logger.Info("recorded the owner's report of the last reclaim in the cluster's history", "announced", rep.Announced, "emergency", rep.Emergency)
-	return true
-}
-
-// replicatedFromFile is a stored owner's report as the replicated history
-// keeps it.
-func replicatedFromFile(rep *localapi.ReclaimReport) state.ReclaimReport {
-	run := &reclaimRun{announced: rep.Announced, deadline: rep.Deadline, emergency: rep.Emergency}
-	if run.deadline.Before(run.announced) || rep.Emergency {
-		run.deadline = run.announced
-	}
-	return replicatedReport(run, rep)
 }
 
 // Bandwidth history bounds: only the newest maxBandwidthSamples samples

@@ -1,7 +1,6 @@
 package agent
 
 import (
-	"context"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -83,27 +82,6 @@ func TestEmergencyInHistoryAndTrace(t *testing.T) {
 	waitUntil(t, 20*time.Second, "the report file marked replicated", func() bool {
 		rep, err := localapi.ReadReport(hostCfg.DataDir)
 		return err == nil && rep != nil && rep.Replicated
-	})
-
-	// The start-up path, on the survivor: an emergency report left in its
-	// report file unreplicated (its agent left at once) is submitted.
-	left := time.Now().Add(-time.Minute).UTC().Round(0)
-	pending := &localapi.ReclaimReport{Node: survivor.info.Node, Emergency: true, Announced: left.Add(-time.Second), Deadline: left.Add(-time.Second),
-		Degraded: []string{"gone"}, UsedFor: time.Second, Left: left}
-	survivor.agent.writeReport(pending)
-	if !survivor.agent.submitPendingReport(context.Background(), survivor.agent.Coordinator()) {
-		t.Fatal("the pending report was not submitted")
-	}
-	if rep, err := localapi.ReadReport(survivor.agent.DataDir()); err != nil || rep == nil || !rep.Replicated {
-		t.Errorf("report file after the submission %+v (%v), want it marked replicated", rep, err)
-	}
-	waitUntil(t, 10*time.Second, "the pending report in the history", func() bool {
-		for _, h := range survivor.agent.webStatus(time.Now()).Reclaims.History {
-			if h.Reclaim.Node == policy.NodeID(survivor.info.Node) && h.OwnerReport && h.Reclaim.Announced.Equal(pending.Announced) {
-				return true
-			}
-		}
-		return false
 	})
 
 	// The same over HTTP (/v1/reclaims), as a monitoring client reads it.

@@ -7,37 +7,10 @@ import (
 
 	"github.com/reclaimnet/reclaimnet/localapi"
 
-	"github.com/reclaimnet/reclaimnet/agent/jobs"
 	"github.com/reclaimnet/reclaimnet/policy"
 	"github.com/reclaimnet/reclaimnet/state"
 	"github.com/reclaimnet/reclaimnet/web"
 )
-
-// The report counts what the run's transfers sent even once the job
-// manager no longer lists them (a moved job's worker is gone, campus bug
-// G): each transfer counts once, at the most it was seen to have sent;
-// transfers of other jobs or started before the announcement do not.
-func TestReportCountsTransfersNoLongerListed(t *testing.T) {
-	a := &Agent{cfg: Config{Name: "a1", DataDir: t.TempDir()}, logger: testLogger()}
-	announced := time.Now().Add(-10 * time.Second)
-	run := &reclaimRun{announced: announced, deadline: announced.Add(15 * time.Second), jobs: []policy.JobID{"j1", "j2"}}
-	presync := jobs.TransferView{Job: "j1", Version: 4, To: "b1", Started: announced.Add(time.Second), BytesDone: 1000}
-	handoff := jobs.TransferView{Job: "j1", Version: 5, To: "c1", Started: announced.Add(3 * time.Second), BytesDone: 24 << 20}
-	other := jobs.TransferView{Job: "j2", Version: 2, To: "c1", Started: announced.Add(2 * time.Second), BytesDone: 7}
-	before := jobs.TransferView{Job: "j1", Version: 3, To: "b1", Started: announced.Add(-time.Second), BytesDone: 1 << 30}
-	notOurs := jobs.TransferView{Job: "x", Version: 1, To: "b1", Started: announced.Add(time.Second), BytesDone: 1 << 30}
-	partial := handoff
-	partial.BytesDone = 5 << 20
-	// Samples as the poll sees them: the hand-off in progress, then done,
-	// then (the job moved) nothing listed at all.
-	noteSent(run, []jobs.TransferView{presync, partial, before, notOurs})
-	noteSent(run, []jobs.TransferView{presync, handoff, other, before, notOurs})
-	noteSent(run, []jobs.TransferView{partial}) // an older sample never lowers a count
-	rep := a.buildReport(run, localapi.ReclaimStatus{}, time.Now())
-	if want := int64(1000 + 24<<20 + 7); rep.BytesSent != want {
-		t.Fatalf("bytes sent = %d, want %d (pre-sync + hand-off + other job)", rep.BytesSent, want)
-	}
-}
 
 // A scheduled reclaim whose hand-off moves a fresh final checkpoint of a
 // known size reports at least those bytes sent, although the job's

@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -114,5 +115,32 @@ func TestWebJobsReclaimsDecisions(t *testing.T) {
 	want := web.Counters{AdmittedMigrations: 4, RejectedMigrations: 3, Handoffs: 2, DegradedRecoveries: 1}
 	if c := webCounters(state.Counters{AdmittedHandoffs: 4, DegradedHandoffs: 3, Handoffs: 2, DegradedRecoveries: 1}); c != want {
 		t.Errorf("counters: got %+v, want %+v", c, want)
+	}
+}
+
+// The page's record of a reclaim says what the cluster did with each job:
+// a hand-off with its final checkpoint, and one from an older version
+// with the work lost.
+func TestWebReclaimRecordOutcomes(t *testing.T) {
+	announced := time.Now().Add(-10 * time.Second).UTC().Round(0)
+	rec := webReclaimRecord(state.ReclaimReport{Node: "a1", Kind: state.DepartureScheduled,
+		Announced: announced, Deadline: announced.Add(6 * time.Second),
+		Jobs: []state.JobOutcome{
+			{Job: "moved", To: "b1", HandedOff: true},
+			{Job: "recovered", To: "c1", Replica: "b2", Version: 3},
+			{Job: "lossy", To: "b2", HandedOff: true, NoFinalCheckpoint: true, Version: 2, LostWork: time.Minute},
+		}})
+	outcomes := map[policy.JobID]web.ReclaimOutcome{}
+	for _, o := range rec.Jobs {
+		outcomes[o.Job] = o
+	}
+	if o := outcomes["moved"]; !o.FinalCheckpoint || o.Degraded {
+		t.Errorf("page outcome of moved: %+v, want final checkpoint, not degraded", o)
+	}
+	if o := outcomes["recovered"]; o.FinalCheckpoint || !o.Degraded || o.Replica != "b2" || o.Version != 3 {
+		t.Errorf("page outcome of recovered: %+v, want degraded, from b2's v3", o)
+	}
+	if o := outcomes["lossy"]; o.FinalCheckpoint || !o.Degraded || o.Version != 2 || o.WorkLost != time.Minute || !strings.Contains(o.Reason, "without its final checkpoint") {
+		t.Errorf("page outcome of lossy: %+v, want degraded, from v2, 1m lost, reason naming the missing final checkpoint", o)
 	}
 }

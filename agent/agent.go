@@ -11,7 +11,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -24,6 +23,7 @@ import (
 
 	"github.com/reclaimnet/reclaimnet/agent/enforce"
 	"github.com/reclaimnet/reclaimnet/agent/reclaim"
+	"github.com/reclaimnet/reclaimnet/agent/view"
 	"github.com/reclaimnet/reclaimnet/gpu"
 	"github.com/reclaimnet/reclaimnet/mesh"
 	"github.com/reclaimnet/reclaimnet/pki"
@@ -74,11 +74,11 @@ type Agent struct {
 	// protocols are this node's own protocol settings (used when it
 	// leads); set when the coordinator opens.
 	protocols state.Protocols
-	// bandwidth is the bounded bandwidth history trace export writes.
-	bandwidth bandwidthHistory
+	// view is the node's status view (set by Run).
+	view *view.View
 	// telemetry is the leader's view of gossip (raft.Telemetry), also
 	// what the status page and trace export read the links from.
-	telemetry meshTelemetry
+	telemetry view.Gossip
 	coord     *raft.Coordinator // nil until Run opens it
 	registry  *prometheus.Registry
 	web       *web.Handler // status page, /v1 and /metrics
@@ -182,13 +182,13 @@ func New(cfg Config, logger *slog.Logger) (_ *Agent, err error) {
 	if err := a.startMesh(); err != nil {
 		return nil, err
 	}
-	a.telemetry = meshTelemetry{mesh: a.mesh, flows: a.flowProgress, uplinks: a.cfg.UplinkCapacity}
+	a.telemetry = view.Gossip{Mesh: a.mesh, Outgoing: a.flowProgress, Uplink: a.cfg.UplinkCapacity.Of}
 	a.registry = a.newRegistry()
 	if a.web, err = a.newWebHandler(); err != nil {
 		return nil, err
 	}
 	a.HTTPMux.Handle("/", a.web)
-	a.HTTPMux.HandleFunc("GET /v1/trace", a.serveTrace)
+	a.HTTPMux.HandleFunc("GET /v1/trace", func(w http.ResponseWriter, r *http.Request) { a.view.ServeTrace(w, r) })
 	if err := a.registerEnforcement(); err != nil {
 		return nil, err
 	}
@@ -345,6 +345,7 @@ func (a *Agent) Run(ctx context.Context, ready func(localapi.Info)) error {
 	a.reclaim = reclaim.New(reclaim.Config{Node: a.cfg.Name, DataDir: a.cfg.DataDir, Coord: a.coord, Jobs: a.Jobs(),
 		Switch: a.enforce, Abandon: a.Abandon, RetryPeriod: max(time.Duration(a.cfg.TelemetryInterval), 100*time.Millisecond),
 		Logger: a.logger.With("subsystem", "reclaim")})
+	a.view = a.newView()
 	reclaimCtx, stopReclaim := context.WithCancel(context.Background())
 	reclaimDone := make(chan struct{})
 	go func() {
@@ -363,7 +364,8 @@ func (a *Agent) Run(ctx context.Context, ready func(localapi.Info)) error {
 	a.wg.Go(func() { a.serveControl(ctlLn) })
 	a.wg.Go(func() { a.telemetryLoop(runCtx) })
 	a.wg.Go(func() { a.eventLoop(runCtx) })
-	a.wg.Go(func() { a.historyLoop(runCtx) })
+	a.wg.Go(func() { a.watchProtocols(runCtx) })
+	a.wg.Go(func() { a.view.Run(runCtx) })
 	if len(a.cfg.Join) > 0 {
 		a.wg.Go(func() { a.retryJoin(runCtx) })
 	}
@@ -533,65 +535,6 @@ func (a *Agent) retryJoin(ctx context.Context) {
 	}
 }
 
-// telemetryLoop publishes this node's report every TelemetryInterval.
-func (a *Agent) telemetryLoop(ctx context.Context) {
-	interval := time.Duration(a.cfg.TelemetryInterval)
-	if interval <= 0 {
-		interval = time.Second
-	}
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		now := time.Now()
-		if err := a.mesh.PublishTelemetry(a.localTelemetry(), now); err != nil {
-			a.logger.Warn("publish telemetry", "err", err)
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-	}
-}
-
-// localTelemetry samples this node. Bandwidth is the enforcement
-// subsystem's per-building estimate from the kernel's egress counters
-// (none with enforcement off: the leader then keeps its defaults), the
-// kill-switch its kernel mode ("disabled" with enforcement off), Flows the
-// progress of the transfers it sends.
-func (a *Agent) localTelemetry() mesh.Telemetry {
-	// Free GPUs: all of them until the job supervisor reports its use.
-	t := mesh.Telemetry{Load: a.sampleLoad(), FreeGPUs: uint16(min(a.gpus, 65535))}
-	if a.coord != nil {
-		t.Hazard = publishedHazard(a.coord, a.cfg.Name)
-	}
-	if a.enforce != nil {
-		t.Bandwidth = a.enforce.Current().Bandwidth()
-		t.KillSwitch, t.KillSwitchDrops = a.enforce.KillSwitch()
-	}
-	// The leader reads every node's transfers from gossip (a hand-off
-	// nearly done must not be judged as not started).
-	t.Flows = gossipFlows(a.flowProgress())
-	return t
-}
-
-// hostLoad is the 1-minute load average per CPU (0 if unreadable).
-func hostLoad() float64 {
-	b, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return 0
-	}
-	fields := strings.Fields(string(b))
-	if len(fields) == 0 {
-		return 0
-	}
-	v, err := strconv.ParseFloat(fields[0], 64)
-	if err != nil || v < 0 {
-		return 0
-	}
-	return v / float64(runtime.NumCPU())
-}
-
 // eventLoop takes gossip events off memberlist's goroutines; the leader
 // reconciles the Raft configuration on each, and every few seconds anyway
 // (events may be dropped when the agent lags).
@@ -628,52 +571,22 @@ func (a *Agent) reconcile() {
 	}
 }
 
-// Status returns the node's view of the cluster.
-func (a *Agent) Status() localapi.Status {
+// newView builds the node's status view once the coordinator and the job
+// manager run.
+func (a *Agent) newView() *view.View {
 	ip, port := a.mesh.LocalAddr()
-	st := localapi.Status{
-		Node:         a.cfg.Name,
-		Building:     a.cfg.Building,
-		Version:      Version,
-		Started:      a.started,
+	return view.New(view.Config{
+		Node: a.cfg.Name, Building: a.cfg.Building, Version: Version, Started: a.started,
 		GossipAddr:   net.JoinHostPort(ip.String(), strconv.Itoa(int(port))),
 		RaftAddr:     a.raftAddr(),
 		TransferAddr: net.JoinHostPort(ip.String(), strconv.Itoa(a.cfg.TransferPort)),
 		HTTPAddr:     a.HTTPAddr(),
 		Encrypted:    len(a.gossipKeys) > 0,
-		Gossip:       localapi.GossipStats(a.mesh.Stats()),
-		Raft:         localapi.RaftStatus{Role: "none"},
-	}
-	roles := map[string]string{}
-	if a.coord != nil {
-		st.Raft = raftStatus(a.coord, a.cfg.Name)
-		roles = raftRoles(a.coord)
-	}
-	for _, m := range a.mesh.Members() {
-		role := roles[m.Name]
-		if role == "" {
-			role = "-"
-		}
-		v := localapi.MemberView{
-			Name:       m.Name,
-			Building:   m.Meta.Building,
-			State:      string(m.State),
-			Role:       role,
-			Addr:       net.JoinHostPort(m.Addr.String(), strconv.Itoa(int(m.Port))),
-			GPUs:       int(m.Meta.GPUs),
-			GPUModel:   m.Meta.GPUModel,
-			KillSwitch: m.Telemetry.KillSwitch.String(), // unknown without a report
-		}
-		if m.HasTelemetry {
-			v.FreeGPUs = int(m.Telemetry.FreeGPUs)
-			v.Load = m.Telemetry.Load
-			v.Hazard = m.Telemetry.Hazard
-			for _, bw := range m.Telemetry.Bandwidth {
-				v.Bandwidth = append(v.Bandwidth, localapi.BuildingBandwidth(bw))
-			}
-			v.ReportedAt = m.Telemetry.Sent
-		}
-		st.Members = append(st.Members, v)
-	}
-	return st
+		Mesh:         a.mesh, Gossip: a.telemetry, Coord: a.coord, Jobs: a.Jobs(), Protocols: a.protocols,
+		SamplePeriod: 5 * max(time.Duration(a.cfg.TelemetryInterval), 100*time.Millisecond),
+	})
 }
+
+// Status returns the node's view of the cluster: its addresses, Raft
+// view and gossip member table (nil-safe only once Run serves).
+func (a *Agent) Status() localapi.Status { return a.view.Members() }

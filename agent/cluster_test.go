@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/reclaimnet/reclaimnet/agent/view"
 	"github.com/reclaimnet/reclaimnet/localapi"
 
 	"github.com/reclaimnet/reclaimnet/mesh"
@@ -319,7 +320,7 @@ func TestClusterOfThree(t *testing.T) {
 	// ... and recorded in the reclaim history as a leave without a
 	// reclaim, not as a failure.
 	waitUntil(t, 30*time.Second, "node-01's graceful leave in the history", func() bool {
-		for _, h := range n2.agent.webStatus(time.Now()).Reclaims.History {
+		for _, h := range n2.agent.view.Web(time.Now()).Reclaims.History {
 			if h.Reclaim.Node == "node-01" {
 				return h.Graceful && h.Detected && !h.OwnerReport
 			}
@@ -547,7 +548,7 @@ func TestTelemetryForLeader(t *testing.T) {
 	cfg.GPUs = []string{"RTX-4090:24GiB:8.9:x2"}
 	cfg.TelemetryInterval = Duration(time.Hour) // one report at start; ours below is not overwritten
 	n := c.start(cfg)
-	tel := meshTelemetry{mesh: n.agent.Mesh()}
+	tel := view.Gossip{Mesh: n.agent.Mesh()}
 	members := tel.Members()
 	if len(members) != 1 {
 		t.Fatalf("members: got %d, want 1", len(members))
@@ -568,7 +569,7 @@ func TestTelemetryForLeader(t *testing.T) {
 		return reported && len(nodes) == 1 && nodes[0].FreeGPUs == 2 && nodes[0].AccessLink == "access/gpu-a"
 	})
 	links := tel.Links()
-	if len(links) != 2 || links[0].ID != "access/gpu-a" || links[0].Available != DefaultAccessCapacity || links[1].ID != "uplink/physics" || links[1].B != "core" {
+	if len(links) != 2 || links[0].ID != "access/gpu-a" || links[0].Available != view.DefaultAccessCapacity || links[1].ID != "uplink/physics" || links[1].B != "core" {
 		t.Fatalf("links: got %+v, want access/gpu-a at the default capacity and uplink/physics to core", links)
 	}
 	err := n.agent.Mesh().PublishTelemetry(meshTelemetryReport(50e6, 20e6), time.Now())
@@ -579,10 +580,10 @@ func TestTelemetryForLeader(t *testing.T) {
 	// Every report describes the node's access link (the enforcement
 	// subsystem's default accounting): the smallest sets it; the uplink
 	// keeps its default.
-	if links[0].Available != 20e6 || links[0].AvailableLow != 10e6 || links[0].Capacity != DefaultAccessCapacity ||
-		links[1].Available != DefaultUplinkCapacity {
+	if links[0].Available != 20e6 || links[0].AvailableLow != 10e6 || links[0].Capacity != view.DefaultAccessCapacity ||
+		links[1].Available != view.DefaultUplinkCapacity {
 		t.Errorf("links after a measurement: access %v (low %v, capacity %v), uplink %v; want 20e6 (10e6, %v) and %v",
-			links[0].Available, links[0].AvailableLow, links[0].Capacity, links[1].Available, float64(DefaultAccessCapacity), float64(DefaultUplinkCapacity))
+			links[0].Available, links[0].AvailableLow, links[0].Capacity, links[1].Available, float64(view.DefaultAccessCapacity), float64(view.DefaultUplinkCapacity))
 	}
 	err = n.agent.Mesh().PublishTelemetry(meshTelemetryReport(4e9, 3e9), time.Now())
 	if err != nil {
@@ -605,7 +606,7 @@ func TestTelemetryFlowsFromPeers(t *testing.T) {
 	a := c.start(cfgA)
 	b := c.start(cfgB)
 	own := []state.FlowProgress{{ID: "ckpt/local", Remaining: 7}}
-	tel := meshTelemetry{mesh: a.agent.Mesh(), flows: func() []state.FlowProgress { return own }}
+	tel := view.Gossip{Mesh: a.agent.Mesh(), Outgoing: func() []state.FlowProgress { return own }}
 	waitUntil(t, 20*time.Second, "gpu-b alive at gpu-a, with its report at start", func() bool {
 		_, reported := b.agent.Mesh().Report("gpu-b")
 		return reported && len(tel.Members()) == 2

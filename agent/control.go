@@ -89,7 +89,7 @@ func (a *Agent) control(req localapi.Request) localapi.Response {
 	case localapi.OpRun, localapi.OpJobs, localapi.OpLogs, localapi.OpCancel:
 		return a.jobControl(req)
 	case localapi.OpTraceExport:
-		doc, err := a.traceDocument(time.Now())
+		doc, err := a.view.TraceDocument(time.Now())
 		if err != nil {
 			return localapi.Response{Error: err.Error(), Kind: localapi.KindInternal}
 		}

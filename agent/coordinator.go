@@ -6,8 +6,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/reclaimnet/reclaimnet/localapi"
-
 	"github.com/reclaimnet/reclaimnet/policy"
 	"github.com/reclaimnet/reclaimnet/raft"
 	"github.com/reclaimnet/reclaimnet/state"
@@ -91,50 +89,6 @@ func leaveLeadership(c *raft.Coordinator) error {
 		return nil // nobody to hand over to
 	}
 	return c.TransferLeadership()
-}
-
-// raftStatus is the coordinator as node sees it.
-func raftStatus(c *raft.Coordinator, node string) localapi.RaftStatus {
-	st := localapi.RaftStatus{Running: true, Role: "none"}
-	id, _ := c.Leader()
-	st.Leader = string(id)
-	servers, err := c.Servers()
-	if err != nil {
-		return st
-	}
-	for _, s := range servers {
-		if s.Role == state.RoleVoter {
-			st.Voters = append(st.Voters, string(s.ID))
-		}
-		if string(s.ID) == node {
-			st.Role = roleName(s)
-		}
-	}
-	return st
-}
-
-// raftRoles maps each server of the configuration to leader, voter or
-// non-voter.
-func raftRoles(c *raft.Coordinator) map[string]string {
-	out := map[string]string{}
-	servers, err := c.Servers()
-	if err != nil {
-		return out
-	}
-	for _, s := range servers {
-		out[string(s.ID)] = roleName(s)
-	}
-	if id, _ := c.Leader(); id != "" {
-		out[string(id)] = "leader"
-	}
-	return out
-}
-
-func roleName(s raft.Server) string {
-	if s.Leader {
-		return "leader"
-	}
-	return s.Role.String()
 }
 
 // publishedHazard is the published hazard estimate of node (1/s), 0 if

@@ -20,7 +20,6 @@ import (
 	"github.com/reclaimnet/reclaimnet/raft"
 	"github.com/reclaimnet/reclaimnet/state"
 	"github.com/reclaimnet/reclaimnet/transfer"
-	"github.com/reclaimnet/reclaimnet/web"
 )
 
 // DefaultCacheSize caps the checkpoint store (--cache-size).
@@ -236,33 +235,6 @@ func flowBindings(st *state.State, me policy.NodeID, transfers []jobs.TransferVi
 				break
 			}
 		}
-	}
-	return out
-}
-
-// webTransfers is the status page's transfer section: this node's
-// outgoing transfers, with the admitted flow where there is one.
-func (js *jobSystem) webTransfers(state *state.State) []web.Transfer {
-	me := policy.NodeID(js.a.cfg.Name)
-	out := []web.Transfer{}
-	for _, tv := range js.mgr.Load().Transfers() {
-		if tv.Done {
-			continue
-		}
-		flow := policy.FlowDecision{Job: tv.Job, From: me, To: tv.To, Class: tv.Class, Rate: tv.AssignedRate}
-		for _, f := range state.Decisions.Flows {
-			if f.From == me && f.To == tv.To && f.Job == tv.Job && f.Class == tv.Class {
-				flow = f
-				break
-			}
-		}
-		if !state.Protocols().Switches.P3 {
-			// P3 off: unpaced and without a kernel ceiling, whatever the
-			// leader's max-min share was.
-			flow.Rate, flow.Ceiling, flow.Burst = tv.AssignedRate, 0, 0
-		}
-		out = append(out, web.Transfer{Flow: flow, Class: tv.Class.String(), Achieved: tv.AchievedRate,
-			BytesDone: tv.BytesDone, BytesTotal: tv.BytesTotal})
 	}
 	return out
 }

@@ -69,12 +69,12 @@ func TestProtocolsFlagAppliesClusterWide(t *testing.T) {
 		}
 		return false
 	})
-	p := other.agent.webStatus(time.Now()).Cluster.Protocols
+	p := other.agent.view.Web(time.Now()).Cluster.Protocols
 	if p.P1 || !p.P2 || !p.P3 || p.FixedInterval != 3*time.Minute || p.DecidedBy != "node-00" || p.Agree || p.Local != "p1,p2,p3" ||
 		!strings.Contains(p.Summary, "fixed interval 3m0s") {
 		t.Errorf("node-01's protocols %+v: want node-00's p2,p3 with a 3m fixed interval, not agreeing with its own p1,p2,p3", p)
 	}
-	if p := lead.agent.webStatus(time.Now()).Cluster.Protocols; !p.Agree || p.DecidedBy != "node-00" {
+	if p := lead.agent.view.Web(time.Now()).Cluster.Protocols; !p.Agree || p.DecidedBy != "node-00" {
 		t.Errorf("node-00's protocols %+v: want its own, agreeing", p)
 	}
 	waitUntil(t, 10*time.Second, "node-01's warning about the leader's settings", func() bool {

@@ -6,11 +6,13 @@ import (
 	"math"
 	"strconv"
 	"strings"
+
+	"github.com/reclaimnet/reclaimnet/agent/view"
 )
 
 // DefaultLinkCapacity is the node's access link assumed without
 // --link-capacity: 1 Gbit/s (SPEC §0), bytes/s.
-const DefaultLinkCapacity = DefaultAccessCapacity
+const DefaultLinkCapacity = view.DefaultAccessCapacity
 
 // Rate is a data rate in bytes/s. It reads "1Gbit", "100Mbit", "125MB",
 // "64MiB" or a plain number of bytes/s, from a flag or JSON.

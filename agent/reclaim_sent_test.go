@@ -102,7 +102,7 @@ func TestReclaimedNodeComesBackNotLeaving(t *testing.T) {
 		if _, pending := st.Reclaims[id]; pending || st.Nodes[id].State != state.NodeActive {
 			return false
 		}
-		for _, m := range leader.agent.webStatus(time.Now()).Cluster.Members {
+		for _, m := range leader.agent.view.Web(time.Now()).Cluster.Members {
 			if m.ID == id {
 				return m.State == web.MemberAlive
 			}

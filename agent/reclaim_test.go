@@ -137,7 +137,7 @@ func TestScheduledReclaimHandsOff(t *testing.T) {
 	// reclaim history.
 	historyOf := func(n *testNode) []web.ReclaimRecord {
 		var out []web.ReclaimRecord
-		for _, h := range n.agent.webStatus(time.Now()).Reclaims.History {
+		for _, h := range n.agent.view.Web(time.Now()).Reclaims.History {
 			if h.Reclaim.Node == policy.NodeID(host.info.Node) {
 				out = append(out, h)
 			}

@@ -1,4 +1,4 @@
-package agent
+package view
 
 import (
 	"bytes"
@@ -21,24 +21,17 @@ const (
 	traceCheckpointMB = 1.0
 )
 
-// TraceExport returns the cluster's history as a trace (trace/README.md):
-// the nodes with GPUs and their links, departures (scheduled with their
+// Trace returns the cluster's history as a trace (trace/README.md): the
+// nodes with GPUs and their links, departures (scheduled with their
 // notice, emergency), returns, this node's bandwidth samples and the jobs.
-func (a *Agent) TraceExport(now time.Time) (*trace.Trace, error) {
-	c := a.Coordinator()
-	if c == nil {
-		return nil, fmt.Errorf("trace export: no coordinator")
-	}
-	links, samples := a.bandwidth.snapshot()
-	return buildTrace(c.State(), links, samples, a.cfg.Name, now), nil
+func (v *View) Trace(now time.Time) *trace.Trace {
+	links, samples := v.bandwidth.snapshot()
+	return buildTrace(v.cfg.Coord.State(), links, samples, v.cfg.Node, now)
 }
 
-// traceDocument is the trace in JSON Lines.
-func (a *Agent) traceDocument(now time.Time) ([]byte, error) {
-	tr, err := a.TraceExport(now)
-	if err != nil {
-		return nil, err
-	}
+// TraceDocument is the trace in JSON Lines.
+func (v *View) TraceDocument(now time.Time) ([]byte, error) {
+	tr := v.Trace(now)
 	var b bytes.Buffer
 	if err := trace.Write(&b, tr); err != nil {
 		return nil, fmt.Errorf("trace export: %w", err)
@@ -235,10 +228,10 @@ func sortedKeys(m map[string]bool) []string {
 	return out
 }
 
-// serveTrace is GET /v1/trace: the trace export over HTTP (read-only,
+// ServeTrace is GET /v1/trace: the trace export over HTTP (read-only,
 // JSON Lines).
-func (a *Agent) serveTrace(w http.ResponseWriter, r *http.Request) {
-	doc, err := a.traceDocument(time.Now())
+func (v *View) ServeTrace(w http.ResponseWriter, r *http.Request) {
+	doc, err := v.TraceDocument(time.Now())
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusServiceUnavailable)
 		return

@@ -1,72 +1,13 @@
-package agent
+package view
 
 import (
-	"context"
 	"math"
 	"slices"
 	"sync"
 	"time"
 
 	"github.com/reclaimnet/reclaimnet/policy"
-	"github.com/reclaimnet/reclaimnet/state"
-	"github.com/reclaimnet/reclaimnet/web"
 )
-
-// webProtocols is the page's protocol line: the settings in force (the
-// leader's) and this node's own.
-func (a *Agent) webProtocols(state *state.State) web.Protocols {
-	in := state.Protocols()
-	return web.Protocols{
-		P1: in.Switches.P1, P2: in.Switches.P2, P3: in.Switches.P3,
-		FixedInterval: in.FixedInterval,
-		Summary:       in.String(),
-		DecidedBy:     state.Decisions.Leader,
-		Local:         a.protocols.String(),
-		Agree:         in == a.protocols,
-	}
-}
-
-// historyLoop runs beside the node's other loops: it warns when the
-// leader decides with protocol settings other than this node's and
-// samples the bandwidth history for trace export.
-func (a *Agent) historyLoop(ctx context.Context) {
-	c := a.Coordinator()
-	if c == nil {
-		return
-	}
-	period := max(time.Duration(a.cfg.TelemetryInterval), 100*time.Millisecond)
-	sample := time.NewTicker(bandwidthSamplePeriod(period))
-	defer sample.Stop()
-	var warned state.DecisionRecord
-	a.bandwidth.sample(a.telemetry.Links(), time.Now())
-	for {
-		changed := c.Changed()
-		if p, leader, ok := c.Store().RecordedProtocols(); ok {
-			a.checkProtocols(p, leader, &warned)
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-changed:
-		case <-sample.C:
-			a.bandwidth.sample(a.telemetry.Links(), time.Now())
-		}
-	}
-}
-
-// checkProtocols logs a warning, once per leader and setting, when the
-// settings in force differ from this node's.
-func (a *Agent) checkProtocols(p state.Protocols, leader policy.NodeID, warned *state.DecisionRecord) {
-	if p == a.protocols {
-		return
-	}
-	if warned.Protocols != nil && *warned.Protocols == p && warned.Leader == leader {
-		return
-	}
-	a.logger.Warn("the leader decides with other protocol settings than this node: the leader's apply to the whole cluster; this node's apply only while it leads",
-		"leader", leader, "in_force", p.String(), "this_node", a.protocols.String())
-	*warned = state.DecisionRecord{Leader: leader, Protocols: &p}
-}
 
 // Bandwidth history bounds: only the newest maxBandwidthSamples samples
 // are kept; a link gets a new sample when it is first seen or its

@@ -1,13 +1,8 @@
-package agent
+package view
 
 import (
-	"context"
-	"encoding/base64"
-	"encoding/hex"
 	"fmt"
 	"net"
-	"net/http"
-	"net/http/httptest"
 	"sort"
 	"strconv"
 	"time"
@@ -19,93 +14,27 @@ import (
 	"github.com/reclaimnet/reclaimnet/web"
 )
 
-// webSource implements web.Source for the agent: the status page, /v1 and
-// /metrics all read the web.Status it builds.
-type webSource struct{ a *Agent }
-
-var _ web.Source = webSource{}
-
-// Status builds the node's view from one copy of the replicated state,
-// the gossip member table and the coordinator's configuration. Nothing in
-// the result is shared with the agent.
-func (s webSource) Status(ctx context.Context) (web.Status, error) {
-	if err := ctx.Err(); err != nil {
-		return web.Status{}, err
-	}
-	return s.a.webStatus(time.Now()), nil
-}
-
-// newWebHandler builds the status page handler on the agent's registry.
-func (a *Agent) newWebHandler() (*web.Handler, error) {
-	var secrets []string
-	if a.cfg.GossipKey != "" {
-		secrets = append(secrets, a.cfg.GossipKey)
-	}
-	for _, k := range a.gossipKeys {
-		if len(k) == 0 {
-			continue
-		}
-		secrets = append(secrets, base64.StdEncoding.EncodeToString(k), base64.RawStdEncoding.EncodeToString(k),
-			base64.URLEncoding.EncodeToString(k), base64.RawURLEncoding.EncodeToString(k), hex.EncodeToString(k))
-	}
-	bind := a.cfg.HTTPAddr
-	if a.httpLn != nil {
-		bind = a.httpLn.Addr().String()
-	}
-	h, err := web.New(web.Config{
-		Source:   webSource{a},
-		Registry: a.registry,
-		Bind:     bind,
-		Secrets:  secrets,
-		Logger:   a.logger.With("subsystem", "web"),
-	})
-	if err != nil {
-		return nil, fmt.Errorf("status page: %w", err)
-	}
-	return h, nil
-}
-
-// webDocument renders GET /v1/status through the web handler itself, so
-// the control socket (and 'reclaimnet status --json') returns exactly the
-// document the HTTP API serves, secret filter included.
-func (a *Agent) webDocument() ([]byte, error) {
-	req := httptest.NewRequest(http.MethodGet, "http://localhost/v1/status", nil)
-	rec := httptest.NewRecorder()
-	a.web.ServeHTTP(rec, req)
-	if rec.Code != http.StatusOK {
-		return nil, fmt.Errorf("status document: HTTP %d: %s", rec.Code, rec.Body.String())
-	}
-	return rec.Body.Bytes(), nil
-}
-
-// webStatus assembles the status at now.
-func (a *Agent) webStatus(now time.Time) web.Status {
-	st := web.Status{GeneratedAt: now, Node: policy.NodeID(a.cfg.Name), Version: Version}
-	var cs *state.State
-	var servers []raft.Server
-	var raftState string
-	if c := a.Coordinator(); c != nil {
-		cs = c.State()
-		servers, _ = c.Servers() // an error leaves every role "none"
-		id, _ := c.Leader()
-		st.Cluster.Leader = id
-		raftState = c.Status().RaftState
-	} else {
-		cs = &state.State{}
-	}
-	st.Cluster.Members = a.webMembers(now, cs, servers, raftState)
+// Web is what the status page, /v1 and /metrics show at now, from one
+// copy of the replicated state, the gossip member table and the
+// coordinator's configuration. Nothing in the result is shared with the
+// node.
+func (v *View) Web(now time.Time) web.Status {
+	st := web.Status{GeneratedAt: now, Node: policy.NodeID(v.cfg.Node), Version: v.cfg.Version}
+	c := v.cfg.Coord
+	cs := c.State()
+	servers, _ := c.Servers() // an error leaves every role "none"
+	st.Cluster.Leader, _ = c.Leader()
+	raftState := c.Status().RaftState
+	st.Cluster.Members = v.webMembers(now, cs, servers, raftState)
 	st.Cluster.Hazard = clusterHazard(cs)
-	st.Cluster.Bandwidth = buildingBandwidth(a.telemetry.Links(), a.mesh.Members())
-	st.Cluster.Protocols = a.webProtocols(cs)
+	st.Cluster.Bandwidth = buildingBandwidth(v.cfg.Gossip.Links(), v.cfg.Mesh.Members())
+	st.Cluster.Protocols = v.webProtocols(cs)
 	st.Jobs = webJobs(cs)
 	st.Reclaims = webReclaims(cs)
 	st.Decisions = webDecisions(cs.Decisions)
 	st.Control = web.Control{LastTick: cs.Decisions.At, CheckpointBudget: cs.Decisions.CheckpointBudget}
 	st.Counters = webCounters(cs.Counters)
-	// Transfers: the ones this node sends (the job manager's).
-	if a.jobs != nil {
-		st.Transfers = a.jobs.webTransfers(cs)
-	}
+	st.Transfers = v.webTransfers(cs)
 	return st
 }
 
@@ -134,10 +63,10 @@ func webRole(s raft.Server, self bool, raftState string) web.RaftRole {
 
 // webMembers lists the gossip members, then registered nodes gossip no
 // longer knows (as left or dead), sorted by building and name.
-func (a *Agent) webMembers(now time.Time, cs *state.State, servers []raft.Server, raftState string) []web.Member {
+func (v *View) webMembers(now time.Time, cs *state.State, servers []raft.Server, raftState string) []web.Member {
 	roles := map[policy.NodeID]web.RaftRole{}
 	for _, s := range servers {
-		roles[s.ID] = webRole(s, string(s.ID) == a.cfg.Name, raftState)
+		roles[s.ID] = webRole(s, string(s.ID) == v.cfg.Node, raftState)
 	}
 	role := func(id policy.NodeID) web.RaftRole {
 		if r, ok := roles[id]; ok {
@@ -160,7 +89,7 @@ func (a *Agent) webMembers(now time.Time, cs *state.State, servers []raft.Server
 	}
 	seen := map[policy.NodeID]bool{}
 	var out []web.Member
-	for _, gm := range a.mesh.Members() {
+	for _, gm := range v.cfg.Mesh.Members() {
 		id := policy.NodeID(gm.Name)
 		seen[id] = true
 		m := web.Member{
@@ -444,6 +373,47 @@ func webDecisions(rec state.DecisionRecord) []web.Decision {
 	for i := range rec.Placements {
 		p := rec.Placements[i]
 		out = append(out, web.Decision{At: rec.At, Kind: web.DecisionPlacement, Placement: &p})
+	}
+	return out
+}
+
+// webProtocols is the page's protocol line: the settings in force (the
+// leader's) and this node's own.
+func (v *View) webProtocols(cs *state.State) web.Protocols {
+	in := cs.Protocols()
+	return web.Protocols{
+		P1: in.Switches.P1, P2: in.Switches.P2, P3: in.Switches.P3,
+		FixedInterval: in.FixedInterval,
+		Summary:       in.String(),
+		DecidedBy:     cs.Decisions.Leader,
+		Local:         v.cfg.Protocols.String(),
+		Agree:         in == v.cfg.Protocols,
+	}
+}
+
+// webTransfers is the status page's transfer section: this node's
+// outgoing transfers, with the admitted flow where there is one.
+func (v *View) webTransfers(cs *state.State) []web.Transfer {
+	me := policy.NodeID(v.cfg.Node)
+	out := []web.Transfer{}
+	for _, tv := range v.cfg.Jobs.Transfers() {
+		if tv.Done {
+			continue
+		}
+		flow := policy.FlowDecision{Job: tv.Job, From: me, To: tv.To, Class: tv.Class, Rate: tv.AssignedRate}
+		for _, f := range cs.Decisions.Flows {
+			if f.From == me && f.To == tv.To && f.Job == tv.Job && f.Class == tv.Class {
+				flow = f
+				break
+			}
+		}
+		if !cs.Protocols().Switches.P3 {
+			// P3 off: unpaced and without a kernel ceiling, whatever the
+			// leader's max-min share was.
+			flow.Rate, flow.Ceiling, flow.Burst = tv.AssignedRate, 0, 0
+		}
+		out = append(out, web.Transfer{Flow: flow, Class: tv.Class.String(), Achieved: tv.AchievedRate,
+			BytesDone: tv.BytesDone, BytesTotal: tv.BytesTotal})
 	}
 	return out
 }

@@ -2,6 +2,9 @@ package agent
 
 import (
 	"bufio"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -9,10 +12,14 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"sort"
 	"time"
 
 	"github.com/reclaimnet/reclaimnet/localapi"
 	"github.com/reclaimnet/reclaimnet/mesh"
+	"github.com/reclaimnet/reclaimnet/policy"
+	"github.com/reclaimnet/reclaimnet/raft"
+	"github.com/reclaimnet/reclaimnet/state"
 )
 
 // listenControl creates the Unix socket with mode 0600. A socket file left
@@ -98,4 +105,170 @@ func (a *Agent) control(req localapi.Request) localapi.Response {
 		return a.reclaim.Handle(req)
 	}
 	return localapi.Response{Error: fmt.Sprintf("unknown operation %q", req.Op), Kind: localapi.KindBadRequest}
+}
+
+func (a *Agent) jobControl(req localapi.Request) localapi.Response {
+	c := a.Coordinator()
+	if c == nil {
+		return localapi.Response{Error: "coordinator not running", Kind: localapi.KindInternal}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	switch req.Op {
+	case localapi.OpRun:
+		return a.runJob(ctx, c, req.Job)
+	case localapi.OpJobs:
+		return localapi.Response{Jobs: jobInfos(c.State())}
+	case localapi.OpLogs:
+		return a.jobLog(c, req.JobID, req.Tail)
+	case localapi.OpCancel:
+		if req.JobID == "" {
+			return localapi.Response{Error: "cancel: no job", Kind: localapi.KindBadRequest}
+		}
+		if _, ok := c.Store().Job(policy.JobID(req.JobID)); !ok {
+			return localapi.Response{Error: fmt.Sprintf("no job %q", req.JobID), Kind: localapi.KindUnknownJob}
+		}
+		if _, err := c.Submit(ctx, state.CancelJob{Job: policy.JobID(req.JobID)}); err != nil {
+			return submitError("cancel", err)
+		}
+		return localapi.Response{JobID: req.JobID}
+	}
+	return localapi.Response{Error: fmt.Sprintf("unknown operation %q", req.Op), Kind: localapi.KindBadRequest}
+}
+
+func submitError(what string, err error) localapi.Response {
+	kind := localapi.KindInternal
+	switch {
+	case errors.Is(err, state.ErrUnknownJob):
+		kind = localapi.KindUnknownJob
+	case errors.Is(err, state.ErrJobExists):
+		kind = localapi.KindJobExists
+	case errors.Is(err, raft.ErrNoLeader), errors.Is(err, context.DeadlineExceeded):
+		kind = localapi.KindNoLeader
+	}
+	return localapi.Response{Error: fmt.Sprintf("%s: %v", what, err), Kind: kind}
+}
+
+func (a *Agent) runJob(ctx context.Context, c *raft.Coordinator, jr *localapi.JobRequest) localapi.Response {
+	if jr == nil || len(jr.Command) == 0 || jr.Command[0] == "" {
+		return localapi.Response{Error: "run: no command", Kind: localapi.KindBadRequest}
+	}
+	if jr.Name == "" {
+		b := make([]byte, 4)
+		rand.Read(b)
+		jr.Name = "job-" + hex.EncodeToString(b)
+	}
+	if err := localapi.ValidJobName(jr.Name); err != nil {
+		return localapi.Response{Error: "run: " + err.Error(), Kind: localapi.KindBadRequest}
+	}
+	if jr.GPUs < 0 || jr.VRAM < 0 || jr.Capability < 0 || jr.LossBudget < 0 || jr.SizeHint < 0 || jr.RuntimeHint < 0 {
+		return localapi.Response{Error: "run: negative resource or hint", Kind: localapi.KindBadRequest}
+	}
+	spec := state.JobSpec{Command: jr.Command, Env: jr.Env, Dir: jr.Dir, Grace: jr.Grace}
+	if jr.Signal != "" {
+		sig, err := state.CanonicalSignal(jr.Signal)
+		if err != nil {
+			return localapi.Response{Error: "run: " + err.Error(), Kind: localapi.KindBadRequest}
+		}
+		spec.Signal = sig
+	}
+	if jr.Grace != 0 {
+		if err := state.ValidStopGrace(jr.Grace); err != nil {
+			return localapi.Response{Error: "run: " + err.Error(), Kind: localapi.KindBadRequest}
+		}
+	}
+	gpus := jr.GPUs
+	if gpus == 0 {
+		gpus = 1
+	}
+	rec := state.JobRecord{
+		Job: policy.Job{ID: policy.JobID(jr.Name), GPUs: gpus, VRAM: jr.VRAM, Capability: jr.Capability,
+			LossBudget: jr.LossBudget, CheckpointBytes: jr.SizeHint, Remaining: jr.RuntimeHint},
+		Spec:      spec,
+		Owner:     jr.Owner,
+		Submitted: time.Now().UTC().Truncate(time.Second),
+	}
+	if _, err := c.Submit(ctx, state.SubmitJob{Job: rec}); err != nil {
+		return submitError("submit job "+jr.Name, err)
+	}
+	return localapi.Response{JobID: jr.Name}
+}
+
+// jobInfos lists the catalogue's jobs, sorted by ID.
+func jobInfos(st *state.State) []localapi.JobInfo {
+	intervals := map[policy.JobID]policy.JobDecision{}
+	for _, d := range st.Decisions.Jobs {
+		intervals[d.Job] = d
+	}
+	out := []localapi.JobInfo{}
+	for id, j := range st.Jobs {
+		ji := localapi.JobInfo{ID: string(id), State: j.State.String(), Node: string(j.Node), Command: j.Spec.Command,
+			Restarts: j.Restarts, RestartTime: j.RestartTime, Submitted: j.Submitted}
+		if d, ok := intervals[id]; ok {
+			ji.Interval, ji.Standby = d.Interval, string(d.Standby)
+		}
+		if cp, ok := st.FreshestCommitted(id); ok {
+			ji.LastCommitted = cp.Version
+			for _, h := range cp.Holders {
+				ji.Holders = append(ji.Holders, string(h))
+			}
+		}
+		if cps := st.Checkpoints[id]; len(cps) > 0 {
+			ji.LastVersion = cps[len(cps)-1].Version
+		}
+		out = append(out, ji)
+	}
+	sort.Slice(out, func(i, k int) bool { return out[i].ID < out[k].ID })
+	return out
+}
+
+// maxLogBytes bounds what one logs request returns (the end of the log).
+const maxLogBytes = 4 << 20
+
+// JobLogPath is where the supervisor writes a job's output on the node
+// that runs it.
+func JobLogPath(dataDir, job string) string {
+	return filepath.Join(dataDir, jobsDirName, job, "run", "job.log")
+}
+
+// jobLog returns the end (tail bytes, at most maxLogBytes) of the job's
+// log when it runs (or ran) here; otherwise says where it runs.
+func (a *Agent) jobLog(c *raft.Coordinator, job string, tail int64) localapi.Response {
+	if job == "" {
+		return localapi.Response{Error: "logs: no job", Kind: localapi.KindBadRequest}
+	}
+	if err := localapi.ValidJobName(job); err != nil {
+		return localapi.Response{Error: "logs: " + err.Error(), Kind: localapi.KindBadRequest}
+	}
+	j, ok := c.Store().Job(policy.JobID(job))
+	if !ok {
+		return localapi.Response{Error: fmt.Sprintf("no job %q", job), Kind: localapi.KindUnknownJob}
+	}
+	path := JobLogPath(a.cfg.DataDir, job)
+	f, err := os.Open(path)
+	if err != nil {
+		if j.Node != "" && string(j.Node) != a.cfg.Name {
+			return localapi.Response{Error: fmt.Sprintf("job %s runs on node %s: run 'reclaimnet logs %s' there", job, j.Node, job), Kind: localapi.KindElsewhere, Node: string(j.Node)}
+		}
+		if errors.Is(err, os.ErrNotExist) {
+			return localapi.Response{Error: fmt.Sprintf("job %s (%s) has no log on this node yet", job, j.State), Kind: localapi.KindElsewhere, Node: string(j.Node)}
+		}
+		return localapi.Response{Error: fmt.Sprintf("read log: %v", err), Kind: localapi.KindInternal}
+	}
+	defer f.Close()
+	if tail <= 0 || tail > maxLogBytes {
+		tail = maxLogBytes
+	}
+	if fi, err := f.Stat(); err == nil && fi.Size() > tail {
+		f.Seek(fi.Size()-tail, io.SeekStart)
+	}
+	b, err := io.ReadAll(io.LimitReader(f, tail))
+	if err != nil {
+		return localapi.Response{Error: fmt.Sprintf("read log: %v", err), Kind: localapi.KindInternal}
+	}
+	resp := localapi.Response{JobID: job, Log: string(b), Node: a.cfg.Name}
+	if j.Node != "" && string(j.Node) != a.cfg.Name {
+		resp.Note = fmt.Sprintf("job %s now runs on node %s; this is the log of its run here", job, j.Node)
+	}
+	return resp
 }

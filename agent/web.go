@@ -6,10 +6,14 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"time"
 
+	"github.com/reclaimnet/reclaimnet/agent/view"
+	"github.com/reclaimnet/reclaimnet/localapi"
 	"github.com/reclaimnet/reclaimnet/web"
 )
 
@@ -73,3 +77,23 @@ func (a *Agent) webDocument() ([]byte, error) {
 	}
 	return rec.Body.Bytes(), nil
 }
+
+// newView builds the node's status view once the coordinator and the job
+// manager run.
+func (a *Agent) newView() *view.View {
+	ip, port := a.mesh.LocalAddr()
+	return view.New(view.Config{
+		Node: a.cfg.Name, Building: a.cfg.Building, Version: Version, Started: a.started,
+		GossipAddr:   net.JoinHostPort(ip.String(), strconv.Itoa(int(port))),
+		RaftAddr:     a.raftAddr(),
+		TransferAddr: net.JoinHostPort(ip.String(), strconv.Itoa(a.cfg.TransferPort)),
+		HTTPAddr:     a.HTTPAddr(),
+		Encrypted:    len(a.gossipKeys) > 0,
+		Mesh:         a.mesh, Gossip: a.telemetry, Coord: a.coord, Jobs: a.Jobs(), Protocols: a.protocols,
+		SamplePeriod: 5 * max(time.Duration(a.cfg.TelemetryInterval), 100*time.Millisecond),
+	})
+}
+
+// Status returns the node's view of the cluster: its addresses, Raft
+// view and gossip member table (nil-safe only once Run serves).
+func (a *Agent) Status() localapi.Status { return a.view.Members() }

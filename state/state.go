@@ -489,6 +489,17 @@ func (s *State) Recoverable(job policy.JobID, except policy.NodeID) (Checkpoint,
 	return Checkpoint{}, nil, false
 }
 
+// Flow returns the decided flow with id (policy.FlowDecision.ID), if the
+// current decisions hold one (not cloned: read only).
+func (s *State) Flow(id string) (policy.FlowDecision, bool) {
+	for _, f := range s.Decisions.Flows {
+		if f.ID == id {
+			return f, true
+		}
+	}
+	return policy.FlowDecision{}, false
+}
+
 // FreshestCommitted returns the newest committed version of a job's
 // checkpoint, if any.
 func (s *State) FreshestCommitted(job policy.JobID) (Checkpoint, bool) {

@@ -294,9 +294,9 @@ func (m *Manager) recoveryPushes(ctx context.Context, st *state.State, wg *sync.
 		if p, ok := m.pushes[key]; ok {
 			// Under way: follow the leader's rate for it (it counts the
 			// restore on every link until the copy arrives).
-			if rate, fl := flowRate(st, key.job, m.cfg.Node, key.to, policy.ClassMigration); fl != nil && paced(st) && !p.done {
-				m.restoreRates[key] = heldRate(rate)
-				m.repaceLocked(p, heldRate(rate))
+			if rate, fl := flowRate(st, restoreFlow(key.job), m.cfg.Node, key.to); fl != nil && paced(st) && !p.done {
+				m.restoreRates[key] = rate
+				m.repaceLocked(p, rate)
 			}
 			continue
 		}
@@ -308,15 +308,12 @@ func (m *Manager) recoveryPushes(ctx context.Context, st *state.State, wg *sync.
 			m.log.Warn("restore order names this node as holder but the version is not here", "job", key.job, "version", key.version)
 			continue
 		}
-		rate, fl := flowRate(st, key.job, m.cfg.Node, key.to, policy.ClassMigration)
-		switch {
-		case fl == nil && paced(st):
-			rate = m.restoreRates[key]
-		case paced(st):
-			rate = heldRate(rate)
+		rate, fl := flowRate(st, restoreFlow(key.job), m.cfg.Node, key.to)
+		if last, ok := m.restoreRates[key]; fl == nil && paced(st) && ok {
+			rate = last
 		}
 		m.restoreRates[key] = rate
-		m.holderPush(ctx, wg, st, cp, key, policy.ClassMigration, rate, "recovery push failed")
+		m.holderPush(ctx, wg, st, cp, key, restoreFlow(key.job), policy.ClassMigration, rate, "recovery push failed")
 	}
 }
 
@@ -341,9 +338,9 @@ func (m *Manager) evacuations(ctx context.Context, st *state.State, wg *sync.Wai
 	}
 	for _, e := range due {
 		key := pushKey{e.cp.Job, e.cp.Version, e.to}
-		rate := heldRate(e.rate)
+		rate := e.rate
 		if !paced(st) {
-			rate = 0
+			rate = transfer.Unlimited
 		}
 		if p, ok := m.pushes[key]; ok {
 			if !p.done {
@@ -355,7 +352,7 @@ func (m *Manager) evacuations(ctx context.Context, st *state.State, wg *sync.Wai
 			continue
 		}
 		m.log.Info("evacuating a replica before this node leaves", "job", e.cp.Job, "version", e.cp.Version, "to", e.to)
-		m.holderPush(ctx, wg, st, e.cp, key, policy.ClassPresync, rate, "replica evacuation failed")
+		m.holderPush(ctx, wg, st, e.cp, key, policy.EvacuationPrefix+string(e.cp.Job), policy.ClassPresync, rate, "replica evacuation failed")
 	}
 }
 
@@ -391,10 +388,10 @@ func evacuationsDue(st *state.State, self policy.NodeID) []evacuation {
 // failed push is dropped so that the next state change retries it. Called
 // with m.mu held.
 func (m *Manager) holderPush(ctx context.Context, wg *sync.WaitGroup, st *state.State, cp state.Checkpoint, key pushKey,
-	class policy.TrafficClass, rate float64, failure string) {
+	flow string, class policy.TrafficClass, rate float64, failure string) {
 	addr := st.Nodes[key.to].TransferAddr
 	pctx, cancel := context.WithCancel(ctx)
-	ps := &push{key: key, class: class, rate: rate, started: m.cfg.Now(), cancel: cancel}
+	ps := &push{key: key, flow: flow, class: class, rate: rate, started: m.cfg.Now(), cancel: cancel}
 	m.pushes[key] = ps
 	wg.Go(func() {
 		defer cancel()
@@ -411,20 +408,6 @@ func (m *Manager) holderPush(ctx context.Context, wg *sync.WaitGroup, st *state.
 			m.log.Warn(failure, "job", key.job, "version", key.version, "to", key.to, "err", err)
 		}
 	})
-}
-
-// pausedRate is the pace of a holder push P3 gave no room this period (a
-// decided rate of 0, which to a transfer would mean "unpaced"): next to
-// nothing on the links, enough to keep the connection until room returns.
-const pausedRate = 16 << 10
-
-// heldRate is the pace for a decided rate with P3 on: the rate, or
-// pausedRate when it is 0.
-func heldRate(rate float64) float64 {
-	if rate <= 0 {
-		return pausedRate
-	}
-	return rate
 }
 
 // repaceLocked gives a push in flight a new assigned rate when it changed
@@ -474,19 +457,25 @@ func (m *Manager) submit(ctx context.Context, cmd state.Command) error {
 	return nil
 }
 
-// flowRate returns the rate of the admitted flow of job from → to in class,
-// if the decisions hold one. With P3 switched off (the leader's protocol
-// settings) the rate is 0: transfers are not paced.
-func flowRate(st *state.State, job policy.JobID, from, to policy.NodeID, class policy.TrafficClass) (float64, *policy.FlowDecision) {
-	for i, f := range st.Decisions.Flows {
-		if f.Job == job && f.From == from && f.To == to && f.Class == class {
-			if !paced(st) {
-				return 0, &st.Decisions.Flows[i]
-			}
-			return f.Rate, &st.Decisions.Flows[i]
-		}
+// The IDs of the flows this node's transfers carry (policy.FlowDecision.ID).
+func checkpointFlow(job policy.JobID) string { return policy.CheckpointPrefix + string(job) }
+func handoffFlow(job policy.JobID) string    { return policy.HandoffPrefix + string(job) }
+func restoreFlow(job policy.JobID) string    { return policy.RestorePrefix + string(job) }
+
+// flowRate returns the pacing rate of a transfer from → to that carries
+// flow id, and the decided flow: the flow's rate (0, no room this period,
+// holds the transfer at transfer.PausedRate); transfer.Unlimited with P3
+// off (no flow is paced) or when the decisions hold no such flow (a flow
+// the leader moved to another destination is not this transfer's).
+func flowRate(st *state.State, id string, from, to policy.NodeID) (float64, *policy.FlowDecision) {
+	f, ok := st.Flow(id)
+	if !ok || f.From != from || f.To != to {
+		return transfer.Unlimited, nil
 	}
-	return 0, nil
+	if !paced(st) {
+		return transfer.Unlimited, &f
+	}
+	return f.Rate, &f
 }
 
 // paced reports whether transfers are paced at their assigned rates: P3

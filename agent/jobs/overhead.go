@@ -80,8 +80,8 @@ const (
 // (less deadlineMargin) when it started late or fell behind, but never
 // above the flow's kernel ceiling: P3 charged the ceiling (CeilingFactor ×
 // rate) to every link of the path, so up to it the research reservation
-// is untouched, and the kernel would drop what goes faster. 0 (unpaced)
-// stays 0; without a ceiling the assigned rate stays.
+// is untouched, and the kernel would drop what goes faster. Unlimited and
+// 0 (paused) stay; without a ceiling the assigned rate stays.
 func paceForDeadline(remaining int64, assigned, ceiling float64, left time.Duration) float64 {
 	if assigned <= 0 || ceiling <= assigned {
 		return assigned

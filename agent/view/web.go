@@ -11,6 +11,7 @@ import (
 	"github.com/reclaimnet/reclaimnet/policy"
 	"github.com/reclaimnet/reclaimnet/raft"
 	"github.com/reclaimnet/reclaimnet/state"
+	"github.com/reclaimnet/reclaimnet/transfer"
 	"github.com/reclaimnet/reclaimnet/web"
 )
 
@@ -400,17 +401,18 @@ func (v *View) webTransfers(cs *state.State) []web.Transfer {
 		if tv.Done {
 			continue
 		}
-		flow := policy.FlowDecision{Job: tv.Job, From: me, To: tv.To, Class: tv.Class, Rate: tv.AssignedRate}
-		for _, f := range cs.Decisions.Flows {
-			if f.From == me && f.To == tv.To && f.Job == tv.Job && f.Class == tv.Class {
-				flow = f
-				break
-			}
+		assigned := tv.AssignedRate
+		if assigned >= transfer.Unlimited {
+			assigned = 0 // the page shows an unpaced transfer's rate as 0
+		}
+		flow := policy.FlowDecision{ID: tv.Flow, Job: tv.Job, From: me, To: tv.To, Class: tv.Class, Rate: assigned}
+		if f, ok := cs.Flow(tv.Flow); ok && f.From == me && f.To == tv.To {
+			flow = f
 		}
 		if !cs.Protocols().Switches.P3 {
 			// P3 off: unpaced and without a kernel ceiling, whatever the
 			// leader's max-min share was.
-			flow.Rate, flow.Ceiling, flow.Burst = tv.AssignedRate, 0, 0
+			flow.Rate, flow.Ceiling, flow.Burst = assigned, 0, 0
 		}
 		out = append(out, web.Transfer{Flow: flow, Class: tv.Class.String(), Achieved: tv.AchievedRate,
 			BytesDone: tv.BytesDone, BytesTotal: tv.BytesTotal})

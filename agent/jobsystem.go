@@ -203,8 +203,8 @@ func (js *jobSystem) flowLoop(ctx context.Context) {
 	}
 }
 
-// flowBindings matches the outgoing transfers in flight to the admitted
-// flows of the current decisions (same job, destination and class).
+// flowBindings binds the outgoing transfers in flight to the admitted
+// flows of the current decisions they carry (by flow ID).
 func (js *jobSystem) flowBindings() []enforce.FlowBinding {
 	return flowBindings(js.a.coord.State(), policy.NodeID(js.a.cfg.Name), js.mgr.Load().Transfers())
 }
@@ -229,11 +229,8 @@ func flowBindings(st *state.State, me policy.NodeID, transfers []jobs.TransferVi
 		if err != nil {
 			continue
 		}
-		for _, f := range st.Decisions.Flows {
-			if f.From == me && f.To == tv.To && f.Job == tv.Job && f.Class == tv.Class && f.Rate > 0 {
-				out = append(out, enforce.FlowBinding{LocalPort: uint16(tv.LocalPort), Dst: dst, Decision: f})
-				break
-			}
+		if f, ok := st.Flow(tv.Flow); ok && f.From == me && f.To == tv.To && f.Rate > 0 {
+			out = append(out, enforce.FlowBinding{LocalPort: uint16(tv.LocalPort), Dst: dst, Decision: f})
 		}
 	}
 	return out

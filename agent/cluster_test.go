@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/reclaimnet/reclaimnet/agent/view"
+	"github.com/reclaimnet/reclaimnet/internal/wait"
 	"github.com/reclaimnet/reclaimnet/localapi"
 
 	"github.com/reclaimnet/reclaimnet/mesh"
@@ -170,17 +171,6 @@ func (c *testCluster) startN(n int, building func(i int) string) {
 	}
 }
 
-func waitUntil(t *testing.T, within time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %v", what, within)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 // leader returns the running node that leads, or nil.
 func (c *testCluster) leader() *testNode {
 	for _, n := range c.nodes {
@@ -195,7 +185,7 @@ func (c *testCluster) leader() *testNode {
 // of which voters are voters.
 func (c *testCluster) waitConfig(want, voters int, within time.Duration) {
 	c.t.Helper()
-	waitUntil(c.t, within, fmt.Sprintf("raft config with %d servers, %d voters", want, voters), func() bool {
+	wait.For(c.t, within, fmt.Sprintf("raft config with %d servers, %d voters", want, voters), func() bool {
 		l := c.leader()
 		if l == nil {
 			return false
@@ -219,7 +209,7 @@ func TestClusterOfThree(t *testing.T) {
 	c.startN(3, func(i int) string { return []string{"physics", "chemistry", "library"}[i] })
 	c.waitConfig(3, 3, 60*time.Second)
 	n2 := c.nodes[2]
-	waitUntil(t, 30*time.Second, "node-02 sees everyone's telemetry and roles", func() bool {
+	wait.For(t, 30*time.Second, "node-02 sees everyone's telemetry and roles", func() bool {
 		st := n2.agent.Status()
 		if len(st.Members) != 3 {
 			return false
@@ -309,7 +299,7 @@ func TestClusterOfThree(t *testing.T) {
 
 	// A graceful stop is seen as a departure ("left"), not a failure.
 	c.nodes[1].stop(t, false)
-	waitUntil(t, 30*time.Second, "node-01 shown as left", func() bool {
+	wait.For(t, 30*time.Second, "node-01 shown as left", func() bool {
 		for _, m := range n2.agent.Status().Members {
 			if m.Name == "node-01" {
 				return m.State == "left"
@@ -319,7 +309,7 @@ func TestClusterOfThree(t *testing.T) {
 	})
 	// ... and recorded in the reclaim history as a leave without a
 	// reclaim, not as a failure.
-	waitUntil(t, 30*time.Second, "node-01's graceful leave in the history", func() bool {
+	wait.For(t, 30*time.Second, "node-01's graceful leave in the history", func() bool {
 		for _, h := range n2.agent.view.Web(time.Now()).Reclaims.History {
 			if h.Reclaim.Node == "node-01" {
 				return h.Graceful && h.Detected && !h.OwnerReport
@@ -441,7 +431,7 @@ func TestSevenEmergencyDeparturesOfNonVoters(t *testing.T) {
 		}
 		// WaitLeader knows the leader's ID a moment before that node's own
 		// state says it leads: poll for it.
-		waitUntil(t, 10*time.Second, "a leader among the survivors", func() bool {
+		wait.For(t, 10*time.Second, "a leader among the survivors", func() bool {
 			l = c.leader()
 			return l != nil
 		})
@@ -462,7 +452,7 @@ func TestSevenEmergencyDeparturesOfNonVoters(t *testing.T) {
 		t.Fatalf("submit %v after the departures: %v", time.Since(departed), err)
 	}
 	t.Logf("command committed %v after submit, %v after the 7 departures", time.Since(start), time.Since(departed))
-	waitUntil(t, 10*time.Second, "leader keeps ticking", func() bool {
+	wait.For(t, 10*time.Second, "leader keeps ticking", func() bool {
 		l := c.leader()
 		return l != nil && l.agent.Coordinator().Ticks() > ticks+2
 	})
@@ -515,7 +505,7 @@ func TestClusterConverges(t *testing.T) {
 			c.waitConfig(tc.nodes, tc.voters, 120*time.Second)
 			// Every node holds a report from every node, sent after this point.
 			mark := time.Now()
-			waitUntil(t, 60*time.Second, "fresh telemetry from every node everywhere", func() bool {
+			wait.For(t, 60*time.Second, "fresh telemetry from every node everywhere", func() bool {
 				for _, n := range c.nodes {
 					st := n.agent.Status()
 					if len(st.Members) != tc.nodes {
@@ -560,7 +550,7 @@ func TestTelemetryForLeader(t *testing.T) {
 	if m.RaftAddr != n.agent.Coordinator().Addr() {
 		t.Errorf("raft address from gossip: got %s, want %s", m.RaftAddr, n.agent.Coordinator().Addr())
 	}
-	waitUntil(t, 10*time.Second, "own telemetry", func() bool {
+	wait.For(t, 10*time.Second, "own telemetry", func() bool {
 		// Nodes falls back to the declared GPUs without a report: wait
 		// for the report itself, or the one at start could land after
 		// (and replace) the reports published below.
@@ -607,7 +597,7 @@ func TestTelemetryFlowsFromPeers(t *testing.T) {
 	b := c.start(cfgB)
 	own := []state.FlowProgress{{ID: "ckpt/local", Remaining: 7}}
 	tel := view.Gossip{Mesh: a.agent.Mesh(), Outgoing: func() []state.FlowProgress { return own }}
-	waitUntil(t, 20*time.Second, "gpu-b alive at gpu-a, with its report at start", func() bool {
+	wait.For(t, 20*time.Second, "gpu-b alive at gpu-a, with its report at start", func() bool {
 		_, reported := b.agent.Mesh().Report("gpu-b")
 		return reported && len(tel.Members()) == 2
 	})
@@ -620,7 +610,7 @@ func TestTelemetryFlowsFromPeers(t *testing.T) {
 		t.Fatal(err)
 	}
 	var got []state.FlowProgress
-	waitUntil(t, 20*time.Second, "gpu-b's flows at gpu-a", func() bool {
+	wait.For(t, 20*time.Second, "gpu-b's flows at gpu-a", func() bool {
 		got = tel.Flows()
 		return len(got) == 4
 	})
@@ -630,5 +620,5 @@ func TestTelemetryFlowsFromPeers(t *testing.T) {
 	}
 	// A node that left sends nothing any more.
 	b.stop(t, false)
-	waitUntil(t, 20*time.Second, "gpu-b's flows gone at gpu-a", func() bool { return len(tel.Flows()) == 1 })
+	wait.For(t, 20*time.Second, "gpu-b's flows gone at gpu-a", func() bool { return len(tel.Flows()) == 1 })
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/reclaimnet/reclaimnet/agent/enforce"
 	"github.com/reclaimnet/reclaimnet/bpf"
 	"github.com/reclaimnet/reclaimnet/internal/netnstest"
+	"github.com/reclaimnet/reclaimnet/internal/wait"
 	"github.com/reclaimnet/reclaimnet/mesh"
 	"github.com/reclaimnet/reclaimnet/web"
 )
@@ -110,7 +111,7 @@ func TestEnforcementOffShowsDisabled(t *testing.T) {
 			t.Errorf("%s /v1/enforce: mode %q, reason %q; want %q and a reason mentioning %q", n.info.Node, es.Mode, es.OffReason, wantMode, wantReason)
 		}
 	}
-	waitUntil(t, 20*time.Second, "both nodes shown as disabled on both status pages", func() bool {
+	wait.For(t, 20*time.Second, "both nodes shown as disabled on both status pages", func() bool {
 		for _, viewer := range []*testNode{a, b} {
 			for _, node := range []string{"auto-node", "off-node"} {
 				if killSwitchOf(t, viewer.info.HTTPAddr, node) != "disabled" {
@@ -251,11 +252,11 @@ func enforcementChild(t *testing.T, iface, pin string) {
 			t.Errorf("gossip port %s is protected", p)
 		}
 	}
-	waitUntil(t, 15*time.Second, "kill-switch off on the status page", func() bool {
+	wait.For(t, 15*time.Second, "kill-switch off on the status page", func() bool {
 		return killSwitchOf(t, httpAddr, node) == web.KillSwitchOff
 	})
 	// The measured estimate replaces the leader's default in telemetry.
-	waitUntil(t, 15*time.Second, "bandwidth towards physics in the node's telemetry", func() bool {
+	wait.For(t, 15*time.Second, "bandwidth towards physics in the node's telemetry", func() bool {
 		rep, ok := n.agent.Mesh().Report(node)
 		return ok && len(rep.Bandwidth) > 0 && rep.Bandwidth[0].Building == "physics" && rep.Bandwidth[0].Available > 0
 	})
@@ -271,7 +272,7 @@ func enforcementChild(t *testing.T, iface, pin string) {
 			t.Fatalf("set kill-switch %v: %v", mode, err)
 		}
 		want := web.KillSwitchMode(mode.String())
-		waitUntil(t, 10*time.Second, "kill-switch "+string(want)+" on the status page", func() bool {
+		wait.For(t, 10*time.Second, "kill-switch "+string(want)+" on the status page", func() bool {
 			return killSwitchOf(t, httpAddr, node) == want
 		})
 		t.Logf("kill-switch %s reached /v1/status after %v", want, time.Since(start).Round(time.Millisecond))

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/reclaimnet/reclaimnet/internal/wait"
 	"github.com/reclaimnet/reclaimnet/localapi"
 
 	"github.com/reclaimnet/reclaimnet/policy"
@@ -50,7 +51,7 @@ func TestEmergencyInHistoryAndTrace(t *testing.T) {
 		return web.ReclaimRecord{}, false
 	}
 	var rec web.ReclaimRecord
-	waitUntil(t, 90*time.Second, "the emergency in the survivor's history with the job's recovery", func() bool {
+	wait.For(t, 90*time.Second, "the emergency in the survivor's history with the job's recovery", func() bool {
 		var ok bool
 		rec, ok = entry()
 		return ok && len(rec.Jobs) > 0 && rec.Jobs[0].To != ""
@@ -70,7 +71,7 @@ func TestEmergencyInHistoryAndTrace(t *testing.T) {
 		}
 		hostCfg.Join = []string{survivor.info.GossipAddr}
 		c.start(hostCfg)
-		waitUntil(t, 60*time.Second, "the owner's report after the host's restart", func() bool {
+		wait.For(t, 60*time.Second, "the owner's report after the host's restart", func() bool {
 			rec, _ = entry()
 			return rec.OwnerReport
 		})
@@ -78,7 +79,7 @@ func TestEmergencyInHistoryAndTrace(t *testing.T) {
 	if !rec.Reclaim.Announced.Equal(announced.UTC().Round(0)) || len(rec.Jobs) != 1 {
 		t.Errorf("entry %+v: want the owner's announcement %v and the one job", rec, announced)
 	}
-	waitUntil(t, 20*time.Second, "the report file marked replicated", func() bool {
+	wait.For(t, 20*time.Second, "the report file marked replicated", func() bool {
 		rep, err := localapi.ReadReport(hostCfg.DataDir)
 		return err == nil && rep != nil && rep.Replicated
 	})

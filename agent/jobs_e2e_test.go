@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/reclaimnet/reclaimnet/internal/wait"
 	"github.com/reclaimnet/reclaimnet/localapi"
 
 	"github.com/reclaimnet/reclaimnet/agent/jobs"
@@ -178,7 +179,7 @@ func TestJobSurvivesHostLoss(t *testing.T) {
 
 	// 2. It runs, and checkpoints reach a node other than its host.
 	var before localapi.JobInfo
-	waitUntil(t, 90*time.Second, "job e2e running with a committed checkpoint held off its host", func() bool {
+	wait.For(t, 90*time.Second, "job e2e running with a committed checkpoint held off its host", func() bool {
 		j, ok := findJob(call(t, submitter, localapi.Request{Op: localapi.OpJobs}).Jobs, "e2e")
 		if !ok || j.State != policy.JobRunning.String() || j.Node == "" || j.LastCommitted < 2 {
 			return false
@@ -247,14 +248,14 @@ func TestJobSurvivesHostLoss(t *testing.T) {
 
 	// 4. The job resumes elsewhere from the replicated checkpoint.
 	var after localapi.JobInfo
-	waitUntil(t, 120*time.Second, "job e2e running again on another node", func() bool {
+	wait.For(t, 120*time.Second, "job e2e running again on another node", func() bool {
 		j, ok := findJob(call(t, survivor, localapi.Request{Op: localapi.OpJobs}).Jobs, "e2e")
 		after = j
 		return ok && j.State == policy.JobRunning.String() && j.Node != "" && j.Node != before.Node
 	})
 	newHost := byName[after.Node]
 	var start stepLine
-	waitUntil(t, 60*time.Second, "the resumed process's start line", func() bool {
+	wait.For(t, 60*time.Second, "the resumed process's start line", func() bool {
 		for _, l := range readStepLog(t, stepLog) {
 			if l.event == "start" && !oldPids[l.pid] {
 				start = l
@@ -283,7 +284,7 @@ func TestJobSurvivesHostLoss(t *testing.T) {
 	if after.Restarts < 1 {
 		t.Errorf("jobs: restarts %d after the recovery, want ≥ 1", after.Restarts)
 	}
-	waitUntil(t, 30*time.Second, "steps after the resume", func() bool {
+	wait.For(t, 30*time.Second, "steps after the resume", func() bool {
 		for _, l := range readStepLog(t, stepLog) {
 			if l.pid == start.pid && l.event == "step" && l.step > start.step {
 				return true
@@ -296,7 +297,7 @@ func TestJobSurvivesHostLoss(t *testing.T) {
 	if resp := call(t, survivor, localapi.Request{Op: localapi.OpCancel, JobID: "e2e"}); resp.Error != "" {
 		t.Fatalf("cancel: %s", resp.Error)
 	}
-	waitUntil(t, 60*time.Second, "the resumed process to stop after cancel", func() bool {
+	wait.For(t, 60*time.Second, "the resumed process to stop after cancel", func() bool {
 		for _, l := range readStepLog(t, stepLog) {
 			if l.pid == start.pid && l.event == "term" {
 				return true

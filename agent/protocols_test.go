@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/reclaimnet/reclaimnet/internal/wait"
 	"github.com/reclaimnet/reclaimnet/localapi"
 )
 
@@ -53,7 +54,7 @@ func TestProtocolsFlagAppliesClusterWide(t *testing.T) {
 	cfg1 := c.config("node-01")
 	cfg1.GPUs = []string{"RTX-4090:24GiB:8.9:x1"}
 	other := c.start(cfg1)
-	waitUntil(t, 30*time.Second, "node-01 registered", func() bool {
+	wait.For(t, 30*time.Second, "node-01 registered", func() bool {
 		_, ok := lead.agent.Coordinator().State().Nodes["node-01"]
 		return ok
 	})
@@ -61,7 +62,7 @@ func TestProtocolsFlagAppliesClusterWide(t *testing.T) {
 	if resp.Error != "" {
 		t.Fatalf("run: %s", resp.Error)
 	}
-	waitUntil(t, 30*time.Second, "the fixed interval decided for the job", func() bool {
+	wait.For(t, 30*time.Second, "the fixed interval decided for the job", func() bool {
 		for _, jd := range other.agent.Coordinator().State().Decisions.Jobs {
 			if jd.Job == "fixed" {
 				return jd.Interval == 3*time.Minute
@@ -77,7 +78,7 @@ func TestProtocolsFlagAppliesClusterWide(t *testing.T) {
 	if p := lead.agent.view.Web(time.Now()).Cluster.Protocols; !p.Agree || p.DecidedBy != "node-00" {
 		t.Errorf("node-00's protocols %+v: want its own, agreeing", p)
 	}
-	waitUntil(t, 10*time.Second, "node-01's warning about the leader's settings", func() bool {
+	wait.For(t, 10*time.Second, "node-01's warning about the leader's settings", func() bool {
 		return strings.Contains(logs.String(), "other protocol settings") && strings.Contains(logs.String(), "leader=node-00")
 	})
 	if n := strings.Count(logs.String(), "other protocol settings"); n != 1 {
@@ -98,7 +99,7 @@ func TestGossipKeyFile(t *testing.T) {
 	cfg := c.config("node-01")
 	cfg.GossipKey, cfg.GossipKeyFile = "", path
 	second := c.start(cfg)
-	waitUntil(t, 30*time.Second, "node-01 (key from a file) seen alive by node-00", func() bool {
+	wait.For(t, 30*time.Second, "node-01 (key from a file) seen alive by node-00", func() bool {
 		for _, m := range first.agent.Status().Members {
 			if m.Name == "node-01" && m.State == "alive" {
 				return true

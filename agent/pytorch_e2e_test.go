@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/reclaimnet/reclaimnet/internal/wait"
 	"github.com/reclaimnet/reclaimnet/localapi"
 
 	"github.com/reclaimnet/reclaimnet/policy"
@@ -43,7 +44,7 @@ func TestPyTorchJobSurvivesHostLoss(t *testing.T) {
 		t.Fatalf("run: got id %q error %q, want id torch", resp.JobID, resp.Error)
 	}
 	var before localapi.JobInfo
-	waitUntil(t, 120*time.Second, "job torch running with a committed checkpoint off its host", func() bool {
+	wait.For(t, 120*time.Second, "job torch running with a committed checkpoint off its host", func() bool {
 		j, ok := findJob(call(t, submitter, localapi.Request{Op: localapi.OpJobs}).Jobs, "torch")
 		before = j
 		if !ok || j.State != policy.JobRunning.String() || j.LastCommitted < 2 {
@@ -67,7 +68,7 @@ func TestPyTorchJobSurvivesHostLoss(t *testing.T) {
 		}
 	}
 	var after localapi.JobInfo
-	waitUntil(t, 120*time.Second, "job torch running on another node", func() bool {
+	wait.For(t, 120*time.Second, "job torch running on another node", func() bool {
 		j, ok := findJob(call(t, survivor, localapi.Request{Op: localapi.OpJobs}).Jobs, "torch")
 		after = j
 		return ok && j.State == policy.JobRunning.String() && j.Node != "" && j.Node != before.Node
@@ -76,7 +77,7 @@ func TestPyTorchJobSurvivesHostLoss(t *testing.T) {
 	restored := regexp.MustCompile(`restored step=(\d+)`)
 	var resumedAt int
 	var destLog string
-	waitUntil(t, 90*time.Second, "the resumed job's first step in 'logs' on "+after.Node, func() bool {
+	wait.For(t, 90*time.Second, "the resumed job's first step in 'logs' on "+after.Node, func() bool {
 		lr := call(t, dest, localapi.Request{Op: localapi.OpLogs, JobID: "torch"})
 		destLog = lr.Log
 		m := restored.FindStringSubmatch(destLog)

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/reclaimnet/reclaimnet/internal/wait"
 	"github.com/reclaimnet/reclaimnet/localapi"
 
 	"github.com/reclaimnet/reclaimnet/policy"
@@ -47,7 +48,7 @@ done
 		t.Fatalf("reclaim: %+v", r)
 	}
 	var rep *localapi.ReclaimReport
-	waitUntil(t, notice, "reclaim complete with the owner's report", func() bool {
+	wait.For(t, notice, "reclaim complete with the owner's report", func() bool {
 		st := call(t, host, localapi.Request{Op: localapi.OpReclaimStatus}).Reclaim
 		if st == nil || !st.Complete || st.Report == nil {
 			return false
@@ -97,7 +98,7 @@ func TestReclaimedNodeComesBackNotLeaving(t *testing.T) {
 	waitLeft(t, host, 40*time.Second)
 	hostCfg.Join = []string{leader.info.GossipAddr}
 	c.start(hostCfg)
-	waitUntil(t, 90*time.Second, "the returning node alive, active and without a pending reclaim in the leader's view", func() bool {
+	wait.For(t, 90*time.Second, "the returning node alive, active and without a pending reclaim in the leader's view", func() bool {
 		st := leader.agent.Coordinator().State()
 		if _, pending := st.Reclaims[id]; pending || st.Nodes[id].State != state.NodeActive {
 			return false

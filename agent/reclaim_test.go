@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/reclaimnet/reclaimnet/internal/wait"
 	"github.com/reclaimnet/reclaimnet/localapi"
 
 	"github.com/reclaimnet/reclaimnet/policy"
@@ -30,7 +31,7 @@ func startStepJob(t *testing.T, c *testCluster, byName map[string]*testNode, nam
 		t.Fatalf("run: %s", resp.Error)
 	}
 	var host string
-	waitUntil(t, 90*time.Second, "job running with a committed checkpoint held off its host", func() bool {
+	wait.For(t, 90*time.Second, "job running with a committed checkpoint held off its host", func() bool {
 		j, ok := findJob(call(t, c.nodes[0], localapi.Request{Op: localapi.OpJobs}).Jobs, name)
 		host = j.Node
 		return ok && j.State == policy.JobRunning.String() && j.Node != "" && j.LastCommitted >= 1 &&
@@ -88,7 +89,7 @@ func TestScheduledReclaimHandsOff(t *testing.T) {
 	if r := call(t, other, localapi.Request{Op: localapi.OpReclaimCancel}); r.Error != "" || r.Reclaim.Active {
 		t.Fatalf("cancel: %+v", r)
 	}
-	waitUntil(t, 10*time.Second, "the cancelled reclaim gone from the replicated state", func() bool {
+	wait.For(t, 10*time.Second, "the cancelled reclaim gone from the replicated state", func() bool {
 		_, ok := other.agent.Coordinator().State().Reclaims[policy.NodeID(other.info.Node)]
 		return !ok
 	})
@@ -113,7 +114,7 @@ func TestScheduledReclaimHandsOff(t *testing.T) {
 	// Poll the status: whenever it says complete, the old process must
 	// have stopped (logged its TERM).
 	var complete localapi.ReclaimStatus
-	waitUntil(t, notice, "reclaim status complete", func() bool {
+	wait.For(t, notice, "reclaim status complete", func() bool {
 		st := call(t, host, localapi.Request{Op: localapi.OpReclaimStatus}).Reclaim
 		if st == nil || !st.Complete {
 			return false
@@ -146,7 +147,7 @@ func TestScheduledReclaimHandsOff(t *testing.T) {
 	}
 	// The cluster records the hand-off in the history at once; the owner's
 	// report joins that entry when the reclaimed node sends it.
-	waitUntil(t, 20*time.Second, "the owner's reclaim report in another node's web status history", func() bool {
+	wait.For(t, 20*time.Second, "the owner's reclaim report in another node's web status history", func() bool {
 		h := historyOf(other)
 		return len(h) > 0 && h[0].OwnerReport
 	})
@@ -156,7 +157,7 @@ func TestScheduledReclaimHandsOff(t *testing.T) {
 		t.Errorf("history on %s got %+v, want one on-time record with sched handed off, deadline %v", other.info.Node, h, deadline)
 	}
 	// The job runs elsewhere and its step counter continues.
-	waitUntil(t, 60*time.Second, "the moved job's new process stepping past the old step", func() bool {
+	wait.For(t, 60*time.Second, "the moved job's new process stepping past the old step", func() bool {
 		for _, l := range readStepLog(t, stepLog) {
 			if _, old := before[l.pid]; !old && l.event == "start" && l.step < lastStep {
 				t.Fatalf("new process started at step %d, want ≥ %d (the step before the reclaim)", l.step, lastStep)
@@ -213,7 +214,7 @@ func TestEmergencyReclaim(t *testing.T) {
 			break
 		}
 	}
-	waitUntil(t, 90*time.Second, "job emerg running again on another node", func() bool {
+	wait.For(t, 90*time.Second, "job emerg running again on another node", func() bool {
 		j, ok := findJob(call(t, survivor, localapi.Request{Op: localapi.OpJobs}).Jobs, "emerg")
 		return ok && j.State == policy.JobRunning.String() && j.Node != host.info.Node
 	})
@@ -229,7 +230,7 @@ func TestScheduledReclaimDegraded(t *testing.T) {
 	slow := strings.Replace(e2eStepJob, `touch "$RECLAIMNET_READY_FILE"`, `sleep 4; touch "$RECLAIMNET_READY_FILE"`, 1)
 	host, stepLog := startStepJob(t, c, byName, "degr", slow)
 	var tr time.Duration
-	waitUntil(t, 30*time.Second, "the job's measured restart time", func() bool {
+	wait.For(t, 30*time.Second, "the job's measured restart time", func() bool {
 		j, _ := findJob(call(t, host, localapi.Request{Op: localapi.OpJobs}).Jobs, "degr")
 		tr = j.RestartTime
 		return tr > 3*time.Second
@@ -244,7 +245,7 @@ func TestScheduledReclaimDegraded(t *testing.T) {
 	// Decided early, not at the deadline: the job is marked degraded and
 	// stopped, and the status says complete, before the deadline.
 	var complete localapi.ReclaimStatus
-	waitUntil(t, time.Until(deadline), "status complete before the deadline", func() bool {
+	wait.For(t, time.Until(deadline), "status complete before the deadline", func() bool {
 		st := call(t, host, localapi.Request{Op: localapi.OpReclaimStatus}).Reclaim
 		if st == nil || !st.Complete {
 			return false
@@ -280,7 +281,7 @@ func TestScheduledReclaimDegraded(t *testing.T) {
 			break
 		}
 	}
-	waitUntil(t, 90*time.Second, "job degr running again on another node", func() bool {
+	wait.For(t, 90*time.Second, "job degr running again on another node", func() bool {
 		j, ok := findJob(call(t, survivor, localapi.Request{Op: localapi.OpJobs}).Jobs, "degr")
 		return ok && j.State == policy.JobRunning.String() && j.Node != host.info.Node
 	})

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/reclaimnet/reclaimnet/internal/wait"
 	"github.com/reclaimnet/reclaimnet/policy"
 	"github.com/reclaimnet/reclaimnet/raft"
 )
@@ -75,7 +76,7 @@ func TestUplinkCapacityAndBminReachTheLeader(t *testing.T) {
 		t.Fatal("coordinator has no telemetry")
 	}
 	var l policy.Link
-	waitUntil(t, 20*time.Second, "uplink/a in the leader's graph", func() bool {
+	wait.For(t, 20*time.Second, "uplink/a in the leader's graph", func() bool {
 		for _, x := range rc.Telemetry.Links() {
 			if x.ID == "uplink/a" {
 				l = x

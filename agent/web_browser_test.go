@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/reclaimnet/reclaimnet/internal/wait"
 	"github.com/reclaimnet/reclaimnet/policy"
 	"github.com/reclaimnet/reclaimnet/state"
 	"github.com/reclaimnet/reclaimnet/web"
@@ -255,7 +256,7 @@ func TestStatusPageInBrowser(t *testing.T) {
 		t.Fatal("test setup: the viewer must not leave")
 	}
 	gone.stop(t, false)
-	waitUntil(t, 30*time.Second, "viewer's status shows node-01 left", func() bool {
+	wait.For(t, 30*time.Second, "viewer's status shows node-01 left", func() bool {
 		st, _ := webSource{viewer.agent}.Status(context.Background())
 		for _, m := range st.Cluster.Members {
 			if m.ID == "node-01" {

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/reclaimnet/reclaimnet/internal/wait"
 	"github.com/reclaimnet/reclaimnet/state"
 
 	"github.com/reclaimnet/reclaimnet/pki"
@@ -155,7 +156,7 @@ func (tc *testCluster) shutdownAll() {
 func (tc *testCluster) leader(within time.Duration) *Coordinator {
 	tc.t.Helper()
 	var got *Coordinator
-	tc.eventually(within, "a leader", func() bool {
+	wait.For(tc.t, within, "a leader", func() bool {
 		got = nil
 		for _, c := range tc.nodes {
 			if c.IsLeader() && c.leading.Load() {
@@ -182,24 +183,12 @@ func (tc *testCluster) voters(c *Coordinator) []policy.NodeID {
 	return out
 }
 
-// eventually polls cond until it holds or the deadline passes.
-func (tc *testCluster) eventually(within time.Duration, what string, cond func() bool) {
-	tc.t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			tc.t.Fatalf("no %s within %v", what, within)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 // waitConfigured waits until every running node is in the configuration and
 // there are want voters.
 func (tc *testCluster) waitConfigured(want int, within time.Duration) *Coordinator {
 	tc.t.Helper()
 	var l *Coordinator
-	tc.eventually(within, fmt.Sprintf("configuration with %d servers and %d voters", len(tc.nodes), want), func() bool {
+	wait.For(tc.t, within, fmt.Sprintf("configuration with %d servers and %d voters", len(tc.nodes), want), func() bool {
 		l = tc.leader(within)
 		servers, err := l.Servers()
 		if err != nil || len(servers) != len(tc.nodes) || len(tc.voters(l)) != want {
@@ -225,7 +214,7 @@ func testJob(id string) state.SubmitJob {
 // waitJob waits until every running node's FSM has the job.
 func (tc *testCluster) waitJob(id policy.JobID, within time.Duration) {
 	tc.t.Helper()
-	tc.eventually(within, "job "+string(id)+" on every node", func() bool {
+	wait.For(tc.t, within, "job "+string(id)+" on every node", func() bool {
 		for _, c := range tc.nodes {
 			if _, ok := c.Store().Job(id); !ok {
 				return false
@@ -265,7 +254,7 @@ func TestClusterLeaderCrashTicksResume(t *testing.T) {
 				t.Fatalf("leader is still the crashed node %s", oldID)
 			}
 			ticks := l.Ticks()
-			tc.eventually(10*time.Second, "ticks on the new leader", func() bool { return l.Ticks() >= ticks+3 })
+			wait.For(tc.t, 10*time.Second, "ticks on the new leader", func() bool { return l.Ticks() >= ticks+3 })
 			// A follower's command commits through the new leader.
 			var follower *Coordinator
 			for _, c := range tc.nodes {
@@ -283,12 +272,12 @@ func TestClusterLeaderCrashTicksResume(t *testing.T) {
 			if n-1 < 3 {
 				want = 1
 			}
-			tc.eventually(15*time.Second, fmt.Sprintf("%d live voters", want), func() bool {
+			wait.For(tc.t, 15*time.Second, fmt.Sprintf("%d live voters", want), func() bool {
 				v := tc.voters(l)
 				return len(v) == want && !slices.Contains(v, oldID)
 			})
 			// After DeadServerTimeout the dead server leaves the configuration.
-			tc.eventually(15*time.Second, "the crashed server removed", func() bool {
+			wait.For(tc.t, 15*time.Second, "the crashed server removed", func() bool {
 				servers, err := l.Servers()
 				if err != nil {
 					return false
@@ -307,8 +296,8 @@ func TestClusterLeaderCrashTicksResume(t *testing.T) {
 			tc.nodes[oldID] = back
 			tc.gossip.set(Member{ID: oldID, RaftAddr: back.Addr(), Building: "b1", GPUs: 1, Status: MemberAlive, Since: time.Now()})
 			tc.waitJob("after", 15*time.Second)
-			tc.eventually(15*time.Second, "3 voters after the rejoin", func() bool { return len(tc.voters(l)) == 3 })
-			tc.eventually(10*time.Second, "the rejoined node active in the registry with 2 membership stretches", func() bool {
+			wait.For(tc.t, 15*time.Second, "3 voters after the rejoin", func() bool { return len(tc.voters(l)) == 3 })
+			wait.For(tc.t, 10*time.Second, "the rejoined node active in the registry with 2 membership stretches", func() bool {
 				rec, _ := l.Store().Node(oldID)
 				return rec.State == state.NodeActive && len(rec.Stretches) == 2 && rec.Role != state.RoleNone
 			})
@@ -356,7 +345,7 @@ func TestForwardedCommandsCommitAndErrorsTravel(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	tc.eventually(5*time.Second, "replica on every node", func() bool {
+	wait.For(tc.t, 5*time.Second, "replica on every node", func() bool {
 		for _, c := range tc.nodes {
 			cps := c.Store().Checkpoints("fwd")
 			if len(cps) != 1 || !slices.Equal(cps[0].Holders, []policy.NodeID{"n02"}) || !cps[0].Committed {
@@ -375,7 +364,7 @@ func TestLeaderPlacesSubmittedJob(t *testing.T) {
 	if _, err := l.Submit(ctx, testJob("place-me")); err != nil {
 		t.Fatal(err)
 	}
-	tc.eventually(10*time.Second, "placement of the job", func() bool {
+	wait.For(tc.t, 10*time.Second, "placement of the job", func() bool {
 		j, _ := l.Store().Job("place-me")
 		return j.State == policy.JobRunning && j.Node != ""
 	})

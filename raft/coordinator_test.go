@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/reclaimnet/reclaimnet/internal/wait"
 	"github.com/reclaimnet/reclaimnet/state"
 
 	"github.com/reclaimnet/reclaimnet/pki"
@@ -175,7 +176,7 @@ func TestForeignCertificateCannotJoin(t *testing.T) {
 		t.Fatal(err)
 	}
 	tc.waitJob("secret", 10*time.Second)
-	tc.eventually(10*time.Second, "the intruder in the leader's configuration", func() bool {
+	wait.For(tc.t, 10*time.Second, "the intruder in the leader's configuration", func() bool {
 		servers, _ := l.Servers()
 		for _, s := range servers {
 			if s.ID == "intruder" {
@@ -186,7 +187,7 @@ func TestForeignCertificateCannotJoin(t *testing.T) {
 	})
 	// Let replication try for a while (many heartbeats).
 	ticks := l.Ticks()
-	tc.eventually(10*time.Second, "ten more ticks", func() bool { return l.Ticks() >= ticks+10 })
+	wait.For(tc.t, 10*time.Second, "ten more ticks", func() bool { return l.Ticks() >= ticks+10 })
 	if _, ok := evil.Store().Job("secret"); ok || evil.Store().Index() != 0 {
 		t.Fatalf("intruder received replicated state (index %d)", evil.Store().Index())
 	}

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/reclaimnet/reclaimnet/internal/wait"
 	"github.com/reclaimnet/reclaimnet/state"
 
 	"github.com/reclaimnet/reclaimnet/policy"
@@ -24,12 +25,12 @@ func TestDecisionsCommittedOnlyWhenChanged(t *testing.T) {
 	if _, err := l.Submit(ctx, testJob("steady")); err != nil {
 		t.Fatal(err)
 	}
-	tc.eventually(10*time.Second, "the job placed", func() bool {
+	wait.For(tc.t, 10*time.Second, "the job placed", func() bool {
 		j, _ := l.Store().Job("steady")
 		return j.State == policy.JobRunning
 	})
 	ticks, commits, start := l.Ticks(), l.DecisionCommits(), time.Now()
-	tc.eventually(20*time.Second, "30 more ticks", func() bool { return l.Ticks() >= ticks+30 })
+	wait.For(tc.t, 20*time.Second, "30 more ticks", func() bool { return l.Ticks() >= ticks+30 })
 	// Allowed: the P1 decision for the newly running job, one refresh per
 	// refresh period that passed, and one spare.
 	allowed := 2 + uint64(time.Since(start)/refreshPeriod(l.cfg.ControlPeriod))
@@ -197,14 +198,14 @@ func TestEventsTriggerImmediateTick(t *testing.T) {
 		t.Helper()
 		before := l.Ticks()
 		act()
-		tc.eventually(5*time.Second, "a tick after "+what, func() bool { return l.Ticks() > before })
+		wait.For(tc.t, 5*time.Second, "a tick after "+what, func() bool { return l.Ticks() > before })
 	}
 	step("a new job", func() {
 		if _, err := l.Submit(ctx, testJob("now")); err != nil {
 			t.Fatal(err)
 		}
 	})
-	tc.eventually(5*time.Second, "the job placed by that tick", func() bool {
+	wait.For(tc.t, 5*time.Second, "the job placed by that tick", func() bool {
 		j, _ := l.Store().Job("now")
 		return j.State == policy.JobRunning
 	})

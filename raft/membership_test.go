@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/reclaimnet/reclaimnet/internal/wait"
 	"github.com/reclaimnet/reclaimnet/state"
 
 	"github.com/reclaimnet/reclaimnet/policy"
@@ -200,7 +201,7 @@ func TestScheduledVoterDepartureKeepsQuorum(t *testing.T) {
 				t.Fatalf("announce reclaim: %v", err)
 			}
 			var nl *Coordinator
-			tc.eventually(15*time.Second, "the reclaimed voter replaced", func() bool {
+			wait.For(tc.t, 15*time.Second, "the reclaimed voter replaced", func() bool {
 				nl = nil
 				for _, c := range tc.nodes {
 					if c != x && c.IsLeader() && c.leading.Load() {
@@ -223,7 +224,7 @@ func TestScheduledVoterDepartureKeepsQuorum(t *testing.T) {
 			if _, err := nl.Submit(ctx, testJob("after-reclaim")); err != nil {
 				t.Fatalf("submit after the departure: %v", err)
 			}
-			tc.eventually(10*time.Second, "the departed node removed and its departure logged", func() bool {
+			wait.For(tc.t, 10*time.Second, "the departed node removed and its departure logged", func() bool {
 				servers, _ := nl.Servers()
 				for _, s := range servers {
 					if s.ID == x.ID() {
@@ -286,8 +287,8 @@ func TestTwentyNodesSevenEmergencyDepartures(t *testing.T) {
 	// The issue asks for a leader, not the same one: Submit above already
 	// went through whichever node leads.
 	l = tc.leader(10 * time.Second)
-	tc.eventually(20*time.Second, "ticks after the departures", func() bool { return totalTicks() >= ticks+5 })
-	tc.eventually(10*time.Second, "7 emergency departures in the log", func() bool {
+	wait.For(tc.t, 20*time.Second, "ticks after the departures", func() bool { return totalTicks() >= ticks+5 })
+	wait.For(tc.t, 10*time.Second, "7 emergency departures in the log", func() bool {
 		n := 0
 		for _, d := range l.Store().Departures() {
 			if d.Kind == state.DepartureEmergency && slices.Contains(victims, d.Node) {

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/reclaimnet/reclaimnet/internal/wait"
 	"github.com/reclaimnet/reclaimnet/state"
 
 	"github.com/reclaimnet/reclaimnet/policy"
@@ -53,7 +54,7 @@ func TestLeaderProtocolsApplyClusterWide(t *testing.T) {
 		return 0, st.Decisions.Protocols, st.Decisions.Leader
 	}
 	// Every node sees n00's settings and the fixed interval.
-	tc.eventually(15*time.Second, "n00's protocols and the fixed interval on every node", func() bool {
+	wait.For(tc.t, 15*time.Second, "n00's protocols and the fixed interval on every node", func() bool {
 		for _, c := range tc.nodes {
 			iv, p, by := interval(c)
 			if iv != fixed || p == nil || p.Switches != cfg.Params.Switches || p.FixedInterval != fixed || by != "n00" {
@@ -68,7 +69,7 @@ func TestLeaderProtocolsApplyClusterWide(t *testing.T) {
 	var got time.Duration
 	var gotP *state.Protocols
 	var by policy.NodeID
-	tc.eventually(20*time.Second, "the new leader's protocols recorded", func() bool {
+	wait.For(tc.t, 20*time.Second, "the new leader's protocols recorded", func() bool {
 		got, gotP, by = interval(tc.nodes["n00"])
 		return by != "n00" && gotP != nil && *gotP == state.DefaultProtocols()
 	})

@@ -9,6 +9,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/reclaimnet/reclaimnet/internal/wait"
 	"github.com/reclaimnet/reclaimnet/state"
 
 	"github.com/reclaimnet/reclaimnet/pki"
@@ -64,16 +65,11 @@ func TestSynctestTwentyNodesDefaultTimings(t *testing.T) {
 			}
 			return nil
 		}
-		// waitFor advances fake time in small steps until cond holds.
+		// waitFor polls cond in fake time and returns how long it took.
 		waitFor := func(within time.Duration, what string, cond func() bool) time.Duration {
 			t.Helper()
 			start := time.Now()
-			for !cond() {
-				if time.Since(start) > within {
-					t.Fatalf("no %s within %v (fake time)", what, within)
-				}
-				time.Sleep(10 * time.Millisecond)
-			}
+			wait.For(t, within, what+" (fake time)", cond)
 			return time.Since(start)
 		}
 		var l *Coordinator

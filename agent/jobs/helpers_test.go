@@ -18,6 +18,7 @@ import (
 
 	"github.com/reclaimnet/reclaimnet/agent/supervisor"
 	"github.com/reclaimnet/reclaimnet/ckpt"
+	"github.com/reclaimnet/reclaimnet/internal/wait"
 	"github.com/reclaimnet/reclaimnet/pki"
 	"github.com/reclaimnet/reclaimnet/policy"
 	"github.com/reclaimnet/reclaimnet/raft"
@@ -406,23 +407,11 @@ func (tc *testCluster) submitVia(node policy.NodeID, cmd state.Command) {
 	}
 }
 
-// eventually polls cond until it holds or the time is up.
-func eventually(t *testing.T, within time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("no %s within %v", what, within)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 // waitVoters waits until the configuration has want voters known to every
 // running node.
 func (tc *testCluster) waitVoters(want int) {
 	tc.t.Helper()
-	eventually(tc.t, 30*time.Second, fmt.Sprintf("%d voters", want), func() bool {
+	wait.For(tc.t, 30*time.Second, fmt.Sprintf("%d voters", want), func() bool {
 		for _, n := range tc.nodes {
 			servers, err := n.coord.Servers()
 			if err != nil {
@@ -465,26 +454,26 @@ func (tc *testCluster) submitSpec(id policy.JobID, spec state.JobSpec) {
 func (tc *testCluster) waitRunning(id policy.JobID, not policy.NodeID) policy.NodeID {
 	tc.t.Helper()
 	var on policy.NodeID
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	why, ok := wait.Until(30*time.Second, func() (bool, string) {
 		st := tc.state()
 		j, ok := st.Jobs[id]
 		on = j.Node
 		if ok && j.State == policy.JobRunning && on != "" && on != not {
-			return on
+			return true, ""
 		}
-		if time.Now().After(deadline) {
-			var leader policy.NodeID
-			for _, n := range tc.nodes {
-				if n.coord.IsLeader() {
-					leader = n.id
-				}
+		var leader policy.NodeID
+		for _, n := range tc.nodes {
+			if n.coord.IsLeader() {
+				leader = n.id
 			}
-			tc.t.Fatalf("job %s not running (off %q) within 30s: record %+v; leader %q; decisions at %v: placements %+v jobs %+v; nodes %+v",
-				id, not, j, leader, st.Decisions.At, st.Decisions.Placements, st.Decisions.Jobs, st.Nodes)
 		}
-		time.Sleep(20 * time.Millisecond)
+		return false, fmt.Sprintf("record %+v; leader %q; decisions at %v: placements %+v jobs %+v; nodes %+v",
+			j, leader, st.Decisions.At, st.Decisions.Placements, st.Decisions.Jobs, st.Nodes)
+	})
+	if !ok {
+		tc.t.Fatalf("job %s not running (off %q) within 30s: %s", id, not, why)
 	}
+	return on
 }
 
 // waitCommitted waits until the catalogue has a committed version of the
@@ -492,7 +481,7 @@ func (tc *testCluster) waitRunning(id policy.JobID, not policy.NodeID) policy.No
 func (tc *testCluster) waitCommitted(id policy.JobID, min uint64) state.Checkpoint {
 	tc.t.Helper()
 	var cp state.Checkpoint
-	eventually(tc.t, 30*time.Second, fmt.Sprintf("committed version >= %d of %s", min, id), func() bool {
+	wait.For(tc.t, 30*time.Second, fmt.Sprintf("committed version >= %d of %s", min, id), func() bool {
 		c, ok := tc.state().FreshestCommitted(id)
 		cp = c
 		return ok && c.Version >= min

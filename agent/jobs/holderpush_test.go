@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/reclaimnet/reclaimnet/agent/supervisor"
+	"github.com/reclaimnet/reclaimnet/internal/wait"
 	"github.com/reclaimnet/reclaimnet/policy"
 	"github.com/reclaimnet/reclaimnet/state"
 )
@@ -124,7 +125,7 @@ func TestHolderPushesFollowTheLeader(t *testing.T) {
 			Class: policy.ClassPresync, Rate: 100e3}, false, policy.ClassPresync, m.evacuations},
 	} {
 		locked(func() { tt.run(ctx, stateWith(tt.flow, tt.restore), &wg) })
-		eventually(t, 10*time.Second, tt.name+" push under way", started)
+		wait.For(t, 10*time.Second, tt.name+" push under way", started)
 		if got := assigned(tt.class); got != tt.flow.Rate {
 			t.Fatalf("%s: assigned %.0f B/s at the start, want the decided %.0f", tt.name, got, tt.flow.Rate)
 		}
@@ -144,7 +145,7 @@ func TestHolderPushesFollowTheLeader(t *testing.T) {
 		// No longer decided: the job placed again elsewhere (no restore
 		// order), the evacuation gone from the decisions.
 		locked(func() { tt.run(ctx, stateWith(policy.FlowDecision{}, false), &wg) })
-		eventually(t, 10*time.Second, tt.name+" push cancelled once the leader no longer decides it", ended)
+		wait.For(t, 10*time.Second, tt.name+" push cancelled once the leader no longer decides it", ended)
 		locked(func() { delete(m.pushes, key) }) // the next case starts afresh
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/reclaimnet/reclaimnet/internal/wait"
 	"github.com/reclaimnet/reclaimnet/policy"
 	"github.com/reclaimnet/reclaimnet/state"
 )
@@ -66,7 +67,7 @@ func TestHandoffAccountsForCheckpointTime(t *testing.T) {
 		host := tc.waitRunning("train", "")
 		tc.waitCommitted("train", 1)
 		var tr time.Duration
-		eventually(t, 30*time.Second, "Tr including the checkpoint time", func() bool {
+		wait.For(t, 30*time.Second, "Tr including the checkpoint time", func() bool {
 			tr = tc.state().Jobs["train"].RestartTime
 			return tr >= slow
 		})
@@ -74,7 +75,7 @@ func TestHandoffAccountsForCheckpointTime(t *testing.T) {
 	}
 	handoff := func(t *testing.T, tc *testCluster) policy.HandoffDecision {
 		var h policy.HandoffDecision
-		eventually(t, 20*time.Second, "a hand-off decision", func() bool {
+		wait.For(t, 20*time.Second, "a hand-off decision", func() bool {
 			for _, d := range tc.state().Decisions.Handoffs {
 				if d.Job == "train" {
 					h = d
@@ -122,7 +123,7 @@ func TestHandoffAccountsForCheckpointTime(t *testing.T) {
 			t.Fatalf("hand-off %+v with a %v notice and Tr %v: want admitted", h, notice, tr)
 		}
 		var movedAt time.Time
-		eventually(t, notice+20*time.Second, "the move committed", func() bool {
+		wait.For(t, notice+20*time.Second, "the move committed", func() bool {
 			if j := tc.state().Jobs["train"]; j.Node == h.To {
 				movedAt = time.Now()
 				return true

@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/reclaimnet/reclaimnet/internal/wait"
 	"github.com/reclaimnet/reclaimnet/policy"
 	"github.com/reclaimnet/reclaimnet/transfer"
 )
@@ -34,7 +35,7 @@ func TestP3OffTransfersUnpaced(t *testing.T) {
 		t.Fatalf("pre-sync flow %+v: want a max-min rate > 0 and no ceiling (P3 off)", flow)
 	}
 	var seen int
-	eventually(t, 20*time.Second, "a pre-sync transfer that started", func() bool {
+	wait.For(t, 20*time.Second, "a pre-sync transfer that started", func() bool {
 		for _, v := range tc.nodes[host].mgr.View() {
 			for _, tr := range v.Transfers {
 				if tr.Class == policy.ClassPresync && tr.LocalPort != 0 {

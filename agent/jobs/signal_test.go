@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/reclaimnet/reclaimnet/internal/wait"
 	"github.com/reclaimnet/reclaimnet/state"
 )
 
@@ -32,7 +33,7 @@ func TestCheckpointsRequestedWithConfiguredSignal(t *testing.T) {
 	tc.submitSpec("usr2", state.JobSpec{Command: []string{"/bin/sh", tc.script},
 		Env: []string{"STEPLOG=" + tc.stepLog, "CKSIG=USR2"}, Signal: "USR2"})
 	host := tc.waitRunning("usr2", "")
-	eventually(t, 30*time.Second, "three checkpoints requested with USR2 and stored", func() bool {
+	wait.For(t, 30*time.Second, "three checkpoints requested with USR2 and stored", func() bool {
 		n := 0
 		for _, e := range readSteps(t, tc.stepLog) {
 			if e.kind == "ckpt" {
@@ -57,7 +58,7 @@ func TestStopUsesConfiguredGrace(t *testing.T) {
 		Env: []string{"STEPLOG=" + tc.stepLog, "IGNTERM=1"}, Grace: grace})
 	tc.waitRunning("stubborn", "")
 	var pid int
-	eventually(t, 30*time.Second, "the job's first steps", func() bool {
+	wait.For(t, 30*time.Second, "the job's first steps", func() bool {
 		evs := readSteps(t, tc.stepLog)
 		s := starts(evs)
 		if len(s) == 0 || len(evs) < 3 {
@@ -69,7 +70,7 @@ func TestStopUsesConfiguredGrace(t *testing.T) {
 	})
 	tc.submit(state.CancelJob{Job: "stubborn"})
 	var termAt time.Time
-	eventually(t, 30*time.Second, "the SIGTERM logged by the job", func() bool {
+	wait.For(t, 30*time.Second, "the SIGTERM logged by the job", func() bool {
 		for _, e := range readSteps(t, tc.stepLog) {
 			if e.kind == "term" {
 				termAt = time.Now()
@@ -79,7 +80,7 @@ func TestStopUsesConfiguredGrace(t *testing.T) {
 		return false
 	})
 	groupGone := func() bool { return errors.Is(syscall.Kill(-pid, 0), syscall.ESRCH) }
-	eventually(t, 60*time.Second, "the process group gone after SIGKILL", groupGone)
+	wait.For(t, 60*time.Second, "the process group gone after SIGKILL", groupGone)
 	took := time.Since(termAt)
 	if took < grace-time.Second || took > grace+25*time.Second {
 		t.Errorf("process group ended %v after its SIGTERM was seen, want about the job's grace %v (the supervisor's default is %v)", took.Round(10*time.Millisecond), grace, sc.StopGrace)

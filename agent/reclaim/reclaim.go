@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/reclaimnet/reclaimnet/agent/jobs"
@@ -138,12 +139,15 @@ type owner struct {
 	// pending: the report file may hold an earlier reclaim's report the
 	// cluster never got; offering is set while it is being submitted.
 	pending, offering bool
+	// submitters are the goroutines submitting reports for the owner.
+	submitters sync.WaitGroup
 }
 
 // Run owns the flow until ctx ends.
 func (f *Flow) Run(ctx context.Context) {
 	defer close(f.done)
 	o := &owner{f: f, ctx: ctx, pending: true}
+	defer o.submitters.Wait() // their submits end with ctx
 	defer o.stopTimer()
 	poll := time.NewTicker(pollPeriod)
 	defer poll.Stop()
@@ -443,7 +447,7 @@ func (o *owner) poll() {
 		return
 	}
 	o.recording = true
-	go func() {
+	o.submitters.Go(func() {
 		ctx, cancel := context.WithTimeout(o.ctx, recordTimeout)
 		defer cancel()
 		_, err := o.f.cfg.Coord.Submit(ctx, state.RecordReclaimReport{Report: rep})
@@ -458,7 +462,7 @@ func (o *owner) poll() {
 				o.markReplicated(r)
 			}
 		})
-	}()
+	})
 }
 
 // atDeadline makes the node leave, whatever else is happening: the

@@ -123,7 +123,7 @@ func (o *owner) offerPending() {
 	}
 	o.offering = true
 	cmd := state.RecordReclaimReport{Report: replicatedFromFile(rep)}
-	go func() {
+	o.submitters.Go(func() {
 		ctx, cancel := context.WithTimeout(o.ctx, recordTimeout)
 		defer cancel()
 		_, err := o.f.cfg.Coord.Submit(ctx, cmd)
@@ -147,5 +147,5 @@ func (o *owner) offerPending() {
 			}
 			o.f.log.Info("recorded the owner's report of the last reclaim in the cluster's history", "announced", rep.Announced, "emergency", rep.Emergency)
 		})
-	}()
+	})
 }

@@ -291,9 +291,12 @@ func (a *Agent) Run(ctx context.Context, ready func(localapi.Info)) error {
 		}
 		a.logger.Info("shutting down", "node", a.cfg.Name)
 	}
+	// The reclaim flow answers until the control socket closes, but its
+	// deadline no longer fires.
+	a.reclaim.Close()
+	a.shutdown(startedSubs, cancel)
 	stopReclaim()
 	<-reclaimDone
-	a.shutdown(startedSubs, cancel)
 	return startErr
 }
 

@@ -95,5 +95,5 @@ func (a *Agent) newView() *view.View {
 }
 
 // Status returns the node's view of the cluster: its addresses, Raft
-// view and gossip member table (nil-safe only once Run serves).
+// view and gossip member table (once Run serves).
 func (a *Agent) Status() localapi.Status { return a.view.Members() }

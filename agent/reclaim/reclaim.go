@@ -136,6 +136,9 @@ type owner struct {
 	// busy is set while an announcement is being submitted.
 	busy bool
 	left bool
+	// closing: the node is shutting down; the flow answers but starts
+	// nothing (no deadline, poll or new reclaim).
+	closing bool
 	// pending: the report file may hold an earlier reclaim's report the
 	// cluster never got; offering is set while it is being submitted.
 	pending, offering bool
@@ -166,15 +169,26 @@ func (f *Flow) Run(ctx context.Context) {
 		case <-deadline:
 			o.atDeadline()
 		case <-poll.C:
-			if o.run != nil && !o.run.emergency {
+			if o.run != nil && !o.run.emergency && !o.closing {
 				o.poll()
 			}
 		case <-retry.C:
-			if o.pending && !o.offering {
+			if o.pending && !o.offering && !o.closing {
 				o.offerPending()
 			}
 		}
 	}
+}
+
+// Close prepares the flow for the node's shutdown: a pending deadline no
+// longer fires and nothing new starts, while requests are still answered
+// (the owner may ask for the report as the node leaves). Run ends with its
+// context.
+func (f *Flow) Close() {
+	f.do(func(o *owner) {
+		o.closing = true
+		o.stopTimer()
+	})
 }
 
 // do runs fn on the owner goroutine and waits for it; false when the flow
@@ -237,6 +251,10 @@ func (f *Flow) announce(notice time.Duration) localapi.Response {
 	var resp *localapi.Response
 	var r *run
 	ok := f.do(func(o *owner) {
+		if o.closing {
+			resp = &stopping
+			return
+		}
 		if o.run != nil || o.left || o.busy {
 			resp = &localapi.Response{Error: "reclaim: a reclaim of this node is already under way (cancel it first)", Kind: localapi.KindBadRequest}
 			return
@@ -267,7 +285,7 @@ func (f *Flow) announce(notice time.Duration) localapi.Response {
 			resp = &e
 			return
 		}
-		if o.run != nil || o.left {
+		if o.run != nil || o.left || o.closing {
 			resp = &localapi.Response{Error: "reclaim: the agent is stopping, or another reclaim was announced meanwhile", Kind: localapi.KindInternal}
 			return
 		}

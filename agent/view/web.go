@@ -188,7 +188,7 @@ func clusterHazard(cs *state.State) policy.HazardProfile {
 }
 
 // buildingBandwidth is the matrix between buildings on the campus graph
-// the leader plans with (meshTelemetry.Links: access links per node,
+// the leader plans with (Gossip.Links: access links per node,
 // one uplink per building; measured where reported, default capacity
 // where not). Between two buildings the path is both uplinks; within a
 // building it is two access links, taken conservatively as the smallest.

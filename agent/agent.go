@@ -3,7 +3,6 @@ package agent
 import (
 	"context"
 	"crypto/rand"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -11,21 +10,21 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"runtime"
-	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/reclaimnet/reclaimnet/localapi"
+
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/reclaimnet/reclaimnet/agent/enforce"
-	"github.com/reclaimnet/reclaimnet/gpu"
+	"github.com/reclaimnet/reclaimnet/agent/reclaim"
+	"github.com/reclaimnet/reclaimnet/agent/view"
 	"github.com/reclaimnet/reclaimnet/mesh"
 	"github.com/reclaimnet/reclaimnet/pki"
-	"github.com/reclaimnet/reclaimnet/policy"
 	"github.com/reclaimnet/reclaimnet/raft"
+	"github.com/reclaimnet/reclaimnet/state"
 	"github.com/reclaimnet/reclaimnet/web"
 )
 
@@ -62,24 +61,27 @@ type Agent struct {
 	tls        *pki.Bundle
 	gossipKeys [][]byte
 	mesh       *mesh.Mesh
-	enforce    *enforcement // kernel enforcement; first of Subsystems
-	jobs       *jobSystem   // checkpoint store, transfers, job manager
+	enforce    *enforce.Subsystem // kernel enforcement; first of Subsystems
+	jobs       *jobSystem         // checkpoint store, transfers, job manager
 	// raftConfig, when set (tests), adjusts the coordinator's config
 	// before it opens (policy parameters for short intervals).
 	raftConfig func(*raft.Config)
 	// protocols are this node's own protocol settings (used when it
 	// leads); set when the coordinator opens.
-	protocols raft.Protocols
-	// bandwidth is the bounded bandwidth history trace export writes.
-	bandwidth bandwidthHistory
-	coord     coordinator // nil until the coordinator is wired in
+	protocols state.Protocols
+	// view is the node's status view (set by Run).
+	view *view.View
+	// telemetry is the leader's view of gossip (raft.Telemetry), also
+	// what the status page and trace export read the links from.
+	telemetry view.Gossip
+	coord     *raft.Coordinator // nil until Run opens it
 	registry  *prometheus.Registry
 	web       *web.Handler // status page, /v1 and /metrics
 	ctlLn     net.Listener
 	raftLn    net.Listener // handed to the coordinator by Run
 	httpLn    net.Listener
 	httpSrv   *http.Server
-	info      Info
+	info      localapi.Info
 	gpus      int // GPUs found at start
 	// sampleLoad reads the host's load for telemetry (hostLoad; tests on
 	// a loaded machine pin it, since P2 rejects nodes above θ).
@@ -92,8 +94,8 @@ type Agent struct {
 	// right to the machine comes before the cluster.
 	abandon atomic.Bool
 
-	// reclaim is the owner's reclaim of this node (reclaim.go).
-	reclaim reclaimer
+	// reclaim is the owner's reclaim of this node (set by Run).
+	reclaim *reclaim.Flow
 
 	mu     sync.Mutex
 	joined bool // a join (or a join by a peer) succeeded
@@ -129,7 +131,7 @@ func New(cfg Config, logger *slog.Logger) (_ *Agent, err error) {
 	if err := a.cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("config: %w", err)
 	}
-	if a.cfg.Enforce == EnforceOn {
+	if a.cfg.Enforce == enforce.ModeOn {
 		// Before anything is created: a node told to enforce that cannot
 		// must not half start.
 		if err := enforce.Check(); err != nil {
@@ -175,12 +177,13 @@ func New(cfg Config, logger *slog.Logger) (_ *Agent, err error) {
 	if err := a.startMesh(); err != nil {
 		return nil, err
 	}
+	a.telemetry = view.Gossip{Mesh: a.mesh, Outgoing: a.flowProgress, Uplink: a.cfg.UplinkCapacity.Of}
 	a.registry = a.newRegistry()
 	if a.web, err = a.newWebHandler(); err != nil {
 		return nil, err
 	}
 	a.HTTPMux.Handle("/", a.web)
-	a.HTTPMux.HandleFunc("GET /v1/trace", a.serveTrace)
+	a.HTTPMux.HandleFunc("GET /v1/trace", func(w http.ResponseWriter, r *http.Request) { a.view.ServeTrace(w, r) })
 	if err := a.registerEnforcement(); err != nil {
 		return nil, err
 	}
@@ -217,118 +220,35 @@ func (a *Agent) prepareDev() error {
 	return nil
 }
 
-func (a *Agent) startMesh() error {
-	mc := mesh.DefaultConfig()
-	if a.cfg.LocalTimings {
-		mc = mesh.DefaultLocalConfig()
-	}
-	mc.Name = a.cfg.Name
-	mc.BindAddr = a.cfg.BindAddr
-	mc.BindPort = a.cfg.GossipPort
-	mc.AdvertiseAddr = a.cfg.AdvertiseAddr
-	mc.GossipKeys = a.gossipKeys
-	mc.Logger = a.logger.With("subsystem", "mesh")
-	// Every node may vote for now: raft.Member has no eligibility field
-	// yet, so a non-voter role would not be honoured.
-	role := mesh.RoleVoterEligible
-	model, count := a.discoverGPUs()
-	mc.Meta = mesh.Meta{
-		GPUs:          uint16(min(count, 65535)),
-		GPUModel:      truncate(model.Model, mesh.MaxGPUModelLen),
-		GPUVRAMMiB:    uint32(min(model.VRAM>>20, 1<<32-1)),
-		GPUCapability: uint8(min(model.Capability*10+0.5, 255)),
-		Building:      a.cfg.Building,
-		RaftPort:      uint16(a.cfg.RaftPort),
-		TransferPort:  uint16(a.cfg.TransferPort),
-		HTTPPort:      uint16(a.httpPort()),
-		Role:          role,
-		Started:       a.started,
-	}
-	m, err := mesh.Create(mc)
-	if err != nil {
-		return fmt.Errorf("gossip: %w", err)
-	}
-	a.mesh = m
-	return nil
-}
-
-// discoverGPUs returns the node's GPU kind and count: the declared ones,
-// else what NVML or nvidia-smi report, else none.
-func (a *Agent) discoverGPUs() (policy.GPU, int) {
-	var specs gpu.SpecList
-	for _, g := range a.cfg.GPUs {
-		specs.Set(g) // checked by Validate
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	inv, err := gpu.Auto(gpu.Options{Declared: specs.Devices}).Discover(ctx)
-	if err != nil {
-		a.logger.Warn("gpu discovery", "err", err)
-		return policy.GPU{}, 0
-	}
-	model, count := inv.Summary()
-	a.gpus = count
-	return model, count
-}
-
-func truncate(s string, n int) string {
-	if len(s) > n {
-		return s[:n]
-	}
-	return s
-}
-
-func (a *Agent) httpPort() int {
-	if a.httpLn == nil {
-		return 0
-	}
-	return a.httpLn.Addr().(*net.TCPAddr).Port
-}
-
-// Mesh is the node's gossip layer (for subsystems and tests).
-func (a *Agent) Mesh() *mesh.Mesh { return a.mesh }
-
-// DataDir is the data dir in use (a temporary one with --dev).
-func (a *Agent) DataDir() string { return a.cfg.DataDir }
-
-// HTTPAddr is the bound HTTP address, or "" when HTTP is off.
-func (a *Agent) HTTPAddr() string {
-	if a.httpLn == nil {
-		return ""
-	}
-	return a.httpLn.Addr().String()
-}
-
-// Join asks gossip to join peers (bare hosts use the default gossip port).
-func (a *Agent) Join(peers []string) (int, error) {
-	addrs := make([]string, len(peers))
-	for i, p := range peers {
-		addrs[i] = joinAddr(p)
-	}
-	n, err := a.mesh.Join(addrs)
-	if err != nil {
-		return 0, fmt.Errorf("join %s: %w", strings.Join(peers, ", "), err)
-	}
-	a.mu.Lock()
-	a.joined = true
-	a.mu.Unlock()
-	return n, nil
-}
-
 // Run serves until ctx is cancelled, then shuts down in the documented
 // order and returns. ready, if not nil, is called once the node serves.
-func (a *Agent) Run(ctx context.Context, ready func(Info)) error {
+func (a *Agent) Run(ctx context.Context, ready func(localapi.Info)) error {
 	defer a.closeAll()
 	runCtx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 
-	// The coordinator first: the loops and handlers below read a.coord.
+	// The coordinator first, then the job manager on it: the loops and
+	// handlers below read both.
 	ln := a.raftLn
 	a.raftLn = nil // the coordinator owns it from here
 	if err := a.startCoordinator(ln); err != nil {
 		ln.Close()
 		return err
 	}
+	if err := a.jobs.open(a.coord); err != nil {
+		_ = a.coord.Shutdown()
+		return err
+	}
+	a.reclaim = reclaim.New(reclaim.Config{Node: a.cfg.Name, DataDir: a.cfg.DataDir, Coord: a.coord, Jobs: a.Jobs(),
+		Switch: a.enforce, Abandon: a.Abandon, RetryPeriod: max(time.Duration(a.cfg.TelemetryInterval), 100*time.Millisecond),
+		Logger: a.logger.With("subsystem", "reclaim")})
+	a.view = a.newView()
+	reclaimCtx, stopReclaim := context.WithCancel(context.Background())
+	reclaimDone := make(chan struct{})
+	go func() {
+		defer close(reclaimDone)
+		a.reclaim.Run(reclaimCtx)
+	}()
 	if a.httpLn != nil {
 		a.httpSrv = &http.Server{Handler: a.HTTPMux, ReadHeaderTimeout: 10 * time.Second}
 		a.wg.Go(func() {
@@ -341,7 +261,8 @@ func (a *Agent) Run(ctx context.Context, ready func(Info)) error {
 	a.wg.Go(func() { a.serveControl(ctlLn) })
 	a.wg.Go(func() { a.telemetryLoop(runCtx) })
 	a.wg.Go(func() { a.eventLoop(runCtx) })
-	a.wg.Go(func() { a.historyLoop(runCtx) })
+	a.wg.Go(func() { a.watchProtocols(runCtx) })
+	a.wg.Go(func() { a.view.Run(runCtx) })
 	if len(a.cfg.Join) > 0 {
 		a.wg.Go(func() { a.retryJoin(runCtx) })
 	}
@@ -366,12 +287,16 @@ func (a *Agent) Run(ctx context.Context, ready func(Info)) error {
 		}
 		select {
 		case <-ctx.Done():
-		case <-a.reclaim.leaving(): // a reclaim's deadline or emergency
+		case <-a.reclaim.Leaving(): // a reclaim's deadline or emergency
 		}
 		a.logger.Info("shutting down", "node", a.cfg.Name)
 	}
-	a.reclaim.shutdown()
+	// The reclaim flow answers until the control socket closes, but its
+	// deadline no longer fires.
+	a.reclaim.Close()
 	a.shutdown(startedSubs, cancel)
+	stopReclaim()
+	<-reclaimDone
 	return startErr
 }
 
@@ -391,7 +316,7 @@ func (a *Agent) shutdown(subs []Subsystem, cancelLoops context.CancelFunc) {
 	graceful := !a.abandon.Load()
 	// 1. Leadership transfer, so the cluster does not wait for an election.
 	if a.coord != nil && graceful {
-		if err := a.coord.LeaveLeadership(); err != nil {
+		if err := leaveLeadership(a.coord); err != nil {
 			a.logger.Warn("leadership transfer", "err", err)
 		}
 	}
@@ -445,7 +370,7 @@ func (a *Agent) closeAll() {
 		a.httpLn.Close()
 	}
 	if a.cfg.DataDir != "" && a.lock != nil {
-		os.Remove(filepath.Join(a.cfg.DataDir, InfoFile))
+		os.Remove(filepath.Join(a.cfg.DataDir, localapi.InfoFile))
 	}
 	a.lock.release()
 	a.lock = nil
@@ -453,202 +378,4 @@ func (a *Agent) closeAll() {
 		os.RemoveAll(a.tmpDir)
 		a.tmpDir = ""
 	}
-}
-
-func (a *Agent) makeInfo() Info {
-	ip, port := a.mesh.LocalAddr()
-	host := ip.String()
-	return Info{
-		PID:          os.Getpid(),
-		Node:         a.cfg.Name,
-		GossipAddr:   net.JoinHostPort(host, strconv.Itoa(int(port))),
-		RaftAddr:     a.raftAddr(),
-		TransferAddr: net.JoinHostPort(host, strconv.Itoa(a.cfg.TransferPort)),
-		HTTPAddr:     a.HTTPAddr(),
-		Socket:       filepath.Join(a.cfg.DataDir, SocketFile),
-	}
-}
-
-func (a *Agent) raftAddr() string {
-	if a.coord != nil {
-		return a.coord.Addr()
-	}
-	ip, _ := a.mesh.LocalAddr()
-	return net.JoinHostPort(ip.String(), strconv.Itoa(a.cfg.RaftPort))
-}
-
-// writeInfo writes InfoFile atomically.
-func (a *Agent) writeInfo() error {
-	b, err := json.MarshalIndent(a.info, "", "  ")
-	if err != nil {
-		return err
-	}
-	path := filepath.Join(a.cfg.DataDir, InfoFile)
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, append(b, '\n'), 0o600); err != nil {
-		return err
-	}
-	return os.Rename(tmp, path)
-}
-
-// retryJoin joins the configured peers, retrying every 2 s until one
-// answers (a node restarted before its peers, or peers not up yet).
-func (a *Agent) retryJoin(ctx context.Context) {
-	delay := 2 * time.Second
-	for {
-		n, err := a.Join(a.cfg.Join)
-		if err == nil {
-			a.logger.Info("joined cluster", "contacted", n)
-			return
-		}
-		a.logger.Warn("join failed; retrying", "err", err, "in", delay)
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(delay):
-		}
-	}
-}
-
-// telemetryLoop publishes this node's report every TelemetryInterval.
-func (a *Agent) telemetryLoop(ctx context.Context) {
-	interval := time.Duration(a.cfg.TelemetryInterval)
-	if interval <= 0 {
-		interval = time.Second
-	}
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		now := time.Now()
-		if err := a.mesh.PublishTelemetry(a.localTelemetry(), now); err != nil {
-			a.logger.Warn("publish telemetry", "err", err)
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-	}
-}
-
-// localTelemetry samples this node. Bandwidth is the enforcement
-// subsystem's per-building estimate from the kernel's egress counters
-// (none with enforcement off: the leader then keeps its defaults), the
-// kill-switch its kernel mode ("disabled" with enforcement off), Flows the
-// progress of the transfers it sends.
-func (a *Agent) localTelemetry() mesh.Telemetry {
-	// Free GPUs: all of them until the job supervisor reports its use.
-	t := mesh.Telemetry{Load: a.sampleLoad(), FreeGPUs: uint16(min(a.gpus, 65535))}
-	if a.coord != nil {
-		t.Hazard = a.coord.Hazard(a.cfg.Name)
-	}
-	if a.enforce != nil {
-		t.Bandwidth = a.enforce.current().Bandwidth()
-		t.KillSwitch, t.KillSwitchDrops = a.enforce.killSwitch()
-	}
-	// The leader reads every node's transfers from gossip (a hand-off
-	// nearly done must not be judged as not started).
-	t.Flows = gossipFlows(a.flowProgress())
-	return t
-}
-
-// hostLoad is the 1-minute load average per CPU (0 if unreadable).
-func hostLoad() float64 {
-	b, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return 0
-	}
-	fields := strings.Fields(string(b))
-	if len(fields) == 0 {
-		return 0
-	}
-	v, err := strconv.ParseFloat(fields[0], 64)
-	if err != nil || v < 0 {
-		return 0
-	}
-	return v / float64(runtime.NumCPU())
-}
-
-// eventLoop takes gossip events off memberlist's goroutines; the leader
-// reconciles the Raft configuration on each, and every few seconds anyway
-// (events may be dropped when the agent lags).
-func (a *Agent) eventLoop(ctx context.Context) {
-	t := time.NewTicker(5 * time.Second)
-	defer t.Stop()
-	events := a.mesh.Events()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case ev, ok := <-events:
-			if !ok {
-				return
-			}
-			a.logger.Info("member "+ev.Kind.String(), "member", ev.Member.Name, "building", ev.Member.Meta.Building)
-			if ev.Kind == mesh.EventJoin && ev.Member.Name != a.cfg.Name {
-				a.mu.Lock()
-				a.joined = true
-				a.mu.Unlock()
-			}
-		case <-t.C:
-		}
-		a.reconcile()
-	}
-}
-
-func (a *Agent) reconcile() {
-	if a.coord == nil || !a.coord.IsLeader() {
-		return
-	}
-	if err := a.coord.Reconcile(time.Now()); err != nil {
-		a.logger.Warn("reconcile raft membership", "err", err)
-	}
-}
-
-// Status returns the node's view of the cluster.
-func (a *Agent) Status() Status {
-	ip, port := a.mesh.LocalAddr()
-	st := Status{
-		Node:         a.cfg.Name,
-		Building:     a.cfg.Building,
-		Version:      Version,
-		Started:      a.started,
-		GossipAddr:   net.JoinHostPort(ip.String(), strconv.Itoa(int(port))),
-		RaftAddr:     a.raftAddr(),
-		TransferAddr: net.JoinHostPort(ip.String(), strconv.Itoa(a.cfg.TransferPort)),
-		HTTPAddr:     a.HTTPAddr(),
-		Encrypted:    len(a.gossipKeys) > 0,
-		Gossip:       a.mesh.Stats(),
-		Raft:         RaftStatus{Role: "none"},
-	}
-	roles := map[string]string{}
-	if a.coord != nil {
-		st.Raft = a.coord.Status(a.cfg.Name)
-		roles = a.coord.Roles()
-	}
-	for _, m := range a.mesh.Members() {
-		role := roles[m.Name]
-		if role == "" {
-			role = "-"
-		}
-		v := MemberView{
-			Name:       m.Name,
-			Building:   m.Meta.Building,
-			State:      string(m.State),
-			Role:       role,
-			Addr:       net.JoinHostPort(m.Addr.String(), strconv.Itoa(int(m.Port))),
-			GPUs:       int(m.Meta.GPUs),
-			GPUModel:   m.Meta.GPUModel,
-			KillSwitch: m.Telemetry.KillSwitch.String(), // unknown without a report
-		}
-		if m.HasTelemetry {
-			v.FreeGPUs = int(m.Telemetry.FreeGPUs)
-			v.Load = m.Telemetry.Load
-			v.Hazard = m.Telemetry.Hazard
-			v.Bandwidth = m.Telemetry.Bandwidth
-			v.ReportedAt = m.Telemetry.Sent
-		}
-		st.Members = append(st.Members, v)
-	}
-	return st
 }

@@ -18,10 +18,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/reclaimnet/reclaimnet/agent/view"
+	"github.com/reclaimnet/reclaimnet/internal/wait"
+	"github.com/reclaimnet/reclaimnet/localapi"
+
 	"github.com/reclaimnet/reclaimnet/mesh"
 	"github.com/reclaimnet/reclaimnet/pki"
 	"github.com/reclaimnet/reclaimnet/policy"
 	"github.com/reclaimnet/reclaimnet/raft"
+	"github.com/reclaimnet/reclaimnet/state"
 	"github.com/reclaimnet/reclaimnet/web"
 )
 
@@ -35,7 +40,7 @@ func testLogger() *slog.Logger {
 // testNode is one in-process agent with its Run goroutine.
 type testNode struct {
 	agent  *Agent
-	info   Info
+	info   localapi.Info
 	cancel context.CancelFunc
 	done   chan error
 }
@@ -143,8 +148,8 @@ func (c *testCluster) start(cfg Config) *testNode {
 	a.raftConfig = c.raftConfig
 	ctx, cancel := context.WithCancel(context.Background())
 	n := &testNode{agent: a, cancel: cancel, done: make(chan error, 1)}
-	ready := make(chan Info, 1)
-	go func() { n.done <- a.Run(ctx, func(i Info) { ready <- i }) }()
+	ready := make(chan localapi.Info, 1)
+	go func() { n.done <- a.Run(ctx, func(i localapi.Info) { ready <- i }) }()
 	select {
 	case n.info = <-ready:
 	case err := <-n.done:
@@ -166,17 +171,6 @@ func (c *testCluster) startN(n int, building func(i int) string) {
 	}
 }
 
-func waitUntil(t *testing.T, within time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %v", what, within)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 // leader returns the running node that leads, or nil.
 func (c *testCluster) leader() *testNode {
 	for _, n := range c.nodes {
@@ -191,7 +185,7 @@ func (c *testCluster) leader() *testNode {
 // of which voters are voters.
 func (c *testCluster) waitConfig(want, voters int, within time.Duration) {
 	c.t.Helper()
-	waitUntil(c.t, within, fmt.Sprintf("raft config with %d servers, %d voters", want, voters), func() bool {
+	wait.For(c.t, within, fmt.Sprintf("raft config with %d servers, %d voters", want, voters), func() bool {
 		l := c.leader()
 		if l == nil {
 			return false
@@ -202,7 +196,7 @@ func (c *testCluster) waitConfig(want, voters int, within time.Duration) {
 		}
 		v := 0
 		for _, s := range servers {
-			if s.Role == raft.RoleVoter {
+			if s.Role == state.RoleVoter {
 				v++
 			}
 		}
@@ -215,7 +209,7 @@ func TestClusterOfThree(t *testing.T) {
 	c.startN(3, func(i int) string { return []string{"physics", "chemistry", "library"}[i] })
 	c.waitConfig(3, 3, 60*time.Second)
 	n2 := c.nodes[2]
-	waitUntil(t, 30*time.Second, "node-02 sees everyone's telemetry and roles", func() bool {
+	wait.For(t, 30*time.Second, "node-02 sees everyone's telemetry and roles", func() bool {
 		st := n2.agent.Status()
 		if len(st.Members) != 3 {
 			return false
@@ -290,7 +284,7 @@ func TestClusterOfThree(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	r, err := Call(ctx, n2.agent.DataDir(), Request{Op: OpStatus})
+	r, err := localapi.Call(ctx, n2.agent.DataDir(), localapi.Request{Op: localapi.OpStatus})
 	if err != nil || r.Status == nil || r.Status.Node != "node-02" {
 		t.Fatalf("Call status: %+v, %v", r, err)
 	}
@@ -298,14 +292,14 @@ func TestClusterOfThree(t *testing.T) {
 	if err := json.Unmarshal(r.Document, &doc); err != nil || doc.Node != "node-02" || len(doc.Cluster.Members) != 3 {
 		t.Errorf("Call status document: got node %q with %d members (%v), want node-02 with 3", doc.Node, len(doc.Cluster.Members), err)
 	}
-	r, err = Call(ctx, n2.agent.DataDir(), Request{Op: OpJoin, Peers: []string{"127.0.0.1:1"}})
-	if err != nil || r.Kind != KindPeerUnreachable {
-		t.Errorf("join unreachable peer: got kind %q (%s), err %v; want %q", r.Kind, r.Error, err, KindPeerUnreachable)
+	r, err = localapi.Call(ctx, n2.agent.DataDir(), localapi.Request{Op: localapi.OpJoin, Peers: []string{"127.0.0.1:1"}})
+	if err != nil || r.Kind != localapi.KindPeerUnreachable {
+		t.Errorf("join unreachable peer: got kind %q (%s), err %v; want %q", r.Kind, r.Error, err, localapi.KindPeerUnreachable)
 	}
 
 	// A graceful stop is seen as a departure ("left"), not a failure.
 	c.nodes[1].stop(t, false)
-	waitUntil(t, 30*time.Second, "node-01 shown as left", func() bool {
+	wait.For(t, 30*time.Second, "node-01 shown as left", func() bool {
 		for _, m := range n2.agent.Status().Members {
 			if m.Name == "node-01" {
 				return m.State == "left"
@@ -315,8 +309,8 @@ func TestClusterOfThree(t *testing.T) {
 	})
 	// ... and recorded in the reclaim history as a leave without a
 	// reclaim, not as a failure.
-	waitUntil(t, 30*time.Second, "node-01's graceful leave in the history", func() bool {
-		for _, h := range n2.agent.webStatus(time.Now()).Reclaims.History {
+	wait.For(t, 30*time.Second, "node-01's graceful leave in the history", func() bool {
+		for _, h := range n2.agent.view.Web(time.Now()).Reclaims.History {
 			if h.Reclaim.Node == "node-01" {
 				return h.Graceful && h.Detected && !h.OwnerReport
 			}
@@ -341,8 +335,8 @@ func TestDataDirLocked(t *testing.T) {
 }
 
 func TestNoAgent(t *testing.T) {
-	_, err := Call(context.Background(), t.TempDir(), Request{Op: OpStatus})
-	if !errors.Is(err, ErrNoAgent) {
+	_, err := localapi.Call(context.Background(), t.TempDir(), localapi.Request{Op: localapi.OpStatus})
+	if !errors.Is(err, localapi.ErrNoAgent) {
 		t.Fatalf("Call without an agent: got %v, want ErrNoAgent", err)
 	}
 }
@@ -373,7 +367,7 @@ func TestConfigFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	if cfg.Name != "from-file" || cfg.Building != "physics" || len(cfg.Join) != 1 ||
-		time.Duration(cfg.LeaveTimeout) != 7*time.Second || cfg.GossipPort != DefaultGossipPort {
+		time.Duration(cfg.LeaveTimeout) != 7*time.Second || cfg.GossipPort != localapi.DefaultGossipPort {
 		t.Errorf("loaded config: got %+v", cfg)
 	}
 	os.WriteFile(path, []byte(`{"nmae":"typo"}`), 0o600)
@@ -403,13 +397,13 @@ func TestSevenEmergencyDeparturesOfNonVoters(t *testing.T) {
 	c.startN(10, func(i int) string { return fmt.Sprintf("b%d", i%3) })
 	c.waitConfig(10, 3, 120*time.Second)
 	servers, _ := c.leader().agent.Coordinator().Servers()
-	role := map[string]raft.Role{}
+	role := map[string]state.Role{}
 	for _, s := range servers {
 		role[string(s.ID)] = s.Role
 	}
 	var victims []*testNode
 	for _, n := range c.nodes {
-		if role[n.info.Node] == raft.RoleNonvoter {
+		if role[n.info.Node] == state.RoleNonvoter {
 			victims = append(victims, n)
 		}
 	}
@@ -437,7 +431,7 @@ func TestSevenEmergencyDeparturesOfNonVoters(t *testing.T) {
 		}
 		// WaitLeader knows the leader's ID a moment before that node's own
 		// state says it leads: poll for it.
-		waitUntil(t, 10*time.Second, "a leader among the survivors", func() bool {
+		wait.For(t, 10*time.Second, "a leader among the survivors", func() bool {
 			l = c.leader()
 			return l != nil
 		})
@@ -446,7 +440,7 @@ func TestSevenEmergencyDeparturesOfNonVoters(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	start := time.Now()
-	job := raft.JobRecord{Job: policy.Job{ID: "after-departures", CheckpointBytes: 1 << 20, GPUs: 1}, Spec: raft.JobSpec{Command: []string{"true"}}}
+	job := state.JobRecord{Job: policy.Job{ID: "after-departures", CheckpointBytes: 1 << 20, GPUs: 1}, Spec: state.JobSpec{Command: []string{"true"}}}
 	// Submit from a surviving voter that may not lead: forwarding included.
 	var from *testNode
 	for _, n := range c.nodes {
@@ -454,11 +448,11 @@ func TestSevenEmergencyDeparturesOfNonVoters(t *testing.T) {
 			from = n
 		}
 	}
-	if _, err := from.agent.Coordinator().Submit(ctx, raft.SubmitJob{Job: job}); err != nil {
+	if _, err := from.agent.Coordinator().Submit(ctx, state.SubmitJob{Job: job}); err != nil {
 		t.Fatalf("submit %v after the departures: %v", time.Since(departed), err)
 	}
 	t.Logf("command committed %v after submit, %v after the 7 departures", time.Since(start), time.Since(departed))
-	waitUntil(t, 10*time.Second, "leader keeps ticking", func() bool {
+	wait.For(t, 10*time.Second, "leader keeps ticking", func() bool {
 		l := c.leader()
 		return l != nil && l.agent.Coordinator().Ticks() > ticks+2
 	})
@@ -511,7 +505,7 @@ func TestClusterConverges(t *testing.T) {
 			c.waitConfig(tc.nodes, tc.voters, 120*time.Second)
 			// Every node holds a report from every node, sent after this point.
 			mark := time.Now()
-			waitUntil(t, 60*time.Second, "fresh telemetry from every node everywhere", func() bool {
+			wait.For(t, 60*time.Second, "fresh telemetry from every node everywhere", func() bool {
 				for _, n := range c.nodes {
 					st := n.agent.Status()
 					if len(st.Members) != tc.nodes {
@@ -544,7 +538,7 @@ func TestTelemetryForLeader(t *testing.T) {
 	cfg.GPUs = []string{"RTX-4090:24GiB:8.9:x2"}
 	cfg.TelemetryInterval = Duration(time.Hour) // one report at start; ours below is not overwritten
 	n := c.start(cfg)
-	tel := meshTelemetry{mesh: n.agent.Mesh()}
+	tel := view.Gossip{Mesh: n.agent.Mesh()}
 	members := tel.Members()
 	if len(members) != 1 {
 		t.Fatalf("members: got %d, want 1", len(members))
@@ -556,7 +550,7 @@ func TestTelemetryForLeader(t *testing.T) {
 	if m.RaftAddr != n.agent.Coordinator().Addr() {
 		t.Errorf("raft address from gossip: got %s, want %s", m.RaftAddr, n.agent.Coordinator().Addr())
 	}
-	waitUntil(t, 10*time.Second, "own telemetry", func() bool {
+	wait.For(t, 10*time.Second, "own telemetry", func() bool {
 		// Nodes falls back to the declared GPUs without a report: wait
 		// for the report itself, or the one at start could land after
 		// (and replace) the reports published below.
@@ -565,7 +559,7 @@ func TestTelemetryForLeader(t *testing.T) {
 		return reported && len(nodes) == 1 && nodes[0].FreeGPUs == 2 && nodes[0].AccessLink == "access/gpu-a"
 	})
 	links := tel.Links()
-	if len(links) != 2 || links[0].ID != "access/gpu-a" || links[0].Available != DefaultAccessCapacity || links[1].ID != "uplink/physics" || links[1].B != "core" {
+	if len(links) != 2 || links[0].ID != "access/gpu-a" || links[0].Available != view.DefaultAccessCapacity || links[1].ID != "uplink/physics" || links[1].B != "core" {
 		t.Fatalf("links: got %+v, want access/gpu-a at the default capacity and uplink/physics to core", links)
 	}
 	err := n.agent.Mesh().PublishTelemetry(meshTelemetryReport(50e6, 20e6), time.Now())
@@ -576,10 +570,10 @@ func TestTelemetryForLeader(t *testing.T) {
 	// Every report describes the node's access link (the enforcement
 	// subsystem's default accounting): the smallest sets it; the uplink
 	// keeps its default.
-	if links[0].Available != 20e6 || links[0].AvailableLow != 10e6 || links[0].Capacity != DefaultAccessCapacity ||
-		links[1].Available != DefaultUplinkCapacity {
+	if links[0].Available != 20e6 || links[0].AvailableLow != 10e6 || links[0].Capacity != view.DefaultAccessCapacity ||
+		links[1].Available != view.DefaultUplinkCapacity {
 		t.Errorf("links after a measurement: access %v (low %v, capacity %v), uplink %v; want 20e6 (10e6, %v) and %v",
-			links[0].Available, links[0].AvailableLow, links[0].Capacity, links[1].Available, float64(DefaultAccessCapacity), float64(DefaultUplinkCapacity))
+			links[0].Available, links[0].AvailableLow, links[0].Capacity, links[1].Available, float64(view.DefaultAccessCapacity), float64(view.DefaultUplinkCapacity))
 	}
 	err = n.agent.Mesh().PublishTelemetry(meshTelemetryReport(4e9, 3e9), time.Now())
 	if err != nil {
@@ -601,13 +595,13 @@ func TestTelemetryFlowsFromPeers(t *testing.T) {
 	cfgB.TelemetryInterval = Duration(time.Hour) // one report at start; ours below is not overwritten
 	a := c.start(cfgA)
 	b := c.start(cfgB)
-	own := []raft.FlowProgress{{ID: "ckpt/local", Remaining: 7}}
-	tel := meshTelemetry{mesh: a.agent.Mesh(), flows: func() []raft.FlowProgress { return own }}
-	waitUntil(t, 20*time.Second, "gpu-b alive at gpu-a, with its report at start", func() bool {
+	own := []state.FlowProgress{{ID: "ckpt/local", Remaining: 7}}
+	tel := view.Gossip{Mesh: a.agent.Mesh(), Outgoing: func() []state.FlowProgress { return own }}
+	wait.For(t, 20*time.Second, "gpu-b alive at gpu-a, with its report at start", func() bool {
 		_, reported := b.agent.Mesh().Report("gpu-b")
 		return reported && len(tel.Members()) == 2
 	})
-	report := mesh.Telemetry{FreeGPUs: 1, Flows: gossipFlows([]raft.FlowProgress{
+	report := mesh.Telemetry{FreeGPUs: 1, Flows: gossipFlows([]state.FlowProgress{
 		{ID: "ckpt/train", Remaining: 9 << 20},
 		{ID: "mig/train", Remaining: 3 << 20},
 		{ID: "restore/eval", Done: true},
@@ -615,16 +609,16 @@ func TestTelemetryFlowsFromPeers(t *testing.T) {
 	if err := b.agent.Mesh().PublishTelemetry(report, time.Now()); err != nil {
 		t.Fatal(err)
 	}
-	var got []raft.FlowProgress
-	waitUntil(t, 20*time.Second, "gpu-b's flows at gpu-a", func() bool {
+	var got []state.FlowProgress
+	wait.For(t, 20*time.Second, "gpu-b's flows at gpu-a", func() bool {
 		got = tel.Flows()
 		return len(got) == 4
 	})
-	want := []raft.FlowProgress{own[0], {ID: "mig/train", Remaining: 3 << 20}, {ID: "restore/eval", Done: true}, {ID: "ckpt/train", Remaining: 9 << 20}}
+	want := []state.FlowProgress{own[0], {ID: "mig/train", Remaining: 3 << 20}, {ID: "restore/eval", Done: true}, {ID: "ckpt/train", Remaining: 9 << 20}}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("flows at gpu-a: got %+v, want %+v (own first, then gpu-b's: migrations, finished, checkpoints)", got, want)
 	}
 	// A node that left sends nothing any more.
 	b.stop(t, false)
-	waitUntil(t, 20*time.Second, "gpu-b's flows gone at gpu-a", func() bool { return len(tel.Flows()) == 1 })
+	wait.For(t, 20*time.Second, "gpu-b's flows gone at gpu-a", func() bool { return len(tel.Flows()) == 1 })
 }

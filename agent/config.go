@@ -16,17 +16,12 @@ import (
 	"strings"
 	"time"
 
+	"github.com/reclaimnet/reclaimnet/agent/enforce"
+	"github.com/reclaimnet/reclaimnet/localapi"
+
 	"github.com/reclaimnet/reclaimnet/gpu"
 	"github.com/reclaimnet/reclaimnet/policy"
-	"github.com/reclaimnet/reclaimnet/raft"
-)
-
-// Default ports (docs/design.md §4, "Ports and addresses").
-const (
-	DefaultGossipPort   = 7946
-	DefaultRaftPort     = 7947
-	DefaultTransferPort = 7948
-	DefaultHTTPAddr     = "127.0.0.1:7949"
+	"github.com/reclaimnet/reclaimnet/state"
 )
 
 // Config is one agent's configuration. It can be read from a JSON file
@@ -102,7 +97,7 @@ type Config struct {
 	// Protocols lists the protocols this node decides with when it leads
 	// ("p1,p2,p3"; "none" switches all off; empty means all on): the
 	// paper's ablation on real processes. The leader's setting applies to
-	// the whole cluster (raft.Protocols).
+	// the whole cluster (state.Protocols).
 	Protocols string `json:"protocols,omitempty"`
 	// FixedInterval is every job's checkpoint interval while P1 is off;
 	// 0 means the policy's default (10 min).
@@ -188,7 +183,7 @@ func (c Config) Switches() (policy.Switches, error) {
 	if strings.TrimSpace(c.Protocols) == "" {
 		return policy.DefaultParams().Switches, nil
 	}
-	return raft.ParseProtocols(c.Protocols)
+	return state.ParseProtocols(c.Protocols)
 }
 
 // Duration is a time.Duration that reads "5s" from JSON.
@@ -242,13 +237,13 @@ func DefaultConfig() Config {
 		Name:              host,
 		DataDir:           "/var/lib/reclaimnet",
 		BindAddr:          "0.0.0.0",
-		GossipPort:        DefaultGossipPort,
-		RaftPort:          DefaultRaftPort,
-		TransferPort:      DefaultTransferPort,
-		HTTPAddr:          DefaultHTTPAddr,
+		GossipPort:        localapi.DefaultGossipPort,
+		RaftPort:          localapi.DefaultRaftPort,
+		TransferPort:      localapi.DefaultTransferPort,
+		HTTPAddr:          localapi.DefaultHTTPAddr,
 		LeaveTimeout:      Duration(5 * time.Second),
 		TelemetryInterval: Duration(time.Second),
-		Enforce:           EnforceAuto,
+		Enforce:           enforce.ModeAuto,
 		LinkCapacity:      DefaultLinkCapacity,
 		CacheSize:         DefaultCacheSize,
 	}
@@ -321,7 +316,7 @@ func (c Config) Validate() error {
 		}
 	}
 	switch c.Enforce {
-	case "", EnforceAuto, EnforceOn, EnforceOff:
+	case "", enforce.ModeAuto, enforce.ModeOn, enforce.ModeOff:
 	default:
 		return fmt.Errorf("enforce %q: want auto, on or off", c.Enforce)
 	}
@@ -393,5 +388,5 @@ func joinAddr(peer string) string {
 	if _, _, err := net.SplitHostPort(peer); err == nil {
 		return peer
 	}
-	return net.JoinHostPort(peer, strconv.Itoa(DefaultGossipPort))
+	return net.JoinHostPort(peer, strconv.Itoa(localapi.DefaultGossipPort))
 }

@@ -3,6 +3,8 @@ package agent
 import (
 	"bufio"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -10,85 +12,20 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"sort"
 	"time"
 
+	"github.com/reclaimnet/reclaimnet/localapi"
 	"github.com/reclaimnet/reclaimnet/mesh"
+	"github.com/reclaimnet/reclaimnet/policy"
+	"github.com/reclaimnet/reclaimnet/raft"
+	"github.com/reclaimnet/reclaimnet/state"
 )
-
-// SocketFile is the control socket's name inside the data dir.
-const SocketFile = "agent.sock"
-
-// InfoFile, inside the data dir, names the agent's bound addresses once it
-// is up (tests and scripts read it instead of guessing ports).
-const InfoFile = "agent.json"
-
-// Control operations.
-const (
-	OpStatus  = "status"
-	OpMembers = "members"
-	OpJoin    = "join"
-)
-
-// Request is one control request: one JSON object per connection.
-type Request struct {
-	Op    string   `json:"op"`
-	Peers []string `json:"peers,omitempty"`
-	// Job is the job to submit (OpRun); JobID the job of OpLogs and
-	// OpCancel; Tail how many bytes of the log's end OpLogs returns (0:
-	// up to 4 MiB).
-	Job   *JobRequest `json:"job,omitempty"`
-	JobID string      `json:"job_id,omitempty"`
-	Tail  int64       `json:"tail,omitempty"`
-	// Notice is a scheduled reclaim's notice (OpReclaim).
-	Notice time.Duration `json:"notice,omitempty"`
-}
-
-// Error kinds in Response.Kind, so the CLI can explain a failure.
-const (
-	KindPeerUnreachable = "peer_unreachable"
-	KindWrongGossipKey  = "wrong_gossip_key"
-	KindBadRequest      = "bad_request"
-	KindInternal        = "internal"
-)
-
-// Response answers a Request.
-type Response struct {
-	Error  string  `json:"error,omitempty"`
-	Kind   string  `json:"kind,omitempty"`
-	Status *Status `json:"status,omitempty"`
-	// Document is, for OpStatus, the GET /v1/status document exactly as
-	// the HTTP API serves it (a web.Status).
-	Document json.RawMessage `json:"document,omitempty"`
-	Joined   int             `json:"joined,omitempty"`
-	// Trace is the cluster's history in the simulator's trace format
-	// (JSON Lines, OpTraceExport).
-	Trace string `json:"trace,omitempty"`
-	// JobID is the submitted or cancelled job; Jobs the list (OpJobs);
-	// Log a job's log, Node the node it runs on, Note a remark (OpLogs).
-	JobID string    `json:"job_id,omitempty"`
-	Jobs  []JobInfo `json:"jobs,omitempty"`
-	Log   string    `json:"log,omitempty"`
-	Node  string    `json:"node,omitempty"`
-	Note  string    `json:"note,omitempty"`
-	// Reclaim is the reclaim's progress (the reclaim operations).
-	Reclaim *ReclaimStatus `json:"reclaim,omitempty"`
-}
-
-// Info is what the agent writes to InfoFile.
-type Info struct {
-	PID          int    `json:"pid"`
-	Node         string `json:"node"`
-	GossipAddr   string `json:"gossip_addr"`
-	RaftAddr     string `json:"raft_addr"`
-	TransferAddr string `json:"transfer_addr"`
-	HTTPAddr     string `json:"http_addr"`
-	Socket       string `json:"socket"`
-}
 
 // listenControl creates the Unix socket with mode 0600. A socket file left
 // by a dead agent is removed (the data-dir lock proves no agent uses it).
 func listenControl(dir string) (net.Listener, error) {
-	path := filepath.Join(dir, SocketFile)
+	path := filepath.Join(dir, localapi.SocketFile)
 	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return nil, fmt.Errorf("remove stale control socket: %w", err)
 	}
@@ -117,83 +54,221 @@ func (a *Agent) serveControl(ln net.Listener) {
 func (a *Agent) handleControl(conn net.Conn) {
 	defer conn.Close()
 	conn.SetDeadline(time.Now().Add(30 * time.Second))
-	var req Request
+	var req localapi.Request
 	dec := json.NewDecoder(io.LimitReader(bufio.NewReader(conn), 64<<10))
-	resp := Response{}
+	resp := localapi.Response{}
 	if err := dec.Decode(&req); err != nil {
-		resp = Response{Error: fmt.Sprintf("bad request: %v", err), Kind: KindBadRequest}
+		resp = localapi.Response{Error: fmt.Sprintf("bad request: %v", err), Kind: localapi.KindBadRequest}
 	} else {
 		resp = a.control(req)
 	}
 	json.NewEncoder(conn).Encode(resp)
 }
 
-func (a *Agent) control(req Request) Response {
+func (a *Agent) control(req localapi.Request) localapi.Response {
 	switch req.Op {
-	case OpMembers:
+	case localapi.OpMembers:
 		st := a.Status()
-		return Response{Status: &st}
-	case OpStatus:
+		return localapi.Response{Status: &st}
+	case localapi.OpStatus:
 		st := a.Status()
 		doc, err := a.webDocument()
 		if err != nil {
-			return Response{Error: err.Error(), Kind: KindInternal}
+			return localapi.Response{Error: err.Error(), Kind: localapi.KindInternal}
 		}
-		return Response{Status: &st, Document: doc}
-	case OpJoin:
+		return localapi.Response{Status: &st, Document: doc}
+	case localapi.OpJoin:
 		if len(req.Peers) == 0 {
-			return Response{Error: "join: no peers", Kind: KindBadRequest}
+			return localapi.Response{Error: "join: no peers", Kind: localapi.KindBadRequest}
 		}
 		n, err := a.Join(req.Peers)
 		if err != nil {
-			kind := KindInternal
+			kind := localapi.KindInternal
 			switch {
 			case errors.Is(err, mesh.ErrPeerUnreachable):
-				kind = KindPeerUnreachable
+				kind = localapi.KindPeerUnreachable
 			case errors.Is(err, mesh.ErrWrongGossipKey):
-				kind = KindWrongGossipKey
+				kind = localapi.KindWrongGossipKey
 			}
-			return Response{Error: err.Error(), Kind: kind}
+			return localapi.Response{Error: err.Error(), Kind: kind}
 		}
-		return Response{Joined: n}
-	case OpRun, OpJobs, OpLogs, OpCancel:
+		return localapi.Response{Joined: n}
+	case localapi.OpRun, localapi.OpJobs, localapi.OpLogs, localapi.OpCancel:
 		return a.jobControl(req)
-	case OpTraceExport:
-		doc, err := a.traceDocument(time.Now())
+	case localapi.OpTraceExport:
+		doc, err := a.view.TraceDocument(time.Now())
 		if err != nil {
-			return Response{Error: err.Error(), Kind: KindInternal}
+			return localapi.Response{Error: err.Error(), Kind: localapi.KindInternal}
 		}
-		return Response{Trace: string(doc)}
-	case OpReclaim, OpReclaimStatus, OpReclaimCancel, OpReclaimNow:
-		return a.reclaimControl(req)
+		return localapi.Response{Trace: string(doc)}
+	case localapi.OpReclaim, localapi.OpReclaimStatus, localapi.OpReclaimCancel, localapi.OpReclaimNow:
+		return a.reclaim.Handle(req)
 	}
-	return Response{Error: fmt.Sprintf("unknown operation %q", req.Op), Kind: KindBadRequest}
+	return localapi.Response{Error: fmt.Sprintf("unknown operation %q", req.Op), Kind: localapi.KindBadRequest}
 }
 
-// ErrNoAgent is returned by Call when no agent listens on the data dir.
-var ErrNoAgent = errors.New("no agent running")
-
-// Call sends one request to the agent whose data dir is dir.
-func Call(ctx context.Context, dir string, req Request) (Response, error) {
-	path := filepath.Join(dir, SocketFile)
-	var d net.Dialer
-	conn, err := d.DialContext(ctx, "unix", path)
-	if err != nil {
-		if errors.Is(err, os.ErrNotExist) || errors.Is(err, errConnRefused()) {
-			return Response{}, fmt.Errorf("%w with data dir %s (start one with 'reclaimnet agent', or set --data-dir / RECLAIMNET_DATA_DIR)", ErrNoAgent, dir)
+func (a *Agent) jobControl(req localapi.Request) localapi.Response {
+	c := a.Coordinator()
+	if c == nil {
+		return localapi.Response{Error: "coordinator not running", Kind: localapi.KindInternal}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	switch req.Op {
+	case localapi.OpRun:
+		return a.runJob(ctx, c, req.Job)
+	case localapi.OpJobs:
+		return localapi.Response{Jobs: jobInfos(c.State())}
+	case localapi.OpLogs:
+		return a.jobLog(c, req.JobID, req.Tail)
+	case localapi.OpCancel:
+		if req.JobID == "" {
+			return localapi.Response{Error: "cancel: no job", Kind: localapi.KindBadRequest}
 		}
-		return Response{}, fmt.Errorf("reach agent at %s: %w", path, err)
+		if _, ok := c.Store().Job(policy.JobID(req.JobID)); !ok {
+			return localapi.Response{Error: fmt.Sprintf("no job %q", req.JobID), Kind: localapi.KindUnknownJob}
+		}
+		if _, err := c.Submit(ctx, state.CancelJob{Job: policy.JobID(req.JobID)}); err != nil {
+			return submitError("cancel", err)
+		}
+		return localapi.Response{JobID: req.JobID}
 	}
-	defer conn.Close()
-	if dl, ok := ctx.Deadline(); ok {
-		conn.SetDeadline(dl)
+	return localapi.Response{Error: fmt.Sprintf("unknown operation %q", req.Op), Kind: localapi.KindBadRequest}
+}
+
+func submitError(what string, err error) localapi.Response {
+	kind := localapi.KindInternal
+	switch {
+	case errors.Is(err, state.ErrUnknownJob):
+		kind = localapi.KindUnknownJob
+	case errors.Is(err, state.ErrJobExists):
+		kind = localapi.KindJobExists
+	case errors.Is(err, raft.ErrNoLeader), errors.Is(err, context.DeadlineExceeded):
+		kind = localapi.KindNoLeader
 	}
-	if err := json.NewEncoder(conn).Encode(req); err != nil {
-		return Response{}, fmt.Errorf("send request: %w", err)
+	return localapi.Response{Error: fmt.Sprintf("%s: %v", what, err), Kind: kind}
+}
+
+func (a *Agent) runJob(ctx context.Context, c *raft.Coordinator, jr *localapi.JobRequest) localapi.Response {
+	if jr == nil || len(jr.Command) == 0 || jr.Command[0] == "" {
+		return localapi.Response{Error: "run: no command", Kind: localapi.KindBadRequest}
 	}
-	var resp Response
-	if err := json.NewDecoder(io.LimitReader(conn, 64<<20)).Decode(&resp); err != nil {
-		return Response{}, fmt.Errorf("read response: %w", err)
+	if jr.Name == "" {
+		b := make([]byte, 4)
+		rand.Read(b)
+		jr.Name = "job-" + hex.EncodeToString(b)
 	}
-	return resp, nil
+	if err := localapi.ValidJobName(jr.Name); err != nil {
+		return localapi.Response{Error: "run: " + err.Error(), Kind: localapi.KindBadRequest}
+	}
+	if jr.GPUs < 0 || jr.VRAM < 0 || jr.Capability < 0 || jr.LossBudget < 0 || jr.SizeHint < 0 || jr.RuntimeHint < 0 {
+		return localapi.Response{Error: "run: negative resource or hint", Kind: localapi.KindBadRequest}
+	}
+	spec := state.JobSpec{Command: jr.Command, Env: jr.Env, Dir: jr.Dir, Grace: jr.Grace}
+	if jr.Signal != "" {
+		sig, err := state.CanonicalSignal(jr.Signal)
+		if err != nil {
+			return localapi.Response{Error: "run: " + err.Error(), Kind: localapi.KindBadRequest}
+		}
+		spec.Signal = sig
+	}
+	if jr.Grace != 0 {
+		if err := state.ValidStopGrace(jr.Grace); err != nil {
+			return localapi.Response{Error: "run: " + err.Error(), Kind: localapi.KindBadRequest}
+		}
+	}
+	gpus := jr.GPUs
+	if gpus == 0 {
+		gpus = 1
+	}
+	rec := state.JobRecord{
+		Job: policy.Job{ID: policy.JobID(jr.Name), GPUs: gpus, VRAM: jr.VRAM, Capability: jr.Capability,
+			LossBudget: jr.LossBudget, CheckpointBytes: jr.SizeHint, Remaining: jr.RuntimeHint},
+		Spec:      spec,
+		Owner:     jr.Owner,
+		Submitted: time.Now().UTC().Truncate(time.Second),
+	}
+	if _, err := c.Submit(ctx, state.SubmitJob{Job: rec}); err != nil {
+		return submitError("submit job "+jr.Name, err)
+	}
+	return localapi.Response{JobID: jr.Name}
+}
+
+// jobInfos lists the catalogue's jobs, sorted by ID.
+func jobInfos(st *state.State) []localapi.JobInfo {
+	intervals := map[policy.JobID]policy.JobDecision{}
+	for _, d := range st.Decisions.Jobs {
+		intervals[d.Job] = d
+	}
+	out := []localapi.JobInfo{}
+	for id, j := range st.Jobs {
+		ji := localapi.JobInfo{ID: string(id), State: j.State.String(), Node: string(j.Node), Command: j.Spec.Command,
+			Restarts: j.Restarts, RestartTime: j.RestartTime, Submitted: j.Submitted}
+		if d, ok := intervals[id]; ok {
+			ji.Interval, ji.Standby = d.Interval, string(d.Standby)
+		}
+		if cp, ok := st.FreshestCommitted(id); ok {
+			ji.LastCommitted = cp.Version
+			for _, h := range cp.Holders {
+				ji.Holders = append(ji.Holders, string(h))
+			}
+		}
+		if cps := st.Checkpoints[id]; len(cps) > 0 {
+			ji.LastVersion = cps[len(cps)-1].Version
+		}
+		out = append(out, ji)
+	}
+	sort.Slice(out, func(i, k int) bool { return out[i].ID < out[k].ID })
+	return out
+}
+
+// maxLogBytes bounds what one logs request returns (the end of the log).
+const maxLogBytes = 4 << 20
+
+// JobLogPath is where the supervisor writes a job's output on the node
+// that runs it.
+func JobLogPath(dataDir, job string) string {
+	return filepath.Join(dataDir, jobsDirName, job, "run", "job.log")
+}
+
+// jobLog returns the end (tail bytes, at most maxLogBytes) of the job's
+// log when it runs (or ran) here; otherwise says where it runs.
+func (a *Agent) jobLog(c *raft.Coordinator, job string, tail int64) localapi.Response {
+	if job == "" {
+		return localapi.Response{Error: "logs: no job", Kind: localapi.KindBadRequest}
+	}
+	if err := localapi.ValidJobName(job); err != nil {
+		return localapi.Response{Error: "logs: " + err.Error(), Kind: localapi.KindBadRequest}
+	}
+	j, ok := c.Store().Job(policy.JobID(job))
+	if !ok {
+		return localapi.Response{Error: fmt.Sprintf("no job %q", job), Kind: localapi.KindUnknownJob}
+	}
+	path := JobLogPath(a.cfg.DataDir, job)
+	f, err := os.Open(path)
+	if err != nil {
+		if j.Node != "" && string(j.Node) != a.cfg.Name {
+			return localapi.Response{Error: fmt.Sprintf("job %s runs on node %s: run 'reclaimnet logs %s' there", job, j.Node, job), Kind: localapi.KindElsewhere, Node: string(j.Node)}
+		}
+		if errors.Is(err, os.ErrNotExist) {
+			return localapi.Response{Error: fmt.Sprintf("job %s (%s) has no log on this node yet", job, j.State), Kind: localapi.KindElsewhere, Node: string(j.Node)}
+		}
+		return localapi.Response{Error: fmt.Sprintf("read log: %v", err), Kind: localapi.KindInternal}
+	}
+	defer f.Close()
+	if tail <= 0 || tail > maxLogBytes {
+		tail = maxLogBytes
+	}
+	if fi, err := f.Stat(); err == nil && fi.Size() > tail {
+		f.Seek(fi.Size()-tail, io.SeekStart)
+	}
+	b, err := io.ReadAll(io.LimitReader(f, tail))
+	if err != nil {
+		return localapi.Response{Error: fmt.Sprintf("read log: %v", err), Kind: localapi.KindInternal}
+	}
+	resp := localapi.Response{JobID: job, Log: string(b), Node: a.cfg.Name}
+	if j.Node != "" && string(j.Node) != a.cfg.Name {
+		resp.Note = fmt.Sprintf("job %s now runs on node %s; this is the log of its run here", job, j.Node)
+	}
+	return resp
 }

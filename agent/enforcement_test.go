@@ -9,9 +9,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"net"
 	"net/http"
-	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -20,8 +18,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/reclaimnet/reclaimnet/agent/enforce"
 	"github.com/reclaimnet/reclaimnet/bpf"
 	"github.com/reclaimnet/reclaimnet/internal/netnstest"
+	"github.com/reclaimnet/reclaimnet/internal/wait"
 	"github.com/reclaimnet/reclaimnet/mesh"
 	"github.com/reclaimnet/reclaimnet/web"
 )
@@ -56,48 +56,6 @@ func TestParseRate(t *testing.T) {
 	}
 	if err := json.Unmarshal([]byte(`{"link_capacity":"lots"}`), &cfg); err == nil {
 		t.Error("JSON \"lots\": no error")
-	}
-}
-
-// The resolver maps member addresses (IPv4-mapped or not) to their
-// buildings, ignores members whose metadata is unreadable, lists the live
-// members' buildings, and rebuilds its table only once a second.
-func TestBuildingResolver(t *testing.T) {
-	members := []mesh.Member{
-		{Name: "p1", Addr: net.ParseIP("10.0.0.1").To4(), State: mesh.StateAlive, Meta: mesh.Meta{Building: "physics"}},
-		{Name: "p2", Addr: net.ParseIP("10.0.0.2"), State: mesh.StateSuspect, Meta: mesh.Meta{Building: "physics"}},
-		{Name: "c1", Addr: net.ParseIP("fd00::7"), State: mesh.StateAlive, Meta: mesh.Meta{Building: "chemistry"}},
-		{Name: "gone", Addr: net.ParseIP("10.0.0.9"), State: mesh.StateLeft, Meta: mesh.Meta{Building: "library"}},
-		{Name: "bad", Addr: net.ParseIP("10.0.0.66"), State: mesh.StateAlive, Meta: mesh.Meta{Building: "forged"}, MetaErr: errors.New("bad meta")},
-	}
-	calls := 0
-	now := time.Unix(1_780_000_000, 0)
-	r := newBuildingResolver(func() []mesh.Member { calls++; return slices.Clone(members) }, func() time.Time { return now })
-	for addr, want := range map[string]string{
-		"10.0.0.1": "physics", "::ffff:10.0.0.2": "physics", "fd00::7": "chemistry", "10.0.0.9": "library",
-		"10.0.0.66": "", "192.0.2.1": "", "fd00::8": "",
-	} {
-		got, ok := r.Resolve(netip.MustParseAddr(addr))
-		if got != want || ok != (want != "") {
-			t.Errorf("Resolve(%s) = %q, %v; want %q, %v", addr, got, ok, want, want != "")
-		}
-	}
-	if got, want := r.Buildings(), []string{"chemistry", "physics"}; !slices.Equal(got, want) {
-		t.Errorf("Buildings() = %q, want %q", got, want)
-	}
-	if calls != 1 {
-		t.Errorf("member list read %d times within a second, want 1", calls)
-	}
-	members = append(members, mesh.Member{Name: "l1", Addr: net.ParseIP("10.0.1.1"), State: mesh.StateAlive, Meta: mesh.Meta{Building: "library"}})
-	if b, ok := r.Resolve(netip.MustParseAddr("10.0.1.1")); ok {
-		t.Errorf("new member resolved (%q) before the refresh period", b)
-	}
-	now = now.Add(resolverRefresh)
-	if b, ok := r.Resolve(netip.MustParseAddr("10.0.1.1")); !ok || b != "library" {
-		t.Errorf("new member after %v: got %q, %v; want library", resolverRefresh, b, ok)
-	}
-	if got, want := r.Buildings(), []string{"chemistry", "library", "physics"}; !slices.Equal(got, want) {
-		t.Errorf("Buildings() after the refresh = %q, want %q", got, want)
 	}
 }
 
@@ -137,23 +95,23 @@ func TestEnforcementOffShowsDisabled(t *testing.T) {
 	c := newTestCluster(t)
 	a := c.start(c.config("auto-node"))
 	cfg := c.config("off-node")
-	cfg.Enforce = EnforceOff
+	cfg.Enforce = enforce.ModeOff
 	b := c.start(cfg)
 	for _, n := range []*testNode{a, b} {
-		var es enforceStatus
+		var es enforce.Status
 		getJSON(t, "http://"+n.info.HTTPAddr+"/v1/enforce", &es)
 		if es.Enabled || es.KillSwitch != "disabled" {
 			t.Errorf("%s /v1/enforce: enabled %v, kill_switch %q; want false, disabled", n.info.Node, es.Enabled, es.KillSwitch)
 		}
-		wantMode, wantReason := EnforceAuto, "loopback"
+		wantMode, wantReason := enforce.ModeAuto, "loopback"
 		if n == b {
-			wantMode, wantReason = EnforceOff, "--enforce off"
+			wantMode, wantReason = enforce.ModeOff, "--enforce off"
 		}
 		if es.Mode != wantMode || !strings.Contains(es.OffReason, wantReason) {
 			t.Errorf("%s /v1/enforce: mode %q, reason %q; want %q and a reason mentioning %q", n.info.Node, es.Mode, es.OffReason, wantMode, wantReason)
 		}
 	}
-	waitUntil(t, 20*time.Second, "both nodes shown as disabled on both status pages", func() bool {
+	wait.For(t, 20*time.Second, "both nodes shown as disabled on both status pages", func() bool {
 		for _, viewer := range []*testNode{a, b} {
 			for _, node := range []string{"auto-node", "off-node"} {
 				if killSwitchOf(t, viewer.info.HTTPAddr, node) != "disabled" {
@@ -180,7 +138,7 @@ const unprivilegedChildEnv = "RECLAIMNET_AGENT_UNPRIVILEGED_CHILD"
 func TestEnforceOnWithoutPrivilege(t *testing.T) {
 	if os.Getenv(unprivilegedChildEnv) == "1" || os.Geteuid() != 0 {
 		cfg := DefaultConfig()
-		cfg.Name, cfg.Dev, cfg.BindAddr, cfg.HTTPAddr, cfg.Enforce = "unpriv", true, "127.0.0.1", "", EnforceOn
+		cfg.Name, cfg.Dev, cfg.BindAddr, cfg.HTTPAddr, cfg.Enforce = "unpriv", true, "127.0.0.1", "", enforce.ModeOn
 		cfg.GossipPort, cfg.RaftPort, cfg.TransferPort = 0, 0, 0
 		a, err := New(cfg, testLogger())
 		if err == nil {
@@ -278,14 +236,14 @@ func enforcementChild(t *testing.T, iface, pin string) {
 	cfg.BindAddr = "10.78.0.1" // default --iface: the veth that holds it
 	cfg.TransferPort = 17948
 	cfg.Building = "physics"
-	cfg.Enforce = EnforceOn
+	cfg.Enforce = enforce.ModeOn
 	cfg.BPFPinDir = pin
 	n := c.start(cfg)
 	node, httpAddr := cfg.Name, n.info.HTTPAddr
 
-	var es enforceStatus
+	var es enforce.Status
 	getJSON(t, "http://"+httpAddr+"/v1/enforce", &es)
-	if !es.Enabled || es.Mode != EnforceOn || es.Iface != iface || !slices.Contains(es.Protected, "17948/udp") {
+	if !es.Enabled || es.Mode != enforce.ModeOn || es.Iface != iface || !slices.Contains(es.Protected, "17948/udp") {
 		t.Fatalf("/v1/enforce: enabled %v, mode %q, iface %q, protected %q; want true, on, %s, with 17948/udp",
 			es.Enabled, es.Mode, es.Iface, es.Protected, iface)
 	}
@@ -294,11 +252,11 @@ func enforcementChild(t *testing.T, iface, pin string) {
 			t.Errorf("gossip port %s is protected", p)
 		}
 	}
-	waitUntil(t, 15*time.Second, "kill-switch off on the status page", func() bool {
+	wait.For(t, 15*time.Second, "kill-switch off on the status page", func() bool {
 		return killSwitchOf(t, httpAddr, node) == web.KillSwitchOff
 	})
 	// The measured estimate replaces the leader's default in telemetry.
-	waitUntil(t, 15*time.Second, "bandwidth towards physics in the node's telemetry", func() bool {
+	wait.For(t, 15*time.Second, "bandwidth towards physics in the node's telemetry", func() bool {
 		rep, ok := n.agent.Mesh().Report(node)
 		return ok && len(rep.Bandwidth) > 0 && rep.Bandwidth[0].Building == "physics" && rep.Bandwidth[0].Available > 0
 	})
@@ -314,7 +272,7 @@ func enforcementChild(t *testing.T, iface, pin string) {
 			t.Fatalf("set kill-switch %v: %v", mode, err)
 		}
 		want := web.KillSwitchMode(mode.String())
-		waitUntil(t, 10*time.Second, "kill-switch "+string(want)+" on the status page", func() bool {
+		wait.For(t, 10*time.Second, "kill-switch "+string(want)+" on the status page", func() bool {
 			return killSwitchOf(t, httpAddr, node) == want
 		})
 		t.Logf("kill-switch %s reached /v1/status after %v", want, time.Since(start).Round(time.Millisecond))

@@ -1,7 +1,6 @@
 package agent
 
 import (
-	"context"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -10,10 +9,10 @@ import (
 	"testing"
 	"time"
 
-	hraft "github.com/hashicorp/raft"
+	"github.com/reclaimnet/reclaimnet/internal/wait"
+	"github.com/reclaimnet/reclaimnet/localapi"
 
 	"github.com/reclaimnet/reclaimnet/policy"
-	"github.com/reclaimnet/reclaimnet/raft"
 	"github.com/reclaimnet/reclaimnet/sim"
 	"github.com/reclaimnet/reclaimnet/trace"
 	"github.com/reclaimnet/reclaimnet/web"
@@ -30,7 +29,7 @@ func TestEmergencyInHistoryAndTrace(t *testing.T) {
 	host, _ := startStepJob(t, c, byName, "emerg", e2eStepJob)
 	hostCfg := host.agent.cfg
 	wasLeader := host.agent.Coordinator().IsLeader()
-	r := call(t, host, Request{Op: OpReclaimNow})
+	r := call(t, host, localapi.Request{Op: localapi.OpReclaimNow})
 	if r.Error != "" || r.Reclaim == nil || r.Reclaim.Report == nil {
 		t.Fatalf("reclaim-now: %+v", r)
 	}
@@ -44,7 +43,7 @@ func TestEmergencyInHistoryAndTrace(t *testing.T) {
 		}
 	}
 	entry := func() (web.ReclaimRecord, bool) {
-		for _, h := range survivor.agent.webStatus(time.Now()).Reclaims.History {
+		for _, h := range survivor.agent.view.Web(time.Now()).Reclaims.History {
 			if h.Reclaim.Node == policy.NodeID(hostCfg.Name) {
 				return h, true
 			}
@@ -52,7 +51,7 @@ func TestEmergencyInHistoryAndTrace(t *testing.T) {
 		return web.ReclaimRecord{}, false
 	}
 	var rec web.ReclaimRecord
-	waitUntil(t, 90*time.Second, "the emergency in the survivor's history with the job's recovery", func() bool {
+	wait.For(t, 90*time.Second, "the emergency in the survivor's history with the job's recovery", func() bool {
 		var ok bool
 		rec, ok = entry()
 		return ok && len(rec.Jobs) > 0 && rec.Jobs[0].To != ""
@@ -66,13 +65,13 @@ func TestEmergencyInHistoryAndTrace(t *testing.T) {
 			t.Errorf("the host did not lead, yet its owner's report did not reach the history: %+v", rec)
 		}
 		// The report waits in the host's report file: a restart sends it.
-		rep, err := ReadReport(hostCfg.DataDir)
+		rep, err := localapi.ReadReport(hostCfg.DataDir)
 		if err != nil || rep == nil || rep.Replicated {
 			t.Fatalf("report file %+v (%v): want an unreplicated report", rep, err)
 		}
 		hostCfg.Join = []string{survivor.info.GossipAddr}
 		c.start(hostCfg)
-		waitUntil(t, 60*time.Second, "the owner's report after the host's restart", func() bool {
+		wait.For(t, 60*time.Second, "the owner's report after the host's restart", func() bool {
 			rec, _ = entry()
 			return rec.OwnerReport
 		})
@@ -80,30 +79,9 @@ func TestEmergencyInHistoryAndTrace(t *testing.T) {
 	if !rec.Reclaim.Announced.Equal(announced.UTC().Round(0)) || len(rec.Jobs) != 1 {
 		t.Errorf("entry %+v: want the owner's announcement %v and the one job", rec, announced)
 	}
-	waitUntil(t, 20*time.Second, "the report file marked replicated", func() bool {
-		rep, err := ReadReport(hostCfg.DataDir)
+	wait.For(t, 20*time.Second, "the report file marked replicated", func() bool {
+		rep, err := localapi.ReadReport(hostCfg.DataDir)
 		return err == nil && rep != nil && rep.Replicated
-	})
-
-	// The start-up path, on the survivor: an emergency report left in its
-	// report file unreplicated (its agent left at once) is submitted.
-	left := time.Now().Add(-time.Minute).UTC().Round(0)
-	pending := &ReclaimReport{Node: survivor.info.Node, Emergency: true, Announced: left.Add(-time.Second), Deadline: left.Add(-time.Second),
-		Degraded: []string{"gone"}, UsedFor: time.Second, Left: left}
-	survivor.agent.writeReport(pending)
-	if !survivor.agent.submitPendingReport(context.Background(), survivor.agent.Coordinator()) {
-		t.Fatal("the pending report was not submitted")
-	}
-	if rep, err := ReadReport(survivor.agent.DataDir()); err != nil || rep == nil || !rep.Replicated {
-		t.Errorf("report file after the submission %+v (%v), want it marked replicated", rep, err)
-	}
-	waitUntil(t, 10*time.Second, "the pending report in the history", func() bool {
-		for _, h := range survivor.agent.webStatus(time.Now()).Reclaims.History {
-			if h.Reclaim.Node == policy.NodeID(survivor.info.Node) && h.OwnerReport && h.Reclaim.Announced.Equal(pending.Announced) {
-				return true
-			}
-		}
-		return false
 	})
 
 	// The same over HTTP (/v1/reclaims), as a monitoring client reads it.
@@ -148,7 +126,7 @@ func TestEmergencyInHistoryAndTrace(t *testing.T) {
 // bytes apart from the moment, and reads it with the simulator's reader.
 func exportTrace(t *testing.T, n *testNode) *trace.Trace {
 	t.Helper()
-	r := call(t, n, Request{Op: OpTraceExport})
+	r := call(t, n, localapi.Request{Op: localapi.OpTraceExport})
 	if r.Error != "" || r.Trace == "" {
 		t.Fatalf("trace-export: %+v", r)
 	}
@@ -170,90 +148,3 @@ func exportTrace(t *testing.T, n *testNode) *trace.Trace {
 	}
 	return tr
 }
-
-// TestBuildTraceFromState: a state with a scheduled departure (notice
-// kept), an emergency, a return, a restart without a departure (no
-// return), a CPU-only node and jobs becomes a trace
-// with exactly those events, which the simulator's reader accepts.
-func TestBuildTraceFromState(t *testing.T) {
-	t0 := time.Date(2026, 3, 1, 8, 0, 0, 0, time.UTC)
-	f := raft.NewFSM()
-	idx := uint64(0)
-	apply := func(cmd raft.Command) {
-		t.Helper()
-		b, err := raft.EncodeCommand(cmd)
-		if err != nil {
-			t.Fatal(err)
-		}
-		idx++
-		if res := f.Apply(&hraft.Log{Index: idx, Type: hraft.LogCommand, Data: b}); res != nil {
-			t.Fatalf("%s: %v", cmd.Kind(), res)
-		}
-	}
-	gpu := policy.GPU{Model: "A100", VRAM: 80e9, Capability: 8}
-	apply(raft.UpsertNode{Node: raft.NodeRecord{ID: "a", Building: "north", GPU: gpu, GPUs: 4, Joined: t0}})
-	apply(raft.UpsertNode{Node: raft.NodeRecord{ID: "b", Building: "south", GPU: gpu, GPUs: 2, Joined: t0}})
-	apply(raft.UpsertNode{Node: raft.NodeRecord{ID: "cpu", Building: "north", Joined: t0}})
-	apply(raft.SubmitJob{Job: raft.JobRecord{Job: policy.Job{ID: "j", GPUs: 2, VRAM: 40e9, Capability: 7, CheckpointBytes: 500e6,
-		RestartTime: 30 * time.Second, LossBudget: 5 * time.Minute, Remaining: 2 * time.Hour}, Spec: raft.JobSpec{Command: []string{"x"}}, Submitted: t0.Add(time.Minute)}})
-	apply(raft.AnnounceReclaim{Reclaim: policy.Reclaim{Node: "a", Announced: t0.Add(10 * time.Minute), Deadline: t0.Add(12 * time.Minute)}})
-	apply(raft.RecordDeparture{Departure: raft.Departure{Node: "a", At: t0.Add(12 * time.Minute), Kind: raft.DepartureScheduled}})
-	apply(raft.UpsertNode{Node: raft.NodeRecord{ID: "a", Building: "north", GPU: gpu, GPUs: 4, Joined: t0.Add(20 * time.Minute)}})
-	// b restarts without failure detection noticing (no departure): no return.
-	apply(raft.UpsertNode{Node: raft.NodeRecord{ID: "b", Building: "south", GPU: gpu, GPUs: 2, Joined: t0.Add(25 * time.Minute)}})
-	apply(raft.RecordDeparture{Departure: raft.Departure{Node: "b", At: t0.Add(30 * time.Minute), Kind: raft.DepartureEmergency}})
-	apply(raft.RecordDeparture{Departure: raft.Departure{Node: "cpu", At: t0.Add(31 * time.Minute), Kind: raft.DepartureEmergency}})
-	links := map[string]policy.Link{"access/a": {ID: "access/a", Capacity: 1.25e9}}
-	samples := []bandwidthSample{{At: t0.Add(5 * time.Minute), Link: "access/b", Available: 50e6}, {At: t0, Link: "access/unknown", Available: 1}}
-	now := t0.Add(time.Hour)
-	tr := buildTrace(f.State(), links, samples, "a", now)
-
-	var buf strings.Builder
-	if err := trace.Write(&buf, tr); err != nil {
-		t.Fatal(err)
-	}
-	back, err := trace.Read(strings.NewReader(buf.String()), "trace.jsonl")
-	if err != nil {
-		t.Fatalf("read back: %v\n%s", err, buf.String())
-	}
-	if !back.Header.Start.Equal(t0) || back.Header.DurationS != 3600 {
-		t.Errorf("header %+v: want start %v and 3600 s", back.Header, t0)
-	}
-	if len(back.Nodes) != 2 || back.Nodes[0].ID != "a" || back.Nodes[0].GPUs != 4 || back.Nodes[0].VRAMGB != 80 || back.Nodes[1].Building != "south" {
-		t.Errorf("nodes %+v: want a (4 GPUs, 80 GB) and b (south); the CPU-only node left out", back.Nodes)
-	}
-	wantDeps := []trace.DepartureRec{
-		{Kind: trace.KindDeparture, T: 720, Node: "a", Type: trace.Scheduled, NoticeS: 120},
-		{Kind: trace.KindDeparture, T: 1800, Node: "b", Type: trace.Emergency},
-	}
-	if !slices.Equal(back.Departures, wantDeps) {
-		t.Errorf("departures %+v, want %+v", back.Departures, wantDeps)
-	}
-	if len(back.Returns) != 1 || back.Returns[0] != (trace.ReturnRec{Kind: trace.KindReturn, T: 1200, Node: "a"}) {
-		t.Errorf("returns %+v, want a back at 1200 s", back.Returns)
-	}
-	if len(back.Bandwidth) != 1 || back.Bandwidth[0].Link != "access/b" || back.Bandwidth[0].AvailableMbs != 400 || back.Bandwidth[0].T != 300 {
-		t.Errorf("bandwidth %+v, want one sample of access/b, 400 Mbit/s at 300 s (unknown links dropped)", back.Bandwidth)
-	}
-	capOf := map[string]float64{}
-	for _, l := range back.Links {
-		capOf[l.ID] = l.CapacityMbs
-	}
-	if capOf["access/a"] != 10000 || capOf["access/b"] != 1000 || capOf["uplink/north"] != 10000 {
-		t.Errorf("link capacities %v: want access/a as measured (10 Gbit/s), access/b and the uplinks at the defaults", capOf)
-	}
-	wantJob := trace.JobRec{Kind: trace.KindJob, T: 60, ID: "j", GPUs: 2, VRAMGB: 40, Capability: 7,
-		WorkGPUh: 2 * (59.0/60 + 2), CheckpointMB: 500, RestartS: 30, LossBudgetS: 300}
-	if len(back.Jobs) != 1 || !near(back.Jobs[0].WorkGPUh, wantJob.WorkGPUh) {
-		t.Fatalf("jobs %+v, want %+v", back.Jobs, wantJob)
-	}
-	back.Jobs[0].WorkGPUh = wantJob.WorkGPUh
-	if back.Jobs[0] != wantJob {
-		t.Errorf("job %+v, want %+v", back.Jobs[0], wantJob)
-	}
-	if _, err := sim.RunPolicy(back, "reclaimnet", sim.DefaultOptions(), 1, sim.Tuning{}); err != nil {
-		t.Errorf("simulate: %v", err)
-	}
-}
-
-func near(a, b float64) bool { return a-b < 1e-9 && b-a < 1e-9 }

@@ -11,6 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/reclaimnet/reclaimnet/internal/wait"
+	"github.com/reclaimnet/reclaimnet/localapi"
+
 	"github.com/reclaimnet/reclaimnet/agent/jobs"
 	"github.com/reclaimnet/reclaimnet/policy"
 	"github.com/reclaimnet/reclaimnet/raft"
@@ -80,24 +83,24 @@ func readStepLog(t *testing.T, path string) []stepLine {
 }
 
 // call sends a control request to node n's socket, as the CLI does.
-func call(t *testing.T, n *testNode, req Request) Response {
+func call(t *testing.T, n *testNode, req localapi.Request) localapi.Response {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	resp, err := Call(ctx, n.agent.DataDir(), req)
+	resp, err := localapi.Call(ctx, n.agent.DataDir(), req)
 	if err != nil {
 		t.Fatalf("%s %s: %v", n.info.Node, req.Op, err)
 	}
 	return resp
 }
 
-func findJob(jobs []JobInfo, id string) (JobInfo, bool) {
+func findJob(jobs []localapi.JobInfo, id string) (localapi.JobInfo, bool) {
 	for _, j := range jobs {
 		if j.ID == id {
 			return j, true
 		}
 	}
-	return JobInfo{}, false
+	return localapi.JobInfo{}, false
 }
 
 // stepInVersion restores version v of job from the agent's checkpoint
@@ -163,21 +166,21 @@ func TestJobSurvivesHostLoss(t *testing.T) {
 	}
 	// 1. Submit through the control socket, as 'reclaimnet run' does.
 	submitter := c.nodes[2]
-	resp := call(t, submitter, Request{Op: OpRun, Job: &JobRequest{Name: "e2e", Command: []string{"/bin/sh", script},
+	resp := call(t, submitter, localapi.Request{Op: localapi.OpRun, Job: &localapi.JobRequest{Name: "e2e", Command: []string{"/bin/sh", script},
 		Env: []string{"STEPLOG=" + stepLog}, GPUs: 1, LossBudget: time.Hour, SizeHint: 1 << 10}})
 	if resp.Error != "" || resp.JobID != "e2e" {
 		t.Fatalf("run: got id %q error %q (%s), want id e2e", resp.JobID, resp.Error, resp.Kind)
 	}
 	// The same job again with another definition is refused.
-	resp = call(t, submitter, Request{Op: OpRun, Job: &JobRequest{Name: "e2e", Command: []string{"/bin/false"}}})
-	if resp.Kind != KindJobExists {
-		t.Errorf("second run of e2e with another command: got kind %q (%q), want %q", resp.Kind, resp.Error, KindJobExists)
+	resp = call(t, submitter, localapi.Request{Op: localapi.OpRun, Job: &localapi.JobRequest{Name: "e2e", Command: []string{"/bin/false"}}})
+	if resp.Kind != localapi.KindJobExists {
+		t.Errorf("second run of e2e with another command: got kind %q (%q), want %q", resp.Kind, resp.Error, localapi.KindJobExists)
 	}
 
 	// 2. It runs, and checkpoints reach a node other than its host.
-	var before JobInfo
-	waitUntil(t, 90*time.Second, "job e2e running with a committed checkpoint held off its host", func() bool {
-		j, ok := findJob(call(t, submitter, Request{Op: OpJobs}).Jobs, "e2e")
+	var before localapi.JobInfo
+	wait.For(t, 90*time.Second, "job e2e running with a committed checkpoint held off its host", func() bool {
+		j, ok := findJob(call(t, submitter, localapi.Request{Op: localapi.OpJobs}).Jobs, "e2e")
 		if !ok || j.State != policy.JobRunning.String() || j.Node == "" || j.LastCommitted < 2 {
 			return false
 		}
@@ -193,7 +196,7 @@ func TestJobSurvivesHostLoss(t *testing.T) {
 	}
 	// Logs: the host returns the job's output; another node says where
 	// it runs.
-	lr := call(t, host, Request{Op: OpLogs, JobID: "e2e"})
+	lr := call(t, host, localapi.Request{Op: localapi.OpLogs, JobID: "e2e"})
 	if lr.Error != "" || !strings.Contains(lr.Log, "started at step 0") {
 		t.Errorf("logs on host %s: got log %q error %q, want the job's first line", host.info.Node, lr.Log, lr.Error)
 	}
@@ -204,11 +207,11 @@ func TestJobSurvivesHostLoss(t *testing.T) {
 			break
 		}
 	}
-	if lr := call(t, other, Request{Op: OpLogs, JobID: "e2e"}); lr.Kind != KindElsewhere || lr.Node != host.info.Node {
-		t.Errorf("logs on %s: got kind %q node %q (%q), want %q naming %s", other.info.Node, lr.Kind, lr.Node, lr.Error, KindElsewhere, host.info.Node)
+	if lr := call(t, other, localapi.Request{Op: localapi.OpLogs, JobID: "e2e"}); lr.Kind != localapi.KindElsewhere || lr.Node != host.info.Node {
+		t.Errorf("logs on %s: got kind %q node %q (%q), want %q naming %s", other.info.Node, lr.Kind, lr.Node, lr.Error, localapi.KindElsewhere, host.info.Node)
 	}
-	if lr := call(t, other, Request{Op: OpLogs, JobID: "nope"}); lr.Kind != KindUnknownJob {
-		t.Errorf("logs of an unknown job: got kind %q, want %q", lr.Kind, KindUnknownJob)
+	if lr := call(t, other, localapi.Request{Op: localapi.OpLogs, JobID: "nope"}); lr.Kind != localapi.KindUnknownJob {
+		t.Errorf("logs of an unknown job: got kind %q, want %q", lr.Kind, localapi.KindUnknownJob)
 	}
 	// The checkpoint really is on another node: restore it from a holder
 	// that is not the host.
@@ -244,15 +247,15 @@ func TestJobSurvivesHostLoss(t *testing.T) {
 	}
 
 	// 4. The job resumes elsewhere from the replicated checkpoint.
-	var after JobInfo
-	waitUntil(t, 120*time.Second, "job e2e running again on another node", func() bool {
-		j, ok := findJob(call(t, survivor, Request{Op: OpJobs}).Jobs, "e2e")
+	var after localapi.JobInfo
+	wait.For(t, 120*time.Second, "job e2e running again on another node", func() bool {
+		j, ok := findJob(call(t, survivor, localapi.Request{Op: localapi.OpJobs}).Jobs, "e2e")
 		after = j
 		return ok && j.State == policy.JobRunning.String() && j.Node != "" && j.Node != before.Node
 	})
 	newHost := byName[after.Node]
 	var start stepLine
-	waitUntil(t, 60*time.Second, "the resumed process's start line", func() bool {
+	wait.For(t, 60*time.Second, "the resumed process's start line", func() bool {
 		for _, l := range readStepLog(t, stepLog) {
 			if l.event == "start" && !oldPids[l.pid] {
 				start = l
@@ -281,7 +284,7 @@ func TestJobSurvivesHostLoss(t *testing.T) {
 	if after.Restarts < 1 {
 		t.Errorf("jobs: restarts %d after the recovery, want ≥ 1", after.Restarts)
 	}
-	waitUntil(t, 30*time.Second, "steps after the resume", func() bool {
+	wait.For(t, 30*time.Second, "steps after the resume", func() bool {
 		for _, l := range readStepLog(t, stepLog) {
 			if l.pid == start.pid && l.event == "step" && l.step > start.step {
 				return true
@@ -291,10 +294,10 @@ func TestJobSurvivesHostLoss(t *testing.T) {
 	})
 
 	// 5. Cancel stops it.
-	if resp := call(t, survivor, Request{Op: OpCancel, JobID: "e2e"}); resp.Error != "" {
+	if resp := call(t, survivor, localapi.Request{Op: localapi.OpCancel, JobID: "e2e"}); resp.Error != "" {
 		t.Fatalf("cancel: %s", resp.Error)
 	}
-	waitUntil(t, 60*time.Second, "the resumed process to stop after cancel", func() bool {
+	wait.For(t, 60*time.Second, "the resumed process to stop after cancel", func() bool {
 		for _, l := range readStepLog(t, stepLog) {
 			if l.pid == start.pid && l.event == "term" {
 				return true
@@ -302,7 +305,7 @@ func TestJobSurvivesHostLoss(t *testing.T) {
 		}
 		return false
 	})
-	if resp := call(t, survivor, Request{Op: OpCancel, JobID: "nope"}); resp.Kind != KindUnknownJob {
-		t.Errorf("cancel of an unknown job: got kind %q, want %q", resp.Kind, KindUnknownJob)
+	if resp := call(t, survivor, localapi.Request{Op: localapi.OpCancel, JobID: "nope"}); resp.Kind != localapi.KindUnknownJob {
+		t.Errorf("cancel of an unknown job: got kind %q, want %q", resp.Kind, localapi.KindUnknownJob)
 	}
 }

@@ -9,6 +9,9 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/reclaimnet/reclaimnet/internal/wait"
+	"github.com/reclaimnet/reclaimnet/localapi"
 )
 
 // syncBuffer is a log sink goroutines may write to while the test reads.
@@ -51,31 +54,31 @@ func TestProtocolsFlagAppliesClusterWide(t *testing.T) {
 	cfg1 := c.config("node-01")
 	cfg1.GPUs = []string{"RTX-4090:24GiB:8.9:x1"}
 	other := c.start(cfg1)
-	waitUntil(t, 30*time.Second, "node-01 registered", func() bool {
-		_, ok := lead.agent.Coordinator().FSM().State().Nodes["node-01"]
+	wait.For(t, 30*time.Second, "node-01 registered", func() bool {
+		_, ok := lead.agent.Coordinator().State().Nodes["node-01"]
 		return ok
 	})
-	resp := call(t, lead, Request{Op: OpRun, Job: &JobRequest{Name: "fixed", Command: []string{"sleep", "600"}, GPUs: 1, LossBudget: time.Hour}})
+	resp := call(t, lead, localapi.Request{Op: localapi.OpRun, Job: &localapi.JobRequest{Name: "fixed", Command: []string{"sleep", "600"}, GPUs: 1, LossBudget: time.Hour}})
 	if resp.Error != "" {
 		t.Fatalf("run: %s", resp.Error)
 	}
-	waitUntil(t, 30*time.Second, "the fixed interval decided for the job", func() bool {
-		for _, jd := range other.agent.Coordinator().FSM().State().Decisions.Jobs {
+	wait.For(t, 30*time.Second, "the fixed interval decided for the job", func() bool {
+		for _, jd := range other.agent.Coordinator().State().Decisions.Jobs {
 			if jd.Job == "fixed" {
 				return jd.Interval == 3*time.Minute
 			}
 		}
 		return false
 	})
-	p := other.agent.webStatus(time.Now()).Cluster.Protocols
+	p := other.agent.view.Web(time.Now()).Cluster.Protocols
 	if p.P1 || !p.P2 || !p.P3 || p.FixedInterval != 3*time.Minute || p.DecidedBy != "node-00" || p.Agree || p.Local != "p1,p2,p3" ||
 		!strings.Contains(p.Summary, "fixed interval 3m0s") {
 		t.Errorf("node-01's protocols %+v: want node-00's p2,p3 with a 3m fixed interval, not agreeing with its own p1,p2,p3", p)
 	}
-	if p := lead.agent.webStatus(time.Now()).Cluster.Protocols; !p.Agree || p.DecidedBy != "node-00" {
+	if p := lead.agent.view.Web(time.Now()).Cluster.Protocols; !p.Agree || p.DecidedBy != "node-00" {
 		t.Errorf("node-00's protocols %+v: want its own, agreeing", p)
 	}
-	waitUntil(t, 10*time.Second, "node-01's warning about the leader's settings", func() bool {
+	wait.For(t, 10*time.Second, "node-01's warning about the leader's settings", func() bool {
 		return strings.Contains(logs.String(), "other protocol settings") && strings.Contains(logs.String(), "leader=node-00")
 	})
 	if n := strings.Count(logs.String(), "other protocol settings"); n != 1 {
@@ -96,7 +99,7 @@ func TestGossipKeyFile(t *testing.T) {
 	cfg := c.config("node-01")
 	cfg.GossipKey, cfg.GossipKeyFile = "", path
 	second := c.start(cfg)
-	waitUntil(t, 30*time.Second, "node-01 (key from a file) seen alive by node-00", func() bool {
+	wait.For(t, 30*time.Second, "node-01 (key from a file) seen alive by node-00", func() bool {
 		for _, m := range first.agent.Status().Members {
 			if m.Name == "node-01" && m.State == "alive" {
 				return true

@@ -9,6 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/reclaimnet/reclaimnet/internal/wait"
+	"github.com/reclaimnet/reclaimnet/localapi"
+
 	"github.com/reclaimnet/reclaimnet/policy"
 )
 
@@ -35,14 +38,14 @@ func TestPyTorchJobSurvivesHostLoss(t *testing.T) {
 	}
 	c, byName := startJobCluster(t)
 	submitter := c.nodes[2]
-	resp := call(t, submitter, Request{Op: OpRun, Job: &JobRequest{Name: "torch",
+	resp := call(t, submitter, localapi.Request{Op: localapi.OpRun, Job: &localapi.JobRequest{Name: "torch",
 		Command: []string{debianPython, "-u", script, "--step-time", "0.02"}, GPUs: 1, LossBudget: time.Hour, SizeHint: 1 << 20}})
 	if resp.Error != "" || resp.JobID != "torch" {
 		t.Fatalf("run: got id %q error %q, want id torch", resp.JobID, resp.Error)
 	}
-	var before JobInfo
-	waitUntil(t, 120*time.Second, "job torch running with a committed checkpoint off its host", func() bool {
-		j, ok := findJob(call(t, submitter, Request{Op: OpJobs}).Jobs, "torch")
+	var before localapi.JobInfo
+	wait.For(t, 120*time.Second, "job torch running with a committed checkpoint off its host", func() bool {
+		j, ok := findJob(call(t, submitter, localapi.Request{Op: localapi.OpJobs}).Jobs, "torch")
 		before = j
 		if !ok || j.State != policy.JobRunning.String() || j.LastCommitted < 2 {
 			return false
@@ -64,9 +67,9 @@ func TestPyTorchJobSurvivesHostLoss(t *testing.T) {
 			break
 		}
 	}
-	var after JobInfo
-	waitUntil(t, 120*time.Second, "job torch running on another node", func() bool {
-		j, ok := findJob(call(t, survivor, Request{Op: OpJobs}).Jobs, "torch")
+	var after localapi.JobInfo
+	wait.For(t, 120*time.Second, "job torch running on another node", func() bool {
+		j, ok := findJob(call(t, survivor, localapi.Request{Op: localapi.OpJobs}).Jobs, "torch")
 		after = j
 		return ok && j.State == policy.JobRunning.String() && j.Node != "" && j.Node != before.Node
 	})
@@ -74,8 +77,8 @@ func TestPyTorchJobSurvivesHostLoss(t *testing.T) {
 	restored := regexp.MustCompile(`restored step=(\d+)`)
 	var resumedAt int
 	var destLog string
-	waitUntil(t, 90*time.Second, "the resumed job's first step in 'logs' on "+after.Node, func() bool {
-		lr := call(t, dest, Request{Op: OpLogs, JobID: "torch"})
+	wait.For(t, 90*time.Second, "the resumed job's first step in 'logs' on "+after.Node, func() bool {
+		lr := call(t, dest, localapi.Request{Op: localapi.OpLogs, JobID: "torch"})
 		destLog = lr.Log
 		m := restored.FindStringSubmatch(destLog)
 		if m == nil {

@@ -5,37 +5,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/reclaimnet/reclaimnet/agent/jobs"
+	"github.com/reclaimnet/reclaimnet/internal/wait"
+	"github.com/reclaimnet/reclaimnet/localapi"
+
 	"github.com/reclaimnet/reclaimnet/policy"
-	"github.com/reclaimnet/reclaimnet/raft"
+	"github.com/reclaimnet/reclaimnet/state"
 	"github.com/reclaimnet/reclaimnet/web"
 )
-
-// The report counts what the run's transfers sent even once the job
-// manager no longer lists them (a moved job's worker is gone): each
-// transfer counts once, at the most it was seen to have sent;
-// transfers of other jobs or started before the announcement do not.
-func TestReportCountsTransfersNoLongerListed(t *testing.T) {
-	a := &Agent{cfg: Config{Name: "a1", DataDir: t.TempDir()}, logger: testLogger()}
-	announced := time.Now().Add(-10 * time.Second)
-	run := &reclaimRun{announced: announced, deadline: announced.Add(15 * time.Second), jobs: []policy.JobID{"j1", "j2"}}
-	presync := jobs.TransferView{Job: "j1", Version: 4, To: "b1", Started: announced.Add(time.Second), BytesDone: 1000}
-	handoff := jobs.TransferView{Job: "j1", Version: 5, To: "c1", Started: announced.Add(3 * time.Second), BytesDone: 24 << 20}
-	other := jobs.TransferView{Job: "j2", Version: 2, To: "c1", Started: announced.Add(2 * time.Second), BytesDone: 7}
-	before := jobs.TransferView{Job: "j1", Version: 3, To: "b1", Started: announced.Add(-time.Second), BytesDone: 1 << 30}
-	notOurs := jobs.TransferView{Job: "x", Version: 1, To: "b1", Started: announced.Add(time.Second), BytesDone: 1 << 30}
-	partial := handoff
-	partial.BytesDone = 5 << 20
-	// Samples as the poll sees them: the hand-off in progress, then done,
-	// then (the job moved) nothing listed at all.
-	noteSent(run, []jobs.TransferView{presync, partial, before, notOurs})
-	noteSent(run, []jobs.TransferView{presync, handoff, other, before, notOurs})
-	noteSent(run, []jobs.TransferView{partial}) // an older sample never lowers a count
-	rep := a.buildReport(run, ReclaimStatus{}, time.Now())
-	if want := int64(1000 + 24<<20 + 7); rep.BytesSent != want {
-		t.Fatalf("bytes sent = %d, want %d (pre-sync + hand-off + other job)", rep.BytesSent, want)
-	}
-}
 
 // A scheduled reclaim whose hand-off moves a fresh final checkpoint of a
 // known size reports at least those bytes sent, although the job's
@@ -67,20 +43,20 @@ done
 	c, byName := startJobCluster(t)
 	host, _ := startStepJob(t, c, byName, "bytes", job)
 	notice := 25 * time.Second
-	r := call(t, host, Request{Op: OpReclaim, Notice: notice})
+	r := call(t, host, localapi.Request{Op: localapi.OpReclaim, Notice: notice})
 	if r.Error != "" || r.Reclaim == nil {
 		t.Fatalf("reclaim: %+v", r)
 	}
-	var rep *ReclaimReport
-	waitUntil(t, notice, "reclaim complete with the owner's report", func() bool {
-		st := call(t, host, Request{Op: OpReclaimStatus}).Reclaim
+	var rep *localapi.ReclaimReport
+	wait.For(t, notice, "reclaim complete with the owner's report", func() bool {
+		st := call(t, host, localapi.Request{Op: localapi.OpReclaimStatus}).Reclaim
 		if st == nil || !st.Complete || st.Report == nil {
 			return false
 		}
 		rep = st.Report
 		return true
 	})
-	hist := host.agent.Coordinator().FSM().State().ReclaimReports
+	hist := host.agent.Coordinator().State().ReclaimReports
 	handedOff := false
 	for _, e := range hist {
 		for _, o := range e.Jobs {
@@ -115,26 +91,26 @@ func TestReclaimedNodeComesBackNotLeaving(t *testing.T) {
 	}
 	hostCfg := host.agent.cfg
 	id := policy.NodeID(hostCfg.Name)
-	r := call(t, host, Request{Op: OpReclaim, Notice: 3 * time.Second})
+	r := call(t, host, localapi.Request{Op: localapi.OpReclaim, Notice: 3 * time.Second})
 	if r.Error != "" || r.Reclaim == nil {
 		t.Fatalf("reclaim: %+v", r)
 	}
 	waitLeft(t, host, 40*time.Second)
 	hostCfg.Join = []string{leader.info.GossipAddr}
 	c.start(hostCfg)
-	waitUntil(t, 90*time.Second, "the returning node alive, active and without a pending reclaim in the leader's view", func() bool {
-		st := leader.agent.Coordinator().FSM().State()
-		if _, pending := st.Reclaims[id]; pending || st.Nodes[id].State != raft.NodeActive {
+	wait.For(t, 90*time.Second, "the returning node alive, active and without a pending reclaim in the leader's view", func() bool {
+		st := leader.agent.Coordinator().State()
+		if _, pending := st.Reclaims[id]; pending || st.Nodes[id].State != state.NodeActive {
 			return false
 		}
-		for _, m := range leader.agent.webStatus(time.Now()).Cluster.Members {
+		for _, m := range leader.agent.view.Web(time.Now()).Cluster.Members {
 			if m.ID == id {
 				return m.State == web.MemberAlive
 			}
 		}
 		return false
 	})
-	st := leader.agent.Coordinator().FSM().State()
+	st := leader.agent.Coordinator().State()
 	left := false
 	for _, d := range st.Departures {
 		left = left || d.Node == id

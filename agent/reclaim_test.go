@@ -8,6 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/reclaimnet/reclaimnet/internal/wait"
+	"github.com/reclaimnet/reclaimnet/localapi"
+
 	"github.com/reclaimnet/reclaimnet/policy"
 	"github.com/reclaimnet/reclaimnet/web"
 )
@@ -22,14 +25,14 @@ func startStepJob(t *testing.T, c *testCluster, byName map[string]*testNode, nam
 	if err := os.WriteFile(script, []byte(job), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	resp := call(t, c.nodes[0], Request{Op: OpRun, Job: &JobRequest{Name: name, Command: []string{"/bin/sh", script},
+	resp := call(t, c.nodes[0], localapi.Request{Op: localapi.OpRun, Job: &localapi.JobRequest{Name: name, Command: []string{"/bin/sh", script},
 		Env: []string{"STEPLOG=" + stepLog}, GPUs: 1, LossBudget: time.Hour, SizeHint: 1 << 10}})
 	if resp.Error != "" {
 		t.Fatalf("run: %s", resp.Error)
 	}
 	var host string
-	waitUntil(t, 90*time.Second, "job running with a committed checkpoint held off its host", func() bool {
-		j, ok := findJob(call(t, c.nodes[0], Request{Op: OpJobs}).Jobs, name)
+	wait.For(t, 90*time.Second, "job running with a committed checkpoint held off its host", func() bool {
+		j, ok := findJob(call(t, c.nodes[0], localapi.Request{Op: localapi.OpJobs}).Jobs, name)
 		host = j.Node
 		return ok && j.State == policy.JobRunning.String() && j.Node != "" && j.LastCommitted >= 1 &&
 			slices.ContainsFunc(j.Holders, func(h string) bool { return h != j.Node })
@@ -77,17 +80,17 @@ func TestScheduledReclaimHandsOff(t *testing.T) {
 			break
 		}
 	}
-	if r := call(t, other, Request{Op: OpReclaim, Notice: 30 * time.Second}); r.Error != "" || r.Reclaim == nil || !r.Reclaim.Active {
+	if r := call(t, other, localapi.Request{Op: localapi.OpReclaim, Notice: 30 * time.Second}); r.Error != "" || r.Reclaim == nil || !r.Reclaim.Active {
 		t.Fatalf("reclaim on %s: %+v", other.info.Node, r)
 	}
-	if r := call(t, other, Request{Op: OpReclaim, Notice: 30 * time.Second}); r.Kind != KindBadRequest {
-		t.Errorf("second reclaim: got kind %q (%q), want %q", r.Kind, r.Error, KindBadRequest)
+	if r := call(t, other, localapi.Request{Op: localapi.OpReclaim, Notice: 30 * time.Second}); r.Kind != localapi.KindBadRequest {
+		t.Errorf("second reclaim: got kind %q (%q), want %q", r.Kind, r.Error, localapi.KindBadRequest)
 	}
-	if r := call(t, other, Request{Op: OpReclaimCancel}); r.Error != "" || r.Reclaim.Active {
+	if r := call(t, other, localapi.Request{Op: localapi.OpReclaimCancel}); r.Error != "" || r.Reclaim.Active {
 		t.Fatalf("cancel: %+v", r)
 	}
-	waitUntil(t, 10*time.Second, "the cancelled reclaim gone from the replicated state", func() bool {
-		_, ok := other.agent.Coordinator().FSM().State().Reclaims[policy.NodeID(other.info.Node)]
+	wait.For(t, 10*time.Second, "the cancelled reclaim gone from the replicated state", func() bool {
+		_, ok := other.agent.Coordinator().State().Reclaims[policy.NodeID(other.info.Node)]
 		return !ok
 	})
 
@@ -97,7 +100,7 @@ func TestScheduledReclaimHandsOff(t *testing.T) {
 		lastStep = max(lastStep, l.step)
 	}
 	notice := 25 * time.Second
-	r := call(t, host, Request{Op: OpReclaim, Notice: notice})
+	r := call(t, host, localapi.Request{Op: localapi.OpReclaim, Notice: notice})
 	if r.Error != "" || r.Reclaim == nil {
 		t.Fatalf("reclaim: %+v", r)
 	}
@@ -110,9 +113,9 @@ func TestScheduledReclaimHandsOff(t *testing.T) {
 	}
 	// Poll the status: whenever it says complete, the old process must
 	// have stopped (logged its TERM).
-	var complete ReclaimStatus
-	waitUntil(t, notice, "reclaim status complete", func() bool {
-		st := call(t, host, Request{Op: OpReclaimStatus}).Reclaim
+	var complete localapi.ReclaimStatus
+	wait.For(t, notice, "reclaim status complete", func() bool {
+		st := call(t, host, localapi.Request{Op: localapi.OpReclaimStatus}).Reclaim
 		if st == nil || !st.Complete {
 			return false
 		}
@@ -125,7 +128,7 @@ func TestScheduledReclaimHandsOff(t *testing.T) {
 		complete = *st
 		return true
 	})
-	if j := complete.Jobs[0]; j.Progress != ProgressMoved || j.To == "" || j.To == host.info.Node {
+	if j := complete.Jobs[0]; j.Progress != localapi.ProgressMoved || j.To == "" || j.To == host.info.Node {
 		t.Errorf("complete status job %+v, want handed off to another node", j)
 	}
 	if complete.Report == nil || !slices.Contains(complete.Report.Moved, "sched") {
@@ -135,7 +138,7 @@ func TestScheduledReclaimHandsOff(t *testing.T) {
 	// reclaim history.
 	historyOf := func(n *testNode) []web.ReclaimRecord {
 		var out []web.ReclaimRecord
-		for _, h := range n.agent.webStatus(time.Now()).Reclaims.History {
+		for _, h := range n.agent.view.Web(time.Now()).Reclaims.History {
 			if h.Reclaim.Node == policy.NodeID(host.info.Node) {
 				out = append(out, h)
 			}
@@ -144,7 +147,7 @@ func TestScheduledReclaimHandsOff(t *testing.T) {
 	}
 	// The cluster records the hand-off in the history at once; the owner's
 	// report joins that entry when the reclaimed node sends it.
-	waitUntil(t, 20*time.Second, "the owner's reclaim report in another node's web status history", func() bool {
+	wait.For(t, 20*time.Second, "the owner's reclaim report in another node's web status history", func() bool {
 		h := historyOf(other)
 		return len(h) > 0 && h[0].OwnerReport
 	})
@@ -154,7 +157,7 @@ func TestScheduledReclaimHandsOff(t *testing.T) {
 		t.Errorf("history on %s got %+v, want one on-time record with sched handed off, deadline %v", other.info.Node, h, deadline)
 	}
 	// The job runs elsewhere and its step counter continues.
-	waitUntil(t, 60*time.Second, "the moved job's new process stepping past the old step", func() bool {
+	wait.For(t, 60*time.Second, "the moved job's new process stepping past the old step", func() bool {
 		for _, l := range readStepLog(t, stepLog) {
 			if _, old := before[l.pid]; !old && l.event == "start" && l.step < lastStep {
 				t.Fatalf("new process started at step %d, want ≥ %d (the step before the reclaim)", l.step, lastStep)
@@ -170,7 +173,7 @@ func TestScheduledReclaimHandsOff(t *testing.T) {
 	if time.Now().Before(deadline) {
 		t.Errorf("node left before the deadline %v", deadline)
 	}
-	rep, err := ReadReport(host.agent.DataDir())
+	rep, err := localapi.ReadReport(host.agent.DataDir())
 	if err != nil || rep == nil || rep.Left.IsZero() || !slices.Contains(rep.Moved, "sched") {
 		t.Errorf("stored report %+v (%v), want sched moved and the leave time", rep, err)
 	}
@@ -189,7 +192,7 @@ func TestEmergencyReclaim(t *testing.T) {
 	host, stepLog := startStepJob(t, c, byName, "emerg", e2eStepJob)
 	before := pidsOf(t, stepLog)
 	start := time.Now()
-	r := call(t, host, Request{Op: OpReclaimNow})
+	r := call(t, host, localapi.Request{Op: localapi.OpReclaimNow})
 	if r.Error != "" || r.Reclaim == nil || !r.Reclaim.Emergency || r.Reclaim.Report == nil {
 		t.Fatalf("reclaim-now: %+v", r)
 	}
@@ -211,8 +214,8 @@ func TestEmergencyReclaim(t *testing.T) {
 			break
 		}
 	}
-	waitUntil(t, 90*time.Second, "job emerg running again on another node", func() bool {
-		j, ok := findJob(call(t, survivor, Request{Op: OpJobs}).Jobs, "emerg")
+	wait.For(t, 90*time.Second, "job emerg running again on another node", func() bool {
+		j, ok := findJob(call(t, survivor, localapi.Request{Op: localapi.OpJobs}).Jobs, "emerg")
 		return ok && j.State == policy.JobRunning.String() && j.Node != host.info.Node
 	})
 }
@@ -227,23 +230,23 @@ func TestScheduledReclaimDegraded(t *testing.T) {
 	slow := strings.Replace(e2eStepJob, `touch "$RECLAIMNET_READY_FILE"`, `sleep 4; touch "$RECLAIMNET_READY_FILE"`, 1)
 	host, stepLog := startStepJob(t, c, byName, "degr", slow)
 	var tr time.Duration
-	waitUntil(t, 30*time.Second, "the job's measured restart time", func() bool {
-		j, _ := findJob(call(t, host, Request{Op: OpJobs}).Jobs, "degr")
+	wait.For(t, 30*time.Second, "the job's measured restart time", func() bool {
+		j, _ := findJob(call(t, host, localapi.Request{Op: localapi.OpJobs}).Jobs, "degr")
 		tr = j.RestartTime
 		return tr > 3*time.Second
 	})
 	before := pidsOf(t, stepLog)
 	notice := tr / 2
-	r := call(t, host, Request{Op: OpReclaim, Notice: notice})
+	r := call(t, host, localapi.Request{Op: localapi.OpReclaim, Notice: notice})
 	if r.Error != "" || r.Reclaim == nil {
 		t.Fatalf("reclaim: %+v", r)
 	}
 	deadline := r.Reclaim.Deadline
 	// Decided early, not at the deadline: the job is marked degraded and
 	// stopped, and the status says complete, before the deadline.
-	var complete ReclaimStatus
-	waitUntil(t, time.Until(deadline), "status complete before the deadline", func() bool {
-		st := call(t, host, Request{Op: OpReclaimStatus}).Reclaim
+	var complete localapi.ReclaimStatus
+	wait.For(t, time.Until(deadline), "status complete before the deadline", func() bool {
+		st := call(t, host, localapi.Request{Op: localapi.OpReclaimStatus}).Reclaim
 		if st == nil || !st.Complete {
 			return false
 		}
@@ -257,7 +260,7 @@ func TestScheduledReclaimDegraded(t *testing.T) {
 		return true
 	})
 	t.Logf("restart time %v, notice %v, complete status %+v", tr, notice, complete.Jobs)
-	if j := complete.Jobs[0]; j.Progress != ProgressDegraded || !strings.Contains(j.Detail, "replica v") {
+	if j := complete.Jobs[0]; j.Progress != localapi.ProgressDegraded || !strings.Contains(j.Detail, "replica v") {
 		t.Errorf("complete status job %+v, want degraded naming its replica", j)
 	}
 	waitLeft(t, host, time.Until(deadline)+30*time.Second)
@@ -267,7 +270,7 @@ func TestScheduledReclaimDegraded(t *testing.T) {
 			t.Errorf("process %s still running after the node left", pid)
 		}
 	}
-	rep, err := ReadReport(host.agent.DataDir())
+	rep, err := localapi.ReadReport(host.agent.DataDir())
 	if err != nil || rep == nil || !slices.Contains(rep.Degraded, "degr") || slices.Contains(rep.Moved, "degr") {
 		t.Errorf("stored report %+v (%v), want degr degraded, not moved", rep, err)
 	}
@@ -278,8 +281,8 @@ func TestScheduledReclaimDegraded(t *testing.T) {
 			break
 		}
 	}
-	waitUntil(t, 90*time.Second, "job degr running again on another node", func() bool {
-		j, ok := findJob(call(t, survivor, Request{Op: OpJobs}).Jobs, "degr")
+	wait.For(t, 90*time.Second, "job degr running again on another node", func() bool {
+		j, ok := findJob(call(t, survivor, localapi.Request{Op: localapi.OpJobs}).Jobs, "degr")
 		return ok && j.State == policy.JobRunning.String() && j.Node != host.info.Node
 	})
 }

@@ -1,177 +1,83 @@
 package agent
 
 import (
-	"math"
-	"net"
+	"context"
+	"os"
+	"runtime"
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/reclaimnet/reclaimnet/mesh"
 	"github.com/reclaimnet/reclaimnet/policy"
-	"github.com/reclaimnet/reclaimnet/raft"
+	"github.com/reclaimnet/reclaimnet/state"
 )
 
-// Link capacities assumed until a node measures its own (SPEC §0: 1 Gbit/s
-// access links, building uplinks up to 10 Gbit/s), bytes/s.
-const (
-	DefaultAccessCapacity = 125e6
-	DefaultUplinkCapacity = 1.25e9
-)
-
-// meshTelemetry implements raft.Telemetry from gossip, so the leader
-// builds its policy.Snapshot from what every node reports.
-type meshTelemetry struct {
-	mesh *mesh.Mesh
-	// flows is this node's outgoing flow progress (nil: none).
-	flows func() []raft.FlowProgress
-	// uplinks are the declared building uplink capacities
-	// (Config.UplinkCapacity; nil: none declared).
-	uplinks UplinkCapacities
+// telemetryLoop publishes this node's report every TelemetryInterval.
+func (a *Agent) telemetryLoop(ctx context.Context) {
+	interval := time.Duration(a.cfg.TelemetryInterval)
+	if interval <= 0 {
+		interval = time.Second
+	}
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		now := time.Now()
+		if err := a.mesh.PublishTelemetry(a.localTelemetry(), now); err != nil {
+			a.logger.Warn("publish telemetry", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
 }
 
-var _ raft.Telemetry = meshTelemetry{}
-
-func (t meshTelemetry) Members() []raft.Member {
-	members := t.mesh.Members()
-	out := make([]raft.Member, 0, len(members))
-	for _, m := range members {
-		if m.MetaErr != nil {
-			continue // a node we cannot read is not given a vote
-		}
-		host := m.Addr.String()
-		rm := raft.Member{
-			ID:           policy.NodeID(m.Name),
-			RaftAddr:     net.JoinHostPort(host, strconv.Itoa(int(m.Meta.RaftPort))),
-			GossipAddr:   net.JoinHostPort(host, strconv.Itoa(int(m.Port))),
-			TransferAddr: net.JoinHostPort(host, strconv.Itoa(int(m.Meta.TransferPort))),
-			Building:     m.Meta.Building,
-			GPU: policy.GPU{
-				Model:      m.Meta.GPUModel,
-				VRAM:       int64(m.Meta.GPUVRAMMiB) << 20,
-				Capability: float64(m.Meta.GPUCapability) / 10,
-			},
-			GPUs:  int(m.Meta.GPUs),
-			Since: m.Meta.Started,
-		}
-		switch m.State {
-		case mesh.StateAlive:
-			rm.Status = raft.MemberAlive
-		case mesh.StateSuspect:
-			rm.Status = raft.MemberSuspect
-		case mesh.StateLeft:
-			rm.Status = raft.MemberLeft
-		default:
-			rm.Status = raft.MemberFailed
-		}
-		if m.HasTelemetry {
-			rm.Hazard = m.Telemetry.Hazard
-		}
-		out = append(out, rm)
+// localTelemetry samples this node. Bandwidth is the enforcement
+// subsystem's per-building estimate from the kernel's egress counters
+// (none with enforcement off: the leader then keeps its defaults), the
+// kill-switch its kernel mode ("disabled" with enforcement off), Flows the
+// progress of the transfers it sends.
+func (a *Agent) localTelemetry() mesh.Telemetry {
+	// Free GPUs: all of them until the job supervisor reports its use.
+	t := mesh.Telemetry{Load: a.sampleLoad(), FreeGPUs: uint16(min(a.gpus, 65535))}
+	if a.coord != nil {
+		t.Hazard = publishedHazard(a.coord, a.cfg.Name)
 	}
-	return out
+	if a.enforce != nil {
+		t.Bandwidth = a.enforce.Current().Bandwidth()
+		t.KillSwitch, t.KillSwitchDrops = a.enforce.KillSwitch()
+	}
+	// The leader reads every node's transfers from gossip (a hand-off
+	// nearly done must not be judged as not started).
+	t.Flows = gossipFlows(a.flowProgress())
+	return t
 }
 
-func accessLinkID(node string) string { return "access/" + node }
-
-func (t meshTelemetry) Nodes() []raft.NodeTelemetry {
-	var out []raft.NodeTelemetry
-	for _, m := range t.mesh.Members() {
-		if m.State != mesh.StateAlive {
-			continue
-		}
-		n := raft.NodeTelemetry{ID: policy.NodeID(m.Name), FreeGPUs: int(m.Meta.GPUs), AccessLink: accessLinkID(m.Name)}
-		if m.HasTelemetry {
-			n.FreeGPUs, n.Load = int(m.Telemetry.FreeGPUs), m.Telemetry.Load
-		}
-		out = append(out, n)
+// hostLoad is the 1-minute load average per CPU (0 if unreadable).
+func hostLoad() float64 {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return 0
 	}
-	return out
-}
-
-// Links builds the campus graph of SPEC P2.1 from gossip: each node hangs
-// off its building switch by an access link, each building switch off the
-// core by an uplink.
-//
-// What a node reports per destination building describes its access link:
-// the enforcement subsystem feeds every building's estimator the node's
-// whole non-migration egress against the node's link capacity (all of it
-// crosses that link), and the estimates differ only where transfers to a
-// building fell short of their assigned rate. So the access link takes the
-// smallest of the node's reports (conservative: a shortfall somewhere
-// beyond the access link is charged to it, since the graph has no link per
-// building pair), its capacity is raised to that figure when the node's
-// link is faster than the default, and no report sets an uplink: nobody
-// measures uplinks: an uplink has the capacity the operator declared
-// (--uplink-capacity, this leader's setting), else the default. Links
-// nobody measured are taken as free up to their capacity, with half of it
-// as the lower bound; P3 then reserves max(β3·capacity, Bmin) of each, so
-// a declared uplink is what lets P3 protect research traffic where the
-// campus's bottleneck is.
-func (t meshTelemetry) Links() []policy.Link { return linksOf(t.mesh.Members(), t.uplinks) }
-
-// linksOf builds the graph Links describes from the member list.
-func linksOf(members []mesh.Member, declared UplinkCapacities) []policy.Link {
-	var links []policy.Link
-	uplinks := map[string]*policy.Link{}
-	for _, m := range members {
-		if m.State != mesh.StateAlive {
-			continue
-		}
-		b := m.Meta.Building
-		access := policy.Link{ID: accessLinkID(m.Name), A: m.Name, B: "building/" + b,
-			Capacity: DefaultAccessCapacity, Available: DefaultAccessCapacity, AvailableLow: DefaultAccessCapacity / 2}
-		if _, ok := uplinks[b]; !ok {
-			c, ok := declared.Of(b)
-			if !ok {
-				c = DefaultUplinkCapacity
-			}
-			uplinks[b] = &policy.Link{ID: "uplink/" + b, A: "building/" + b, B: "core",
-				Capacity: c, Available: c, AvailableLow: c / 2}
-		}
-		if m.HasTelemetry && len(m.Telemetry.Bandwidth) > 0 {
-			avail, low := math.Inf(1), math.Inf(1)
-			for _, bw := range m.Telemetry.Bandwidth {
-				avail, low = min(avail, bw.Available), min(low, bw.AvailableLow)
-			}
-			access.Available, access.AvailableLow = avail, min(low, avail)
-			access.Capacity = max(access.Capacity, avail)
-		}
-		links = append(links, access)
+	fields := strings.Fields(string(b))
+	if len(fields) == 0 {
+		return 0
 	}
-	for _, up := range uplinks {
-		links = append(links, *up)
+	v, err := strconv.ParseFloat(fields[0], 64)
+	if err != nil || v < 0 {
+		return 0
 	}
-	sort.Slice(links, func(i, j int) bool { return links[i].ID < links[j].ID })
-	return links
-}
-
-// Flows reports the progress of the admitted flows every live node sends:
-// this node's from its job manager (current), the others' from their
-// latest gossip report (at most a telemetry interval old, and only what
-// fitted in it: a flow missing there counts as not started).
-func (t meshTelemetry) Flows() []raft.FlowProgress {
-	var out []raft.FlowProgress
-	if t.flows != nil {
-		out = t.flows()
-	}
-	self := t.mesh.Name()
-	for _, m := range t.mesh.Members() {
-		if m.Name == self || !m.HasTelemetry || (m.State != mesh.StateAlive && m.State != mesh.StateSuspect) {
-			continue // a node that left or failed sends nothing any more
-		}
-		for _, f := range m.Telemetry.Flows {
-			out = append(out, raft.FlowProgress{ID: f.ID, Remaining: int64(min(f.Remaining, math.MaxInt64)), Done: f.Done})
-		}
-	}
-	return out
+	return v / float64(runtime.NumCPU())
 }
 
 // gossipFlows orders this node's flow progress for its telemetry report,
 // which holds only the first few: transfers racing a deadline or carrying
 // a job's only copy (hand-offs, restores, evacuations) before periodic
 // checkpoints, unfinished before finished.
-func gossipFlows(flows []raft.FlowProgress) []mesh.FlowProgress {
+func gossipFlows(flows []state.FlowProgress) []mesh.FlowProgress {
 	out := make([]mesh.FlowProgress, 0, len(flows))
 	for _, f := range flows {
 		out = append(out, mesh.FlowProgress{ID: f.ID, Remaining: uint64(max(f.Remaining, 0)), Done: f.Done})

@@ -18,8 +18,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/reclaimnet/reclaimnet/internal/wait"
 	"github.com/reclaimnet/reclaimnet/policy"
-	"github.com/reclaimnet/reclaimnet/raft"
+	"github.com/reclaimnet/reclaimnet/state"
 	"github.com/reclaimnet/reclaimnet/web"
 )
 
@@ -136,7 +137,7 @@ func startWebCluster(t *testing.T) *testCluster {
 // submitJob commits a job through node n's coordinator (forwarded to the
 // leader if n does not lead) and waits until n's copy of the state shows
 // it running.
-func submitJob(t *testing.T, n *testNode, id policy.JobID) raft.JobRecord {
+func submitJob(t *testing.T, n *testNode, id policy.JobID) state.JobRecord {
 	t.Helper()
 	j, err := submitJobErr(n, id)
 	if err != nil {
@@ -146,17 +147,17 @@ func submitJob(t *testing.T, n *testNode, id policy.JobID) raft.JobRecord {
 }
 
 // submitJobErr is submitJob for goroutines other than the test's.
-func submitJobErr(n *testNode, id policy.JobID) (raft.JobRecord, error) {
+func submitJobErr(n *testNode, id policy.JobID) (state.JobRecord, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	job := raft.JobRecord{
+	job := state.JobRecord{
 		Job: policy.Job{ID: id, CheckpointBytes: 2 << 30, GPUs: 1, VRAM: 8 << 30, Capability: 8,
 			LossBudget: 10 * time.Minute, RestartTime: 30 * time.Second, Remaining: 6 * time.Hour},
-		Spec: raft.JobSpec{Command: []string{"python3", "train.py"}},
+		Spec: state.JobSpec{Command: []string{"python3", "train.py"}},
 	}
-	fsm := n.agent.Coordinator().FSM()
-	if _, err := n.agent.Coordinator().Submit(ctx, raft.SubmitJob{Job: job}); err != nil {
-		return raft.JobRecord{}, fmt.Errorf("submit %s: %w", id, err)
+	fsm := n.agent.Coordinator().Store()
+	if _, err := n.agent.Coordinator().Submit(ctx, state.SubmitJob{Job: job}); err != nil {
+		return state.JobRecord{}, fmt.Errorf("submit %s: %w", id, err)
 	}
 	for {
 		changed := fsm.Changed()
@@ -255,7 +256,7 @@ func TestStatusPageInBrowser(t *testing.T) {
 		t.Fatal("test setup: the viewer must not leave")
 	}
 	gone.stop(t, false)
-	waitUntil(t, 30*time.Second, "viewer's status shows node-01 left", func() bool {
+	wait.For(t, 30*time.Second, "viewer's status shows node-01 left", func() bool {
 		st, _ := webSource{viewer.agent}.Status(context.Background())
 		for _, m := range st.Cluster.Members {
 			if m.ID == "node-01" {

@@ -16,15 +16,15 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/reclaimnet/reclaimnet/agent"
+	"github.com/reclaimnet/reclaimnet/localapi"
 )
 
 // Agent ports inside a node's namespace: every node has its own network
 // stack, so every agent uses the production defaults.
 const (
-	nsGossipPort   = agent.DefaultGossipPort
-	nsRaftPort     = agent.DefaultRaftPort
-	nsTransferPort = agent.DefaultTransferPort
+	nsGossipPort   = localapi.DefaultGossipPort
+	nsRaftPort     = localapi.DefaultRaftPort
+	nsTransferPort = localapi.DefaultTransferPort
 	nsHTTPPort     = 7949
 )
 
@@ -91,7 +91,7 @@ type agentPorts struct{ gossip, raft, transfer int }
 // waited for.
 type agentProc struct {
 	cmd  *exec.Cmd
-	info agent.Info
+	info localapi.Info
 	done chan struct{}
 	err  error // Wait's result, valid after done
 }

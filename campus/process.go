@@ -16,7 +16,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/reclaimnet/reclaimnet/agent"
+	"github.com/reclaimnet/reclaimnet/localapi"
 )
 
 func (a *Agents) tlsDir(node string) string { return filepath.Join(a.cfg.Dir, node, "tls") }
@@ -101,7 +101,7 @@ func (a *Agents) launch(ctx context.Context, node string, join []string) error {
 	a.mu.Unlock()
 
 	dir := a.DataDir(node)
-	if err := os.Remove(filepath.Join(dir, agent.InfoFile)); err != nil && !errors.Is(err, os.ErrNotExist) {
+	if err := os.Remove(filepath.Join(dir, localapi.InfoFile)); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("remove old info file of %s: %w", node, err)
 	}
 	logf, err := os.OpenFile(a.LogPath(node), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
@@ -132,14 +132,14 @@ func (a *Agents) launch(ctx context.Context, node string, join []string) error {
 	a.procs[node] = p
 	a.mu.Unlock()
 
-	infoPath := filepath.Join(dir, agent.InfoFile)
+	infoPath := filepath.Join(dir, localapi.InfoFile)
 	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()
 	deadline := time.NewTimer(90 * time.Second)
 	defer deadline.Stop()
 	for {
 		b, err := os.ReadFile(infoPath)
-		var info agent.Info
+		var info localapi.Info
 		if err == nil && json.Unmarshal(b, &info) == nil && info.PID == cmd.Process.Pid {
 			a.mu.Lock()
 			p.info = info

@@ -13,7 +13,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/reclaimnet/reclaimnet/agent"
+	"github.com/reclaimnet/reclaimnet/localapi"
 	"github.com/reclaimnet/reclaimnet/web"
 )
 
@@ -48,13 +48,13 @@ func (a *Agents) HTTPAddr(node string) string {
 
 // Info is what the node's running agent wrote to its info file (bound
 // addresses, pid); false when it is not running.
-func (a *Agents) Info(node string) (agent.Info, bool) {
+func (a *Agents) Info(node string) (localapi.Info, bool) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if p := a.procs[node]; p != nil && !p.exited() {
 		return p.info, true
 	}
-	return agent.Info{}, false
+	return localapi.Info{}, false
 }
 
 // Running reports whether the node's agent process is alive.
@@ -100,8 +100,8 @@ func (a *Agents) CLI(ctx context.Context, node string, args ...string) (string, 
 }
 
 // Call sends one control request to the node's agent over its socket.
-func (a *Agents) Call(ctx context.Context, node string, req agent.Request) (agent.Response, error) {
-	resp, err := agent.Call(ctx, a.DataDir(node), req)
+func (a *Agents) Call(ctx context.Context, node string, req localapi.Request) (localapi.Response, error) {
+	resp, err := localapi.Call(ctx, a.DataDir(node), req)
 	if err != nil {
 		return resp, fmt.Errorf("%s: %w", node, err)
 	}
@@ -116,7 +116,7 @@ func (a *Agents) Call(ctx context.Context, node string, req agent.Request) (agen
 func (a *Agents) Status(ctx context.Context, node string) (web.Status, error) {
 	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
-	resp, err := a.Call(ctx, node, agent.Request{Op: agent.OpStatus})
+	resp, err := a.Call(ctx, node, localapi.Request{Op: localapi.OpStatus})
 	if err != nil {
 		return web.Status{}, err
 	}

@@ -23,8 +23,7 @@ import (
 	"time"
 
 	"github.com/reclaimnet/reclaimnet/internal/wait"
-
-	"github.com/reclaimnet/reclaimnet/agent"
+	"github.com/reclaimnet/reclaimnet/localapi"
 	"github.com/reclaimnet/reclaimnet/web"
 )
 
@@ -833,12 +832,12 @@ func sortedInts(m map[int]bool) []int {
 }
 
 // reclaimStatus runs `reclaimnet reclaim --status --json` on node.
-func (b *box) reclaimStatus(node string) (agent.ReclaimStatus, error) {
+func (b *box) reclaimStatus(node string) (localapi.ReclaimStatus, error) {
 	out, err := b.a.CLI(context.Background(), node, "reclaim", "--status", "--json")
 	if err != nil {
-		return agent.ReclaimStatus{}, err
+		return localapi.ReclaimStatus{}, err
 	}
-	var st agent.ReclaimStatus
+	var st localapi.ReclaimStatus
 	if err := json.Unmarshal([]byte(out), &st); err != nil {
 		return st, fmt.Errorf("reclaim --status --json: %w: %s", err, out)
 	}
@@ -922,7 +921,7 @@ func (b *box) tryAnnounce(node string, notice time.Duration) (time.Time, error) 
 	if err != nil {
 		return time.Time{}, fmt.Errorf("reclaim --notice %v on %s: %w", notice, node, err)
 	}
-	var ann agent.ReclaimStatus
+	var ann localapi.ReclaimStatus
 	if err := json.Unmarshal([]byte(out), &ann); err != nil {
 		return time.Time{}, fmt.Errorf("reclaim --json on %s: %w: %s", node, err, out)
 	}
@@ -1043,7 +1042,7 @@ func (b *box) checkScheduled(scenario, node string, jobs []string, t0, deadline 
 	}
 
 	// The owner's report says the same.
-	var rep *agent.ReclaimReport
+	var rep *localapi.ReclaimReport
 	wait.ForWhy(t, 30*time.Second, scenario+": the owner's report of "+node, func() (bool, string) {
 		st, err := b.reclaimStatus(node)
 		if err != nil {

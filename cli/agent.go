@@ -12,7 +12,9 @@ import (
 	"time"
 
 	"github.com/reclaimnet/reclaimnet/agent"
-	"github.com/reclaimnet/reclaimnet/raft"
+	"github.com/reclaimnet/reclaimnet/agent/enforce"
+	"github.com/reclaimnet/reclaimnet/localapi"
+	"github.com/reclaimnet/reclaimnet/state"
 )
 
 func init() {
@@ -109,13 +111,13 @@ func runAgent(ctx context.Context, env *Env, args []string) error {
 		return usagef("unexpected argument %q", fs.Arg(0))
 	}
 	switch fc.Enforce {
-	case agent.EnforceAuto, agent.EnforceOn, agent.EnforceOff:
+	case enforce.ModeAuto, enforce.ModeOn, enforce.ModeOff:
 	default:
 		return usagef("--enforce %q: want auto, on or off", fc.Enforce)
 	}
 	fc.Join = joins
 	fc.GPUs = gpus
-	if _, err := raft.ParseProtocols(*protocols); err != nil {
+	if _, err := state.ParseProtocols(*protocols); err != nil {
 		return usagef("--protocols: %v", err)
 	}
 	fc.Protocols = strings.TrimSpace(*protocols)
@@ -150,7 +152,7 @@ func runAgent(ctx context.Context, env *Env, args []string) error {
 	if err != nil {
 		return err
 	}
-	return a.Run(ctx, func(info agent.Info) {
+	return a.Run(ctx, func(info localapi.Info) {
 		if cfg.Dev {
 			fmt.Fprintf(env.Stdout, "ReclaimNet dev agent %q is running (Ctrl-C stops it and deletes its state).\n", info.Node)
 		} else {

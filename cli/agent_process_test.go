@@ -17,8 +17,7 @@ import (
 	"time"
 
 	"github.com/reclaimnet/reclaimnet/internal/wait"
-
-	"github.com/reclaimnet/reclaimnet/agent"
+	"github.com/reclaimnet/reclaimnet/localapi"
 	"github.com/reclaimnet/reclaimnet/trace"
 	"github.com/reclaimnet/reclaimnet/web"
 )
@@ -69,10 +68,10 @@ func (c *processCluster) mustRun(args ...string) string {
 func (c *processCluster) dataDir(name string) string { return filepath.Join(c.root, name, "data") }
 
 // startAgent starts one agent process and waits for its info file.
-func (c *processCluster) startAgent(name string, extra ...string) agent.Info {
+func (c *processCluster) startAgent(name string, extra ...string) localapi.Info {
 	c.t.Helper()
 	dir := c.dataDir(name)
-	os.Remove(filepath.Join(dir, agent.InfoFile))
+	os.Remove(filepath.Join(dir, localapi.InfoFile))
 	args := append([]string{"agent", "--name", name, "--data-dir", dir, "--bind", "127.0.0.1",
 		"--http", "127.0.0.1:0", "--gossip-key", c.key, "--tls-dir", filepath.Join(c.root, name, "tls"),
 		"--local-timings", "--log-level", "debug", "--transfer-port", "0"}, extra...)
@@ -87,9 +86,9 @@ func (c *processCluster) startAgent(name string, extra ...string) agent.Info {
 	}
 	logf.Close()
 	c.proc[name] = cmd
-	var info agent.Info
+	var info localapi.Info
 	wait.For(c.t, 30*time.Second, name+" writes its info file", func() bool {
-		b, err := os.ReadFile(filepath.Join(dir, agent.InfoFile))
+		b, err := os.ReadFile(filepath.Join(dir, localapi.InfoFile))
 		return err == nil && json.Unmarshal(b, &info) == nil && info.PID == cmd.Process.Pid
 	})
 	return info
@@ -145,7 +144,7 @@ func TestAgentProcesses(t *testing.T) {
 		c.mustRun("tls", "cert", "create", "--node", n, "--ca-dir", "ca", "--out", filepath.Join(n, "tls"))
 	}
 
-	infos := map[string]agent.Info{}
+	infos := map[string]localapi.Info{}
 	// Declared GPUs: the trace export below lists GPU nodes only.
 	gpu := []string{"--gpu", "A100-80GB:80GiB:8.0"}
 	infos["n0"] = c.startAgent("n0", append(gpu, "--gossip-port", "0", "--raft-port", "0")...)

@@ -4,7 +4,7 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/reclaimnet/reclaimnet/agent"
+	"github.com/reclaimnet/reclaimnet/localapi"
 )
 
 func init() {
@@ -25,7 +25,7 @@ func runCancel(ctx context.Context, env *Env, args []string) error {
 	if fs.NArg() != 1 {
 		return usagef("cancel takes one job ID")
 	}
-	resp, err := callAgent(ctx, resolveDataDir(env, *dir), agent.Request{Op: agent.OpCancel, JobID: fs.Arg(0)})
+	resp, err := callAgent(ctx, resolveDataDir(env, *dir), localapi.Request{Op: localapi.OpCancel, JobID: fs.Arg(0)})
 	if err != nil {
 		return err
 	}

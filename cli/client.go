@@ -9,7 +9,7 @@ import (
 	"io"
 	"time"
 
-	"github.com/reclaimnet/reclaimnet/agent"
+	"github.com/reclaimnet/reclaimnet/localapi"
 )
 
 // DataDirEnv names the environment variable that tells the CLI which
@@ -37,18 +37,18 @@ func resolveDataDir(env *Env, flagValue string) string {
 
 // callAgent sends one request to the local agent and turns an error
 // answer into a Go error with a hint.
-func callAgent(ctx context.Context, dataDir string, req agent.Request) (agent.Response, error) {
+func callAgent(ctx context.Context, dataDir string, req localapi.Request) (localapi.Response, error) {
 	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
-	resp, err := agent.Call(ctx, dataDir, req)
+	resp, err := localapi.Call(ctx, dataDir, req)
 	if err != nil {
 		return resp, err
 	}
 	if resp.Error != "" {
 		switch resp.Kind {
-		case agent.KindPeerUnreachable:
+		case localapi.KindPeerUnreachable:
 			return resp, fmt.Errorf("%s (is the agent running there, and is its gossip port open?)", resp.Error)
-		case agent.KindWrongGossipKey:
+		case localapi.KindWrongGossipKey:
 			return resp, fmt.Errorf("%s", resp.Error)
 		}
 		return resp, errors.New(resp.Error)

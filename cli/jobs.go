@@ -8,7 +8,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/reclaimnet/reclaimnet/agent"
+	"github.com/reclaimnet/reclaimnet/localapi"
 )
 
 func init() {
@@ -30,13 +30,13 @@ func runJobs(ctx context.Context, env *Env, args []string) error {
 	if fs.NArg() > 0 {
 		return usagef("jobs takes no arguments")
 	}
-	resp, err := callAgent(ctx, resolveDataDir(env, *dir), agent.Request{Op: agent.OpJobs})
+	resp, err := callAgent(ctx, resolveDataDir(env, *dir), localapi.Request{Op: localapi.OpJobs})
 	if err != nil {
 		return err
 	}
 	jobs := resp.Jobs
 	if jobs == nil {
-		jobs = []agent.JobInfo{}
+		jobs = []localapi.JobInfo{}
 	}
 	if *asJSON {
 		return printJSON(env.Stdout, jobs)
@@ -46,7 +46,7 @@ func runJobs(ctx context.Context, env *Env, args []string) error {
 }
 
 // printJobTable writes the jobs table.
-func printJobTable(w io.Writer, jobs []agent.JobInfo) {
+func printJobTable(w io.Writer, jobs []localapi.JobInfo) {
 	if len(jobs) == 0 {
 		fmt.Fprintln(w, "no jobs")
 		return

@@ -14,6 +14,7 @@ import (
 	"github.com/reclaimnet/reclaimnet/internal/wait"
 
 	"github.com/reclaimnet/reclaimnet/agent"
+	"github.com/reclaimnet/reclaimnet/localapi"
 )
 
 func TestJobCommandsUsage(t *testing.T) {
@@ -78,7 +79,7 @@ func TestJobCommandsAgainstAgent(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	ready := make(chan struct{})
-	go func() { done <- a.Run(ctx, func(agent.Info) { close(ready) }) }()
+	go func() { done <- a.Run(ctx, func(localapi.Info) { close(ready) }) }()
 	t.Cleanup(func() {
 		cancel()
 		select {
@@ -111,14 +112,14 @@ func TestJobCommandsAgainstAgent(t *testing.T) {
 		t.Fatalf("run: exit %d, stdout %q, stderr %q; want exit 0 printing cli-job", code, out, errOut)
 	}
 	// The signal and grace are in the replicated record every node reads.
-	if j, ok := a.Coordinator().FSM().Job("cli-job"); !ok || j.Spec.Signal != "USR2" || j.Spec.Grace != 5*time.Second {
+	if j, ok := a.Coordinator().Store().Job("cli-job"); !ok || j.Spec.Signal != "USR2" || j.Spec.Grace != 5*time.Second {
 		t.Fatalf("replicated spec %+v (found %v), want signal USR2 and grace 5s", j.Spec, ok)
 	}
 	code, out, errOut = runCLI(t, "jobs", "--data-dir", dir, "--json")
 	if code != ExitOK {
 		t.Fatalf("jobs --json: exit %d, stderr %q", code, errOut)
 	}
-	var jobs []agent.JobInfo
+	var jobs []localapi.JobInfo
 	if err := json.Unmarshal([]byte(out), &jobs); err != nil {
 		t.Fatalf("jobs --json: %v in %q", err, out)
 	}

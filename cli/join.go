@@ -4,7 +4,7 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/reclaimnet/reclaimnet/agent"
+	"github.com/reclaimnet/reclaimnet/localapi"
 )
 
 func init() {
@@ -25,7 +25,7 @@ func runJoin(ctx context.Context, env *Env, args []string) error {
 	if fs.NArg() == 0 {
 		return usagef("join needs at least one peer address")
 	}
-	resp, err := callAgent(ctx, resolveDataDir(env, *dir), agent.Request{Op: agent.OpJoin, Peers: fs.Args()})
+	resp, err := callAgent(ctx, resolveDataDir(env, *dir), localapi.Request{Op: localapi.OpJoin, Peers: fs.Args()})
 	if err != nil {
 		return err
 	}

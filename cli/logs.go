@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/reclaimnet/reclaimnet/agent"
+	"github.com/reclaimnet/reclaimnet/localapi"
 )
 
 func init() {
@@ -31,12 +31,12 @@ func runLogs(ctx context.Context, env *Env, args []string) error {
 	if *tail < 0 {
 		return usagef("--tail %d: must not be negative", *tail)
 	}
-	resp, err := agent.Call(ctx, resolveDataDir(env, *dir), agent.Request{Op: agent.OpLogs, JobID: fs.Arg(0), Tail: *tail})
+	resp, err := localapi.Call(ctx, resolveDataDir(env, *dir), localapi.Request{Op: localapi.OpLogs, JobID: fs.Arg(0), Tail: *tail})
 	if err != nil {
 		return err
 	}
 	if resp.Error != "" {
-		if resp.Kind == agent.KindBadRequest {
+		if resp.Kind == localapi.KindBadRequest {
 			return usagef("%s", resp.Error)
 		}
 		return errors.New(resp.Error)

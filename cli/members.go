@@ -8,8 +8,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
-	"github.com/reclaimnet/reclaimnet/agent"
-	"github.com/reclaimnet/reclaimnet/mesh"
+	"github.com/reclaimnet/reclaimnet/localapi"
 )
 
 func init() {
@@ -31,7 +30,7 @@ func runMembers(ctx context.Context, env *Env, args []string) error {
 	if fs.NArg() > 0 {
 		return usagef("members takes no arguments")
 	}
-	resp, err := callAgent(ctx, resolveDataDir(env, *dir), agent.Request{Op: agent.OpMembers})
+	resp, err := callAgent(ctx, resolveDataDir(env, *dir), localapi.Request{Op: localapi.OpMembers})
 	if err != nil {
 		return err
 	}
@@ -43,7 +42,7 @@ func runMembers(ctx context.Context, env *Env, args []string) error {
 }
 
 // printMembers writes the members table.
-func printMembers(w io.Writer, members []agent.MemberView) {
+func printMembers(w io.Writer, members []localapi.MemberView) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "NAME\tBUILDING\tSTATE\tRAFT\tGPUS\tHAZARD\tBANDWIDTH\tADDRESS")
 	for _, m := range members {
@@ -72,7 +71,7 @@ func formatHazard(perSecond float64) string {
 
 // formatBandwidth lists available bandwidth per destination building in
 // Mbit/s.
-func formatBandwidth(bw []mesh.BuildingBandwidth) string {
+func formatBandwidth(bw []localapi.BuildingBandwidth) string {
 	if len(bw) == 0 {
 		return "-"
 	}

@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/reclaimnet/reclaimnet/agent"
-	"github.com/reclaimnet/reclaimnet/mesh"
+	"github.com/reclaimnet/reclaimnet/localapi"
 	"github.com/reclaimnet/reclaimnet/pki"
 )
 
@@ -111,9 +111,9 @@ func TestAgentFlagsOverrideConfigFile(t *testing.T) {
 
 func TestMembersTable(t *testing.T) {
 	var buf bytes.Buffer
-	printMembers(&buf, []agent.MemberView{
+	printMembers(&buf, []localapi.MemberView{
 		{Name: "gpu-01", Building: "physics", State: "alive", Role: "leader", GPUs: 4, FreeGPUs: 2, GPUModel: "A100",
-			Hazard: 0.99 / 3600, Bandwidth: []mesh.BuildingBandwidth{{Building: "physics", Available: 102.5e6}}, Addr: "10.0.0.1:7946"},
+			Hazard: 0.99 / 3600, Bandwidth: []localapi.BuildingBandwidth{{Building: "physics", Available: 102.5e6}}, Addr: "10.0.0.1:7946"},
 		{Name: "gpu-02", State: "dead", Role: "-", Addr: "10.0.0.2:7946"},
 	})
 	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")

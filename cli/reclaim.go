@@ -12,8 +12,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/reclaimnet/reclaimnet/agent"
 	"github.com/reclaimnet/reclaimnet/bpf"
+	"github.com/reclaimnet/reclaimnet/localapi"
 )
 
 func init() {
@@ -88,7 +88,7 @@ func runReclaim(ctx context.Context, env *Env, args []string) error {
 	case *status:
 		return reclaimStatus(ctx, env, dataDir, *asJSON)
 	case *cancelFlag:
-		resp, err := callAgent(ctx, dataDir, agent.Request{Op: agent.OpReclaimCancel})
+		resp, err := callAgent(ctx, dataDir, localapi.Request{Op: localapi.OpReclaimCancel})
 		if err != nil {
 			return err
 		}
@@ -98,7 +98,7 @@ func runReclaim(ctx context.Context, env *Env, args []string) error {
 		fmt.Fprintf(env.Stdout, "reclaim cancelled; kill-switch %s\n", killSwitchWord(resp.Reclaim))
 		return nil
 	}
-	resp, err := callAgent(ctx, dataDir, agent.Request{Op: agent.OpReclaim, Notice: *notice})
+	resp, err := callAgent(ctx, dataDir, localapi.Request{Op: localapi.OpReclaim, Notice: *notice})
 	if err != nil {
 		return err
 	}
@@ -113,7 +113,7 @@ func runReclaim(ctx context.Context, env *Env, args []string) error {
 	return nil
 }
 
-func killSwitchWord(st *agent.ReclaimStatus) string {
+func killSwitchWord(st *localapi.ReclaimStatus) string {
 	if st == nil || !st.Enforcement {
 		return "not enforced (kernel enforcement is off on this node)"
 	}
@@ -121,18 +121,18 @@ func killSwitchWord(st *agent.ReclaimStatus) string {
 }
 
 func reclaimStatus(ctx context.Context, env *Env, dataDir string, asJSON bool) error {
-	resp, err := callAgent(ctx, dataDir, agent.Request{Op: agent.OpReclaimStatus})
+	resp, err := callAgent(ctx, dataDir, localapi.Request{Op: localapi.OpReclaimStatus})
 	if err != nil {
-		if !errors.Is(err, agent.ErrNoAgent) {
+		if !errors.Is(err, localapi.ErrNoAgent) {
 			return err
 		}
 		// The agent left (the deadline) or never ran: the stored report.
-		rep, rerr := agent.ReadReport(dataDir)
+		rep, rerr := localapi.ReadReport(dataDir)
 		if rerr != nil || rep == nil {
 			return err
 		}
 		if asJSON {
-			return printJSON(env.Stdout, agent.ReclaimStatus{Node: rep.Node, Complete: true, Report: rep})
+			return printJSON(env.Stdout, localapi.ReclaimStatus{Node: rep.Node, Complete: true, Report: rep})
 		}
 		fmt.Fprintf(env.Stdout, "the agent has left; last reclaim:\n")
 		printReport(env.Stdout, rep)
@@ -169,7 +169,7 @@ func reclaimStatus(ctx context.Context, env *Env, dataDir string, asJSON bool) e
 	return nil
 }
 
-func printReport(w io.Writer, rep *agent.ReclaimReport) {
+func printReport(w io.Writer, rep *localapi.ReclaimReport) {
 	kind := "scheduled"
 	if rep.Emergency {
 		kind = "emergency"
@@ -195,8 +195,8 @@ func reclaimNow(ctx context.Context, env *Env, dataDir, node, pinDir string, asJ
 	start := time.Now()
 	w := env.Stdout
 	if node == "" && pinDir == "" {
-		if b, err := os.ReadFile(filepath.Join(dataDir, agent.InfoFile)); err == nil {
-			var info agent.Info
+		if b, err := os.ReadFile(filepath.Join(dataDir, localapi.InfoFile)); err == nil {
+			var info localapi.Info
 			if json.Unmarshal(b, &info) == nil {
 				node = info.Node
 			}
@@ -226,7 +226,7 @@ func reclaimNow(ctx context.Context, env *Env, dataDir, node, pinDir string, asJ
 
 	actx, cancel := context.WithTimeout(ctx, nowAgentTimeout)
 	defer cancel()
-	resp, err := agent.Call(actx, dataDir, agent.Request{Op: agent.OpReclaimNow})
+	resp, err := localapi.Call(actx, dataDir, localapi.Request{Op: localapi.OpReclaimNow})
 	if err == nil && resp.Error != "" {
 		err = errors.New(resp.Error)
 	}
@@ -236,7 +236,7 @@ func reclaimNow(ctx context.Context, env *Env, dataDir, node, pinDir string, asJ
 	st := resp.Reclaim
 	rep := st.Report
 	if rep == nil {
-		rep = &agent.ReclaimReport{Node: st.Node, Emergency: true, Announced: start}
+		rep = &localapi.ReclaimReport{Node: st.Node, Emergency: true, Announced: start}
 	}
 	if isolated {
 		rep.Isolate, rep.Isolated = isolate, true
@@ -246,7 +246,7 @@ func reclaimNow(ctx context.Context, env *Env, dataDir, node, pinDir string, asJ
 	deadline := time.Now().Add(60 * time.Second)
 	gone := false
 	for time.Now().Before(deadline) {
-		if _, err := os.Stat(filepath.Join(dataDir, agent.InfoFile)); errors.Is(err, os.ErrNotExist) {
+		if _, err := os.Stat(filepath.Join(dataDir, localapi.InfoFile)); errors.Is(err, os.ErrNotExist) {
 			gone = true
 			break
 		}

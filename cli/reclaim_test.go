@@ -13,6 +13,7 @@ import (
 	"github.com/reclaimnet/reclaimnet/internal/wait"
 
 	"github.com/reclaimnet/reclaimnet/agent"
+	"github.com/reclaimnet/reclaimnet/localapi"
 )
 
 // TestReclaimCommandLine checks the usage errors (exit 2) and the
@@ -104,7 +105,7 @@ func TestReclaimAgainstAgent(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	ready := make(chan struct{})
-	go func() { done <- a.Run(ctx, func(agent.Info) { close(ready) }) }()
+	go func() { done <- a.Run(ctx, func(localapi.Info) { close(ready) }) }()
 	t.Cleanup(func() {
 		cancel()
 		select {
@@ -137,7 +138,7 @@ func TestReclaimAgainstAgent(t *testing.T) {
 	if code != ExitOK || !strings.Contains(out, "reclaim cancelled") {
 		t.Errorf("--cancel: exit %d, output %q", code, out)
 	}
-	if _, ok := a.Coordinator().FSM().State().Reclaims["solo"]; ok {
+	if _, ok := a.Coordinator().State().Reclaims["solo"]; ok {
 		t.Errorf("reclaim still in the replicated state after --cancel")
 	}
 	code, out, _ = runCLI(t, "reclaim", "--data-dir", dir, "--status")

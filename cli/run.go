@@ -7,9 +7,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/reclaimnet/reclaimnet/agent"
 	"github.com/reclaimnet/reclaimnet/gpu"
-	"github.com/reclaimnet/reclaimnet/raft"
+	"github.com/reclaimnet/reclaimnet/localapi"
+	"github.com/reclaimnet/reclaimnet/state"
 )
 
 func init() {
@@ -32,7 +32,7 @@ func runRun(ctx context.Context, env *Env, args []string) error {
 	lossBudget := fs.Duration("loss-budget", 10*time.Minute, "tolerated expected loss of work per emergency")
 	sizeHint := fs.String("size-hint", "", "expected checkpoint size, e.g. 3GiB")
 	runtimeHint := fs.Duration("runtime-hint", 0, "expected runtime, e.g. 6h")
-	signal := fs.String("signal", "USR1", "checkpoint request signal: "+strings.Join(raft.CheckpointSignals, ", "))
+	signal := fs.String("signal", "USR1", "checkpoint request signal: "+strings.Join(state.CheckpointSignals, ", "))
 	grace := fs.Duration("grace", 30*time.Second, "time between SIGTERM and SIGKILL at stop (at most 1h)")
 	workDir := fs.String("dir", "", "working directory on the node that runs the job (default: the job's own directory)")
 	var envs listFlag
@@ -44,10 +44,10 @@ func runRun(ctx context.Context, env *Env, args []string) error {
 	if len(cmd) == 0 {
 		return usagef("run: no command (put it after --)")
 	}
-	jr := &agent.JobRequest{Name: *name, Command: cmd, Env: envs, Dir: *workDir, GPUs: *gpus,
+	jr := &localapi.JobRequest{Name: *name, Command: cmd, Env: envs, Dir: *workDir, GPUs: *gpus,
 		LossBudget: *lossBudget, RuntimeHint: *runtimeHint, Owner: env.Getenv("USER")}
 	if *name != "" {
-		if err := agent.ValidJobName(*name); err != nil {
+		if err := localapi.ValidJobName(*name); err != nil {
 			return usagef("--name: %v", err)
 		}
 	}
@@ -60,7 +60,7 @@ func runRun(ctx context.Context, env *Env, args []string) error {
 	if *runtimeHint < 0 {
 		return usagef("--runtime-hint %v: must not be negative", *runtimeHint)
 	}
-	if err := raft.ValidStopGrace(*grace); err != nil {
+	if err := state.ValidStopGrace(*grace); err != nil {
 		return usagef("--grace: %v", err)
 	}
 	var err error
@@ -81,7 +81,7 @@ func runRun(ctx context.Context, env *Env, args []string) error {
 		}
 		jr.Capability = c.Float()
 	}
-	sig, err := raft.CanonicalSignal(*signal)
+	sig, err := state.CanonicalSignal(*signal)
 	if err != nil {
 		return usagef("--signal: %v", err)
 	}
@@ -100,7 +100,7 @@ func runRun(ctx context.Context, env *Env, args []string) error {
 			jr.Grace = *grace
 		}
 	})
-	resp, err := callAgent(ctx, resolveDataDir(env, *dir), agent.Request{Op: agent.OpRun, Job: jr})
+	resp, err := callAgent(ctx, resolveDataDir(env, *dir), localapi.Request{Op: localapi.OpRun, Job: jr})
 	if err != nil {
 		return err
 	}

@@ -9,7 +9,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/reclaimnet/reclaimnet/agent"
+	"github.com/reclaimnet/reclaimnet/localapi"
 	"github.com/reclaimnet/reclaimnet/web"
 )
 
@@ -32,7 +32,7 @@ func runStatus(ctx context.Context, env *Env, args []string) error {
 	if fs.NArg() > 0 {
 		return usagef("status takes no arguments")
 	}
-	resp, err := callAgent(ctx, resolveDataDir(env, *dir), agent.Request{Op: agent.OpStatus})
+	resp, err := callAgent(ctx, resolveDataDir(env, *dir), localapi.Request{Op: localapi.OpStatus})
 	if err != nil {
 		return err
 	}

@@ -7,7 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/reclaimnet/reclaimnet/agent"
+	"github.com/reclaimnet/reclaimnet/localapi"
 	"github.com/reclaimnet/reclaimnet/trace"
 )
 
@@ -42,7 +42,7 @@ func runTrace(ctx context.Context, env *Env, args []string) error {
 	if fs.NArg() > 0 {
 		return usagef("unexpected argument %q", fs.Arg(0))
 	}
-	resp, err := callAgent(ctx, resolveDataDir(env, *dir), agent.Request{Op: agent.OpTraceExport})
+	resp, err := callAgent(ctx, resolveDataDir(env, *dir), localapi.Request{Op: localapi.OpTraceExport})
 	if err != nil {
 		return err
 	}

@@ -18,9 +18,9 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/reclaimnet/reclaimnet/agent"
 	"github.com/reclaimnet/reclaimnet/campus"
 	"github.com/reclaimnet/reclaimnet/examples/pytorch"
+	"github.com/reclaimnet/reclaimnet/localapi"
 	"github.com/reclaimnet/reclaimnet/web"
 )
 
@@ -92,7 +92,7 @@ type Reclaim struct {
 	Node    string `json:"node"`
 	Command string `json:"command"`
 	// Report is the owner's report the command (or --status) printed.
-	Report *agent.ReclaimReport `json:"report,omitempty"`
+	Report *localapi.ReclaimReport `json:"report,omitempty"`
 	// To is where the job ran next.
 	To string `json:"to,omitempty"`
 }
@@ -437,16 +437,16 @@ func splitNUL(b []byte) [][]byte {
 
 // decodeReport reads an owner's report printed by 'reclaim --now --json'
 // (a report) or 'reclaim --status --json' (a status holding one).
-func decodeReport(out string) *agent.ReclaimReport {
+func decodeReport(out string) *localapi.ReclaimReport {
 	// --now prints what it did to the kill-switch before the JSON.
 	if i := strings.IndexByte(out, '{'); i > 0 {
 		out = out[i:]
 	}
-	var st agent.ReclaimStatus
+	var st localapi.ReclaimStatus
 	if json.Unmarshal([]byte(out), &st) == nil && st.Report != nil {
 		return st.Report
 	}
-	var rep agent.ReclaimReport
+	var rep localapi.ReclaimReport
 	if json.Unmarshal([]byte(out), &rep) == nil && rep.Node != "" {
 		return &rep
 	}

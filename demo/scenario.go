@@ -11,7 +11,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/reclaimnet/reclaimnet/agent"
+	"github.com/reclaimnet/reclaimnet/localapi"
 	"github.com/reclaimnet/reclaimnet/policy"
 	"github.com/reclaimnet/reclaimnet/web"
 )
@@ -379,7 +379,7 @@ const nowGrace = 20 * time.Second
 // An agent that has not exited nowGrace after the command is killed (as
 // an owner pulling the plug would), and the timeline says so: a hung agent
 // would keep gossiping "alive", and the cluster would never recover its jobs.
-func (r *run) reclaimNow(ctx context.Context, node string) (*agent.ReclaimReport, error) {
+func (r *run) reclaimNow(ctx context.Context, node string) (*localapi.ReclaimReport, error) {
 	ag := r.agents
 	cctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -405,7 +405,7 @@ func (r *run) reclaimNow(ctx context.Context, node string) (*agent.ReclaimReport
 		time.Sleep(time.Second)
 		cancel()
 		<-done
-		rep, err := agent.ReadReport(ag.DataDir(node))
+		rep, err := localapi.ReadReport(ag.DataDir(node))
 		if err != nil {
 			r.log.Warn("owner's report", "node", node, "err", err)
 		}
@@ -420,7 +420,7 @@ func (r *run) reclaimNow(ctx context.Context, node string) (*agent.ReclaimReport
 	return decodeReport(res.out), nil
 }
 
-func reportText(rep *agent.ReclaimReport, node string) string {
+func reportText(rep *localapi.ReclaimReport, node string) string {
 	if rep == nil {
 		return "no owner's report from " + node + " (see its log)"
 	}

@@ -65,7 +65,7 @@ func (w *world) handoffs(reqs []handoffReq, d *Decisions) []*migration {
 				d.Handoffs = append(d.Handoffs, hd)
 				continue
 			}
-			m.id, m.to, m.bytes = "mig/"+string(j.ID), res.best, w.lacking(scanRequest{job: j, src: src}, res.best)
+			m.id, m.to, m.bytes = HandoffPrefix+string(j.ID), res.best, w.lacking(scanRequest{job: j, src: src}, res.best)
 			if w.p.Switches.P3 {
 				_, low, _ := w.pathRate(src, res.best)
 				if j.WriteCap > 0 {

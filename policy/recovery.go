@@ -114,7 +114,7 @@ func (w *world) recoveries(recover []*Job, d *Decisions, early bool) []*migratio
 			// at the paths' lower bounds: when one fits at the estimated
 			// rate, try it rather than throw the copy away. If the holder
 			// leaves first, the job returns to recovery and is placed
-			// again from what remains (raft.JobRecord.Restore).
+			// again from what remains (state.JobRecord.Restore).
 			for _, ri := range late {
 				res := w.scan(scanRequest{job: j, src: ri, recovery: true, list: true})
 				left := w.reclaims[w.nodes[ri].ID].Deadline.Sub(w.now)

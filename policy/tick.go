@@ -22,8 +22,11 @@ const (
 const burstWindow = 10 * time.Millisecond
 
 // CheckpointPrefix starts the ID of a job's periodic checkpoint (pre-sync)
-// flow.
-const CheckpointPrefix = "ckpt/"
+// flow; HandoffPrefix that of a hand-off's migration flow.
+const (
+	CheckpointPrefix = "ckpt/"
+	HandoffPrefix    = "mig/"
+)
 
 // migration is one planned or recovery transfer being decided this period.
 type migration struct {

@@ -233,6 +233,14 @@ type Params struct {
 // a loss budget.
 const DefaultSoleCopyHorizon = 10 * time.Minute
 
+// The enforcement bucket's defaults (P3.5): a ceiling at the rate itself,
+// or a small burst, collapses QUIC's throughput. The kernel layer never
+// enforces less.
+const (
+	DefaultCeilingFactor = 1.1
+	DefaultMinBurst      = 256 << 10
+)
+
 // DefaultParams returns the paper's parameters with all protocols on.
 func DefaultParams() Params {
 	return Params{
@@ -242,8 +250,8 @@ func DefaultParams() Params {
 		Alpha:         1.0,
 		KMin:          2,
 		MaxLoad:       0.8,
-		CeilingFactor: 1.1,
-		MinBurst:      256 << 10,
+		CeilingFactor: DefaultCeilingFactor,
+		MinBurst:      DefaultMinBurst,
 		FixedInterval: 10 * time.Minute,
 		Switches:      Switches{P1: true, P2: true, P3: true},
 		MaxCandidates: 20,

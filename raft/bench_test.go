@@ -3,6 +3,8 @@ package raft
 import (
 	"testing"
 	"time"
+
+	"github.com/reclaimnet/reclaimnet/internal/wait"
 )
 
 // BenchmarkReelection measures, on a 3-node loopback cluster with mutual
@@ -32,7 +34,7 @@ func BenchmarkReelection(b *testing.B) {
 				start := time.Now()
 				l := tc.leader(60 * time.Second)
 				election += time.Since(start)
-				tc.eventually(60*time.Second, "a tick on the new leader", func() bool { return l.Ticks() > 0 })
+				wait.For(tc.t, 60*time.Second, "a tick on the new leader", func() bool { return l.Ticks() > 0 })
 				firstTick += time.Since(start)
 				b.StopTimer()
 				tc.shutdownAll()

@@ -9,6 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/reclaimnet/reclaimnet/internal/wait"
+	"github.com/reclaimnet/reclaimnet/state"
+
 	"github.com/reclaimnet/reclaimnet/pki"
 	"github.com/reclaimnet/reclaimnet/policy"
 )
@@ -69,7 +72,7 @@ func (g *gossipView) Links() []policy.Link {
 	}
 	return out
 }
-func (g *gossipView) Flows() []FlowProgress { return nil }
+func (g *gossipView) Flows() []state.FlowProgress { return nil }
 
 type testCluster struct {
 	t      testing.TB
@@ -153,7 +156,7 @@ func (tc *testCluster) shutdownAll() {
 func (tc *testCluster) leader(within time.Duration) *Coordinator {
 	tc.t.Helper()
 	var got *Coordinator
-	tc.eventually(within, "a leader", func() bool {
+	wait.For(tc.t, within, "a leader", func() bool {
 		got = nil
 		for _, c := range tc.nodes {
 			if c.IsLeader() && c.leading.Load() {
@@ -172,7 +175,7 @@ func (tc *testCluster) voters(c *Coordinator) []policy.NodeID {
 	}
 	var out []policy.NodeID
 	for _, s := range servers {
-		if s.Role == RoleVoter {
+		if s.Role == state.RoleVoter {
 			out = append(out, s.ID)
 		}
 	}
@@ -180,24 +183,12 @@ func (tc *testCluster) voters(c *Coordinator) []policy.NodeID {
 	return out
 }
 
-// eventually polls cond until it holds or the deadline passes.
-func (tc *testCluster) eventually(within time.Duration, what string, cond func() bool) {
-	tc.t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			tc.t.Fatalf("no %s within %v", what, within)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 // waitConfigured waits until every running node is in the configuration and
 // there are want voters.
 func (tc *testCluster) waitConfigured(want int, within time.Duration) *Coordinator {
 	tc.t.Helper()
 	var l *Coordinator
-	tc.eventually(within, fmt.Sprintf("configuration with %d servers and %d voters", len(tc.nodes), want), func() bool {
+	wait.For(tc.t, within, fmt.Sprintf("configuration with %d servers and %d voters", len(tc.nodes), want), func() bool {
 		l = tc.leader(within)
 		servers, err := l.Servers()
 		if err != nil || len(servers) != len(tc.nodes) || len(tc.voters(l)) != want {
@@ -215,17 +206,17 @@ func (tc *testCluster) waitConfigured(want int, within time.Duration) *Coordinat
 	return l
 }
 
-func testJob(id string) SubmitJob {
-	return SubmitJob{Job: JobRecord{Job: policy.Job{ID: policy.JobID(id), GPUs: 1, CheckpointBytes: 1 << 30, LossBudget: time.Hour},
-		Spec: JobSpec{Command: []string{"python3", "train.py"}}, Owner: "alice"}}
+func testJob(id string) state.SubmitJob {
+	return state.SubmitJob{Job: state.JobRecord{Job: policy.Job{ID: policy.JobID(id), GPUs: 1, CheckpointBytes: 1 << 30, LossBudget: time.Hour},
+		Spec: state.JobSpec{Command: []string{"python3", "train.py"}}, Owner: "alice"}}
 }
 
 // waitJob waits until every running node's FSM has the job.
 func (tc *testCluster) waitJob(id policy.JobID, within time.Duration) {
 	tc.t.Helper()
-	tc.eventually(within, "job "+string(id)+" on every node", func() bool {
+	wait.For(tc.t, within, "job "+string(id)+" on every node", func() bool {
 		for _, c := range tc.nodes {
-			if _, ok := c.FSM().Job(id); !ok {
+			if _, ok := c.Store().Job(id); !ok {
 				return false
 			}
 		}
@@ -263,7 +254,7 @@ func TestClusterLeaderCrashTicksResume(t *testing.T) {
 				t.Fatalf("leader is still the crashed node %s", oldID)
 			}
 			ticks := l.Ticks()
-			tc.eventually(10*time.Second, "ticks on the new leader", func() bool { return l.Ticks() >= ticks+3 })
+			wait.For(tc.t, 10*time.Second, "ticks on the new leader", func() bool { return l.Ticks() >= ticks+3 })
 			// A follower's command commits through the new leader.
 			var follower *Coordinator
 			for _, c := range tc.nodes {
@@ -281,12 +272,12 @@ func TestClusterLeaderCrashTicksResume(t *testing.T) {
 			if n-1 < 3 {
 				want = 1
 			}
-			tc.eventually(15*time.Second, fmt.Sprintf("%d live voters", want), func() bool {
+			wait.For(tc.t, 15*time.Second, fmt.Sprintf("%d live voters", want), func() bool {
 				v := tc.voters(l)
 				return len(v) == want && !slices.Contains(v, oldID)
 			})
 			// After DeadServerTimeout the dead server leaves the configuration.
-			tc.eventually(15*time.Second, "the crashed server removed", func() bool {
+			wait.For(tc.t, 15*time.Second, "the crashed server removed", func() bool {
 				servers, err := l.Servers()
 				if err != nil {
 					return false
@@ -305,10 +296,10 @@ func TestClusterLeaderCrashTicksResume(t *testing.T) {
 			tc.nodes[oldID] = back
 			tc.gossip.set(Member{ID: oldID, RaftAddr: back.Addr(), Building: "b1", GPUs: 1, Status: MemberAlive, Since: time.Now()})
 			tc.waitJob("after", 15*time.Second)
-			tc.eventually(15*time.Second, "3 voters after the rejoin", func() bool { return len(tc.voters(l)) == 3 })
-			tc.eventually(10*time.Second, "the rejoined node active in the registry with 2 membership stretches", func() bool {
-				rec, _ := l.FSM().Node(oldID)
-				return rec.State == NodeActive && len(rec.Stretches) == 2 && rec.Role != RoleNone
+			wait.For(tc.t, 15*time.Second, "3 voters after the rejoin", func() bool { return len(tc.voters(l)) == 3 })
+			wait.For(tc.t, 10*time.Second, "the rejoined node active in the registry with 2 membership stretches", func() bool {
+				rec, _ := l.Store().Node(oldID)
+				return rec.State == state.NodeActive && len(rec.Stretches) == 2 && rec.Role != state.RoleNone
 			})
 		})
 	}
@@ -340,23 +331,23 @@ func TestForwardedCommandsCommitAndErrorsTravel(t *testing.T) {
 	}
 	changed := testJob("fwd")
 	changed.Job.Owner = "mallory"
-	if _, err := f.Submit(ctx, changed); !errors.Is(err, ErrJobExists) {
+	if _, err := f.Submit(ctx, changed); !errors.Is(err, state.ErrJobExists) {
 		t.Fatalf("conflicting submit got %v, want ErrJobExists", err)
 	}
-	if _, err := f.Submit(ctx, CancelJob{Job: "nope"}); !errors.Is(err, ErrUnknownJob) {
+	if _, err := f.Submit(ctx, state.CancelJob{Job: "nope"}); !errors.Is(err, state.ErrUnknownJob) {
 		t.Fatalf("cancel of an unknown job got %v, want ErrUnknownJob", err)
 	}
 	// At-most-once completion through Raft: the same replica twice leaves
 	// one holder entry and one committed version.
-	rc := ReplicaComplete{Job: "fwd", Version: 1, ManifestHash: "sha256:x", Size: 10, Source: "n01", Holder: "n02", At: time.Now()}
+	rc := state.ReplicaComplete{Job: "fwd", Version: 1, ManifestHash: "sha256:x", Size: 10, Source: "n01", Holder: "n02", At: time.Now()}
 	for range 2 {
 		if _, err := f.Submit(ctx, rc); err != nil {
 			t.Fatal(err)
 		}
 	}
-	tc.eventually(5*time.Second, "replica on every node", func() bool {
+	wait.For(tc.t, 5*time.Second, "replica on every node", func() bool {
 		for _, c := range tc.nodes {
-			cps := c.FSM().Checkpoints("fwd")
+			cps := c.Store().Checkpoints("fwd")
 			if len(cps) != 1 || !slices.Equal(cps[0].Holders, []policy.NodeID{"n02"}) || !cps[0].Committed {
 				return false
 			}
@@ -373,11 +364,11 @@ func TestLeaderPlacesSubmittedJob(t *testing.T) {
 	if _, err := l.Submit(ctx, testJob("place-me")); err != nil {
 		t.Fatal(err)
 	}
-	tc.eventually(10*time.Second, "placement of the job", func() bool {
-		j, _ := l.FSM().Job("place-me")
+	wait.For(tc.t, 10*time.Second, "placement of the job", func() bool {
+		j, _ := l.Store().Job("place-me")
 		return j.State == policy.JobRunning && j.Node != ""
 	})
-	j, _ := l.FSM().Job("place-me")
-	d := l.FSM().Decisions()
+	j, _ := l.Store().Job("place-me")
+	d := l.Store().Decisions()
 	t.Logf("job on %s; decisions %+v", j.Node, d)
 }

@@ -14,6 +14,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/reclaimnet/reclaimnet/state"
+
 	"github.com/boltdb/bolt"
 	"github.com/hashicorp/go-hclog"
 	hraft "github.com/hashicorp/raft"
@@ -35,7 +37,7 @@ type Coordinator struct {
 	// Constant after Open.
 	cfg    Config
 	logger *slog.Logger
-	fsm    *FSM
+	store  *state.Store
 	raft   *hraft.Raft
 	trans  *hraft.NetworkTransport
 	mux    *mux
@@ -73,7 +75,7 @@ func Open(cfg Config) (*Coordinator, error) {
 		return nil, err
 	}
 	c := &Coordinator{
-		cfg: cfg, fsm: NewFSM(), notify: make(chan bool, 16), kick: make(chan struct{}, 1),
+		cfg: cfg, store: state.NewStore(), notify: make(chan bool, 16), kick: make(chan struct{}, 1),
 		stop: make(chan struct{}), failedSince: map[policy.NodeID]time.Time{}, health: map[policy.NodeID]*peerHealth{},
 	}
 	c.logger = cfg.Logger
@@ -185,7 +187,7 @@ func Open(cfg Config) (*Coordinator, error) {
 		_ = c.trans.Close()
 		return fail(fmt.Errorf("read raft state: %w", err))
 	}
-	c.raft, err = hraft.NewRaft(rc, c.fsm, logs, stable, snaps, c.trans)
+	c.raft, err = hraft.NewRaft(rc, fsm{c.store}, logs, stable, snaps, c.trans)
 	if err != nil {
 		_ = c.trans.Close()
 		return fail(fmt.Errorf("start raft: %w", err))
@@ -226,8 +228,17 @@ func (c *Coordinator) ID() policy.NodeID { return c.cfg.NodeID }
 // Addr is the address peers dial to reach this coordinator.
 func (c *Coordinator) Addr() string { return c.addr }
 
-// FSM is this node's copy of the replicated state.
-func (c *Coordinator) FSM() *FSM { return c.fsm }
+// Store is this node's copy of the replicated state.
+func (c *Coordinator) Store() *state.Store { return c.store }
+
+// State returns a deep copy of this node's replicated state.
+func (c *Coordinator) State() *state.State { return c.store.State() }
+
+// Changed returns a channel closed at the next change of this node's
+// replicated state.
+func (c *Coordinator) Changed() <-chan struct{} { return c.store.Changed() }
+
+var _ state.Coordinator = (*Coordinator)(nil)
 
 // IsLeader reports whether this node is the Raft leader now.
 func (c *Coordinator) IsLeader() bool { return c.raft.State() == hraft.Leader }
@@ -265,7 +276,7 @@ func (c *Coordinator) Kick() {
 type Server struct {
 	ID     policy.NodeID
 	Addr   string
-	Role   Role
+	Role   state.Role
 	Leader bool
 }
 
@@ -278,9 +289,9 @@ func (c *Coordinator) Servers() ([]Server, error) {
 	_, leader := c.raft.LeaderWithID()
 	var out []Server
 	for _, s := range f.Configuration().Servers {
-		role := RoleNonvoter
+		role := state.RoleNonvoter
 		if s.Suffrage == hraft.Voter {
-			role = RoleVoter
+			role = state.RoleVoter
 		}
 		out = append(out, Server{ID: policy.NodeID(s.ID), Addr: string(s.Address), Role: role, Leader: s.ID == leader})
 	}
@@ -307,8 +318,8 @@ func (c *Coordinator) WaitLeader(ctx context.Context) (policy.NodeID, error) {
 // may call it: a follower forwards the command to the leader over TLS and
 // retries (commands are idempotent) until the leader answers or ctx ends.
 // Without a deadline in ctx, ApplyTimeout bounds the call.
-func (c *Coordinator) Submit(ctx context.Context, cmd Command) (uint64, error) {
-	b, err := EncodeCommand(cmd)
+func (c *Coordinator) Submit(ctx context.Context, cmd state.Command) (uint64, error) {
+	b, err := state.EncodeCommand(cmd)
 	if err != nil {
 		return 0, err
 	}
@@ -396,7 +407,7 @@ func (c *Coordinator) applyForwarded(peer policy.NodeID, b []byte) (uint64, erro
 	if c.raft.State() != hraft.Leader {
 		return 0, ErrNotLeader
 	}
-	cmd, err := DecodeCommand(b)
+	cmd, err := state.DecodeCommand(b)
 	if err != nil {
 		return 0, err
 	}
@@ -518,8 +529,8 @@ func (w slogWriter) Write(p []byte) (int, error) {
 type Status struct {
 	ID         policy.NodeID
 	Addr       string
-	RaftState  string // "Leader", "Follower", "Candidate" or "Shutdown"
-	Role       Role   // in the configuration as this node knows it
+	RaftState  string     // "Leader", "Follower", "Candidate" or "Shutdown"
+	Role       state.Role // in the configuration as this node knows it
 	LeaderID   policy.NodeID
 	LeaderAddr string
 	Term       uint64
@@ -537,7 +548,7 @@ type Status struct {
 func (c *Coordinator) Status() Status {
 	s := Status{
 		ID: c.cfg.NodeID, Addr: c.addr, RaftState: c.raft.State().String(),
-		AppliedIndex: c.raft.AppliedIndex(), StateIndex: c.fsm.Index(),
+		AppliedIndex: c.raft.AppliedIndex(), StateIndex: c.store.Index(),
 		Ticks: c.Ticks(), DecisionCommits: c.DecisionCommits(), LastTick: c.LastTick(),
 	}
 	s.LeaderID, s.LeaderAddr = c.Leader()

@@ -12,6 +12,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/reclaimnet/reclaimnet/internal/wait"
+	"github.com/reclaimnet/reclaimnet/state"
+
 	"github.com/reclaimnet/reclaimnet/pki"
 	"github.com/reclaimnet/reclaimnet/policy"
 )
@@ -97,7 +100,7 @@ func TestRestartRestoresState(t *testing.T) {
 		}
 	}
 	// Entries after the snapshot come back from the log.
-	rc := ReplicaComplete{Job: "j1", Version: 3, ManifestHash: "sha256:r", Size: 5, Source: "n00", Holder: "n01", At: time.Now()}
+	rc := state.ReplicaComplete{Job: "j1", Version: 3, ManifestHash: "sha256:r", Size: 5, Source: "n00", Holder: "n01", At: time.Now()}
 	if _, err := l.Submit(ctx, rc); err != nil {
 		t.Fatal(err)
 	}
@@ -105,7 +108,7 @@ func TestRestartRestoresState(t *testing.T) {
 		t.Fatal(err)
 	}
 	tc.waitJob("j3", 10*time.Second)
-	want := l.FSM().State()
+	want := l.State()
 	addrs := map[policy.NodeID]string{}
 	for id, c := range tc.nodes {
 		addrs[id] = c.Addr()
@@ -124,7 +127,7 @@ func TestRestartRestoresState(t *testing.T) {
 	l = tc.leader(20 * time.Second)
 	tc.waitJob("j3", 10*time.Second)
 	for id, c := range tc.nodes {
-		got := c.FSM().State()
+		got := c.State()
 		for jid, j := range want.Jobs {
 			gj, ok := got.Jobs[jid]
 			if !ok || gj.Owner != j.Owner || !gj.Submitted.Equal(j.Submitted) {
@@ -173,7 +176,7 @@ func TestForeignCertificateCannotJoin(t *testing.T) {
 		t.Fatal(err)
 	}
 	tc.waitJob("secret", 10*time.Second)
-	tc.eventually(10*time.Second, "the intruder in the leader's configuration", func() bool {
+	wait.For(tc.t, 10*time.Second, "the intruder in the leader's configuration", func() bool {
 		servers, _ := l.Servers()
 		for _, s := range servers {
 			if s.ID == "intruder" {
@@ -184,9 +187,9 @@ func TestForeignCertificateCannotJoin(t *testing.T) {
 	})
 	// Let replication try for a while (many heartbeats).
 	ticks := l.Ticks()
-	tc.eventually(10*time.Second, "ten more ticks", func() bool { return l.Ticks() >= ticks+10 })
-	if _, ok := evil.FSM().Job("secret"); ok || evil.FSM().Index() != 0 {
-		t.Fatalf("intruder received replicated state (index %d)", evil.FSM().Index())
+	wait.For(tc.t, 10*time.Second, "ten more ticks", func() bool { return l.Ticks() >= ticks+10 })
+	if _, ok := evil.Store().Job("secret"); ok || evil.Store().Index() != 0 {
+		t.Fatalf("intruder received replicated state (index %d)", evil.Store().Index())
 	}
 	if id, _ := evil.Leader(); id != "" {
 		t.Fatalf("intruder knows leader %s", id)
@@ -213,7 +216,7 @@ func TestForeignCertificateCannotJoin(t *testing.T) {
 	if err == nil {
 		_ = conn.SetDeadline(time.Now().Add(5 * time.Second))
 		if _, err = conn.Write([]byte{muxForward}); err == nil {
-			cmd, _ := EncodeCommand(testJob("evil"))
+			cmd, _ := state.EncodeCommand(testJob("evil"))
 			_ = writeFrame(conn, cmd)
 			_, err = bufio.NewReader(conn).ReadByte()
 		}
@@ -222,7 +225,7 @@ func TestForeignCertificateCannotJoin(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "certificate") {
 		t.Fatalf("foreign client got %v, want a certificate error", err)
 	}
-	if _, ok := l.FSM().Job("evil"); ok {
+	if _, ok := l.Store().Job("evil"); ok {
 		t.Fatal("command from a foreign certificate was applied")
 	}
 }
@@ -239,23 +242,23 @@ func TestSubmitRejectsInvalidCommandLocally(t *testing.T) {
 	defer c.Shutdown()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if _, err := c.Submit(ctx, SubmitJob{Job: JobRecord{Job: policy.Job{ID: "x"}}}); !errors.Is(err, ErrInvalidCommand) {
+	if _, err := c.Submit(ctx, state.SubmitJob{Job: state.JobRecord{Job: policy.Job{ID: "x"}}}); !errors.Is(err, state.ErrInvalidCommand) {
 		t.Fatalf("job without a command got %v, want ErrInvalidCommand", err)
 	}
 	if _, err := c.Submit(ctx, testJob("ok")); err != nil {
 		t.Fatalf("single-node submit: %v", err)
 	}
-	if _, ok := c.FSM().Job("ok"); !ok {
+	if _, ok := c.Store().Job("ok"); !ok {
 		t.Fatal("job not in the state machine after Submit returned")
 	}
 	st := c.Status()
-	if st.RaftState != "Leader" || st.Role != RoleVoter || st.LeaderID != "solo" || st.Term == 0 || st.StateIndex == 0 || len(st.Servers) != 1 {
+	if st.RaftState != "Leader" || st.Role != state.RoleVoter || st.LeaderID != "solo" || st.Term == 0 || st.StateIndex == 0 || len(st.Servers) != 1 {
 		t.Fatalf("status got %+v, want the single voter leading", st)
 	}
 }
 
 func FuzzForwardFrame(f *testing.F) {
-	ok, _ := EncodeCommand(CancelJob{Job: "j"})
+	ok, _ := state.EncodeCommand(state.CancelJob{Job: "j"})
 	var buf bytes.Buffer
 	_ = writeFrame(&buf, ok)
 	f.Add(buf.Bytes())
@@ -268,7 +271,7 @@ func FuzzForwardFrame(f *testing.F) {
 			t.Fatalf("frame of %d bytes passed a 1024-byte limit", len(frame))
 		}
 		if err == nil {
-			_, _ = DecodeCommand(frame)
+			_, _ = state.DecodeCommand(frame)
 		}
 		r, err := decodeReply(b)
 		if err != nil {

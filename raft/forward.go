@@ -11,6 +11,8 @@ import (
 	"net"
 	"time"
 
+	"github.com/reclaimnet/reclaimnet/state"
+
 	"github.com/reclaimnet/reclaimnet/policy"
 )
 
@@ -30,15 +32,15 @@ var ErrForbidden = errors.New("command not allowed from this peer")
 // sentinelCodes carry sentinel errors across a forwarded call, so that
 // errors.Is works the same on every node.
 var sentinelCodes = map[string]error{
-	"unknown-version": ErrUnknownVersion,
-	"unknown-command": ErrUnknownCommand,
-	"invalid":         ErrInvalidCommand,
-	"unknown-job":     ErrUnknownJob,
-	"job-exists":      ErrJobExists,
-	"manifest-clash":  ErrManifestClash,
-	"stale-move":      ErrStaleMove,
-	"not-host":        ErrNotHost,
-	"too-large":       ErrCommandTooLarge,
+	"unknown-version": state.ErrUnknownVersion,
+	"unknown-command": state.ErrUnknownCommand,
+	"invalid":         state.ErrInvalidCommand,
+	"unknown-job":     state.ErrUnknownJob,
+	"job-exists":      state.ErrJobExists,
+	"manifest-clash":  state.ErrManifestClash,
+	"stale-move":      state.ErrStaleMove,
+	"not-host":        state.ErrNotHost,
+	"too-large":       state.ErrCommandTooLarge,
 	"not-leader":      ErrNotLeader,
 	"forbidden":       ErrForbidden,
 }
@@ -104,7 +106,7 @@ func readFrame(r io.Reader, limit int) ([]byte, error) {
 	}
 	n := binary.BigEndian.Uint32(hdr[:])
 	if uint64(n) > uint64(limit) {
-		return nil, fmt.Errorf("frame of %d bytes (limit %d): %w", n, limit, ErrCommandTooLarge)
+		return nil, fmt.Errorf("frame of %d bytes (limit %d): %w", n, limit, state.ErrCommandTooLarge)
 	}
 	b := make([]byte, n)
 	if _, err := io.ReadFull(r, b); err != nil {
@@ -131,7 +133,7 @@ func serveForward(conn net.Conn, apply func([]byte) (uint64, error)) {
 	br := bufio.NewReader(conn)
 	for {
 		_ = conn.SetReadDeadline(time.Now().Add(forwardIdle))
-		req, err := readFrame(br, MaxCommandSize)
+		req, err := readFrame(br, state.MaxCommandSize)
 		if err != nil {
 			return
 		}
@@ -194,18 +196,18 @@ func peerNode(conn net.Conn) policy.NodeID {
 // Job submissions, cancellations, moves and replica reports may come from
 // any node (the CLI submits anywhere; a sender reports its receiver's
 // replica).
-func checkForwarder(peer policy.NodeID, cmd Command) error {
+func checkForwarder(peer policy.NodeID, cmd state.Command) error {
 	var claimed policy.NodeID
 	switch c := cmd.(type) {
-	case UpsertNode, RecordDeparture, PublishHazards, SetDecisions:
+	case state.UpsertNode, state.RecordDeparture, state.PublishHazards, state.SetDecisions:
 		return fmt.Errorf("%w: %s is applied by the leader only, not forwarded (from %q)", ErrForbidden, cmd.Kind(), peer)
-	case JobReport:
+	case state.JobReport:
 		claimed = c.Node
-	case AnnounceReclaim:
+	case state.AnnounceReclaim:
 		claimed = c.Reclaim.Node
-	case CancelReclaim:
+	case state.CancelReclaim:
 		claimed = c.Node
-	case RecordReclaimReport:
+	case state.RecordReclaimReport:
 		claimed = c.Report.Node
 	default:
 		return nil

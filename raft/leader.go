@@ -8,6 +8,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/reclaimnet/reclaimnet/state"
+
 	"github.com/reclaimnet/reclaimnet/policy"
 )
 
@@ -83,13 +85,13 @@ func (c *Coordinator) leaderLoop(ctx context.Context) {
 	lt := &leaderTicker{}
 	// Read the event counter before each tick: an event applied while a
 	// tick runs is then seen as new and ticks again.
-	seenEvents, _ := c.fsm.counters()
+	seenEvents, _ := c.store.EventCounts()
 	c.runTick(ctx, lt)
 	ticker := time.NewTicker(c.cfg.ControlPeriod)
 	defer ticker.Stop()
 	for ctx.Err() == nil {
-		changed := c.fsm.Changed()
-		if ev, _ := c.fsm.counters(); ev == seenEvents {
+		changed := c.store.Changed()
+		if ev, _ := c.store.EventCounts(); ev == seenEvents {
 			select {
 			case <-ctx.Done():
 				return
@@ -99,7 +101,7 @@ func (c *Coordinator) leaderLoop(ctx context.Context) {
 			case <-c.kick:
 			}
 		}
-		seenEvents, _ = c.fsm.counters()
+		seenEvents, _ = c.store.EventCounts()
 		c.runTick(ctx, lt)
 	}
 }
@@ -133,7 +135,7 @@ func (c *Coordinator) runTick(ctx context.Context, lt *leaderTicker) {
 	if ctx.Err() != nil || !c.leading.Load() {
 		return
 	}
-	st := c.fsm.State()
+	st := c.store.State()
 	hazards, err := c.estimateHazards(lt, st, now)
 	if err != nil {
 		c.logger.Error("hazard estimate", "err", err)
@@ -145,21 +147,21 @@ func (c *Coordinator) runTick(ctx context.Context, lt *leaderTicker) {
 	c.ticks.Add(1)
 	c.lastTick.Store(now.UnixNano())
 	trimCandidates(&dec)
-	norm := normalize(dec).(policy.Decisions)
-	prev := normalize(st.Decisions.Decisions).(policy.Decisions)
+	norm := state.Normalize(dec).(policy.Decisions)
+	prev := state.Normalize(st.Decisions.Decisions).(policy.Decisions)
 	// A leader whose protocol settings differ from the recorded ones
 	// commits at once, so the cluster shows the switches in force.
-	mine := ProtocolsOf(c.cfg.Params)
+	mine := state.ProtocolsOf(c.cfg.Params)
 	sameProtocols := st.Decisions.Protocols != nil && *st.Decisions.Protocols == mine
 	if sameProtocols && reflect.DeepEqual(prev, norm) {
 		return
 	}
 	// Drift within tolerance waits for the refresh period.
 	fresh := now.Sub(st.Decisions.At) < refreshPeriod(c.cfg.ControlPeriod)
-	if sameProtocols && fresh && materiallyEqual(prev, norm, c.cfg.ControlPeriod) {
+	if sameProtocols && fresh && state.MateriallyEqual(prev, norm, c.cfg.ControlPeriod) {
 		return
 	}
-	cmd := SetDecisions{Decisions: DecisionRecord{Decisions: norm, At: now, Leader: c.cfg.NodeID, Protocols: &mine}}
+	cmd := state.SetDecisions{Decisions: state.DecisionRecord{Decisions: norm, At: now, Leader: c.cfg.NodeID, Protocols: &mine}}
 	if _, err := c.applyCommand(cmd); err != nil {
 		c.logger.Warn("commit decisions", "err", err)
 		return
@@ -173,14 +175,14 @@ func (c *Coordinator) runTick(ctx context.Context, lt *leaderTicker) {
 // progress from gossip, a telemetry interval late (or never, from a node
 // that does not report it), so re-deciding from scratch could flip an
 // admitted move to "degraded" as its deadline nears.
-func decide(st *State, hazards map[policy.NodeID]policy.HazardEstimate, tel Telemetry, params policy.Params, now time.Time) policy.Decisions {
+func decide(st *state.State, hazards map[policy.NodeID]policy.HazardEstimate, tel Telemetry, params policy.Params, now time.Time) policy.Decisions {
 	snap := buildSnapshot(st, hazards, tel, params, now)
 	return policy.KeepAdmittedHandoffs(st.Decisions.Decisions, policy.Tick(snap, now), snap, now)
 }
 
 // applyCommand applies cmd on this node as leader.
-func (c *Coordinator) applyCommand(cmd Command) (uint64, error) {
-	b, err := EncodeCommand(cmd)
+func (c *Coordinator) applyCommand(cmd state.Command) (uint64, error) {
+	b, err := state.EncodeCommand(cmd)
 	if err != nil {
 		return 0, err
 	}
@@ -191,15 +193,15 @@ func (c *Coordinator) applyCommand(cmd Command) (uint64, error) {
 // (rebuilt from the departure log and the nodes' membership stretches when
 // the log changed, so a new leader starts where the old one stood) and
 // returns each active node's estimate.
-func (c *Coordinator) estimateHazards(lt *leaderTicker, st *State, now time.Time) (map[policy.NodeID]policy.HazardEstimate, error) {
-	_, deps := c.fsm.counters()
+func (c *Coordinator) estimateHazards(lt *leaderTicker, st *state.State, now time.Time) (map[policy.NodeID]policy.HazardEstimate, error) {
+	_, deps := c.store.EventCounts()
 	if lt.est == nil || deps != lt.departures {
 		est, err := policy.NewHazardEstimator(policy.DefaultHazardConfig())
 		if err != nil {
 			return nil, fmt.Errorf("new hazard estimator: %w", err)
 		}
 		for _, d := range st.Departures {
-			est.Observe(policy.Departure{Node: d.Node, At: d.At, Emergency: d.Kind == DepartureEmergency})
+			est.Observe(policy.Departure{Node: d.Node, At: d.At, Emergency: d.Kind == state.DepartureEmergency})
 		}
 		lt.est, lt.departures = est, deps
 		lt.lastUp = time.Time{}
@@ -221,7 +223,7 @@ func (c *Coordinator) estimateHazards(lt *leaderTicker, st *State, now time.Time
 	lt.lastUp = now
 	out := map[policy.NodeID]policy.HazardEstimate{}
 	for id, n := range st.Nodes {
-		if n.State == NodeActive {
+		if n.State == state.NodeActive {
 			out[id] = lt.est.Estimate(id, now)
 		}
 	}
@@ -231,7 +233,7 @@ func (c *Coordinator) estimateHazards(lt *leaderTicker, st *State, now time.Time
 // publishHazards commits the estimates when a departure changed them or
 // HazardPublishPeriod passed: the leader decides with fresh estimates every
 // tick, but the log carries them only at that pace.
-func (c *Coordinator) publishHazards(st *State, hz map[policy.NodeID]policy.HazardEstimate, now time.Time) {
+func (c *Coordinator) publishHazards(st *state.State, hz map[policy.NodeID]policy.HazardEstimate, now time.Time) {
 	c.mu.Lock()
 	last := c.hazardsPublAt
 	c.mu.Unlock()
@@ -246,7 +248,7 @@ func (c *Coordinator) publishHazards(st *State, hz map[policy.NodeID]policy.Haza
 	if !due {
 		return
 	}
-	if _, err := c.applyCommand(PublishHazards{At: now, Hazards: hz}); err != nil {
+	if _, err := c.applyCommand(state.PublishHazards{At: now, Hazards: hz}); err != nil {
 		c.logger.Warn("publish hazards", "err", err)
 		return
 	}
@@ -264,16 +266,16 @@ func refreshPeriod(period time.Duration) time.Duration { return 60 * period }
 
 // buildSnapshot assembles the policy's view of one control period at now
 // from the replicated state, the fresh hazard estimates and live telemetry.
-func buildSnapshot(st *State, hz map[policy.NodeID]policy.HazardEstimate, tel Telemetry, params policy.Params, now time.Time) policy.Snapshot {
-	snap := policy.Snapshot{Params: params, Reclaims: sortedReclaims(st)}
+func buildSnapshot(st *state.State, hz map[policy.NodeID]policy.HazardEstimate, tel Telemetry, params policy.Params, now time.Time) policy.Snapshot {
+	snap := policy.Snapshot{Params: params, Reclaims: st.SortedReclaims()}
 	live := map[policy.NodeID]NodeTelemetry{}
-	var progress map[string]FlowProgress
+	var progress map[string]state.FlowProgress
 	if tel != nil {
 		for _, n := range tel.Nodes() {
 			live[n.ID] = n
 		}
 		snap.Links = tel.Links()
-		progress = map[string]FlowProgress{}
+		progress = map[string]state.FlowProgress{}
 		for _, p := range tel.Flows() {
 			progress[p.ID] = p
 		}
@@ -286,7 +288,7 @@ func buildSnapshot(st *State, hz map[policy.NodeID]policy.HazardEstimate, tel Te
 	}
 	for _, id := range sortedIDs(st.Nodes) {
 		n := st.Nodes[id]
-		if n.State != NodeActive {
+		if n.State != state.NodeActive {
 			continue
 		}
 		free := max(n.GPUs-used[id], 0)
@@ -301,8 +303,8 @@ func buildSnapshot(st *State, hz map[policy.NodeID]policy.HazardEstimate, tel Te
 		_, pn.Leaving = st.Reclaims[id]
 		snap.Nodes = append(snap.Nodes, pn)
 	}
-	var orders []JobRecord // jobs waiting for a restore
-	for _, j := range sortedJobs(st) {
+	var orders []state.JobRecord // jobs waiting for a restore
+	for _, j := range st.SortedJobs() {
 		if j.State == policy.JobDone {
 			continue
 		}
@@ -382,13 +384,13 @@ func buildSnapshot(st *State, hz map[policy.NodeID]policy.HazardEstimate, tel Te
 // held its only copy) the job's whole progress is at risk: the time since
 // its submission. 0 when nothing is known (records from before the times
 // were kept).
-func exposure(st *State, j JobRecord, progress map[string]FlowProgress, now time.Time) time.Duration {
+func exposure(st *state.State, j state.JobRecord, progress map[string]state.FlowProgress, now time.Time) time.Duration {
 	cps := st.Checkpoints[j.ID]
 	var base time.Time
 	covered := false
 	for i := len(cps) - 1; i >= 0 && !covered; i-- {
 		for _, h := range cps[i].Holders {
-			if h != j.Node && st.Nodes[h].State == NodeActive {
+			if h != j.Node && st.Nodes[h].State == state.NodeActive {
 				covered, base = true, cps[i].Written
 				break
 			}

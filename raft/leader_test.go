@@ -8,6 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/reclaimnet/reclaimnet/internal/wait"
+	"github.com/reclaimnet/reclaimnet/state"
+
 	"github.com/reclaimnet/reclaimnet/policy"
 )
 
@@ -22,12 +25,12 @@ func TestDecisionsCommittedOnlyWhenChanged(t *testing.T) {
 	if _, err := l.Submit(ctx, testJob("steady")); err != nil {
 		t.Fatal(err)
 	}
-	tc.eventually(10*time.Second, "the job placed", func() bool {
-		j, _ := l.FSM().Job("steady")
+	wait.For(tc.t, 10*time.Second, "the job placed", func() bool {
+		j, _ := l.Store().Job("steady")
 		return j.State == policy.JobRunning
 	})
 	ticks, commits, start := l.Ticks(), l.DecisionCommits(), time.Now()
-	tc.eventually(20*time.Second, "30 more ticks", func() bool { return l.Ticks() >= ticks+30 })
+	wait.For(tc.t, 20*time.Second, "30 more ticks", func() bool { return l.Ticks() >= ticks+30 })
 	// Allowed: the P1 decision for the newly running job, one refresh per
 	// refresh period that passed, and one spare.
 	allowed := 2 + uint64(time.Since(start)/refreshPeriod(l.cfg.ControlPeriod))
@@ -45,30 +48,38 @@ func TestDecisionsCommittedOnlyWhenChanged(t *testing.T) {
 // stopped.
 func TestHazardRebuildMatchesIncremental(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
-	st := newState()
+	st := state.New()
 	start := time.Date(2026, 1, 5, 0, 0, 0, 0, time.UTC)
 	ids := []policy.NodeID{"a", "b", "c", "d"}
 	for _, id := range ids {
-		if _, err := applyTo(st, UpsertNode{Node: NodeRecord{ID: id, Joined: start}}); err != nil {
+		if _, err := st.Apply(state.UpsertNode{Node: state.NodeRecord{ID: id, Joined: start}}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	c := &Coordinator{fsm: NewFSM()}
+	c := &Coordinator{store: state.NewStore()}
+	index := uint64(0)
 	old := &leaderTicker{}
 	now := start
 	for step := range 48 * 6 { // two days in 10-minute ticks
 		now = start.Add(time.Duration(step) * 10 * time.Minute)
 		if rng.IntN(10) == 0 {
 			id := ids[rng.IntN(len(ids))]
-			kind := DepartureScheduled
+			kind := state.DepartureScheduled
 			if rng.IntN(2) == 0 {
-				kind = DepartureEmergency
+				kind = state.DepartureEmergency
 			}
-			if applyDeparture(st, Departure{Node: id, At: now, Kind: kind}) {
-				c.fsm.departures++
+			// The coordinator's store counts the departure; st, the
+			// state the estimator reads, gets it too.
+			index++
+			dep := state.RecordDeparture{Departure: state.Departure{Node: id, At: now, Kind: kind}}
+			if err := c.store.ApplyCommand(index, dep); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := st.Apply(dep); err != nil {
+				t.Fatal(err)
 			}
 			// Back ten minutes later.
-			if _, err := applyTo(st, UpsertNode{Node: NodeRecord{ID: id, Joined: now.Add(10 * time.Minute)}}); err != nil {
+			if _, err := st.Apply(state.UpsertNode{Node: state.NodeRecord{ID: id, Joined: now.Add(10 * time.Minute)}}); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -95,29 +106,29 @@ func TestHazardRebuildMatchesIncremental(t *testing.T) {
 type fixedTelemetry struct {
 	nodes []NodeTelemetry
 	links []policy.Link
-	flows []FlowProgress
+	flows []state.FlowProgress
 }
 
-func (f fixedTelemetry) Members() []Member      { return nil }
-func (f fixedTelemetry) Nodes() []NodeTelemetry { return f.nodes }
-func (f fixedTelemetry) Links() []policy.Link   { return f.links }
-func (f fixedTelemetry) Flows() []FlowProgress  { return f.flows }
+func (f fixedTelemetry) Members() []Member           { return nil }
+func (f fixedTelemetry) Nodes() []NodeTelemetry      { return f.nodes }
+func (f fixedTelemetry) Links() []policy.Link        { return f.links }
+func (f fixedTelemetry) Flows() []state.FlowProgress { return f.flows }
 
 func TestBuildSnapshot(t *testing.T) {
-	st := newState()
+	st := state.New()
 	at := time.Date(2026, 1, 5, 9, 0, 0, 0, time.UTC)
-	must := func(cmd Command) {
+	must := func(cmd state.Command) {
 		t.Helper()
-		if _, err := applyTo(st, cmd); err != nil {
+		if _, err := st.Apply(cmd); err != nil {
 			t.Fatal(err)
 		}
 	}
-	for _, n := range []NodeRecord{{ID: "a", GPUs: 4, Joined: at}, {ID: "b", GPUs: 2, Joined: at}, {ID: "c", GPUs: 1, Joined: at}} {
-		must(UpsertNode{Node: n})
+	for _, n := range []state.NodeRecord{{ID: "a", GPUs: 4, Joined: at}, {ID: "b", GPUs: 2, Joined: at}, {ID: "c", GPUs: 1, Joined: at}} {
+		must(state.UpsertNode{Node: n})
 	}
-	must(SubmitJob{Job: JobRecord{Job: policy.Job{ID: "j", GPUs: 3, CheckpointBytes: 1000}, Spec: JobSpec{Command: []string{"x"}}}})
-	must(SubmitJob{Job: JobRecord{Job: policy.Job{ID: "k", GPUs: 1, CheckpointBytes: 500}, Spec: JobSpec{Command: []string{"x"}}}})
-	must(SetDecisions{Decisions: DecisionRecord{At: at, Decisions: policy.Decisions{
+	must(state.SubmitJob{Job: state.JobRecord{Job: policy.Job{ID: "j", GPUs: 3, CheckpointBytes: 1000}, Spec: state.JobSpec{Command: []string{"x"}}}})
+	must(state.SubmitJob{Job: state.JobRecord{Job: policy.Job{ID: "k", GPUs: 1, CheckpointBytes: 500}, Spec: state.JobSpec{Command: []string{"x"}}}})
+	must(state.SetDecisions{Decisions: state.DecisionRecord{At: at, Decisions: policy.Decisions{
 		Placements: []policy.Placement{{Job: "j", To: "a"}, {Job: "k", To: "a"}},
 		Flows: []policy.FlowDecision{
 			{ID: "f-done", Job: "j", From: "a", To: "b", Rate: 10},
@@ -127,15 +138,15 @@ func TestBuildSnapshot(t *testing.T) {
 	}}})
 	// j's version 2 is held by its host a, by b, and by c which then left.
 	for _, h := range []policy.NodeID{"a", "b", "c"} {
-		must(ReplicaComplete{Job: "j", Version: 2, ManifestHash: "h", Source: "a", Holder: h, At: at})
+		must(state.ReplicaComplete{Job: "j", Version: 2, ManifestHash: "h", Source: "a", Holder: h, At: at})
 	}
-	must(RecordDeparture{Departure: Departure{Node: "c", At: at.Add(time.Minute), Kind: DepartureEmergency}})
-	must(AnnounceReclaim{Reclaim: policy.Reclaim{Node: "b", Announced: at, Deadline: at.Add(time.Minute)}})
+	must(state.RecordDeparture{Departure: state.Departure{Node: "c", At: at.Add(time.Minute), Kind: state.DepartureEmergency}})
+	must(state.AnnounceReclaim{Reclaim: policy.Reclaim{Node: "b", Announced: at, Deadline: at.Add(time.Minute)}})
 
 	tel := fixedTelemetry{
 		nodes: []NodeTelemetry{{ID: "a", FreeGPUs: 4, Load: 0.5, AccessLink: "acc-a"}, {ID: "b", FreeGPUs: 1}},
 		links: []policy.Link{{ID: "acc-a", A: "a", B: "sw"}},
-		flows: []FlowProgress{{ID: "f-done", Done: true}, {ID: "f-part", Remaining: 123}},
+		flows: []state.FlowProgress{{ID: "f-done", Done: true}, {ID: "f-part", Remaining: 123}},
 	}
 	hz := map[policy.NodeID]policy.HazardEstimate{"a": {EmergencyUpper: policy.HazardProfile{Rates: []float64{1e-4}}, Departure: policy.HazardProfile{Rates: []float64{2e-4}}}}
 	s := buildSnapshot(st, hz, tel, policy.DefaultParams(), time.Now())
@@ -174,58 +185,6 @@ func TestBuildSnapshot(t *testing.T) {
 	}
 }
 
-func TestMateriallyEqual(t *testing.T) {
-	at := time.Date(2026, 1, 5, 9, 0, 0, 0, time.UTC)
-	base := policy.Decisions{
-		Jobs:  []policy.JobDecision{{Job: "j", Bandwidth: 1000, Interval: 10 * time.Minute, Hazard: 1e-4}},
-		Flows: []policy.FlowDecision{{ID: "f", Rate: 5e6, Start: at, Links: []string{"l1"}}},
-	}
-	cases := []struct {
-		name   string
-		change func(d *policy.Decisions)
-		equal  bool
-	}{
-		{"same", func(d *policy.Decisions) {}, true},
-		{"hazard drift 0.5%", func(d *policy.Decisions) { d.Jobs[0].Hazard *= 1.005 }, true},
-		{"interval drift 0.5%", func(d *policy.Decisions) { d.Jobs[0].Interval += 3 * time.Second }, true},
-		{"start within a period", func(d *policy.Decisions) { d.Flows[0].Start = at.Add(500 * time.Millisecond) }, true},
-		{"rate 2%", func(d *policy.Decisions) { d.Flows[0].Rate *= 1.02 }, false},
-		{"interval 5%", func(d *policy.Decisions) { d.Jobs[0].Interval += 30 * time.Second }, false},
-		{"start two periods", func(d *policy.Decisions) { d.Flows[0].Start = at.Add(2 * time.Second) }, false},
-		{"other link", func(d *policy.Decisions) { d.Flows[0].Links = []string{"l2"} }, false},
-		{"new flow", func(d *policy.Decisions) { d.Flows = append(d.Flows, policy.FlowDecision{ID: "g"}) }, false},
-		{"standby", func(d *policy.Decisions) { d.Jobs[0].Standby = "b" }, false},
-	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			d := cloneDecisions(base)
-			c.change(&d)
-			if got := materiallyEqual(base, d, time.Second); got != c.equal {
-				t.Fatalf("got %v, want %v", got, c.equal)
-			}
-		})
-	}
-}
-
-func TestViewSelectsWhatConcernsANode(t *testing.T) {
-	f := NewFSM()
-	for i, c := range sampleCommands()[:9] { // up to b's reclaim of a, before the move
-		if res := applyEncoded(t, f, uint64(i+1), c); res != nil {
-			t.Fatal(res)
-		}
-	}
-	a, b := f.View("a"), f.View("b")
-	if len(a.Jobs) != 1 || a.Jobs[0].ID != "j1" || len(a.Intervals) != 1 || a.Reclaim == nil {
-		t.Fatalf("view of a got jobs %v intervals %v reclaim %v, want j1, its interval and a reclaim", a.Jobs, a.Intervals, a.Reclaim)
-	}
-	if len(b.Jobs) != 0 || len(b.Intervals) != 0 || len(b.Flows) != 1 || b.Reclaim != nil {
-		t.Fatalf("view of b got jobs %v intervals %v flows %v, want only the incoming flow", b.Jobs, b.Intervals, b.Flows)
-	}
-	if len(a.Hazard.EmergencyUpper.Rates) != 2 || a.Index != f.Index() {
-		t.Fatalf("view of a got hazard %+v index %d, want the published profile at index %d", a.Hazard, a.Index, f.Index())
-	}
-}
-
 // TestEventsTriggerImmediateTick sets a control period of an hour: only a
 // new job, a reclaim or a departure (or Kick) can make the leader tick.
 func TestEventsTriggerImmediateTick(t *testing.T) {
@@ -239,15 +198,15 @@ func TestEventsTriggerImmediateTick(t *testing.T) {
 		t.Helper()
 		before := l.Ticks()
 		act()
-		tc.eventually(5*time.Second, "a tick after "+what, func() bool { return l.Ticks() > before })
+		wait.For(tc.t, 5*time.Second, "a tick after "+what, func() bool { return l.Ticks() > before })
 	}
 	step("a new job", func() {
 		if _, err := l.Submit(ctx, testJob("now")); err != nil {
 			t.Fatal(err)
 		}
 	})
-	tc.eventually(5*time.Second, "the job placed by that tick", func() bool {
-		j, _ := l.FSM().Job("now")
+	wait.For(tc.t, 5*time.Second, "the job placed by that tick", func() bool {
+		j, _ := l.Store().Job("now")
 		return j.State == policy.JobRunning
 	})
 	var other policy.NodeID
@@ -258,22 +217,22 @@ func TestEventsTriggerImmediateTick(t *testing.T) {
 	}
 	step("a reclaim", func() {
 		now := time.Now()
-		if _, err := l.Submit(ctx, AnnounceReclaim{Reclaim: policy.Reclaim{Node: other, Announced: now, Deadline: now.Add(time.Minute)}}); err != nil {
+		if _, err := l.Submit(ctx, state.AnnounceReclaim{Reclaim: policy.Reclaim{Node: other, Announced: now, Deadline: now.Add(time.Minute)}}); err != nil {
 			t.Fatal(err)
 		}
 	})
 	step("a departure", func() {
-		if _, err := l.Submit(ctx, RecordDeparture{Departure: Departure{Node: other, At: time.Now(), Kind: DepartureScheduled}}); err != nil {
+		if _, err := l.Submit(ctx, state.RecordDeparture{Departure: state.Departure{Node: other, At: time.Now(), Kind: state.DepartureScheduled}}); err != nil {
 			t.Fatal(err)
 		}
 	})
 	step("Kick", l.Kick)
 	// A command that is not an event does not tick.
 	before := l.Ticks()
-	if _, err := l.Submit(ctx, JobReport{Job: "now", Node: l.FSM().Jobs()[0].Node, Remaining: time.Hour}); err != nil {
+	if _, err := l.Submit(ctx, state.JobReport{Job: "now", Node: l.Store().Jobs()[0].Node, Remaining: time.Hour}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := l.Submit(ctx, CancelReclaim{Node: "nobody"}); err != nil {
+	if _, err := l.Submit(ctx, state.CancelReclaim{Node: "nobody"}); err != nil {
 		t.Fatal(err)
 	}
 	if got := l.Ticks(); got != before {
@@ -290,21 +249,21 @@ func TestLeaderKeepsAdmittedHandoff(t *testing.T) {
 	at := time.Date(2026, 1, 5, 9, 0, 0, 0, time.UTC)
 	deadline := at.Add(60 * time.Second)
 	const mbps = 10e6 // bytes/s on every access link
-	build := func(t *testing.T) *State {
-		st := newState()
-		must := func(cmd Command) {
+	build := func(t *testing.T) *state.State {
+		st := state.New()
+		must := func(cmd state.Command) {
 			t.Helper()
-			if _, err := applyTo(st, cmd); err != nil {
+			if _, err := st.Apply(cmd); err != nil {
 				t.Fatal(err)
 			}
 		}
 		for _, id := range []policy.NodeID{"a", "b"} {
-			must(UpsertNode{Node: NodeRecord{ID: id, GPUs: 2, Joined: at.Add(-time.Hour)}})
+			must(state.UpsertNode{Node: state.NodeRecord{ID: id, GPUs: 2, Joined: at.Add(-time.Hour)}})
 		}
 		// 200 MB at 10 MB/s: 20 s of the 60 s notice.
-		must(SubmitJob{Job: JobRecord{Job: policy.Job{ID: "j", GPUs: 1, CheckpointBytes: 200e6}, Spec: JobSpec{Command: []string{"x"}}}})
-		must(SetDecisions{Decisions: DecisionRecord{At: at.Add(-time.Minute), Decisions: policy.Decisions{Placements: []policy.Placement{{Job: "j", To: "a"}}}}})
-		must(AnnounceReclaim{Reclaim: policy.Reclaim{Node: "a", Announced: at, Deadline: deadline}})
+		must(state.SubmitJob{Job: state.JobRecord{Job: policy.Job{ID: "j", GPUs: 1, CheckpointBytes: 200e6}, Spec: state.JobSpec{Command: []string{"x"}}}})
+		must(state.SetDecisions{Decisions: state.DecisionRecord{At: at.Add(-time.Minute), Decisions: policy.Decisions{Placements: []policy.Placement{{Job: "j", To: "a"}}}}})
+		must(state.AnnounceReclaim{Reclaim: policy.Reclaim{Node: "a", Announced: at, Deadline: deadline}})
 		return st
 	}
 	tel := fixedTelemetry{
@@ -331,7 +290,7 @@ func TestLeaderKeepsAdmittedHandoff(t *testing.T) {
 		return 0
 	}
 	// admit commits the first decision (as runTick does), so j is migrating.
-	admit := func(t *testing.T) (*State, policy.Decisions) {
+	admit := func(t *testing.T) (*state.State, policy.Decisions) {
 		st := build(t)
 		first := decide(st, nil, tel, params, at)
 		if h := handoff(first); h.To != "b" || !h.FinalCheckpoint || h.Degraded {
@@ -340,7 +299,7 @@ func TestLeaderKeepsAdmittedHandoff(t *testing.T) {
 		if migRate(first) <= 0 {
 			t.Fatalf("first decision has no migration flow to b: %+v", first.Flows)
 		}
-		if _, err := applyTo(st, SetDecisions{Decisions: DecisionRecord{At: at, Decisions: first}}); err != nil {
+		if _, err := st.Apply(state.SetDecisions{Decisions: state.DecisionRecord{At: at, Decisions: first}}); err != nil {
 			t.Fatal(err)
 		}
 		if j := st.Jobs["j"]; j.State != policy.JobMigrating {
@@ -371,7 +330,7 @@ func TestLeaderKeepsAdmittedHandoff(t *testing.T) {
 	})
 	t.Run("released when the destination fails", func(t *testing.T) {
 		st, _ := admit(t)
-		if _, err := applyTo(st, RecordDeparture{Departure: Departure{Node: "b", At: late.Add(-time.Second), Kind: DepartureEmergency}}); err != nil {
+		if _, err := st.Apply(state.RecordDeparture{Departure: state.Departure{Node: "b", At: late.Add(-time.Second), Kind: state.DepartureEmergency}}); err != nil {
 			t.Fatal(err)
 		}
 		if h := handoff(decide(st, nil, tel, params, late)); h.To == "b" || !h.Degraded {

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/reclaimnet/reclaimnet/state"
+
 	hraft "github.com/hashicorp/raft"
 
 	"github.com/reclaimnet/reclaimnet/policy"
@@ -176,7 +178,7 @@ func (c *Coordinator) reconcile(members []Member, now time.Time) error {
 	for _, s := range cf.Configuration().Servers {
 		servers[policy.NodeID(s.ID)] = s
 	}
-	st := c.fsm.State()
+	st := c.store.State()
 	byID := map[policy.NodeID]Member{}
 	for _, m := range members {
 		if m.ID != "" {
@@ -184,7 +186,7 @@ func (c *Coordinator) reconcile(members []Member, now time.Time) error {
 		}
 	}
 	var errs []error
-	submit := func(cmd Command) {
+	submit := func(cmd state.Command) {
 		if _, err := c.applyCommand(cmd); err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", cmd.Kind(), err))
 		}
@@ -193,21 +195,21 @@ func (c *Coordinator) reconcile(members []Member, now time.Time) error {
 	// 1. Departures: a registered active node whose member failed or left.
 	for _, m := range members {
 		rec, ok := st.Nodes[m.ID]
-		if !ok || rec.State != NodeActive || (m.Status != MemberFailed && m.Status != MemberLeft) || m.ID == self {
+		if !ok || rec.State != state.NodeActive || (m.Status != MemberFailed && m.Status != MemberLeft) || m.ID == self {
 			continue
 		}
-		kind := DepartureEmergency
+		kind := state.DepartureEmergency
 		if r, ok := st.Reclaims[m.ID]; ok && !r.Emergency() {
-			kind = DepartureScheduled
+			kind = state.DepartureScheduled
 		}
 		at := now
-		if r, ok := st.Reclaims[m.ID]; ok && kind == DepartureScheduled && r.Deadline.Before(now) {
+		if r, ok := st.Reclaims[m.ID]; ok && kind == state.DepartureScheduled && r.Deadline.Before(now) {
 			at = r.Deadline
 		}
 		if at.Before(rec.Joined) {
 			at = rec.Joined
 		}
-		submit(RecordDeparture{Departure: Departure{Node: m.ID, At: at, Kind: kind, Graceful: m.Status == MemberLeft}})
+		submit(state.RecordDeparture{Departure: state.Departure{Node: m.ID, At: at, Kind: kind, Graceful: m.Status == MemberLeft}})
 	}
 
 	// 2. Failure bookkeeping for the dead-server timeout.
@@ -363,45 +365,45 @@ func (c *Coordinator) reconcile(members []Member, now time.Time) error {
 	}
 
 	// 6. Registry: what gossip says, with the role Raft has now.
-	st = c.fsm.State()
+	st = c.store.State()
 	for _, m := range members {
 		if m.Status != MemberAlive && m.Status != MemberSuspect {
 			continue
 		}
-		role := RoleNone
+		role := state.RoleNone
 		if s, ok := servers[m.ID]; ok {
-			role = RoleNonvoter
+			role = state.RoleNonvoter
 			if s.Suffrage == hraft.Voter {
-				role = RoleVoter
+				role = state.RoleVoter
 			}
 		}
 		old, known := st.Nodes[m.ID]
-		rec := NodeRecord{
+		rec := state.NodeRecord{
 			ID: m.ID, Building: m.Building, RaftAddr: m.RaftAddr, GossipAddr: m.GossipAddr, TransferAddr: m.TransferAddr,
-			GPU: m.GPU, GPUs: m.GPUs, Role: role, State: NodeActive, Joined: m.Since.UTC().Round(0),
+			GPU: m.GPU, GPUs: m.GPUs, Role: role, State: state.NodeActive, Joined: m.Since.UTC().Round(0),
 		}
 		switch {
-		case known && old.State == NodeLeft && !rec.Joined.After(old.Left):
+		case known && old.State == state.NodeLeft && !rec.Joined.After(old.Left):
 			// Back after a logged departure, but gossip's join time is
 			// older than the departure: the membership starts now.
 			rec.Joined = now.UTC().Round(0)
-		case known && old.State == NodeActive && rec.Joined.Before(old.Joined):
+		case known && old.State == state.NodeActive && rec.Joined.Before(old.Joined):
 			rec.Joined = old.Joined // a membership's start only moves forward
 		}
 		if known && sameNode(old, rec) {
 			continue
 		}
-		submit(UpsertNode{Node: rec})
+		submit(state.UpsertNode{Node: rec})
 	}
 	// Registry roles of departed servers.
 	for id, rec := range st.Nodes {
-		if _, inCfg := servers[id]; !inCfg && rec.Role != RoleNone {
+		if _, inCfg := servers[id]; !inCfg && rec.Role != state.RoleNone {
 			if _, alive := byID[id]; alive && (byID[id].Status == MemberAlive || byID[id].Status == MemberSuspect) {
 				continue
 			}
-			rec.Role = RoleNone
+			rec.Role = state.RoleNone
 			rec.Stretches = nil
-			submit(UpsertNode{Node: rec})
+			submit(state.UpsertNode{Node: rec})
 		}
 	}
 	return errors.Join(errs...)
@@ -464,7 +466,7 @@ func (c *Coordinator) forgetHeartbeats() {
 	clear(c.health)
 }
 
-func sameNode(a, b NodeRecord) bool {
+func sameNode(a, b state.NodeRecord) bool {
 	return a.ID == b.ID && a.Building == b.Building && a.RaftAddr == b.RaftAddr && a.GossipAddr == b.GossipAddr &&
 		a.TransferAddr == b.TransferAddr && a.GPU == b.GPU && a.GPUs == b.GPUs && a.Role == b.Role &&
 		a.State == b.State && a.Joined.Equal(b.Joined)

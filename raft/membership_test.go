@@ -9,6 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/reclaimnet/reclaimnet/internal/wait"
+	"github.com/reclaimnet/reclaimnet/state"
+
 	"github.com/reclaimnet/reclaimnet/policy"
 )
 
@@ -125,7 +128,7 @@ func watchQuorum(tc *testCluster) *quorumWatch {
 				voters, live := 0, 0
 				q.mu.Lock()
 				for _, s := range servers {
-					if s.Role == RoleVoter {
+					if s.Role == state.RoleVoter {
 						voters++
 						if !q.down[s.ID] {
 							live++
@@ -194,11 +197,11 @@ func TestScheduledVoterDepartureKeepsQuorum(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 			defer cancel()
 			now := time.Now()
-			if _, err := x.Submit(ctx, AnnounceReclaim{Reclaim: policy.Reclaim{Node: x.ID(), Announced: now, Deadline: now.Add(60 * time.Second)}}); err != nil {
+			if _, err := x.Submit(ctx, state.AnnounceReclaim{Reclaim: policy.Reclaim{Node: x.ID(), Announced: now, Deadline: now.Add(60 * time.Second)}}); err != nil {
 				t.Fatalf("announce reclaim: %v", err)
 			}
 			var nl *Coordinator
-			tc.eventually(15*time.Second, "the reclaimed voter replaced", func() bool {
+			wait.For(tc.t, 15*time.Second, "the reclaimed voter replaced", func() bool {
 				nl = nil
 				for _, c := range tc.nodes {
 					if c != x && c.IsLeader() && c.leading.Load() {
@@ -221,15 +224,15 @@ func TestScheduledVoterDepartureKeepsQuorum(t *testing.T) {
 			if _, err := nl.Submit(ctx, testJob("after-reclaim")); err != nil {
 				t.Fatalf("submit after the departure: %v", err)
 			}
-			tc.eventually(10*time.Second, "the departed node removed and its departure logged", func() bool {
+			wait.For(tc.t, 10*time.Second, "the departed node removed and its departure logged", func() bool {
 				servers, _ := nl.Servers()
 				for _, s := range servers {
 					if s.ID == x.ID() {
 						return false
 					}
 				}
-				deps := nl.FSM().Departures()
-				return len(deps) == 1 && deps[0].Node == x.ID() && deps[0].Kind == DepartureScheduled
+				deps := nl.Store().Departures()
+				return len(deps) == 1 && deps[0].Node == x.ID() && deps[0].Kind == state.DepartureScheduled
 			})
 			q.finish(t, 3)
 		})
@@ -284,11 +287,11 @@ func TestTwentyNodesSevenEmergencyDepartures(t *testing.T) {
 	// The issue asks for a leader, not the same one: Submit above already
 	// went through whichever node leads.
 	l = tc.leader(10 * time.Second)
-	tc.eventually(20*time.Second, "ticks after the departures", func() bool { return totalTicks() >= ticks+5 })
-	tc.eventually(10*time.Second, "7 emergency departures in the log", func() bool {
+	wait.For(tc.t, 20*time.Second, "ticks after the departures", func() bool { return totalTicks() >= ticks+5 })
+	wait.For(tc.t, 10*time.Second, "7 emergency departures in the log", func() bool {
 		n := 0
-		for _, d := range l.FSM().Departures() {
-			if d.Kind == DepartureEmergency && slices.Contains(victims, d.Node) {
+		for _, d := range l.Store().Departures() {
+			if d.Kind == state.DepartureEmergency && slices.Contains(victims, d.Node) {
 				n++
 			}
 		}

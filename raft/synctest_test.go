@@ -9,6 +9,9 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/reclaimnet/reclaimnet/internal/wait"
+	"github.com/reclaimnet/reclaimnet/state"
+
 	"github.com/reclaimnet/reclaimnet/pki"
 	"github.com/reclaimnet/reclaimnet/policy"
 )
@@ -62,16 +65,11 @@ func TestSynctestTwentyNodesDefaultTimings(t *testing.T) {
 			}
 			return nil
 		}
-		// waitFor advances fake time in small steps until cond holds.
+		// waitFor polls cond in fake time and returns how long it took.
 		waitFor := func(within time.Duration, what string, cond func() bool) time.Duration {
 			t.Helper()
 			start := time.Now()
-			for !cond() {
-				if time.Since(start) > within {
-					t.Fatalf("no %s within %v (fake time)", what, within)
-				}
-				time.Sleep(10 * time.Millisecond)
-			}
+			wait.For(t, within, what+" (fake time)", cond)
 			return time.Since(start)
 		}
 		var l *Coordinator
@@ -86,7 +84,7 @@ func TestSynctestTwentyNodesDefaultTimings(t *testing.T) {
 			}
 			var want []policy.NodeID
 			for _, s := range servers {
-				if s.Role == RoleVoter {
+				if s.Role == state.RoleVoter {
 					want = append(want, s.ID)
 				}
 			}
@@ -97,7 +95,7 @@ func TestSynctestTwentyNodesDefaultTimings(t *testing.T) {
 				ss, _ := c.Servers()
 				var got []policy.NodeID
 				for _, s := range ss {
-					if s.Role == RoleVoter {
+					if s.Role == state.RoleVoter {
 						got = append(got, s.ID)
 					}
 				}
@@ -110,7 +108,7 @@ func TestSynctestTwentyNodesDefaultTimings(t *testing.T) {
 		servers, _ := l.Servers()
 		var victims []policy.NodeID
 		for _, s := range servers {
-			if s.Role == RoleNonvoter && len(victims) < 7 {
+			if s.Role == state.RoleNonvoter && len(victims) < 7 {
 				victims = append(victims, s.ID)
 			}
 		}

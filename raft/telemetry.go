@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/reclaimnet/reclaimnet/policy"
+	"github.com/reclaimnet/reclaimnet/state"
 )
 
 // Telemetry is what the leader needs from gossip each control period. The
@@ -18,7 +19,7 @@ type Telemetry interface {
 	// Links is the campus graph with smoothed available bandwidth.
 	Links() []policy.Link
 	// Flows reports the progress of flows the decisions admitted.
-	Flows() []FlowProgress
+	Flows() []state.FlowProgress
 }
 
 // MemberStatus is a member's gossip state.
@@ -73,11 +74,4 @@ type NodeTelemetry struct {
 	FreeGPUs   int
 	Load       float64
 	AccessLink string
-}
-
-// FlowProgress is how far an admitted flow got.
-type FlowProgress struct {
-	ID        string
-	Remaining int64 // bytes still to move
-	Done      bool
 }

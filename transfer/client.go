@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -53,7 +54,9 @@ type Request struct {
 	Version uint64
 	// Class is the traffic class the kernel layer marks this flow with.
 	Class policy.TrafficClass
-	// Rate is the assigned rate in bytes per second; 0 means unlimited.
+	// Rate is the assigned rate in bytes per second: Unlimited for an
+	// unpaced transfer; 0 (no room: the policy's meaning) holds it at
+	// PausedRate.
 	Rate float64
 	// BindIP is the local address to send from ("" = any).
 	BindIP string
@@ -126,8 +129,8 @@ func (c *Client) Start(ctx context.Context, req Request) (*Transfer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("start transfer: %w", err)
 	}
-	if req.Rate < 0 {
-		return nil, fmt.Errorf("start transfer: negative rate %v", req.Rate)
+	if !(req.Rate >= 0) {
+		return nil, fmt.Errorf("start transfer: rate %v: want Unlimited or a rate ≥ 0", req.Rate)
 	}
 	var ip net.IP
 	if req.BindIP != "" {
@@ -158,12 +161,26 @@ func (t *Transfer) Class() policy.TrafficClass { return t.req.Class }
 // Manifest is what is being sent.
 func (t *Transfer) Manifest() *ckpt.Manifest { return t.m }
 
-// SetRate changes the assigned rate (bytes per second; 0 = unlimited). It
-// takes effect at the next piece written.
+// Rates a transfer may be given besides a number of bytes per second.
+const (
+	// Unlimited is the rate of an unpaced transfer (P3 off, or no decided
+	// flow); every rate at or above it is unpaced.
+	Unlimited = math.MaxFloat64
+	// PausedRate is the pace of a transfer given a rate of 0 (the policy
+	// left it no room this period): next to nothing on the links, enough
+	// to keep its connection until room returns.
+	PausedRate = 16 << 10
+)
+
+// SetRate changes the assigned rate (bytes per second; Unlimited for
+// none, 0 for PausedRate). It takes effect at the next piece written.
 func (t *Transfer) SetRate(bytesPerSec float64) {
-	if bytesPerSec <= 0 {
+	switch {
+	case bytesPerSec >= Unlimited:
 		t.limiter.SetLimit(rate.Inf)
 		return
+	case bytesPerSec <= 0 || math.IsNaN(bytesPerSec):
+		bytesPerSec = PausedRate
 	}
 	t.limiter.SetLimit(rate.Limit(bytesPerSec))
 	t.limiter.SetBurst(burstFor(bytesPerSec))

@@ -122,14 +122,14 @@ func runDelta(t *testing.T, v1, v2 []byte, frozenBytes int) {
 	start := time.Now()
 	addCheckpoint(t, a, "j", 1, map[string][]byte{"model.pt": v1})
 	t.Logf("stored v1 in %v", time.Since(start))
-	if _, err := c.Send(context.Background(), Request{Addr: px.addr(), Node: "b", JobID: "j", Version: 1}); err != nil {
+	if _, err := c.Send(context.Background(), Request{Addr: px.addr(), Node: "b", JobID: "j", Version: 1, Rate: Unlimited}); err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("sent v1 after %v", time.Since(start))
 	files := map[string][]byte{"model.pt": v2}
 	addCheckpoint(t, a, "j", 2, files)
 	before := px.toServer.Load()
-	st, err := c.Send(context.Background(), Request{Addr: px.addr(), Node: "b", JobID: "j", Version: 2})
+	st, err := c.Send(context.Background(), Request{Addr: px.addr(), Node: "b", JobID: "j", Version: 2, Rate: Unlimited})
 	if err != nil {
 		t.Fatal(err)
 	}

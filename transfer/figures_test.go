@@ -159,7 +159,7 @@ func sendFileSteady(t *testing.T, file string, listen func(n *node) *Server, dia
 	defer srv.Close()
 	c := client(t, a)
 	cpu0, t0 := cpuSeconds(), time.Now()
-	st, err := c.Send(context.Background(), Request{Addr: dial(srv), Node: "b", JobID: "j", Version: 1})
+	st, err := c.Send(context.Background(), Request{Addr: dial(srv), Node: "b", JobID: "j", Version: 1, Rate: Unlimited})
 	d, cpu := time.Since(t0), cpuSeconds()-cpu0
 	rec.mu.Lock()
 	rec.tStart, rec.tEnd = t0, t0.Add(d)

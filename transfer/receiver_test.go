@@ -143,7 +143,7 @@ func TestStreamLimitPerConnection(t *testing.T) {
 	c := func() *Client { a.cfg.Streams = 8; return client(t, a) }()
 	files2 := map[string][]byte{"w": randomBytes(21, 3<<20)}
 	addCheckpoint(t, a, "j", 2, files2)
-	if _, err := c.Send(context.Background(), Request{Addr: srv.Addr().String(), Node: "b", JobID: "j", Version: 2}); err != nil {
+	if _, err := c.Send(context.Background(), Request{Addr: srv.Addr().String(), Node: "b", JobID: "j", Version: 2, Rate: Unlimited}); err != nil {
 		t.Fatalf("8-stream sender to a 2-stream receiver: %v", err)
 	}
 	checkRestored(t, b, "j", 2, files2)
@@ -207,7 +207,7 @@ func TestStalePendingVersionExpires(t *testing.T) {
 	}
 	// The next transfer of the version starts afresh and completes.
 	c := client(t, a)
-	if _, err := c.Send(context.Background(), Request{Addr: srv.Addr().String(), Node: "b", JobID: "j", Version: 1}); err != nil {
+	if _, err := c.Send(context.Background(), Request{Addr: srv.Addr().String(), Node: "b", JobID: "j", Version: 1, Rate: Unlimited}); err != nil {
 		t.Fatal(err)
 	}
 	if vs := st.Versions("j"); len(vs) != 1 {

@@ -62,6 +62,18 @@ func Listen(addr string, cfg Config, hooks Hooks) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("listen %s: %w", addr, err)
 	}
+	return Serve(udp, cfg, hooks)
+}
+
+// Serve starts accepting on udp, a socket bound beforehand (so its port
+// can be announced before the hooks exist). The server owns udp from here,
+// on error too.
+func Serve(udp *net.UDPConn, cfg Config, hooks Hooks) (*Server, error) {
+	if err := cfg.Validate(); err != nil {
+		udp.Close()
+		return nil, err
+	}
+	addr := udp.LocalAddr().String()
 	cd, err := newCodec(cfg.Streams)
 	if err != nil {
 		udp.Close()

@@ -47,7 +47,7 @@ func TestRoundTrip(t *testing.T) {
 	}
 	m := addCheckpoint(t, a, "job1", 1, files)
 	c := client(t, a)
-	tr, err := c.Start(context.Background(), Request{Addr: srv.Addr().String(), Node: "node-b", JobID: "job1", Version: 1, Class: policy.ClassMigration})
+	tr, err := c.Start(context.Background(), Request{Addr: srv.Addr().String(), Node: "node-b", JobID: "job1", Version: 1, Class: policy.ClassMigration, Rate: Unlimited})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,7 +70,7 @@ func TestRoundTrip(t *testing.T) {
 	checkRestored(t, b, "job1", 1, files)
 
 	// A second send of the same version moves no chunk.
-	st2, err := c.Send(context.Background(), Request{Addr: srv.Addr().String(), Node: "node-b", JobID: "job1", Version: 1})
+	st2, err := c.Send(context.Background(), Request{Addr: srv.Addr().String(), Node: "node-b", JobID: "job1", Version: 1, Rate: Unlimited})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -91,7 +91,7 @@ func TestCorruptionDetectedAndRefetched(t *testing.T) {
 		px.flipOne.Store(50)
 		addCheckpoint(t, a, "j", 1, files)
 		c := client(t, a)
-		if _, err := c.Send(context.Background(), Request{Addr: px.addr(), Node: "b", JobID: "j", Version: 1}); err != nil {
+		if _, err := c.Send(context.Background(), Request{Addr: px.addr(), Node: "b", JobID: "j", Version: 1, Rate: Unlimited}); err != nil {
 			t.Fatal(err)
 		}
 		if px.flipped.Load() == 0 {
@@ -114,7 +114,7 @@ func TestCorruptionDetectedAndRefetched(t *testing.T) {
 			}
 		}
 		c := client(t, a)
-		st, err := c.Send(context.Background(), Request{Addr: srv.Addr().String(), Node: "b", JobID: "j", Version: 1})
+		st, err := c.Send(context.Background(), Request{Addr: srv.Addr().String(), Node: "b", JobID: "j", Version: 1, Rate: Unlimited})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -141,7 +141,7 @@ func TestCorruptionDetectedAndRefetched(t *testing.T) {
 			}
 		}
 		c := client(t, a)
-		_, err := c.Send(context.Background(), Request{Addr: srv.Addr().String(), Node: "b", JobID: "j", Version: 1})
+		_, err := c.Send(context.Background(), Request{Addr: srv.Addr().String(), Node: "b", JobID: "j", Version: 1, Rate: Unlimited})
 		if !errors.Is(err, ErrCorruptInTransit) {
 			t.Fatalf("got %v, want ErrCorruptInTransit", err)
 		}
@@ -211,7 +211,7 @@ func TestForeignCARefused(t *testing.T) {
 	srv := listen(t, b, Hooks{})
 	addCheckpoint(t, a, "j", 1, map[string][]byte{"w": randomBytes(5, 1<<20)})
 	c := client(t, a)
-	st, err := c.Send(context.Background(), Request{Addr: srv.Addr().String(), Node: "b", JobID: "j", Version: 1})
+	st, err := c.Send(context.Background(), Request{Addr: srv.Addr().String(), Node: "b", JobID: "j", Version: 1, Rate: Unlimited})
 	if err == nil {
 		t.Fatal("a sender with a certificate from another CA was accepted")
 	}
@@ -228,7 +228,7 @@ func TestForeignCARefused(t *testing.T) {
 	srv2 := listen(t, b2, Hooks{})
 	addCheckpoint(t, a2, "j", 1, map[string][]byte{"w": randomBytes(5, 1<<20)})
 	c2 := client(t, a2)
-	st, err = c2.Send(context.Background(), Request{Addr: srv2.Addr().String(), Node: "b", JobID: "j", Version: 1})
+	st, err = c2.Send(context.Background(), Request{Addr: srv2.Addr().String(), Node: "b", JobID: "j", Version: 1, Rate: Unlimited})
 	if err == nil || !errors.Is(err, pki.ErrForeignCA) {
 		t.Fatalf("sending to a foreign receiver: got %v, want an error wrapping pki.ErrForeignCA", err)
 	}
@@ -268,7 +268,7 @@ func TestReceiverQuota(t *testing.T) {
 	srv := listen(t, b, Hooks{})
 	addCheckpoint(t, a, "j", 1, map[string][]byte{"w": randomBytes(7, 8<<20)})
 	c := client(t, a)
-	_, err := c.Send(context.Background(), Request{Addr: srv.Addr().String(), Node: "b", JobID: "j", Version: 1})
+	_, err := c.Send(context.Background(), Request{Addr: srv.Addr().String(), Node: "b", JobID: "j", Version: 1, Rate: Unlimited})
 	if !errors.Is(err, ErrRemoteQuota) {
 		t.Fatalf("got %v, want ErrRemoteQuota", err)
 	}
@@ -294,7 +294,7 @@ func TestReceiverDiskFull(t *testing.T) {
 	srv := listen(t, b, Hooks{})
 	addCheckpoint(t, a, "j", 1, map[string][]byte{"w": randomBytes(8, 16<<20)})
 	c := client(t, a)
-	_, err := c.Send(context.Background(), Request{Addr: srv.Addr().String(), Node: "b", JobID: "j", Version: 1})
+	_, err := c.Send(context.Background(), Request{Addr: srv.Addr().String(), Node: "b", JobID: "j", Version: 1, Rate: Unlimited})
 	if !errors.Is(err, ErrRemoteDiskFull) {
 		t.Fatalf("got %v, want ErrRemoteDiskFull", err)
 	}
@@ -330,11 +330,11 @@ func TestBusyReceiverRefuses(t *testing.T) {
 		t.Fatal(err)
 	}
 	wait.For(t, 10*time.Second, "the first transfer to start", func() bool { return b.store.Usage() > 0 })
-	_, err = c.Send(context.Background(), Request{Addr: srv.Addr().String(), Node: "b", JobID: "k", Version: 1})
+	_, err = c.Send(context.Background(), Request{Addr: srv.Addr().String(), Node: "b", JobID: "k", Version: 1, Rate: Unlimited})
 	if !errors.Is(err, ErrRefused) {
 		t.Fatalf("second transfer while the only slot is taken: got %v, want ErrRefused", err)
 	}
-	slow.SetRate(0)
+	slow.SetRate(Unlimited)
 	if err := slow.Wait(); err != nil {
 		t.Fatalf("first transfer: %v", err)
 	}
@@ -366,7 +366,7 @@ func TestPacing(t *testing.T) {
 	tr.SetRate(r2)
 	measure(200 * time.Millisecond)
 	got2 := measure(1000 * time.Millisecond)
-	tr.SetRate(0)
+	tr.SetRate(Unlimited)
 	if err := tr.Wait(); err != nil {
 		t.Fatal(err)
 	}
@@ -420,7 +420,7 @@ func TestResumeAfterReceiverRestart(t *testing.T) {
 	}
 	b.store, b.cfg.Store = st2, st2
 	srv2 := listen(t, b, Hooks{})
-	st, err := c.Send(context.Background(), Request{Addr: srv2.Addr().String(), Node: "b", JobID: "j", Version: 1})
+	st, err := c.Send(context.Background(), Request{Addr: srv2.Addr().String(), Node: "b", JobID: "j", Version: 1, Rate: Unlimited})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -428,4 +428,35 @@ func TestResumeAfterReceiverRestart(t *testing.T) {
 		t.Errorf("bytes sent after the restart: got %d, want exactly the %d still missing", st.RawBytes, want)
 	}
 	checkRestored(t, b, "j", 1, files)
+}
+
+// A rate of 0 (the policy left the flow no room) holds the transfer at
+// PausedRate instead of letting it run unpaced; Unlimited then lets it
+// finish.
+func TestZeroRateHoldsAtPausedRate(t *testing.T) {
+	checkNoLeak(t)
+	dev := devCA(t)
+	a, b := newNode(t, dev, "a", 0, ""), newNode(t, dev, "b", 0, "")
+	srv := listen(t, b, Hooks{})
+	addCheckpoint(t, a, "j", 1, map[string][]byte{"w": randomBytes(7, 8<<20)})
+	c := client(t, a)
+	tr, err := c.Start(context.Background(), Request{Addr: srv.Addr().String(), Node: "b", JobID: "j", Version: 1, Rate: 0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const window = time.Second
+	time.Sleep(window) // a rate is measured over time
+	// The bucket's burst (two pieces) plus the window at PausedRate, with
+	// room for the first piece in flight.
+	limit := int64(4*pieceSize + PausedRate*window.Seconds())
+	if sent := tr.Stats().RawBytes; sent > limit {
+		t.Errorf("rate 0: %d bytes sent in %v, want at most %d (PausedRate)", sent, window, limit)
+	}
+	tr.SetRate(Unlimited)
+	if err := tr.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Start(context.Background(), Request{Addr: srv.Addr().String(), Node: "b", JobID: "j", Version: 1, Rate: -1}); err == nil {
+		t.Error("a negative rate was accepted")
+	}
 }

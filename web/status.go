@@ -299,7 +299,7 @@ type Control struct {
 // come from the replicated state, so they survive agent restarts).
 type Counters struct {
 	// AdmittedMigrations and RejectedMigrations count hand-off decisions
-	// as first made: with a destination, or degraded (raft.Counters).
+	// as first made: with a destination, or degraded (state.Counters).
 	AdmittedMigrations uint64 `json:"admitted_migrations"`
 	RejectedMigrations uint64 `json:"rejected_migrations"`
 	// Handoffs counts hand-offs committed with their final checkpoint;

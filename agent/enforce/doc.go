@@ -1,7 +1,13 @@
 // Package enforce is the node's kernel-enforcement subsystem: it joins the
 // BPF programs of package bpf to the agent (SPEC P1.7, P3.5, P3.7).
 //
-// An Enforcer is an agent.Subsystem. Start attaches the bpf programs to the
+// Subsystem is enforcement as the node runs it (an agent.Subsystem): the
+// --enforce mode (auto, on, off), an Enforcer that auto mode replaces by
+// one with enforcement off when it cannot start, the kill-switch the
+// reclaim flow flips, and GET /v1/enforce. BuildingResolver maps
+// destination addresses to buildings from gossip metadata for the sampler.
+//
+// An Enforcer's Start attaches the bpf programs to the
 // node's interface, pins their maps under the node's pin directory and
 // protects the transfer port (UDP) and the jobs' service ports; it never
 // protects the gossip or Raft ports, so a node under a kill-switch can still

@@ -10,13 +10,6 @@ import (
 	"github.com/reclaimnet/reclaimnet/policy"
 )
 
-// The enforcement bucket's floor (SPEC P3.5): a ceiling at the
-// rate itself, or a small burst, collapses QUIC's throughput.
-const (
-	MinCeilingFactor = 1.1
-	MinBurst         = 256 << 10
-)
-
 // FlowBinding is one flow that concerns this node, bound to the socket it
 // leaves from: each transfer dials from its own UDP socket, so its local
 // port tells it apart from other transfers to the same peer.
@@ -41,17 +34,18 @@ func (b FlowBinding) Key() bpf.FlowKey {
 }
 
 // bucket returns the ceiling (bytes/s) and burst (bytes) the kernel
-// enforces for d: at least MinCeilingFactor × Rate and MinBurst.
+// enforces for d: at least policy.DefaultCeilingFactor × Rate and
+// policy.DefaultMinBurst (less collapses QUIC's throughput).
 func bucket(d policy.FlowDecision) (rate, burst uint64, err error) {
 	if math.IsNaN(d.Rate) || math.IsNaN(d.Ceiling) || d.Rate < 0 || d.Ceiling < 0 {
 		return 0, 0, fmt.Errorf("rate %v, ceiling %v: want non-negative numbers", d.Rate, d.Ceiling)
 	}
-	c := math.Max(d.Ceiling, MinCeilingFactor*d.Rate)
+	c := math.Max(d.Ceiling, policy.DefaultCeilingFactor*d.Rate)
 	if !(c >= 1) {
 		return 0, 0, fmt.Errorf("rate %v, ceiling %v: a flow needs a positive rate", d.Rate, d.Ceiling)
 	}
 	rate = uint64(math.Min(math.Ceil(c), bpf.MaxRate))
-	burst = uint64(min(max(d.Burst, MinBurst), bpf.MaxBurst))
+	burst = uint64(min(max(d.Burst, policy.DefaultMinBurst), bpf.MaxBurst))
 	return rate, burst, nil
 }
 

@@ -168,7 +168,7 @@ func TestLiveFlowCeiling(t *testing.T) {
 
 	free := netnstest.RateOver(&sink.Received, time.Second)
 	const assigned = 2e6
-	ceiling := MinCeilingFactor * assigned // the bucket counts wire bytes: payload is ~4 % less
+	ceiling := policy.DefaultCeilingFactor * assigned // the bucket counts wire bytes: payload is ~4 % less
 	if free < 2*ceiling {
 		t.Fatalf("sender reached only %.2f MB/s unbound (wrote %d bytes, last error %v), need ≥ %.2f to test a %.2f MB/s ceiling (machine overloaded?)", free/1e6, snd.Sent.Load(), snd.Err.Load(), 2*ceiling/1e6, ceiling/1e6)
 	}
@@ -196,8 +196,8 @@ func TestLiveFlowCeiling(t *testing.T) {
 	if fs.DroppedPackets == 0 || st.PolicyViolations < fs.DroppedPackets {
 		t.Errorf("dropped %d packets (stats: %d violations), want > 0 for a sender over its ceiling", fs.DroppedPackets, st.PolicyViolations)
 	}
-	if fs.Rate != uint64(ceiling) || fs.Burst != MinBurst {
-		t.Errorf("kernel bucket %d B/s, burst %d; want %d, %d", fs.Rate, fs.Burst, uint64(ceiling), MinBurst)
+	if fs.Rate != uint64(ceiling) || fs.Burst != policy.DefaultMinBurst {
+		t.Errorf("kernel bucket %d B/s, burst %d; want %d, %d", fs.Rate, fs.Burst, uint64(ceiling), policy.DefaultMinBurst)
 	}
 	if r.Migration < 0.5*ceiling || r.NonMigration > 0.5*ceiling {
 		t.Errorf("sampler: migration %.2f, non-migration %.2f MB/s; want the bound flow counted as migration", r.Migration/1e6, r.NonMigration/1e6)

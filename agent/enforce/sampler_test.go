@@ -210,10 +210,10 @@ func TestBucketFloors(t *testing.T) {
 		wantErr             bool
 	}{
 		{policy.FlowDecision{Rate: 10e6, Ceiling: 11e6, Burst: 1 << 20}, 11e6, 1 << 20, false},
-		{policy.FlowDecision{Rate: 10e6, Ceiling: 10e6, Burst: 1000}, 11e6, MinBurst, false}, // raised to the floors
-		{policy.FlowDecision{Rate: 10e6}, 11e6, MinBurst, false},
-		{policy.FlowDecision{Rate: 10e6, Ceiling: 20e6}, 20e6, MinBurst, false},
-		{policy.FlowDecision{Rate: 1e30}, bpf.MaxRate, MinBurst, false},
+		{policy.FlowDecision{Rate: 10e6, Ceiling: 10e6, Burst: 1000}, 11e6, policy.DefaultMinBurst, false}, // raised to the floors
+		{policy.FlowDecision{Rate: 10e6}, 11e6, policy.DefaultMinBurst, false},
+		{policy.FlowDecision{Rate: 10e6, Ceiling: 20e6}, 20e6, policy.DefaultMinBurst, false},
+		{policy.FlowDecision{Rate: 1e30}, bpf.MaxRate, policy.DefaultMinBurst, false},
 		{policy.FlowDecision{}, 0, 0, true},
 		{policy.FlowDecision{Rate: -1}, 0, 0, true},
 		{policy.FlowDecision{Rate: math.NaN()}, 0, 0, true},

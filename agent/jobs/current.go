@@ -4,7 +4,7 @@ import (
 	"context"
 	"time"
 
-	"github.com/reclaimnet/reclaimnet/raft"
+	"github.com/reclaimnet/reclaimnet/state"
 )
 
 // waitCurrent blocks until the local replicated state records this node's
@@ -48,7 +48,7 @@ func (m *Manager) waitCurrent(ctx context.Context) bool {
 
 // membershipCurrent reports whether st records the membership of this
 // node that began at since.
-func membershipCurrent(st *raft.State, m *Manager, since time.Time) bool {
+func membershipCurrent(st *state.State, m *Manager, since time.Time) bool {
 	n, ok := st.Nodes[m.cfg.Node]
-	return ok && n.State == raft.NodeActive && !n.Joined.Before(since)
+	return ok && n.State == state.NodeActive && !n.Joined.Before(since)
 }

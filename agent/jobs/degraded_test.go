@@ -4,8 +4,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/reclaimnet/reclaimnet/internal/wait"
 	"github.com/reclaimnet/reclaimnet/policy"
-	"github.com/reclaimnet/reclaimnet/raft"
+	"github.com/reclaimnet/reclaimnet/state"
 )
 
 // A reclaim with too little notice: the leader marks the hand-off degraded
@@ -18,7 +19,7 @@ func TestDegradedHandoffStopsThenRecovers(t *testing.T) {
 	tc.waitCommitted("train", 1)
 	cp, _ := tc.state().FreshestCommitted("train")
 	now := time.Now()
-	tc.submitVia(host, raft.AnnounceReclaim{Reclaim: policy.Reclaim{Node: host, Announced: now, Deadline: now.Add(time.Millisecond)}})
+	tc.submitVia(host, state.AnnounceReclaim{Reclaim: policy.Reclaim{Node: host, Announced: now, Deadline: now.Add(time.Millisecond)}})
 	dest := tc.waitRunning("train", host)
 	// The outcome is in the reclaim's history entry: recovered, not handed
 	// off, from the replica.
@@ -26,11 +27,11 @@ func TestDegradedHandoffStopsThenRecovers(t *testing.T) {
 	if outcome.HandedOff || outcome.To != dest || outcome.Replica == "" || outcome.Replica == host {
 		t.Errorf("history outcome %+v, want a recovery onto %s from a replica off %s", outcome, dest, host)
 	}
-	if n := tc.state().Nodes[host]; n.State != raft.NodeActive {
+	if n := tc.state().Nodes[host]; n.State != state.NodeActive {
 		t.Errorf("%s is %v: the recovery should not wait for its departure", host, n.State)
 	}
 	var st stepEvent
-	eventually(t, 30*time.Second, "the job's start after recovery", func() bool {
+	wait.For(t, 30*time.Second, "the job's start after recovery", func() bool {
 		s := starts(readSteps(t, tc.stepLog))
 		st = s[len(s)-1]
 		return len(s) >= 2
@@ -69,9 +70,9 @@ func TestDegradedHandoffWithNowhereToGoKeepsRunning(t *testing.T) {
 		}
 	}
 	now := time.Now()
-	tc.submitVia(host, raft.AnnounceReclaim{Reclaim: policy.Reclaim{Node: host, Announced: now, Deadline: now.Add(time.Minute)}})
+	tc.submitVia(host, state.AnnounceReclaim{Reclaim: policy.Reclaim{Node: host, Announced: now, Deadline: now.Add(time.Minute)}})
 	var decided time.Time
-	eventually(t, 20*time.Second, "a degraded hand-off with nowhere to go", func() bool {
+	wait.For(t, 20*time.Second, "a degraded hand-off with nowhere to go", func() bool {
 		st := tc.state()
 		for _, h := range st.Decisions.Handoffs {
 			if h.Job == "train" && h.Degraded {
@@ -101,15 +102,14 @@ func TestDegradedHandoffWithNowhereToGoKeepsRunning(t *testing.T) {
 		return n
 	}
 	before := steps()
-	time.Sleep(time.Until(decided.Add(2 * time.Second)))
-	if after := steps(); after <= before {
-		t.Errorf("the job on %s took no step in the 2 s after its degraded decision (%d then %d): it idles instead of computing", host, before, after)
+	if _, ok := wait.Until(time.Until(decided.Add(2*time.Second)), func() (bool, string) { return steps() > before, "" }); !ok {
+		t.Errorf("the job on %s took no step in the 2 s after its degraded decision (%d then %d): it idles instead of computing", host, before, steps())
 	}
 	for _, id := range others {
 		tc.gossip.setFree(id, 1)
 	}
 	dest := tc.waitRunning("train", host)
-	eventually(t, 30*time.Second, "the first process's end and the start on "+string(dest), func() bool {
+	wait.For(t, 30*time.Second, "the first process's end and the start on "+string(dest), func() bool {
 		stopped := false
 		for _, e := range readSteps(t, tc.stepLog) {
 			stopped = stopped || (e.pid == first.pid && e.kind == "term")
@@ -129,10 +129,10 @@ func TestHandoffWithoutFinalCheckpoint(t *testing.T) {
 	host := tc.waitRunning("train", "")
 	committed := tc.waitCommitted("train", 2)
 	now := time.Now()
-	tc.submitVia(host, raft.AnnounceReclaim{Reclaim: policy.Reclaim{Node: host, Announced: now, Deadline: now.Add(60 * time.Second)}})
+	tc.submitVia(host, state.AnnounceReclaim{Reclaim: policy.Reclaim{Node: host, Announced: now, Deadline: now.Add(60 * time.Second)}})
 	dest := tc.waitRunning("train", host)
-	var outcome raft.JobOutcome
-	eventually(t, 10*time.Second, "the hand-off in the reclaim history", func() bool {
+	var outcome state.JobOutcome
+	wait.For(t, 10*time.Second, "the hand-off in the reclaim history", func() bool {
 		for _, e := range tc.state().ReclaimReports {
 			for _, o := range e.Jobs {
 				if e.Node == host && o.Job == "train" {

@@ -1,7 +1,7 @@
 // Package jobs is a node's job manager: the piece of the agent that makes
 // periodic checkpoints, scheduled hand-offs and recoveries happen on one
 // node (docs/design.md §4, flows 2-4). It reads the replicated
-// state (package raft) and acts on what concerns its node:
+// state (package state) and acts on what concerns its node:
 //
 //   - Placement. A job the state places here (running or migrating, Node ==
 //     this node) is started with the supervisor; a job no longer placed here
@@ -12,7 +12,7 @@
 //   - Periodic checkpoints (P1). Each job is asked for a checkpoint at the
 //     interval of its policy.JobDecision. The completed directory is committed
 //     into the local ckpt.Store as the job's next version and recorded in the
-//     catalogue (a ReplicaComplete whose holder is the source: the raft package
+//     catalogue (a ReplicaComplete whose holder is the source: the state package
 //     has no separate "checkpoint" command), then pushed with transfer to the
 //     job's standby (class pre-sync, paced at the pre-sync flow's rate or the
 //     job's bandwidth b_i, re-paced with SetRate when the decision changes).

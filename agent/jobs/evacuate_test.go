@@ -4,7 +4,7 @@ import (
 	"testing"
 
 	"github.com/reclaimnet/reclaimnet/policy"
-	"github.com/reclaimnet/reclaimnet/raft"
+	"github.com/reclaimnet/reclaimnet/state"
 )
 
 // TestEvacuationsDue: a node sends what the leader's evacuation flows from
@@ -12,13 +12,13 @@ import (
 // nothing once the destination holds that version, for another node's
 // flows, for other flow kinds, or for a finished job.
 func TestEvacuationsDue(t *testing.T) {
-	base := func() *raft.State {
-		st := &raft.State{
-			Jobs:        map[policy.JobID]raft.JobRecord{},
-			Checkpoints: map[policy.JobID][]raft.Checkpoint{},
+	base := func() *state.State {
+		st := &state.State{
+			Jobs:        map[policy.JobID]state.JobRecord{},
+			Checkpoints: map[policy.JobID][]state.Checkpoint{},
 		}
-		st.Jobs["j"] = raft.JobRecord{Job: policy.Job{ID: "j", State: policy.JobRunning, Node: "a"}}
-		st.Checkpoints["j"] = []raft.Checkpoint{
+		st.Jobs["j"] = state.JobRecord{Job: policy.Job{ID: "j", State: policy.JobRunning, Node: "a"}}
+		st.Checkpoints["j"] = []state.Checkpoint{
 			{Job: "j", Version: 1, Source: "a", Holders: []policy.NodeID{"a", "b", "c"}, Committed: true},
 			{Job: "j", Version: 2, Source: "a", Holders: []policy.NodeID{"a", "b"}, Committed: true},
 		}
@@ -30,17 +30,17 @@ func TestEvacuationsDue(t *testing.T) {
 	}
 	for _, tt := range []struct {
 		name string
-		edit func(st *raft.State)
+		edit func(st *state.State)
 		self policy.NodeID
 		want bool // v2 to d at 5e6
 	}{
-		{"the decided evacuation", func(*raft.State) {}, "b", true},
-		{"another node's flow", func(*raft.State) {}, "c", false},
-		{"the host's checkpoint flow is not one", func(*raft.State) {}, "a", false},
-		{"the standby holds it already", func(st *raft.State) {
+		{"the decided evacuation", func(*state.State) {}, "b", true},
+		{"another node's flow", func(*state.State) {}, "c", false},
+		{"the host's checkpoint flow is not one", func(*state.State) {}, "a", false},
+		{"the standby holds it already", func(st *state.State) {
 			st.Checkpoints["j"][1].Holders = []policy.NodeID{"a", "b", "d"}
 		}, "b", false},
-		{"finished job", func(st *raft.State) {
+		{"finished job", func(st *state.State) {
 			j := st.Jobs["j"]
 			j.State = policy.JobDone
 			st.Jobs["j"] = j

@@ -18,9 +18,11 @@ import (
 
 	"github.com/reclaimnet/reclaimnet/agent/supervisor"
 	"github.com/reclaimnet/reclaimnet/ckpt"
+	"github.com/reclaimnet/reclaimnet/internal/wait"
 	"github.com/reclaimnet/reclaimnet/pki"
 	"github.com/reclaimnet/reclaimnet/policy"
 	"github.com/reclaimnet/reclaimnet/raft"
+	"github.com/reclaimnet/reclaimnet/state"
 	"github.com/reclaimnet/reclaimnet/transfer"
 )
 
@@ -162,7 +164,7 @@ func (g *gossipView) Links() []policy.Link {
 	return out
 }
 
-func (g *gossipView) Flows() []raft.FlowProgress {
+func (g *gossipView) Flows() []state.FlowProgress {
 	g.mu.Lock()
 	var mgrs []*Manager
 	for _, id := range g.ids() {
@@ -171,7 +173,7 @@ func (g *gossipView) Flows() []raft.FlowProgress {
 		}
 	}
 	g.mu.Unlock()
-	var out []raft.FlowProgress
+	var out []state.FlowProgress
 	for _, m := range mgrs {
 		out = append(out, m.FlowProgress()...)
 	}
@@ -309,7 +311,7 @@ func (tc *testCluster) open(id policy.NodeID, bootstrap bool, dir string, since 
 	if err != nil {
 		t.Fatal(err)
 	}
-	mgr, err := New(Config{Node: id, Coord: FromRaft(coord), Store: store, Client: client, Supervisor: sup,
+	mgr, err := New(Config{Node: id, Coord: coord, Store: store, Client: client, Supervisor: sup,
 		WorkDir: work, FetchTimeout: 20 * time.Second, Logger: testLogger(t), Since: since})
 	if err != nil {
 		t.Fatal(err)
@@ -373,12 +375,12 @@ func (tc *testCluster) any() *testNode {
 	return nil
 }
 
-func (tc *testCluster) state() *raft.State { return tc.any().coord.FSM().State() }
+func (tc *testCluster) state() *state.State { return tc.any().coord.State() }
 
 // outcome returns what the reclaim history records for job displaced from
 // node (zero if nothing).
-func (tc *testCluster) outcome(node policy.NodeID, job policy.JobID) raft.JobOutcome {
-	var out raft.JobOutcome
+func (tc *testCluster) outcome(node policy.NodeID, job policy.JobID) state.JobOutcome {
+	var out state.JobOutcome
 	for _, e := range tc.state().ReclaimReports {
 		for _, o := range e.Jobs {
 			if e.Node == node && o.Job == job {
@@ -389,14 +391,14 @@ func (tc *testCluster) outcome(node policy.NodeID, job policy.JobID) raft.JobOut
 	return out
 }
 
-func (tc *testCluster) submit(cmd raft.Command) {
+func (tc *testCluster) submit(cmd state.Command) {
 	tc.t.Helper()
 	tc.submitVia(tc.any().id, cmd)
 }
 
 // submitVia submits cmd through node's coordinator (a command about a
 // node, such as its reclaim, must come from that node).
-func (tc *testCluster) submitVia(node policy.NodeID, cmd raft.Command) {
+func (tc *testCluster) submitVia(node policy.NodeID, cmd state.Command) {
 	tc.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
@@ -405,23 +407,11 @@ func (tc *testCluster) submitVia(node policy.NodeID, cmd raft.Command) {
 	}
 }
 
-// eventually polls cond until it holds or the time is up.
-func eventually(t *testing.T, within time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("no %s within %v", what, within)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 // waitVoters waits until the configuration has want voters known to every
 // running node.
 func (tc *testCluster) waitVoters(want int) {
 	tc.t.Helper()
-	eventually(tc.t, 30*time.Second, fmt.Sprintf("%d voters", want), func() bool {
+	wait.For(tc.t, 30*time.Second, fmt.Sprintf("%d voters", want), func() bool {
 		for _, n := range tc.nodes {
 			servers, err := n.coord.Servers()
 			if err != nil {
@@ -429,7 +419,7 @@ func (tc *testCluster) waitVoters(want int) {
 			}
 			v := 0
 			for _, s := range servers {
-				if s.Role == raft.RoleVoter {
+				if s.Role == state.RoleVoter {
 					v++
 				}
 			}
@@ -448,12 +438,12 @@ func (tc *testCluster) submitJob(id policy.JobID, env ...string) {
 
 func (tc *testCluster) submitCommand(id policy.JobID, cmd, env []string) {
 	tc.t.Helper()
-	tc.submitSpec(id, raft.JobSpec{Command: cmd, Env: env})
+	tc.submitSpec(id, state.JobSpec{Command: cmd, Env: env})
 }
 
-func (tc *testCluster) submitSpec(id policy.JobID, spec raft.JobSpec) {
+func (tc *testCluster) submitSpec(id policy.JobID, spec state.JobSpec) {
 	tc.t.Helper()
-	tc.submit(raft.SubmitJob{Job: raft.JobRecord{
+	tc.submit(state.SubmitJob{Job: state.JobRecord{
 		Job:  policy.Job{ID: id, GPUs: 1, CheckpointBytes: 1 << 10, LossBudget: time.Hour},
 		Spec: spec,
 	}})
@@ -464,34 +454,34 @@ func (tc *testCluster) submitSpec(id policy.JobID, spec raft.JobSpec) {
 func (tc *testCluster) waitRunning(id policy.JobID, not policy.NodeID) policy.NodeID {
 	tc.t.Helper()
 	var on policy.NodeID
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	why, ok := wait.Until(30*time.Second, func() (bool, string) {
 		st := tc.state()
 		j, ok := st.Jobs[id]
 		on = j.Node
 		if ok && j.State == policy.JobRunning && on != "" && on != not {
-			return on
+			return true, ""
 		}
-		if time.Now().After(deadline) {
-			var leader policy.NodeID
-			for _, n := range tc.nodes {
-				if n.coord.IsLeader() {
-					leader = n.id
-				}
+		var leader policy.NodeID
+		for _, n := range tc.nodes {
+			if n.coord.IsLeader() {
+				leader = n.id
 			}
-			tc.t.Fatalf("job %s not running (off %q) within 30s: record %+v; leader %q; decisions at %v: placements %+v jobs %+v; nodes %+v",
-				id, not, j, leader, st.Decisions.At, st.Decisions.Placements, st.Decisions.Jobs, st.Nodes)
 		}
-		time.Sleep(20 * time.Millisecond)
+		return false, fmt.Sprintf("record %+v; leader %q; decisions at %v: placements %+v jobs %+v; nodes %+v",
+			j, leader, st.Decisions.At, st.Decisions.Placements, st.Decisions.Jobs, st.Nodes)
+	})
+	if !ok {
+		tc.t.Fatalf("job %s not running (off %q) within 30s: %s", id, not, why)
 	}
+	return on
 }
 
 // waitCommitted waits until the catalogue has a committed version of the
 // job at least min, and returns the freshest.
-func (tc *testCluster) waitCommitted(id policy.JobID, min uint64) raft.Checkpoint {
+func (tc *testCluster) waitCommitted(id policy.JobID, min uint64) state.Checkpoint {
 	tc.t.Helper()
-	var cp raft.Checkpoint
-	eventually(tc.t, 30*time.Second, fmt.Sprintf("committed version >= %d of %s", min, id), func() bool {
+	var cp state.Checkpoint
+	wait.For(tc.t, 30*time.Second, fmt.Sprintf("committed version >= %d of %s", min, id), func() bool {
 		c, ok := tc.state().FreshestCommitted(id)
 		cp = c
 		return ok && c.Version >= min

@@ -8,8 +8,9 @@ import (
 	"time"
 
 	"github.com/reclaimnet/reclaimnet/ckpt"
+	"github.com/reclaimnet/reclaimnet/internal/wait"
 	"github.com/reclaimnet/reclaimnet/policy"
-	"github.com/reclaimnet/reclaimnet/raft"
+	"github.com/reclaimnet/reclaimnet/state"
 )
 
 // Flows 2 and 3: periodic checkpoints at the decided interval reach the
@@ -69,7 +70,7 @@ func TestPeriodicCheckpointsThenScheduledHandoff(t *testing.T) {
 	if tr := jv.Transfers[0]; tr.Done && tr.Err == "" && tr.BytesTotal <= 0 {
 		t.Errorf("finished transfer %+v reports no size", tr)
 	}
-	eventually(t, 10*time.Second, "flow progress for an admitted pre-sync flow", func() bool {
+	wait.For(t, 10*time.Second, "flow progress for an admitted pre-sync flow", func() bool {
 		ids := map[string]bool{}
 		for _, f := range tc.state().Decisions.Flows {
 			ids[f.ID] = true
@@ -84,13 +85,13 @@ func TestPeriodicCheckpointsThenScheduledHandoff(t *testing.T) {
 
 	// (c) Scheduled reclaim of the host: hand-off with a final checkpoint.
 	now := time.Now()
-	tc.submitVia(host, raft.AnnounceReclaim{Reclaim: policy.Reclaim{Node: host, Announced: now, Deadline: now.Add(60 * time.Second)}})
+	tc.submitVia(host, state.AnnounceReclaim{Reclaim: policy.Reclaim{Node: host, Announced: now, Deadline: now.Add(60 * time.Second)}})
 	dest := tc.waitRunning("train", host)
 	if dest != other {
 		t.Fatalf("job moved to %s, want the standby %s", dest, other)
 	}
 	var newStart stepEvent
-	eventually(t, 30*time.Second, "the job's start at the destination", func() bool {
+	wait.For(t, 30*time.Second, "the job's start at the destination", func() bool {
 		s := starts(readSteps(t, tc.stepLog))
 		if len(s) < 2 {
 			return false
@@ -128,7 +129,7 @@ func TestPeriodicCheckpointsThenScheduledHandoff(t *testing.T) {
 	if j.Restarts != 1 || j.Node != other {
 		t.Errorf("job record after the move: node %s restarts %d, want %s and 1", j.Node, j.Restarts, other)
 	}
-	eventually(t, 20*time.Second, "the restart time reported by the destination", func() bool {
+	wait.For(t, 20*time.Second, "the restart time reported by the destination", func() bool {
 		return tc.state().Jobs["train"].RestartTime > 0
 	})
 }
@@ -162,7 +163,7 @@ func TestEmergencyRecoveryFetchesFromHolder(t *testing.T) {
 		t.Fatalf("committed v%d holds step 0; the test proves nothing", cpAtCrash.Version)
 	}
 	var st stepEvent
-	eventually(t, 40*time.Second, "the job's start after recovery", func() bool {
+	wait.For(t, 40*time.Second, "the job's start after recovery", func() bool {
 		s := starts(readSteps(t, tc.stepLog))
 		st = s[len(s)-1]
 		return len(s) >= 2
@@ -173,7 +174,7 @@ func TestEmergencyRecoveryFetchesFromHolder(t *testing.T) {
 	if _, err := tc.nodes[dest].store.Manifest("train", cpAtCrash.Version); err != nil {
 		t.Errorf("destination %s lacks v%d after recovery: %v", dest, cpAtCrash.Version, err)
 	}
-	eventually(t, 20*time.Second, "the restart time reported", func() bool {
+	wait.For(t, 20*time.Second, "the restart time reported", func() bool {
 		j := tc.state().Jobs["train"]
 		return j.RestartTime > 0 && j.Node == dest
 	})
@@ -198,7 +199,7 @@ func TestHungCheckpointNeverCommitted(t *testing.T) {
 	host := tc.waitRunning("hang", "")
 	n := tc.nodes[host]
 	var jv JobView
-	eventually(t, 30*time.Second, "two abandoned checkpoints", func() bool {
+	wait.For(t, 30*time.Second, "two abandoned checkpoints", func() bool {
 		for _, v := range n.mgr.View() {
 			if v.Job == "hang" {
 				jv = v
@@ -216,11 +217,11 @@ func TestHungCheckpointNeverCommitted(t *testing.T) {
 		t.Errorf("view %+v: want no checkpoints and a job still alive", jv)
 	}
 	before := len(readSteps(t, tc.stepLog))
-	eventually(t, 10*time.Second, "the job still stepping", func() bool { return len(readSteps(t, tc.stepLog)) > before+3 })
+	wait.For(t, 10*time.Second, "the job still stepping", func() bool { return len(readSteps(t, tc.stepLog)) > before+3 })
 
 	// Cancelled: the manager stops the process.
-	tc.submit(raft.CancelJob{Job: "hang"})
-	eventually(t, 20*time.Second, "the cancelled job's process stopped", func() bool {
+	tc.submit(state.CancelJob{Job: "hang"})
+	wait.For(t, 20*time.Second, "the cancelled job's process stopped", func() bool {
 		for _, e := range readSteps(t, tc.stepLog) {
 			if e.kind == "term" {
 				return true
@@ -228,7 +229,7 @@ func TestHungCheckpointNeverCommitted(t *testing.T) {
 		}
 		return false
 	})
-	eventually(t, 10*time.Second, "the cancelled job gone from the view", func() bool {
+	wait.For(t, 10*time.Second, "the cancelled job gone from the view", func() bool {
 		for _, v := range n.mgr.View() {
 			if v.Job == "hang" {
 				return false
@@ -273,7 +274,7 @@ func TestCorruptChunkAtRestoreFallsBack(t *testing.T) {
 		t.Fatalf("job recovered on %s, want %s", dest, other)
 	}
 	var st stepEvent
-	eventually(t, 30*time.Second, "the job's start after recovery", func() bool {
+	wait.For(t, 30*time.Second, "the job's start after recovery", func() bool {
 		s := starts(readSteps(t, tc.stepLog))
 		st = s[len(s)-1]
 		return len(s) >= 2
@@ -282,7 +283,7 @@ func TestCorruptChunkAtRestoreFallsBack(t *testing.T) {
 		t.Errorf("job resumed at step %d, want %d from v%d (v%d is corrupt)", st.step, wantStep, prev, newest)
 	}
 	var jv JobView
-	eventually(t, 10*time.Second, "the view of the recovered job", func() bool {
+	wait.For(t, 10*time.Second, "the view of the recovered job", func() bool {
 		for _, v := range tc.nodes[dest].mgr.View() {
 			if v.Job == "train" {
 				jv = v

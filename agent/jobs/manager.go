@@ -14,7 +14,7 @@ import (
 	"github.com/reclaimnet/reclaimnet/agent/supervisor"
 	"github.com/reclaimnet/reclaimnet/ckpt"
 	"github.com/reclaimnet/reclaimnet/policy"
-	"github.com/reclaimnet/reclaimnet/raft"
+	"github.com/reclaimnet/reclaimnet/state"
 	"github.com/reclaimnet/reclaimnet/transfer"
 )
 
@@ -22,8 +22,8 @@ import (
 type Config struct {
 	// Node is this node's ID (its gossip name).
 	Node policy.NodeID
-	// Coord is the coordinator (FromRaft adapts a *raft.Coordinator).
-	Coord Coordinator
+	// Coord is the coordinator (a *raft.Coordinator).
+	Coord state.Coordinator
 	// Store is the node's checkpoint store; the transfer server that
 	// receives into it must use TransferHooks.
 	Store *ckpt.Store
@@ -201,7 +201,7 @@ func (m *Manager) Run(ctx context.Context) error {
 // reconcile starts workers for jobs placed here, cancels those of jobs that
 // left, hands the state to the others and starts the recovery pushes this
 // node owes as a replica holder.
-func (m *Manager) reconcile(ctx context.Context, st *raft.State, wg *sync.WaitGroup, exits chan<- *worker) {
+func (m *Manager) reconcile(ctx context.Context, st *state.State, wg *sync.WaitGroup, exits chan<- *worker) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for id, w := range m.workers {
@@ -252,7 +252,7 @@ func (m *Manager) reconcile(ctx context.Context, st *raft.State, wg *sync.WaitGr
 	m.evacuations(ctx, st, wg)
 }
 
-func handoffPending(st *raft.State, id policy.JobID, node policy.NodeID) bool {
+func handoffPending(st *state.State, id policy.JobID, node policy.NodeID) bool {
 	for _, h := range st.Decisions.Handoffs {
 		if h.Job == id && h.From == node {
 			return true
@@ -263,13 +263,13 @@ func handoffPending(st *raft.State, id policy.JobID, node policy.NodeID) bool {
 }
 
 // recoveryPushes sends, for each job whose restore order names this node as
-// the holder (raft.JobRecord.Restore, set by the recovery placement), that
+// the holder (state.JobRecord.Restore, set by the recovery placement), that
 // version to the job's new node (see the package doc: the holder pushes).
 // The order lasts until the new node has the copy, so a failed push is
 // retried on the next state change; it is paced at the restore flow's
 // decided rate, or at the rate of the previous attempt once the decision
 // that placed the job has been replaced.
-func (m *Manager) recoveryPushes(ctx context.Context, st *raft.State, wg *sync.WaitGroup) {
+func (m *Manager) recoveryPushes(ctx context.Context, st *state.State, wg *sync.WaitGroup) {
 	wanted := map[pushKey]bool{}
 	var keys []pushKey
 	for id, j := range st.Jobs {
@@ -294,9 +294,9 @@ func (m *Manager) recoveryPushes(ctx context.Context, st *raft.State, wg *sync.W
 		if p, ok := m.pushes[key]; ok {
 			// Under way: follow the leader's rate for it (it counts the
 			// restore on every link until the copy arrives).
-			if rate, fl := flowRate(st, key.job, m.cfg.Node, key.to, policy.ClassMigration); fl != nil && paced(st) && !p.done {
-				m.restoreRates[key] = heldRate(rate)
-				m.repaceLocked(p, heldRate(rate))
+			if rate, fl := flowRate(st, restoreFlow(key.job), m.cfg.Node, key.to); fl != nil && paced(st) && !p.done {
+				m.restoreRates[key] = rate
+				m.repaceLocked(p, rate)
 			}
 			continue
 		}
@@ -308,15 +308,12 @@ func (m *Manager) recoveryPushes(ctx context.Context, st *raft.State, wg *sync.W
 			m.log.Warn("restore order names this node as holder but the version is not here", "job", key.job, "version", key.version)
 			continue
 		}
-		rate, fl := flowRate(st, key.job, m.cfg.Node, key.to, policy.ClassMigration)
-		switch {
-		case fl == nil && paced(st):
-			rate = m.restoreRates[key]
-		case paced(st):
-			rate = heldRate(rate)
+		rate, fl := flowRate(st, restoreFlow(key.job), m.cfg.Node, key.to)
+		if last, ok := m.restoreRates[key]; fl == nil && paced(st) && ok {
+			rate = last
 		}
 		m.restoreRates[key] = rate
-		m.holderPush(ctx, wg, st, cp, key, policy.ClassMigration, rate, "recovery push failed")
+		m.holderPush(ctx, wg, st, cp, key, restoreFlow(key.job), policy.ClassMigration, rate, "recovery push failed")
 	}
 }
 
@@ -325,7 +322,7 @@ func (m *Manager) recoveryPushes(ctx context.Context, st *raft.State, wg *sync.W
 // sends a job's freshest committed version to the job's standby, because
 // no node that stays holds it), paced at the flow's rate, unpaced with P3
 // off; retried on the next state change until the standby holds it.
-func (m *Manager) evacuations(ctx context.Context, st *raft.State, wg *sync.WaitGroup) {
+func (m *Manager) evacuations(ctx context.Context, st *state.State, wg *sync.WaitGroup) {
 	due := evacuationsDue(st, m.cfg.Node)
 	wanted := map[pushKey]bool{}
 	for _, e := range due {
@@ -341,9 +338,9 @@ func (m *Manager) evacuations(ctx context.Context, st *raft.State, wg *sync.Wait
 	}
 	for _, e := range due {
 		key := pushKey{e.cp.Job, e.cp.Version, e.to}
-		rate := heldRate(e.rate)
+		rate := e.rate
 		if !paced(st) {
-			rate = 0
+			rate = transfer.Unlimited
 		}
 		if p, ok := m.pushes[key]; ok {
 			if !p.done {
@@ -355,20 +352,20 @@ func (m *Manager) evacuations(ctx context.Context, st *raft.State, wg *sync.Wait
 			continue
 		}
 		m.log.Info("evacuating a replica before this node leaves", "job", e.cp.Job, "version", e.cp.Version, "to", e.to)
-		m.holderPush(ctx, wg, st, e.cp, key, policy.ClassPresync, rate, "replica evacuation failed")
+		m.holderPush(ctx, wg, st, e.cp, key, policy.EvacuationPrefix+string(e.cp.Job), policy.ClassPresync, rate, "replica evacuation failed")
 	}
 }
 
 // evacuation is one committed version to send to a job's standby.
 type evacuation struct {
-	cp   raft.Checkpoint
+	cp   state.Checkpoint
 	to   policy.NodeID
 	rate float64
 }
 
 // evacuationsDue lists the decided evacuation flows from self whose
 // destination lacks the job's freshest committed version, sorted by job.
-func evacuationsDue(st *raft.State, self policy.NodeID) []evacuation {
+func evacuationsDue(st *state.State, self policy.NodeID) []evacuation {
 	var out []evacuation
 	for _, f := range st.Decisions.Flows {
 		if f.From != self || !strings.HasPrefix(f.ID, policy.EvacuationPrefix) {
@@ -390,11 +387,11 @@ func evacuationsDue(st *raft.State, self policy.NodeID) []evacuation {
 // holderPush starts sending cp (a version this node holds) to key.to; a
 // failed push is dropped so that the next state change retries it. Called
 // with m.mu held.
-func (m *Manager) holderPush(ctx context.Context, wg *sync.WaitGroup, st *raft.State, cp raft.Checkpoint, key pushKey,
-	class policy.TrafficClass, rate float64, failure string) {
+func (m *Manager) holderPush(ctx context.Context, wg *sync.WaitGroup, st *state.State, cp state.Checkpoint, key pushKey,
+	flow string, class policy.TrafficClass, rate float64, failure string) {
 	addr := st.Nodes[key.to].TransferAddr
 	pctx, cancel := context.WithCancel(ctx)
-	ps := &push{key: key, class: class, rate: rate, started: m.cfg.Now(), cancel: cancel}
+	ps := &push{key: key, flow: flow, class: class, rate: rate, started: m.cfg.Now(), cancel: cancel}
 	m.pushes[key] = ps
 	wg.Go(func() {
 		defer cancel()
@@ -413,20 +410,6 @@ func (m *Manager) holderPush(ctx context.Context, wg *sync.WaitGroup, st *raft.S
 	})
 }
 
-// pausedRate is the pace of a holder push P3 gave no room this period (a
-// decided rate of 0, which to a transfer would mean "unpaced"): next to
-// nothing on the links, enough to keep the connection until room returns.
-const pausedRate = 16 << 10
-
-// heldRate is the pace for a decided rate with P3 on: the rate, or
-// pausedRate when it is 0.
-func heldRate(rate float64) float64 {
-	if rate <= 0 {
-		return pausedRate
-	}
-	return rate
-}
-
 // repaceLocked gives a push in flight a new assigned rate when it changed
 // (once its transfer started: the start reads the rate it was created
 // with). Called with m.mu held.
@@ -438,7 +421,7 @@ func (m *Manager) repaceLocked(p *push, rate float64) {
 }
 
 // holds reports whether the local store has cp's version with cp's manifest.
-func (m *Manager) holds(job policy.JobID, cp raft.Checkpoint) bool {
+func (m *Manager) holds(job policy.JobID, cp state.Checkpoint) bool {
 	mf, err := m.cfg.Store.Manifest(string(job), cp.Version)
 	return err == nil && mf.Hash().String() == cp.ManifestHash
 }
@@ -446,7 +429,7 @@ func (m *Manager) holds(job policy.JobID, cp raft.Checkpoint) bool {
 // send pushes one committed version and, once the receiver answered DONE,
 // records the receiver as a holder (the receiver records it too; the command
 // is idempotent).
-func (m *Manager) send(ctx context.Context, ps *push, addr string, cp raft.Checkpoint) error {
+func (m *Manager) send(ctx context.Context, ps *push, addr string, cp state.Checkpoint) error {
 	if addr == "" {
 		return fmt.Errorf("send %s v%d to %s: no transfer address in the registry", ps.key.job, ps.key.version, ps.key.to)
 	}
@@ -461,11 +444,11 @@ func (m *Manager) send(ctx context.Context, ps *push, addr string, cp raft.Check
 	if err := tr.Wait(); err != nil {
 		return fmt.Errorf("send %s v%d to %s: %w", ps.key.job, ps.key.version, ps.key.to, err)
 	}
-	return m.submit(ctx, raft.ReplicaComplete{Job: ps.key.job, Version: cp.Version, ManifestHash: cp.ManifestHash,
+	return m.submit(ctx, state.ReplicaComplete{Job: ps.key.job, Version: cp.Version, ManifestHash: cp.ManifestHash,
 		Size: cp.Size, Source: cp.Source, Holder: ps.key.to, At: m.cfg.Now()})
 }
 
-func (m *Manager) submit(ctx context.Context, cmd raft.Command) error {
+func (m *Manager) submit(ctx context.Context, cmd state.Command) error {
 	ctx, cancel := context.WithTimeout(ctx, m.cfg.SubmitTimeout)
 	defer cancel()
 	if _, err := m.cfg.Coord.Submit(ctx, cmd); err != nil {
@@ -474,25 +457,31 @@ func (m *Manager) submit(ctx context.Context, cmd raft.Command) error {
 	return nil
 }
 
-// flowRate returns the rate of the admitted flow of job from → to in class,
-// if the decisions hold one. With P3 switched off (the leader's protocol
-// settings) the rate is 0: transfers are not paced.
-func flowRate(st *raft.State, job policy.JobID, from, to policy.NodeID, class policy.TrafficClass) (float64, *policy.FlowDecision) {
-	for i, f := range st.Decisions.Flows {
-		if f.Job == job && f.From == from && f.To == to && f.Class == class {
-			if !paced(st) {
-				return 0, &st.Decisions.Flows[i]
-			}
-			return f.Rate, &st.Decisions.Flows[i]
-		}
+// The IDs of the flows this node's transfers carry (policy.FlowDecision.ID).
+func checkpointFlow(job policy.JobID) string { return policy.CheckpointPrefix + string(job) }
+func handoffFlow(job policy.JobID) string    { return policy.HandoffPrefix + string(job) }
+func restoreFlow(job policy.JobID) string    { return policy.RestorePrefix + string(job) }
+
+// flowRate returns the pacing rate of a transfer from → to that carries
+// flow id, and the decided flow: the flow's rate (0, no room this period,
+// holds the transfer at transfer.PausedRate); transfer.Unlimited with P3
+// off (no flow is paced) or when the decisions hold no such flow (a flow
+// the leader moved to another destination is not this transfer's).
+func flowRate(st *state.State, id string, from, to policy.NodeID) (float64, *policy.FlowDecision) {
+	f, ok := st.Flow(id)
+	if !ok || f.From != from || f.To != to {
+		return transfer.Unlimited, nil
 	}
-	return 0, nil
+	if !paced(st) {
+		return transfer.Unlimited, &f
+	}
+	return f.Rate, &f
 }
 
 // paced reports whether transfers are paced at their assigned rates: P3
 // is on in the protocol settings in force. With P3 off there is no
 // admission and no enforcement, so every transfer runs unpaced.
-func paced(st *raft.State) bool { return st.Protocols().Switches.P3 }
+func paced(st *state.State) bool { return st.Protocols().Switches.P3 }
 
 // TransferHooks are the hooks the node's transfer server must be created
 // with: offers for jobs the catalogue does not know are refused, and every
@@ -503,7 +492,7 @@ func (m *Manager) TransferHooks() transfer.Hooks {
 			st := m.cfg.Coord.State()
 			j, ok := st.Jobs[policy.JobID(mf.JobID)]
 			if !ok {
-				return fmt.Errorf("job %q: %w", mf.JobID, raft.ErrUnknownJob)
+				return fmt.Errorf("job %q: %w", mf.JobID, state.ErrUnknownJob)
 			}
 			if j.State == policy.JobDone {
 				return fmt.Errorf("job %q is done", mf.JobID)
@@ -537,7 +526,7 @@ func (m *Manager) recordReplica(peer policy.NodeID, mf *ckpt.Manifest) {
 		}
 	}
 	m.mu.Unlock()
-	err := m.submit(context.Background(), raft.ReplicaComplete{Job: job, Version: mf.Version,
+	err := m.submit(context.Background(), state.ReplicaComplete{Job: job, Version: mf.Version,
 		ManifestHash: mf.Hash().String(), Size: mf.TotalSize(), Source: source, Holder: m.cfg.Node, At: m.cfg.Now()})
 	if err != nil {
 		// The sender records the same replica after DONE.

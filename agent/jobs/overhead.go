@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/reclaimnet/reclaimnet/policy"
-	"github.com/reclaimnet/reclaimnet/raft"
+	"github.com/reclaimnet/reclaimnet/state"
 )
 
 // A scheduled hand-off spends, before its transfer can start, the time to
@@ -51,7 +51,7 @@ func reportedRestart(restart time.Duration, ckptTimes []time.Duration) time.Dura
 // reportRestart submits the job's Tr (reportedRestart) when always is set
 // (the job just became ready) or when it moved by more than trTolerance
 // since the last report.
-func (w *worker) reportRestart(ctx context.Context, j raft.JobRecord, always bool) {
+func (w *worker) reportRestart(ctx context.Context, j state.JobRecord, always bool) {
 	var tr, last time.Duration
 	w.set(func() { tr, last = reportedRestart(w.restartTime, w.ckptTimes), w.reportedTr })
 	if tr <= 0 {
@@ -60,7 +60,7 @@ func (w *worker) reportRestart(ctx context.Context, j raft.JobRecord, always boo
 	if !always && last > 0 && (tr-last).Abs() <= time.Duration(trTolerance*float64(last)) {
 		return
 	}
-	if err := w.m.submit(ctx, raft.JobReport{Job: w.id, Node: w.m.cfg.Node, RestartTime: tr, Remaining: j.Remaining}); err != nil {
+	if err := w.m.submit(ctx, state.JobReport{Job: w.id, Node: w.m.cfg.Node, RestartTime: tr, Remaining: j.Remaining}); err != nil {
 		w.noteErr(fmt.Errorf("report restart time: %w", err))
 		return
 	}
@@ -80,8 +80,8 @@ const (
 // (less deadlineMargin) when it started late or fell behind, but never
 // above the flow's kernel ceiling: P3 charged the ceiling (CeilingFactor ×
 // rate) to every link of the path, so up to it the research reservation
-// is untouched, and the kernel would drop what goes faster. 0 (unpaced)
-// stays 0; without a ceiling the assigned rate stays.
+// is untouched, and the kernel would drop what goes faster. Unlimited and
+// 0 (paused) stay; without a ceiling the assigned rate stays.
 func paceForDeadline(remaining int64, assigned, ceiling float64, left time.Duration) float64 {
 	if assigned <= 0 || ceiling <= assigned {
 		return assigned
@@ -115,7 +115,7 @@ func (w *worker) deadlinePace(remaining int64, assigned float64, fl *policy.Flow
 
 // progress is what push ps still has to send of cp (all of it before the
 // transfer started).
-func (w *worker) progress(ps *push, cp raft.Checkpoint) int64 {
+func (w *worker) progress(ps *push, cp state.Checkpoint) int64 {
 	w.m.mu.Lock()
 	tr := ps.tr
 	w.m.mu.Unlock()

@@ -8,8 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/reclaimnet/reclaimnet/internal/wait"
 	"github.com/reclaimnet/reclaimnet/policy"
-	"github.com/reclaimnet/reclaimnet/raft"
+	"github.com/reclaimnet/reclaimnet/state"
 )
 
 func TestPaceForDeadline(t *testing.T) {
@@ -66,7 +67,7 @@ func TestHandoffAccountsForCheckpointTime(t *testing.T) {
 		host := tc.waitRunning("train", "")
 		tc.waitCommitted("train", 1)
 		var tr time.Duration
-		eventually(t, 30*time.Second, "Tr including the checkpoint time", func() bool {
+		wait.For(t, 30*time.Second, "Tr including the checkpoint time", func() bool {
 			tr = tc.state().Jobs["train"].RestartTime
 			return tr >= slow
 		})
@@ -74,7 +75,7 @@ func TestHandoffAccountsForCheckpointTime(t *testing.T) {
 	}
 	handoff := func(t *testing.T, tc *testCluster) policy.HandoffDecision {
 		var h policy.HandoffDecision
-		eventually(t, 20*time.Second, "a hand-off decision", func() bool {
+		wait.For(t, 20*time.Second, "a hand-off decision", func() bool {
 			for _, d := range tc.state().Decisions.Handoffs {
 				if d.Job == "train" {
 					h = d
@@ -101,7 +102,7 @@ func TestHandoffAccountsForCheckpointTime(t *testing.T) {
 		notice := jv.RestartTime + jv.CheckpointTime/2
 		t.Logf("restart %v, checkpoint %v, Tr %v, notice %v", jv.RestartTime, jv.CheckpointTime, tr, notice)
 		now := time.Now()
-		tc.submitVia(host, raft.AnnounceReclaim{Reclaim: policy.Reclaim{Node: host, Announced: now, Deadline: now.Add(notice)}})
+		tc.submitVia(host, state.AnnounceReclaim{Reclaim: policy.Reclaim{Node: host, Announced: now, Deadline: now.Add(notice)}})
 		// Degraded up front, the job is recovered at once from its replica
 		// (the decision itself may be replaced by the next period before
 		// a poll sees it): the reclaim's history says so.
@@ -116,13 +117,13 @@ func TestHandoffAccountsForCheckpointTime(t *testing.T) {
 		notice := max(5*time.Second, tr+3*time.Second)
 		now := time.Now()
 		deadline := now.Add(notice)
-		tc.submitVia(host, raft.AnnounceReclaim{Reclaim: policy.Reclaim{Node: host, Announced: now, Deadline: deadline}})
+		tc.submitVia(host, state.AnnounceReclaim{Reclaim: policy.Reclaim{Node: host, Announced: now, Deadline: deadline}})
 		h := handoff(t, tc)
 		if h.Degraded || h.To == "" {
 			t.Fatalf("hand-off %+v with a %v notice and Tr %v: want admitted", h, notice, tr)
 		}
 		var movedAt time.Time
-		eventually(t, notice+20*time.Second, "the move committed", func() bool {
+		wait.For(t, notice+20*time.Second, "the move committed", func() bool {
 			if j := tc.state().Jobs["train"]; j.Node == h.To {
 				movedAt = time.Now()
 				return true

@@ -4,7 +4,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/reclaimnet/reclaimnet/internal/wait"
 	"github.com/reclaimnet/reclaimnet/policy"
+	"github.com/reclaimnet/reclaimnet/transfer"
 )
 
 // TestP3OffTransfersUnpaced: with P3 switched off on the leader, the
@@ -33,13 +35,13 @@ func TestP3OffTransfersUnpaced(t *testing.T) {
 		t.Fatalf("pre-sync flow %+v: want a max-min rate > 0 and no ceiling (P3 off)", flow)
 	}
 	var seen int
-	eventually(t, 20*time.Second, "a pre-sync transfer that started", func() bool {
+	wait.For(t, 20*time.Second, "a pre-sync transfer that started", func() bool {
 		for _, v := range tc.nodes[host].mgr.View() {
 			for _, tr := range v.Transfers {
 				if tr.Class == policy.ClassPresync && tr.LocalPort != 0 {
 					seen++
-					if tr.AssignedRate != 0 {
-						t.Fatalf("pre-sync transfer %+v: assigned rate %.0f B/s, want 0 (unpaced with P3 off)", tr, tr.AssignedRate)
+					if tr.AssignedRate != transfer.Unlimited {
+						t.Fatalf("pre-sync transfer %+v: assigned rate %.0f B/s, want transfer.Unlimited (unpaced with P3 off)", tr, tr.AssignedRate)
 					}
 				}
 			}
@@ -47,20 +49,20 @@ func TestP3OffTransfersUnpaced(t *testing.T) {
 		return seen > 0
 	})
 	// The rate function every transfer uses: the flow's rate with P3 on,
-	// 0 with it off, for the same decisions.
+	// unlimited with it off, for the same decisions.
 	on := st.Protocols()
 	on.Switches.P3 = true
 	st.Decisions.Protocols = &on
-	if r, fl := flowRate(st, "train", flow.From, flow.To, policy.ClassPresync); fl == nil || r != flow.Rate {
+	if r, fl := flowRate(st, checkpointFlow("train"), flow.From, flow.To); fl == nil || r != flow.Rate {
 		t.Errorf("P3 on: flow rate %v, want the decided %v", r, flow.Rate)
 	}
 	off := on
 	off.Switches.P3 = false
 	st.Decisions.Protocols = &off
-	if r, _ := flowRate(st, "train", flow.From, flow.To, policy.ClassPresync); r != 0 {
-		t.Errorf("P3 off: flow rate %v, want 0", r)
+	if r, _ := flowRate(st, checkpointFlow("train"), flow.From, flow.To); r != transfer.Unlimited {
+		t.Errorf("P3 off: flow rate %v, want transfer.Unlimited", r)
 	}
-	if r := presyncRate(st, policy.JobDecision{Bandwidth: 5e6}, "nojob", "a", "b"); r != 0 {
-		t.Errorf("P3 off without a flow: pre-sync rate %v, want 0 (not the job's b_i)", r)
+	if r := presyncRate(st, policy.JobDecision{Bandwidth: 5e6}, "nojob", "a", "b"); r != transfer.Unlimited {
+		t.Errorf("P3 off without a flow: pre-sync rate %v, want transfer.Unlimited (not the job's b_i)", r)
 	}
 }

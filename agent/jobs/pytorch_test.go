@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"testing"
 
+	"github.com/reclaimnet/reclaimnet/internal/wait"
 	"github.com/reclaimnet/reclaimnet/policy"
 )
 
@@ -46,7 +47,7 @@ func TestPyTorchJobSurvivesHostLoss(t *testing.T) {
 	destLog := filepath.Join(tc.nodes[other].work, "torch", "run", "job.log")
 	restored := regexp.MustCompile(`restored step=(\d+)`)
 	var resumedAt int
-	eventually(t, 60*testInterval, "the resumed job's first step", func() bool {
+	wait.For(t, 60*testInterval, "the resumed job's first step", func() bool {
 		b, _ := os.ReadFile(destLog)
 		m := restored.FindSubmatch(b)
 		if m == nil {

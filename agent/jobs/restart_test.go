@@ -1,11 +1,16 @@
 package jobs
 
 import (
+	"encoding/json"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
+	"github.com/reclaimnet/reclaimnet/internal/wait"
 	"github.com/reclaimnet/reclaimnet/policy"
 	"github.com/reclaimnet/reclaimnet/raft"
+	"github.com/reclaimnet/reclaimnet/state"
 )
 
 // startPersistent starts a node like testCluster.start, but with its Raft
@@ -40,11 +45,14 @@ func TestRestartedNodeDoesNotRestartMovedJob(t *testing.T) {
 	tc.submitJob("train")
 	host := tc.waitRunning("train", "")
 	tc.waitCommitted("train", 2)
-	// Let the host snapshot a state that places the job on it.
-	time.Sleep(500 * time.Millisecond)
+	// The host snapshots a state that places the job on it.
+	placed := tc.nodes[host].coord.Store().Index()
+	wait.For(t, 20*time.Second, "a snapshot on the host of the state that places the job there", func() bool {
+		return snapshotIndex(t, dirs[host]) >= placed
+	})
 	tc.crash(host)
 	dest := tc.waitRunning("train", host)
-	eventually(t, 40*time.Second, "the job's start after recovery", func() bool {
+	wait.For(t, 40*time.Second, "the job's start after recovery", func() bool {
 		return len(starts(readSteps(t, tc.stepLog))) >= 2
 	})
 	before := len(starts(readSteps(t, tc.stepLog)))
@@ -54,33 +62,60 @@ func TestRestartedNodeDoesNotRestartMovedJob(t *testing.T) {
 	// only the state it restored, which still places the job here.
 	since := time.Now()
 	n, announce := tc.startPersistent(host, dirs[host], since)
-	stale := n.coord.FSM().State().Jobs["train"]
+	stale := n.coord.State().Jobs["train"]
 	if stale.Node != host {
 		t.Fatalf("the state restored at restart places the job on %q, not on %s: the test proves nothing", stale.Node, host)
 	}
+	// watch checks for d that the restarted node never runs the job (an
+	// absence: there is no condition to wait for).
 	watch := func(d time.Duration) {
-		end := time.Now().Add(d)
-		for time.Now().Before(end) {
+		running := func() (bool, string) {
 			for _, v := range n.mgr.View() {
 				if v.Job == "train" && v.State != StateStopped {
-					t.Fatalf("restarted %s has the job in state %q (placed on %s now)", host, v.State, dest)
+					return true, v.State
 				}
 			}
-			time.Sleep(20 * time.Millisecond)
+			return false, ""
+		}
+		if st, ran := wait.Until(d, running); ran {
+			t.Fatalf("restarted %s has the job in state %q (placed on %s now)", host, st, dest)
 		}
 	}
 	watch(2 * time.Second)
 	announce(1)
-	eventually(t, 30*time.Second, "the restarted node's membership in its own state", func() bool {
-		rec, ok := n.coord.FSM().State().Nodes[host]
-		return ok && rec.State == raft.NodeActive && !rec.Joined.Before(since.Truncate(time.Second))
+	wait.For(t, 30*time.Second, "the restarted node's membership in its own state", func() bool {
+		rec, ok := n.coord.State().Nodes[host]
+		return ok && rec.State == state.NodeActive && !rec.Joined.Before(since.Truncate(time.Second))
 	})
 	watch(3 * time.Second)
 	if after := len(starts(readSteps(t, tc.stepLog))); after != before {
 		t.Errorf("job started %d times after the restart of %s, want 0 (it runs on %s)", after-before, host, dest)
 	}
-	if j := n.coord.FSM().State().Jobs["train"]; j.Node != dest {
+	if j := n.coord.State().Jobs["train"]; j.Node != dest {
 		t.Errorf("restarted node's state places the job on %s, want %s", j.Node, dest)
 	}
 	t.Logf("state restored at restart placed the job on %q (%s); the leader's on %s", stale.Node, stale.State, dest)
+}
+
+// snapshotIndex is the index of the newest Raft snapshot a node with data
+// dir dir took (0 if none): hashicorp/raft's file snapshot store keeps
+// each one's metadata in snapshots/ID/meta.json.
+func snapshotIndex(t *testing.T, dir string) uint64 {
+	t.Helper()
+	metas, err := filepath.Glob(filepath.Join(dir, "raft", "raft", "snapshots", "*", "meta.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var newest uint64
+	for _, m := range metas {
+		b, err := os.ReadFile(m)
+		if err != nil {
+			continue // being written or replaced
+		}
+		var meta struct{ Index uint64 }
+		if json.Unmarshal(b, &meta) == nil {
+			newest = max(newest, meta.Index)
+		}
+	}
+	return newest
 }

@@ -4,10 +4,10 @@ import (
 	"fmt"
 	"syscall"
 
-	"github.com/reclaimnet/reclaimnet/raft"
+	"github.com/reclaimnet/reclaimnet/state"
 )
 
-// checkpointSignalNumbers maps raft.CheckpointSignals (names, as the
+// checkpointSignalNumbers maps state.CheckpointSignals (names, as the
 // replicated job spec carries them) to this machine's signal numbers.
 var checkpointSignalNumbers = map[string]syscall.Signal{
 	"USR1": syscall.SIGUSR1, "USR2": syscall.SIGUSR2, "HUP": syscall.SIGHUP, "INT": syscall.SIGINT,
@@ -16,7 +16,7 @@ var checkpointSignalNumbers = map[string]syscall.Signal{
 
 // supervisorSignal returns the spec's checkpoint signal as the supervisor
 // takes it: 0 (the spec names none) leaves the supervisor's default.
-func supervisorSignal(spec raft.JobSpec) (syscall.Signal, error) {
+func supervisorSignal(spec state.JobSpec) (syscall.Signal, error) {
 	if spec.Signal == "" {
 		return 0, nil
 	}

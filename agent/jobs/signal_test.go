@@ -7,19 +7,20 @@ import (
 	"testing"
 	"time"
 
-	"github.com/reclaimnet/reclaimnet/raft"
+	"github.com/reclaimnet/reclaimnet/internal/wait"
+	"github.com/reclaimnet/reclaimnet/state"
 )
 
 // Every checkpoint signal the replicated spec may name maps to a number
 // here (a spec that validates always starts).
 func TestEveryCheckpointSignalMaps(t *testing.T) {
-	for _, name := range raft.CheckpointSignals {
-		sig, err := supervisorSignal(raft.JobSpec{Signal: name})
+	for _, name := range state.CheckpointSignals {
+		sig, err := supervisorSignal(state.JobSpec{Signal: name})
 		if err != nil || sig <= 0 || sig == syscall.SIGKILL || sig == syscall.SIGSTOP || sig == syscall.SIGTERM {
 			t.Errorf("signal %s maps to %v, %v: want a catchable signal other than TERM", name, sig, err)
 		}
 	}
-	if sig, err := supervisorSignal(raft.JobSpec{}); sig != 0 || err != nil {
+	if sig, err := supervisorSignal(state.JobSpec{}); sig != 0 || err != nil {
 		t.Errorf("no signal maps to %v, %v: want 0 (the supervisor's default)", sig, err)
 	}
 }
@@ -29,10 +30,10 @@ func TestEveryCheckpointSignalMaps(t *testing.T) {
 // default action) instead of producing checkpoints.
 func TestCheckpointsRequestedWithConfiguredSignal(t *testing.T) {
 	tc := newCluster(t, []int{1}, fastSupervisor())
-	tc.submitSpec("usr2", raft.JobSpec{Command: []string{"/bin/sh", tc.script},
+	tc.submitSpec("usr2", state.JobSpec{Command: []string{"/bin/sh", tc.script},
 		Env: []string{"STEPLOG=" + tc.stepLog, "CKSIG=USR2"}, Signal: "USR2"})
 	host := tc.waitRunning("usr2", "")
-	eventually(t, 30*time.Second, "three checkpoints requested with USR2 and stored", func() bool {
+	wait.For(t, 30*time.Second, "three checkpoints requested with USR2 and stored", func() bool {
 		n := 0
 		for _, e := range readSteps(t, tc.stepLog) {
 			if e.kind == "ckpt" {
@@ -53,11 +54,11 @@ func TestStopUsesConfiguredGrace(t *testing.T) {
 	sc.StopGrace = time.Second
 	const grace = 6 * time.Second
 	tc := newCluster(t, []int{1}, sc)
-	tc.submitSpec("stubborn", raft.JobSpec{Command: []string{"/bin/sh", tc.script},
+	tc.submitSpec("stubborn", state.JobSpec{Command: []string{"/bin/sh", tc.script},
 		Env: []string{"STEPLOG=" + tc.stepLog, "IGNTERM=1"}, Grace: grace})
 	tc.waitRunning("stubborn", "")
 	var pid int
-	eventually(t, 30*time.Second, "the job's first steps", func() bool {
+	wait.For(t, 30*time.Second, "the job's first steps", func() bool {
 		evs := readSteps(t, tc.stepLog)
 		s := starts(evs)
 		if len(s) == 0 || len(evs) < 3 {
@@ -67,9 +68,9 @@ func TestStopUsesConfiguredGrace(t *testing.T) {
 		pid = p
 		return err == nil
 	})
-	tc.submit(raft.CancelJob{Job: "stubborn"})
+	tc.submit(state.CancelJob{Job: "stubborn"})
 	var termAt time.Time
-	eventually(t, 30*time.Second, "the SIGTERM logged by the job", func() bool {
+	wait.For(t, 30*time.Second, "the SIGTERM logged by the job", func() bool {
 		for _, e := range readSteps(t, tc.stepLog) {
 			if e.kind == "term" {
 				termAt = time.Now()
@@ -79,7 +80,7 @@ func TestStopUsesConfiguredGrace(t *testing.T) {
 		return false
 	})
 	groupGone := func() bool { return errors.Is(syscall.Kill(-pid, 0), syscall.ESRCH) }
-	eventually(t, 60*time.Second, "the process group gone after SIGKILL", groupGone)
+	wait.For(t, 60*time.Second, "the process group gone after SIGKILL", groupGone)
 	took := time.Since(termAt)
 	if took < grace-time.Second || took > grace+25*time.Second {
 		t.Errorf("process group ended %v after its SIGTERM was seen, want about the job's grace %v (the supervisor's default is %v)", took.Round(10*time.Millisecond), grace, sc.StopGrace)

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/reclaimnet/reclaimnet/policy"
-	"github.com/reclaimnet/reclaimnet/raft"
+	"github.com/reclaimnet/reclaimnet/state"
 	"github.com/reclaimnet/reclaimnet/transfer"
 )
 
@@ -37,8 +37,9 @@ const (
 // push is one transfer this node sends.
 type push struct {
 	key     pushKey
+	flow    string // the decided flow it carries (policy.FlowDecision.ID)
 	class   policy.TrafficClass
-	rate    float64 // assigned, bytes/s; 0 = unpaced
+	rate    float64 // assigned, bytes/s (transfer.Request.Rate)
 	started time.Time
 	cancel  context.CancelFunc
 	tr      *transfer.Transfer
@@ -51,12 +52,16 @@ type TransferView struct {
 	Job     policy.JobID
 	Version uint64
 	To      policy.NodeID
-	Class   policy.TrafficClass
+	// Flow is the ID of the decided flow it carries
+	// (policy.FlowDecision.ID: ckpt/, mig/, restore/ or evac/ and the job).
+	Flow  string
+	Class policy.TrafficClass
 	// LocalPort is the transfer's UDP source port (the kernel flow key);
 	// 0 until the transfer started.
 	LocalPort int
-	// AssignedRate is the pacing rate (bytes/s, 0 = unpaced); AchievedRate
-	// the bytes sent (after compression) per second since the start.
+	// AssignedRate is the pacing rate (bytes/s; transfer.Unlimited:
+	// unpaced, 0: held at transfer.PausedRate); AchievedRate the bytes
+	// sent (after compression) per second since the start.
 	AssignedRate float64
 	AchievedRate float64
 	// BytesDone counts the chunk bytes sent (uncompressed); BytesTotal is
@@ -103,7 +108,7 @@ type JobView struct {
 }
 
 func (p *push) view(now time.Time) TransferView {
-	v := TransferView{Job: p.key.job, Version: p.key.version, To: p.key.to, Class: p.class,
+	v := TransferView{Job: p.key.job, Version: p.key.version, To: p.key.to, Flow: p.flow, Class: p.class,
 		AssignedRate: p.rate, Started: p.started, Done: p.done}
 	if p.err != nil {
 		v.Err = p.err.Error()
@@ -222,7 +227,7 @@ func (m *Manager) TransfersSince(t time.Time) []TransferView {
 // FlowProgress reports the admitted flows this node sends, for the leader's
 // telemetry (raft.Telemetry.Flows): a flow's remaining bytes are its
 // version's size minus what was sent, zero once the receiver committed.
-func (m *Manager) FlowProgress() []raft.FlowProgress {
+func (m *Manager) FlowProgress() []state.FlowProgress {
 	transfers := m.Transfers()
 	if len(transfers) == 0 {
 		// Every node reports this each telemetry interval: most have
@@ -230,9 +235,9 @@ func (m *Manager) FlowProgress() []raft.FlowProgress {
 		return nil
 	}
 	st := m.cfg.Coord.State()
-	var out []raft.FlowProgress
+	var out []state.FlowProgress
 	for _, t := range transfers {
-		_, fl := flowRate(st, t.Job, m.cfg.Node, t.To, t.Class)
+		_, fl := flowRate(st, t.Flow, m.cfg.Node, t.To)
 		if fl == nil {
 			continue
 		}
@@ -241,7 +246,7 @@ func (m *Manager) FlowProgress() []raft.FlowProgress {
 		if done {
 			rem = 0
 		}
-		out = append(out, raft.FlowProgress{ID: fl.ID, Remaining: rem, Done: done})
+		out = append(out, state.FlowProgress{ID: fl.ID, Remaining: rem, Done: done})
 	}
 	return out
 }

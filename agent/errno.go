@@ -1,5 +1,0 @@
-package agent
-
-import "syscall"
-
-func errConnRefused() error { return syscall.ECONNREFUSED }

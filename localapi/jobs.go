@@ -1,0 +1,75 @@
+package localapi
+
+import (
+	"fmt"
+	"regexp"
+	"time"
+)
+
+// Job control operations (reclaimnet run, jobs, logs, cancel).
+const (
+	OpRun    = "run"
+	OpJobs   = "jobs"
+	OpLogs   = "logs"
+	OpCancel = "cancel"
+)
+
+// More error kinds for the job operations.
+const (
+	KindUnknownJob = "unknown_job"
+	KindJobExists  = "job_exists"
+	KindElsewhere  = "elsewhere" // the job runs on another node (logs)
+	KindNoLeader   = "no_leader"
+)
+
+// JobRequest is a job to submit (OpRun).
+type JobRequest struct {
+	// Name is the job's ID; empty makes one up.
+	Name       string        `json:"name,omitempty"`
+	Command    []string      `json:"command"`
+	Env        []string      `json:"env,omitempty"`
+	Dir        string        `json:"dir,omitempty"`
+	GPUs       int           `json:"gpus,omitempty"`
+	VRAM       int64         `json:"vram,omitempty"`
+	Capability float64       `json:"capability,omitempty"`
+	LossBudget time.Duration `json:"loss_budget,omitempty"`
+	// SizeHint is the expected checkpoint size (C until one is measured),
+	// RuntimeHint the expected runtime (Trem).
+	SizeHint    int64         `json:"size_hint,omitempty"`
+	RuntimeHint time.Duration `json:"runtime_hint,omitempty"`
+	Owner       string        `json:"owner,omitempty"`
+	// Signal requests checkpoints ("USR2"; empty: USR1) and Grace is the
+	// time between SIGTERM and SIGKILL at stop (0: 30 s), on every node
+	// that runs the job.
+	Signal string        `json:"signal,omitempty"`
+	Grace  time.Duration `json:"grace,omitempty"`
+}
+
+// JobInfo is one job as 'reclaimnet jobs' shows it.
+type JobInfo struct {
+	ID       string        `json:"id"`
+	State    string        `json:"state"`
+	Node     string        `json:"node,omitempty"`
+	Command  []string      `json:"command"`
+	Interval time.Duration `json:"interval_ns"`
+	Standby  string        `json:"standby,omitempty"`
+	// LastCommitted is the freshest committed checkpoint version (0: none)
+	// and Holders the nodes holding it; LastVersion the newest recorded.
+	LastCommitted uint64        `json:"last_committed"`
+	Holders       []string      `json:"holders,omitempty"`
+	LastVersion   uint64        `json:"last_version"`
+	Restarts      int           `json:"restarts"`
+	RestartTime   time.Duration `json:"restart_time_ns"`
+	Submitted     time.Time     `json:"submitted"`
+}
+
+var jobNameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
+
+// ValidJobName reports whether name can be a job ID (it names files and
+// directories on every node).
+func ValidJobName(name string) error {
+	if !jobNameRE.MatchString(name) {
+		return fmt.Errorf("job name %q: want 1–64 letters, digits, '.', '_' or '-', starting with a letter or digit", name)
+	}
+	return nil
+}

@@ -1,0 +1,513 @@
+package state
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/reclaimnet/reclaimnet/policy"
+)
+
+// Role is a node's part in the Raft configuration, as the leader last
+// recorded it in the registry.
+type Role uint8
+
+const (
+	// RoleNone: not (yet) in the Raft configuration.
+	RoleNone Role = iota
+	// RoleNonvoter receives the log but does not vote.
+	RoleNonvoter
+	// RoleVoter votes and may lead.
+	RoleVoter
+)
+
+func (r Role) String() string {
+	switch r {
+	case RoleNonvoter:
+		return "non-voter"
+	case RoleVoter:
+		return "voter"
+	}
+	return "none"
+}
+
+// NodeState says whether a registered node is part of the cluster now.
+type NodeState uint8
+
+const (
+	// NodeActive is a node that is a member now.
+	NodeActive NodeState = iota
+	// NodeLeft is a node that departed (its departure is in the log).
+	NodeLeft
+)
+
+func (s NodeState) String() string {
+	if s == NodeLeft {
+		return "left"
+	}
+	return "active"
+}
+
+// NodeRecord is one node in the registry.
+type NodeRecord struct {
+	ID       policy.NodeID
+	Building string
+	// RaftAddr is where peers reach the node's coordinator (host:port);
+	// GossipAddr and TransferAddr its other listeners.
+	RaftAddr     string
+	GossipAddr   string `json:",omitempty"`
+	TransferAddr string `json:",omitempty"`
+	GPU          policy.GPU
+	GPUs         int
+	Role         Role
+	State        NodeState
+	// Joined is when the node's current membership began; Left when it
+	// ended (zero while active).
+	Joined time.Time
+	Left   time.Time `json:",omitzero"`
+	// Stretches are the node's recent memberships, oldest first (the
+	// exposure the hazard estimator needs). The state machine keeps them;
+	// an UpsertNode's own value is ignored.
+	Stretches []Interval `json:",omitempty"`
+}
+
+// JobSpec is what a host needs to run a job.
+type JobSpec struct {
+	Command []string
+	Env     []string `json:",omitempty"` // KEY=VALUE
+	Dir     string   `json:",omitempty"`
+	// Signal is the name of the signal that requests a checkpoint (one of
+	// CheckpointSignals, canonical: "USR2", not "SIGUSR2"); empty means the
+	// host's default (USR1). A name, not a number: signal numbers differ
+	// between architectures, and any node may run the job.
+	Signal string `json:",omitempty"`
+	// Grace is the time between SIGTERM and SIGKILL when the job is
+	// stopped; 0 means the host's default (30 s). At most MaxStopGrace.
+	Grace time.Duration `json:",omitempty"`
+}
+
+// CheckpointSignals are the signals a job may ask for checkpoint requests
+// with: ones a job can catch and whose default action does not matter to
+// the supervisor. TERM (the stop signal), KILL and STOP are not among them.
+var CheckpointSignals = []string{"USR1", "USR2", "HUP", "INT", "QUIT", "ALRM", "URG", "PWR"}
+
+// MaxStopGrace bounds a job's stop grace (a stop must end in bounded time).
+const MaxStopGrace = time.Hour
+
+// CanonicalSignal returns the canonical name of a checkpoint signal given
+// as "USR2", "SIGUSR2" or "usr2", or an error that lists the valid ones.
+func CanonicalSignal(name string) (string, error) {
+	n := strings.TrimPrefix(strings.ToUpper(strings.TrimSpace(name)), "SIG")
+	if slices.Contains(CheckpointSignals, n) {
+		return n, nil
+	}
+	return "", fmt.Errorf("checkpoint signal %q: want one of %s (not TERM, KILL or STOP)", name, strings.Join(CheckpointSignals, ", "))
+}
+
+// ValidStopGrace reports whether g can be a job's stop grace (0 < g <=
+// MaxStopGrace; a spec's 0 means the default and is checked by callers).
+func ValidStopGrace(g time.Duration) error {
+	if g <= 0 || g > MaxStopGrace {
+		return fmt.Errorf("stop grace %v: want more than 0 and at most %v", g, MaxStopGrace)
+	}
+	return nil
+}
+
+// validate checks the optional per-job settings: the signal must be a
+// canonical checkpoint signal, the grace 0 (default) or a valid one.
+func (s JobSpec) validate() error {
+	if s.Signal != "" && !slices.Contains(CheckpointSignals, s.Signal) {
+		if _, err := CanonicalSignal(s.Signal); err != nil {
+			return err
+		}
+		return fmt.Errorf("checkpoint signal %q: not in canonical form (USR2, not SIGUSR2 or usr2)", s.Signal)
+	}
+	if s.Grace != 0 {
+		return ValidStopGrace(s.Grace)
+	}
+	return nil
+}
+
+// JobRecord is one job: the leader's view (policy.Job) plus what it takes
+// to run it.
+type JobRecord struct {
+	policy.Job
+	Spec      JobSpec
+	Owner     string
+	Submitted time.Time
+	// Restarts counts how often the job was started after its first start
+	// (recoveries and hand-offs).
+	Restarts int
+	// Started reports whether the job was ever placed.
+	Started bool
+	// Displaced is set while the job waits for recovery after its node
+	// left (the state machine fills it at the departure and clears it at
+	// the placement, when it records the outcome in the reclaim history).
+	Displaced Displacement `json:",omitzero"`
+	// RunningSince is when the job last started on its node (the
+	// placement's decision time, or a hand-off's MoveJob time); zero when
+	// unknown (records from before it was kept).
+	RunningSince time.Time `json:",omitzero"`
+	// Restore is set while the job, placed by a recovery, waits for its
+	// replica holder's push; the state machine clears it when the job's
+	// node records the version, and returns the job to recovery when the
+	// holder departs first (nobody else would send the copy).
+	Restore RestoreOrder `json:",omitzero"`
+}
+
+// RestoreOrder names the holder that pushes a recovered job's checkpoint
+// to its new node, and the version it pushes.
+type RestoreOrder struct {
+	From    policy.NodeID
+	Version uint64
+}
+
+// Displacement is the departure that took a job's node away.
+type Displacement struct {
+	From policy.NodeID
+	// At is the departure; Announced the key of its history entry.
+	At        time.Time
+	Announced time.Time
+}
+
+// Checkpoint is one version of one job's checkpoint in the catalogue.
+type Checkpoint struct {
+	Job          policy.JobID
+	Version      uint64
+	ManifestHash string
+	Size         int64
+	// Source is the node that wrote the checkpoint.
+	Source policy.NodeID
+	// Holders are the nodes that hold the version completely, sorted.
+	Holders []policy.NodeID
+	// Committed is set once a holder other than Source has it (a version
+	// counts only off its source node); CommittedAt is when.
+	Committed   bool
+	CommittedAt time.Time `json:",omitzero"`
+	// Written is when Source committed the version locally (its own
+	// ReplicaComplete): about when the job's state was captured, the
+	// start of the work a version does not hold. Zero when unknown.
+	Written time.Time `json:",omitzero"`
+}
+
+// DepartureKind says whether a departure had notice.
+type DepartureKind uint8
+
+const (
+	// DepartureScheduled had a notice τ > 0.
+	DepartureScheduled DepartureKind = iota + 1
+	// DepartureEmergency had none.
+	DepartureEmergency
+)
+
+func (k DepartureKind) String() string {
+	switch k {
+	case DepartureScheduled:
+		return "scheduled"
+	case DepartureEmergency:
+		return "emergency"
+	}
+	return "unknown"
+}
+
+// Departure is one entry of the departure log.
+type Departure struct {
+	Node policy.NodeID
+	At   time.Time
+	Kind DepartureKind
+	// Notice is the scheduled reclaim's notice (deadline − announcement),
+	// filled in by the state machine from the pending reclaim; 0 for an
+	// emergency (and in entries from before it was kept).
+	Notice time.Duration `json:",omitempty"`
+	// Graceful is set when the node announced its leave in gossip (an
+	// agent stopped without a reclaim) rather than failing.
+	Graceful bool `json:",omitempty"`
+}
+
+// Interval is a stretch of time [From, To); a zero To is still open.
+type Interval struct {
+	From time.Time
+	To   time.Time `json:",omitzero"`
+}
+
+// maxStretches bounds a node's membership history.
+const maxStretches = 32
+
+// DecisionRecord is the leader's current decisions and when they were made.
+type DecisionRecord struct {
+	policy.Decisions
+	// At is the control period's time; Leader the node that decided.
+	At     time.Time
+	Leader policy.NodeID
+	// Protocols are the switches and fixed interval the leader decided
+	// with (nil in records from before they were kept: all on).
+	Protocols *Protocols `json:",omitempty"`
+}
+
+// State is a full copy of the replicated state. Nothing in it is shared
+// with the state machine.
+type State struct {
+	Nodes       map[policy.NodeID]NodeRecord
+	Jobs        map[policy.JobID]JobRecord
+	Checkpoints map[policy.JobID][]Checkpoint // by version, ascending
+	Departures  []Departure                   // by time, ascending
+	Hazards     map[policy.NodeID]policy.HazardEstimate
+	HazardsAt   time.Time `json:",omitzero"`
+	Reclaims    map[policy.NodeID]policy.Reclaim
+	Decisions   DecisionRecord
+	// ReclaimReports is the reclaim history, oldest first, at most
+	// maxReclaimReports (older snapshots lack it: empty).
+	ReclaimReports []ReclaimReport `json:",omitempty"`
+	// Counters count what the cluster did since its state began (older
+	// snapshots lack them: they count from the upgrade).
+	Counters Counters `json:",omitzero"`
+}
+
+// Counters are cumulative counts kept by the state machine, so every node
+// shows the same ones and they survive restarts and leader changes.
+type Counters struct {
+	// AdmittedHandoffs and DegradedHandoffs count hand-off decisions as
+	// the leader first made them: with a destination, or marked degraded
+	// (not admitted by P3, no candidate, not enough time). A decision that
+	// later changes its verdict counts again.
+	AdmittedHandoffs uint64 `json:",omitempty"`
+	DegradedHandoffs uint64 `json:",omitempty"`
+	// Handoffs counts committed moves with their final checkpoint;
+	// DegradedRecoveries jobs that resumed from an older version instead:
+	// placed again after their node left, or handed off without the final
+	// checkpoint.
+	Handoffs           uint64 `json:",omitempty"`
+	DegradedRecoveries uint64 `json:",omitempty"`
+}
+
+// ReclaimReport is the owner's report of one reclaim, as the reclaimed
+// node recorded it.
+type ReclaimReport struct {
+	Node      policy.NodeID
+	Kind      DepartureKind // scheduled or emergency
+	Announced time.Time
+	Deadline  time.Time
+	// Completed is when every job had left the node (or the node left).
+	Completed time.Time `json:",omitzero"`
+	// Isolate is how long the kill-switch flip took; Isolated whether it
+	// was enforced at all.
+	Isolate  time.Duration
+	Isolated bool
+	Moved    []policy.JobID `json:",omitempty"`
+	Degraded []policy.JobID `json:",omitempty"`
+	Finished []policy.JobID `json:",omitempty"`
+	// BytesSent is what the node's transfers sent for its jobs since the
+	// announcement; UsedFor how long jobs still ran after it.
+	BytesSent int64
+	UsedFor   time.Duration
+	// Left is when the node left (zero until then).
+	Left time.Time `json:",omitzero"`
+	// Detected is set when the departure was found by failure detection
+	// (the node left without a scheduled reclaim); ClusterOnly while the
+	// entry holds only what the cluster recorded (the owner's report has
+	// not arrived: an emergency's may come when the agent starts again).
+	Detected    bool `json:",omitempty"`
+	ClusterOnly bool `json:",omitempty"`
+	// Graceful: the node without a reclaim left announcing it in gossip
+	// (its agent was stopped) instead of failing.
+	Graceful bool `json:",omitempty"`
+	// Jobs is what the cluster did with each job of the node: the
+	// destination, the replica it restored from and the work lost. The
+	// state machine records it (MoveJob, placements after the departure);
+	// an owner's report never replaces it.
+	Jobs []JobOutcome `json:",omitempty"`
+}
+
+// JobOutcome is what happened to one job of a reclaimed or departed node.
+type JobOutcome struct {
+	Job policy.JobID
+	To  policy.NodeID `json:",omitempty"`
+	// HandedOff: moved by a hand-off before the node left, with its final
+	// checkpoint (nothing lost) unless NoFinalCheckpoint: then it resumed
+	// from committed version Version and LostWork is the work since.
+	HandedOff         bool `json:",omitempty"`
+	NoFinalCheckpoint bool `json:",omitempty"`
+	// Replica and Version: the committed checkpoint the job restored from
+	// (a recovery); both empty when no replica survived and the job
+	// restarted from the beginning. A hand-off sets Version alone.
+	Replica policy.NodeID `json:",omitempty"`
+	Version uint64        `json:",omitempty"`
+	// LostWork is the work lost: from the restored version's commit (or
+	// the job's submission without a replica) to the departure.
+	LostWork time.Duration `json:",omitempty"`
+	// At is when the job was placed or moved.
+	At time.Time `json:",omitzero"`
+}
+
+func (r ReclaimReport) clone() ReclaimReport {
+	r.Jobs = slices.Clone(r.Jobs)
+	r.Moved = slices.Clone(r.Moved)
+	r.Degraded = slices.Clone(r.Degraded)
+	r.Finished = slices.Clone(r.Finished)
+	return r
+}
+
+// New returns an empty state.
+func New() *State {
+	return &State{
+		Nodes:       map[policy.NodeID]NodeRecord{},
+		Jobs:        map[policy.JobID]JobRecord{},
+		Checkpoints: map[policy.JobID][]Checkpoint{},
+		Hazards:     map[policy.NodeID]policy.HazardEstimate{},
+		Reclaims:    map[policy.NodeID]policy.Reclaim{},
+	}
+}
+
+// clone returns a deep copy of s.
+func (s *State) clone() *State {
+	c := New()
+	for id, n := range s.Nodes {
+		c.Nodes[id] = n.clone()
+	}
+	for id, j := range s.Jobs {
+		c.Jobs[id] = j.clone()
+	}
+	for id, cps := range s.Checkpoints {
+		out := make([]Checkpoint, len(cps))
+		for i, cp := range cps {
+			out[i] = cp.clone()
+		}
+		c.Checkpoints[id] = out
+	}
+	c.Departures = slices.Clone(s.Departures)
+	for id, h := range s.Hazards {
+		c.Hazards[id] = cloneHazard(h)
+	}
+	c.HazardsAt = s.HazardsAt
+	for id, r := range s.Reclaims {
+		c.Reclaims[id] = r
+	}
+	c.Decisions = s.Decisions.clone()
+	c.Counters = s.Counters
+	if s.ReclaimReports != nil {
+		c.ReclaimReports = make([]ReclaimReport, len(s.ReclaimReports))
+		for i, r := range s.ReclaimReports {
+			c.ReclaimReports[i] = r.clone()
+		}
+	}
+	return c
+}
+
+func (j JobRecord) clone() JobRecord {
+	j.Replicas = slices.Clone(j.Replicas)
+	j.Spec.Command = slices.Clone(j.Spec.Command)
+	j.Spec.Env = slices.Clone(j.Spec.Env)
+	return j
+}
+
+func (c Checkpoint) clone() Checkpoint {
+	c.Holders = slices.Clone(c.Holders)
+	return c
+}
+
+func cloneHazard(h policy.HazardEstimate) policy.HazardEstimate {
+	h.Emergency.Rates = slices.Clone(h.Emergency.Rates)
+	h.EmergencyUpper.Rates = slices.Clone(h.EmergencyUpper.Rates)
+	h.Departure.Rates = slices.Clone(h.Departure.Rates)
+	h.DepartureUpper.Rates = slices.Clone(h.DepartureUpper.Rates)
+	return h
+}
+
+func (n NodeRecord) clone() NodeRecord {
+	n.Stretches = slices.Clone(n.Stretches)
+	return n
+}
+
+func (d DecisionRecord) clone() DecisionRecord {
+	d.Decisions = cloneDecisions(d.Decisions)
+	if d.Protocols != nil {
+		p := *d.Protocols
+		d.Protocols = &p
+	}
+	return d
+}
+
+func cloneDecisions(d policy.Decisions) policy.Decisions {
+	out := policy.Decisions{CheckpointBudget: d.CheckpointBudget}
+	out.Jobs = slices.Clone(d.Jobs)
+	if d.Handoffs != nil {
+		out.Handoffs = make([]policy.HandoffDecision, len(d.Handoffs))
+		for i, h := range d.Handoffs {
+			h.Candidates = slices.Clone(h.Candidates)
+			out.Handoffs[i] = h
+		}
+	}
+	if d.Placements != nil {
+		out.Placements = make([]policy.Placement, len(d.Placements))
+		for i, p := range d.Placements {
+			p.Candidates = slices.Clone(p.Candidates)
+			out.Placements[i] = p
+		}
+	}
+	if d.Flows != nil {
+		out.Flows = make([]policy.FlowDecision, len(d.Flows))
+		for i, f := range d.Flows {
+			f.Links = slices.Clone(f.Links)
+			out.Flows[i] = f
+		}
+	}
+	return out
+}
+
+// CheckpointVersion returns version v of job's checkpoint from the
+// catalogue (not cloned: read only).
+func (s *State) CheckpointVersion(job policy.JobID, v uint64) (Checkpoint, bool) {
+	cps := s.Checkpoints[job]
+	i, ok := slices.BinarySearchFunc(cps, v, func(cp Checkpoint, v uint64) int { return cmp.Compare(cp.Version, v) })
+	if !ok {
+		return Checkpoint{}, false
+	}
+	return cps[i], true
+}
+
+// Recoverable returns the newest committed version of job that an active
+// node other than except holds, with those holders: what a recovery can
+// restore (the freshest committed version may be gone with its holders).
+func (s *State) Recoverable(job policy.JobID, except policy.NodeID) (Checkpoint, []policy.NodeID, bool) {
+	cps := s.Checkpoints[job]
+	for i := len(cps) - 1; i >= 0; i-- {
+		if !cps[i].Committed {
+			continue
+		}
+		var live []policy.NodeID
+		for _, h := range cps[i].Holders {
+			if h != except && s.Nodes[h].State == NodeActive {
+				live = append(live, h)
+			}
+		}
+		if len(live) > 0 {
+			return cps[i].clone(), live, true
+		}
+	}
+	return Checkpoint{}, nil, false
+}
+
+// Flow returns the decided flow with id (policy.FlowDecision.ID), if the
+// current decisions hold one (not cloned: read only).
+func (s *State) Flow(id string) (policy.FlowDecision, bool) {
+	for _, f := range s.Decisions.Flows {
+		if f.ID == id {
+			return f, true
+		}
+	}
+	return policy.FlowDecision{}, false
+}
+
+// FreshestCommitted returns the newest committed version of a job's
+// checkpoint, if any.
+func (s *State) FreshestCommitted(job policy.JobID) (Checkpoint, bool) {
+	cps := s.Checkpoints[job]
+	for i := len(cps) - 1; i >= 0; i-- {
+		if cps[i].Committed {
+			return cps[i].clone(), true
+		}
+	}
+	return Checkpoint{}, false
+}

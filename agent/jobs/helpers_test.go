@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/reclaimnet/reclaimnet/agent/sandbox"
 	"github.com/reclaimnet/reclaimnet/agent/supervisor"
 	"github.com/reclaimnet/reclaimnet/ckpt"
 	"github.com/reclaimnet/reclaimnet/internal/wait"
@@ -556,8 +557,13 @@ func starts(evs []stepEvent) []stepEvent {
 	return out
 }
 
+// fastSupervisor runs jobs unconfined: these tests' jobs share step logs
+// and scripts with the test through its temporary directories, which a
+// confined job does not see. Confinement is tested in agent/supervisor
+// and agent/sandbox.
 func fastSupervisor() supervisor.Config {
 	c := supervisor.DefaultLocalConfig()
 	c.CheckpointTimeout = 5 * time.Second
+	c.Sandbox.Mode = sandbox.Off
 	return c
 }

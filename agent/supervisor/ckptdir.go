@@ -3,6 +3,7 @@ package supervisor
 import (
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -28,8 +29,13 @@ const ExitCheckpointed = 85
 // a full disk.
 const lowSpace = 1 << 20
 
-// ckptLayout names the directories under WorkDir/ckpt.
-type ckptLayout struct{ root string }
+// ckptLayout names the directories under WorkDir/ckpt. With a confined
+// job, uid and gid are its ids (else -1): the incoming directory is the
+// job's, and a finished checkpoint is sealed before it is handed on.
+type ckptLayout struct {
+	root     string
+	uid, gid int
+}
 
 func (c ckptLayout) incoming() string { return filepath.Join(c.root, "incoming") }
 func (c ckptLayout) final(seq int) string {
@@ -60,7 +66,61 @@ func (c ckptLayout) fresh() error {
 	if err := os.Mkdir(c.incoming(), 0o755); err != nil {
 		return fmt.Errorf("create checkpoint dir: %w%s", err, diskHint(c.root))
 	}
+	if c.uid >= 0 {
+		if err := os.Lchown(c.incoming(), c.uid, c.gid); err != nil {
+			return fmt.Errorf("checkpoint dir: %w", err)
+		}
+	}
 	return nil
+}
+
+// chownTree gives dir and everything in it to the job's uid (nothing
+// with the sandbox off). Symlinks are changed, never followed.
+func (c ckptLayout) chownTree(dir string) error {
+	if c.uid < 0 {
+		return nil
+	}
+	return filepath.WalkDir(dir, func(p string, _ fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		return os.Lchown(p, c.uid, c.gid)
+	})
+}
+
+// seal makes a finished checkpoint of a confined job the supervisor's:
+// every entry root's and readable (the job, as another uid, resumes from
+// it), no set-id bits, nothing writable by others, and only regular files
+// and directories. A directory is taken over before it is read, so the
+// job, which may still hold it open, cannot slip a symlink to a host file
+// into what the agent then reads as root.
+func (c ckptLayout) seal(dir string) error {
+	if c.uid < 0 {
+		return nil
+	}
+	return filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if !d.IsDir() && !d.Type().IsRegular() {
+			return fmt.Errorf("%s is a %s: a checkpoint holds only files and directories", strings.TrimPrefix(p, dir+"/"), d.Type())
+		}
+		if err := os.Lchown(p, 0, 0); err != nil {
+			return err
+		}
+		info, err := os.Lstat(p)
+		if err != nil {
+			return err
+		}
+		if !info.IsDir() && !info.Mode().IsRegular() {
+			return fmt.Errorf("%s changed into a %s while it was sealed", strings.TrimPrefix(p, dir+"/"), info.Mode().Type())
+		}
+		mode := info.Mode().Perm()&^0o022 | 0o444
+		if info.IsDir() {
+			mode |= 0o555
+		}
+		return os.Chmod(p, mode)
+	})
 }
 
 // finish moves the incoming directory to its final name. The rename is
@@ -68,6 +128,10 @@ func (c ckptLayout) fresh() error {
 func (c ckptLayout) finish(seq int) (string, error) {
 	dst := c.final(seq)
 	if err := os.Rename(c.incoming(), dst); err != nil {
+		return "", fmt.Errorf("finish checkpoint %d: %w", seq, err)
+	}
+	if err := c.seal(dst); err != nil {
+		os.RemoveAll(dst)
 		return "", fmt.Errorf("finish checkpoint %d: %w", seq, err)
 	}
 	return dst, nil
@@ -116,6 +180,29 @@ func (c ckptLayout) hasContent() bool {
 		}
 	}
 	return false
+}
+
+// readMarker reads at most max bytes of a marker the job wrote, without
+// following a symlink or blocking on a FIFO it may have put there instead.
+func readMarker(path string, max int) (string, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return "", err
+	}
+	if !st.Mode().IsRegular() {
+		return "", fmt.Errorf("%s is not a regular file", filepath.Base(path))
+	}
+	b := make([]byte, max)
+	n, err := io.ReadFull(f, b)
+	if err != nil && !errors.Is(err, io.ErrUnexpectedEOF) && !errors.Is(err, io.EOF) {
+		return "", err
+	}
+	return string(b[:n]), nil
 }
 
 func exists(path string) bool {

@@ -7,6 +7,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/reclaimnet/reclaimnet/agent/sandbox"
 	"github.com/reclaimnet/reclaimnet/gpu"
 )
 
@@ -40,6 +41,13 @@ type Config struct {
 	// Logger receives the supervisor's own log lines. slog.Default() by
 	// default.
 	Logger *slog.Logger
+	// Sandbox is how jobs are confined: on by default (package sandbox,
+	// docs/sandbox.md). Mode Off runs them unconfined.
+	Sandbox sandbox.Config
+	// Limits are a job's resource limits where its spec sets none (no
+	// memory or CPU limit of its own, sandbox.DefaultPids processes):
+	// every job is also bounded by the guests' caps.
+	Limits sandbox.Limits
 }
 
 // DefaultConfig returns the production defaults.
@@ -53,6 +61,7 @@ func DefaultConfig() Config {
 		LogKeep:           3,
 		GPUGoneTimeout:    10 * time.Second,
 		Clock:             RealClock{},
+		Sandbox:           sandbox.DefaultConfig(),
 	}
 }
 
@@ -88,6 +97,12 @@ func (c Config) Validate() error {
 	}
 	if c.LogKeep < 0 {
 		errs = append(errs, fmt.Errorf("log keep %d must not be negative", c.LogKeep))
+	}
+	if err := c.Sandbox.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := c.Limits.Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("default limits: %w", err))
 	}
 	return errors.Join(errs...)
 }

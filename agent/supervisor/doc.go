@@ -1,15 +1,20 @@
 // Package supervisor runs and supervises one training job process on a
-// node: it starts the command in its own process group with the checkpoint
-// contract in its environment, asks it for checkpoints and hands completed
-// checkpoint directories to the caller (the agent commits them into ckpt/),
-// restarts it when it exits 85 after checkpointing, captures its output
-// with rotation, measures how long it takes to become ready, and stops the
-// whole process group (SIGTERM, then SIGKILL after a grace period) so that
-// no process of the job survives.
+// node: it starts the command confined (package sandbox: its own uid,
+// cgroup, mount and PID namespaces; or, with the sandbox off, in its own
+// process group) with the checkpoint contract in its environment, asks it
+// for checkpoints and hands completed checkpoint directories to the caller
+// (the agent commits them into ckpt/), restarts it when it exits 85 after
+// checkpointing, captures its output with rotation, measures how long it
+// takes to become ready, and stops every process of the job (SIGTERM, then
+// SIGKILL after a grace period) so that none survives.
 //
 // # The job contract
 //
-// Environment of every job process:
+// Environment of every job process, and nothing else: PATH
+// (sandbox.GuestPATH), HOME (its working directory), LANG
+// (sandbox.GuestLANG), its Spec.Env entries (which may override those
+// three), CUDA_VISIBLE_DEVICES and NVIDIA_VISIBLE_DEVICES naming its GPUs
+// (set for every confined job, and for an unconfined one given GPUs), and
 //
 //	RECLAIMNET_JOB_ID         the job's stable id
 //	RECLAIMNET_CKPT_DIR       where to write a checkpoint; the same path for the life
@@ -24,7 +29,7 @@
 //	                          reclaim is pending, one RFC 3339 line otherwise
 //	                          (replaced atomically, so a reader never sees half a line)
 //	RECLAIMNET_READY_FILE     touch it once state is restored and the checkpoint
-//	                          signal handler is installed
+//	                          signal handler is installed (WorkDir/control/ready)
 //	RECLAIMNET_CKPT_SIGNAL    the checkpoint signal's name without SIG ("USR1")
 //
 // A checkpoint is requested by sending the checkpoint signal (SIGUSR1 unless
@@ -62,10 +67,21 @@
 // disk is full, output is dropped (and counted), never allowed to block the
 // job.
 //
-// Stop sends SIGTERM to the process group, then SIGKILL after the grace
-// period, and returns once no process of the group is left (zombies do not
-// count). A process that leaves the group (setsid) escapes it; cgroups would
-// catch those and are not used. Where a gpu.Discoverer can list GPU
-// processes, teardown also confirms that none of the job's processes still
-// holds a GPU.
+// Stop sends SIGTERM to every process of the job, then SIGKILL after the
+// grace period, and returns once none is left (zombies do not count). A
+// confined job is its cgroup and PID namespace, so a process that left
+// the group with setsid is stopped too; an unconfined job is its process
+// group, which such a process escapes. A confined job killed by the OOM
+// killer ends with an error wrapping ErrOutOfMemory. Where a
+// gpu.Discoverer can list GPU processes, teardown also confirms that none
+// of the job's processes still holds a GPU.
+//
+// # Work directory
+//
+// WorkDir holds job.log, the deadline file and ckpt/, all the
+// supervisor's; a confined job can write only to ckpt/incoming,
+// control/ (the ready file) and home/ (its default working directory and
+// HOME), which belong to its uid. A finished checkpoint is sealed before
+// it is handed on: every entry becomes root's and readable, and one that
+// is not a file or directory (a symlink to a host file) fails it.
 package supervisor

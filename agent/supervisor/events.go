@@ -4,6 +4,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/reclaimnet/reclaimnet/agent/sandbox"
 	"github.com/reclaimnet/reclaimnet/gpu"
 )
 
@@ -22,6 +23,12 @@ var (
 	// ErrJobExited: the job ended while a checkpoint was pending and
 	// without completing it.
 	ErrJobExited = errors.New("job exited during checkpoint")
+	// ErrOutOfMemory: the kernel killed processes of the job at its
+	// memory limit (or the guests' cap).
+	ErrOutOfMemory = errors.New("out of memory")
+	// ErrSandboxUnavailable: jobs cannot be confined on this machine and
+	// the sandbox is not off; Supervisor.Sandbox says why.
+	ErrSandboxUnavailable = sandbox.ErrUnavailable
 )
 
 // EventKind says what happened.
@@ -108,6 +115,9 @@ type Result struct {
 	// GPUProcessesLeft lists job processes still holding a GPU after
 	// teardown (should be empty).
 	GPUProcessesLeft []gpu.Process
+	// OOMKills counts the last process's processes the kernel killed at
+	// the memory limit; Err then wraps ErrOutOfMemory.
+	OOMKills uint64
 	// Err explains an abnormal end; nil for exit 0 and for a Stop.
 	Err error
 }

@@ -2,20 +2,48 @@ package supervisor
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/reclaimnet/reclaimnet/agent/sandbox"
 )
 
-// testConfig is DefaultLocalConfig with the test's logger.
+// testConfig is DefaultLocalConfig with the test's logger and a sandbox
+// of the test's own: its cgroup parent, state directory, and the
+// examples directory as the owner's read-only path.
 func testConfig(t *testing.T) Config {
 	c := DefaultLocalConfig()
 	c.Logger = slog.New(slog.DiscardHandler)
+	c.Sandbox = testSandbox(t)
+	return c
+}
+
+// testSandbox needs root; without it the test skips, except under CI=true
+// where it fails.
+func testSandbox(t *testing.T) sandbox.Config {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("CI=true but not root: the sandbox needs root")
+		}
+		t.Skip("needs root for the sandbox")
+	}
+	examples, err := filepath.Abs(filepath.Join("..", "..", "examples"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := sandbox.DefaultConfig()
+	c.CgroupParent = fmt.Sprintf("reclaimnet-test-%d-%s", os.Getpid(), regexp.MustCompile(`[^A-Za-z0-9._-]`).ReplaceAllString(t.Name(), "_"))
+	c.StateDir = t.TempDir()
+	c.ReadOnlyPaths = []string{examples}
 	return c
 }
 
@@ -25,6 +53,14 @@ func newSupervisor(t *testing.T, cfg Config) *Supervisor {
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
+	if st := s.Sandbox(); !st.Available {
+		t.Fatalf("sandbox: %s", st)
+	}
+	t.Cleanup(func() {
+		if err := s.Close(); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	})
 	return s
 }
 

@@ -5,8 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -14,6 +14,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/reclaimnet/reclaimnet/agent/sandbox"
 )
 
 // Spec is one job to run.
@@ -25,11 +27,21 @@ type Spec struct {
 	// WorkDir is the supervisor's directory for this job: log, ready and
 	// deadline files, checkpoint directories. Created if missing. Required.
 	WorkDir string
-	// Dir is the job's working directory; WorkDir when empty.
+	// Dir is the job's working directory and HOME. Empty: WorkDir/home
+	// (WorkDir with the sandbox off). A confined job's must lie in its
+	// WorkDir or a guest read-only path.
 	Dir string
-	// Env adds KEY=VALUE entries to the supervisor's environment.
-	// RECLAIMNET_* variables are always the supervisor's.
+	// Env adds KEY=VALUE entries to the job's minimal environment (PATH,
+	// HOME, LANG, which it may override). RECLAIMNET_* variables are
+	// always the supervisor's.
 	Env []string
+	// GPUs are the indices of the GPUs the placement gave the job: only
+	// their device nodes are reachable (sandbox), and CUDA_VISIBLE_DEVICES
+	// and NVIDIA_VISIBLE_DEVICES name them.
+	GPUs []int
+	// Limits are the job's memory, CPU and pids limits; zero fields take
+	// Config.Limits'. Only a confined job is limited.
+	Limits sandbox.Limits
 	// RestoreDir is the checkpoint to resume from; empty on a first start.
 	RestoreDir string
 	// RestartCount is the job's restarts so far (RECLAIMNET_RESTART_COUNT).
@@ -60,22 +72,75 @@ func (s Spec) validate() error {
 	if s.Signal == syscall.SIGKILL || s.Signal == syscall.SIGSTOP || s.Signal < 0 {
 		errs = append(errs, fmt.Errorf("checkpoint signal %d cannot be handled by a job", s.Signal))
 	}
+	for _, g := range s.GPUs {
+		if g < 0 {
+			errs = append(errs, fmt.Errorf("gpu index %d is negative", g))
+		}
+	}
+	if err := s.Limits.Validate(); err != nil {
+		errs = append(errs, err)
+	}
 	return errors.Join(errs...)
 }
 
 // Supervisor starts jobs with a shared Config.
 type Supervisor struct {
-	cfg Config // constant after New
+	// Constant after New.
+	cfg      Config
+	sb       *sandbox.Sandbox // nil with the sandbox off or unavailable
+	sbErr    error            // why the sandbox is unavailable
+	sbStatus sandbox.Status
 }
 
 // New validates cfg (zero fields take DefaultConfig's values) and returns
-// a Supervisor. cfg is copied, never changed.
+// a Supervisor. cfg is copied, never changed. Where jobs cannot be
+// confined (and the sandbox is not off) it still returns one, whose Start
+// refuses every job; Sandbox says why.
 func New(cfg Config) (*Supervisor, error) {
 	c := cfg.populate()
 	if err := c.Validate(); err != nil {
 		return nil, fmt.Errorf("supervisor config: %w", err)
 	}
-	return &Supervisor{cfg: c}, nil
+	s := &Supervisor{cfg: c}
+	if c.Sandbox.Mode == sandbox.Off {
+		s.sbStatus = sandbox.Status{Mode: sandbox.Off, Available: true, Reason: "the operator turned the sandbox off"}
+		c.Logger.Warn(s.sbStatus.String())
+		return s, nil
+	}
+	sb, err := sandbox.New(c.Sandbox)
+	if err != nil {
+		s.sbErr = err
+		s.sbStatus = sandbox.Status{Mode: sandbox.On, Reason: err.Error()}
+		c.Logger.Error(s.sbStatus.String())
+		return s, nil
+	}
+	s.sb, s.sbStatus = sb, sb.Status()
+	c.Logger.Info(s.sbStatus.String())
+	return s, nil
+}
+
+// Close releases the sandbox's cgroups; call it once every job has ended
+// (agent shutdown).
+func (s *Supervisor) Close() error {
+	if s.sb == nil {
+		return nil
+	}
+	return s.sb.Close()
+}
+
+// Sandbox says how jobs are confined here: for the agent's log, status
+// page and `reclaimnet status`.
+func (s *Supervisor) Sandbox() sandbox.Status { return s.sbStatus }
+
+// KillLeftoverJobs kills every confined job an earlier agent left on this
+// machine (sandbox.Sandbox.KillLeftovers); the agent calls it at start,
+// before it takes work. Without a working sandbox there is nothing to
+// find.
+func (s *Supervisor) KillLeftoverJobs(ctx context.Context) ([]string, error) {
+	if s.sb == nil {
+		return nil, nil
+	}
+	return s.sb.KillLeftovers(ctx)
 }
 
 // Job is one supervised job. Its methods are safe for concurrent use; one
@@ -89,6 +154,8 @@ type Job struct {
 	logger   *slog.Logger
 	ready    string // RECLAIMNET_READY_FILE
 	deadline string // RECLAIMNET_DEADLINE_FILE
+	sb       *sandbox.Sandbox
+	id       *sandbox.Identity // the confined job's uid; nil with the sandbox off
 
 	msgs   chan any
 	events chan Event
@@ -108,6 +175,9 @@ func (s *Supervisor) Start(ctx context.Context, spec Spec) (*Job, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
+	if s.sbErr != nil {
+		return nil, fmt.Errorf("start job %s: %w", spec.JobID, s.sbErr)
+	}
 	if spec.Signal == 0 {
 		spec.Signal = s.cfg.CheckpointSignal
 	}
@@ -117,43 +187,107 @@ func (s *Supervisor) Start(ctx context.Context, spec Spec) (*Job, error) {
 	if spec.CheckpointTimeout == 0 {
 		spec.CheckpointTimeout = s.cfg.CheckpointTimeout
 	}
-	if spec.Dir == "" {
-		spec.Dir = spec.WorkDir
+	if spec.Limits.MemoryBytes == 0 {
+		spec.Limits.MemoryBytes = s.cfg.Limits.MemoryBytes
+	}
+	if spec.Limits.CPUs == 0 {
+		spec.Limits.CPUs = s.cfg.Limits.CPUs
+	}
+	if spec.Limits.Pids == 0 {
+		spec.Limits.Pids = s.cfg.Limits.Pids
 	}
 	spec.Command = slices.Clone(spec.Command)
 	spec.Env = slices.Clone(spec.Env)
+	spec.GPUs = slices.Clone(spec.GPUs)
+	if err := os.MkdirAll(spec.WorkDir, 0o755); err != nil {
+		return nil, fmt.Errorf("create job work dir: %w", err)
+	}
+	// The job sees its directories at these paths: no symlink on the way.
+	work, err := filepath.EvalSymlinks(spec.WorkDir)
+	if err != nil {
+		return nil, fmt.Errorf("job work dir: %w", err)
+	}
+	spec.WorkDir = work
 	j := &Job{
 		cfg:      s.cfg,
 		spec:     spec,
-		layout:   ckptLayout{root: filepath.Join(spec.WorkDir, "ckpt")},
+		layout:   ckptLayout{root: filepath.Join(spec.WorkDir, "ckpt"), uid: -1, gid: -1},
 		logger:   s.cfg.Logger.With("job", spec.JobID),
-		ready:    filepath.Join(spec.WorkDir, "ready"),
+		ready:    filepath.Join(spec.WorkDir, "control", "ready"),
 		deadline: filepath.Join(spec.WorkDir, "deadline"),
+		sb:       s.sb,
 		msgs:     make(chan any),
 		events:   make(chan Event, 256),
 		done:     make(chan struct{}),
 	}
-	if err := os.MkdirAll(j.layout.root, 0o755); err != nil {
-		return nil, fmt.Errorf("create job work dir: %w", err)
+	if s.sb != nil {
+		if j.id, err = s.sb.Acquire(); err != nil {
+			return nil, fmt.Errorf("start job %s: %w", spec.JobID, err)
+		}
+		j.layout.uid, j.layout.gid = int(j.id.UID), int(j.id.GID)
 	}
-	if err := j.layout.cleanStale(); err != nil {
-		return nil, fmt.Errorf("clean job work dir: %w", err)
+	if err := j.prepareDirs(); err != nil {
+		j.release()
+		return nil, err
 	}
 	seq, err := j.layout.nextSeq()
 	if err != nil {
+		j.release()
 		return nil, fmt.Errorf("scan checkpoints: %w", err)
 	}
 	j.log, err = openRotatingLog(filepath.Join(spec.WorkDir, "job.log"), s.cfg.LogMaxBytes, s.cfg.LogKeep)
 	if err != nil {
+		j.release()
 		return nil, err
 	}
 	r := &runner{j: j, seq: seq, deadline: spec.Deadline, restoreDir: spec.RestoreDir, restartCount: spec.RestartCount}
 	if err := r.startProcess(); err != nil {
 		j.log.Close()
+		j.release()
 		return nil, err
 	}
 	go r.run()
 	return j, nil
+}
+
+// prepareDirs lays out the work directory: the supervisor's files
+// (job.log, deadline, ckpt/) stay its own; what the job writes to
+// (ckpt/incoming, control/ for the ready file, home/) is the job's uid's.
+func (j *Job) prepareDirs() error {
+	work := j.spec.WorkDir
+	if err := os.MkdirAll(j.layout.root, 0o755); err != nil {
+		return fmt.Errorf("create job work dir: %w", err)
+	}
+	if err := j.layout.cleanStale(); err != nil {
+		return fmt.Errorf("clean job work dir: %w", err)
+	}
+	dirs := []string{filepath.Join(work, "control")}
+	if j.id != nil {
+		dirs = append(dirs, filepath.Join(work, "home"))
+		if j.spec.Dir == "" {
+			j.spec.Dir = filepath.Join(work, "home")
+		}
+	} else if j.spec.Dir == "" {
+		j.spec.Dir = work
+	}
+	for _, d := range dirs {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return fmt.Errorf("create job work dir: %w", err)
+		}
+		// A directory kept from an earlier run of the job belongs to
+		// the uid it had then.
+		if err := j.layout.chownTree(d); err != nil {
+			return fmt.Errorf("job work dir: %w", err)
+		}
+	}
+	return nil
+}
+
+// release returns the job's uid lease.
+func (j *Job) release() {
+	if j.id != nil {
+		j.id.Release()
+	}
 }
 
 // LogPath is the job's current output file.
@@ -244,8 +378,8 @@ func (j *Job) SetDeadline(t time.Time) error {
 	return <-req.reply
 }
 
-// Stop ends the job: SIGTERM to its process group, SIGKILL after the grace
-// period, until no process of the group is left. It returns when the job
+// Stop ends the job: SIGTERM to every process of it, SIGKILL after the
+// grace period, until none is left. It returns when the job
 // has ended or ctx ends (the stop goes on). Calling it again is harmless.
 func (j *Job) Stop(ctx context.Context) error {
 	if err := j.send(ctx, stopReq{}); err != nil && !errors.Is(err, ErrNotRunning) {
@@ -259,24 +393,53 @@ func (j *Job) Stop(ctx context.Context) error {
 	}
 }
 
-// jobEnv builds the environment of one process.
-func jobEnv(base, extra []string, vars map[string]string) []string {
-	env := make([]string, 0, len(base)+len(extra)+len(vars))
-	for _, kv := range append(slices.Clone(base), extra...) {
-		if strings.HasPrefix(kv, "RECLAIMNET_") {
+// jobEnv builds the environment of one process: a minimal PATH, HOME and
+// LANG, the job's --env entries (which may override those three, never a
+// RECLAIMNET_* variable), then the supervisor's variables; sorted by name.
+func jobEnv(home string, extra []string, vars map[string]string) []string {
+	env := map[string]string{"PATH": sandbox.GuestPATH, "HOME": home, "LANG": sandbox.GuestLANG}
+	for _, kv := range extra {
+		k, v, _ := strings.Cut(kv, "=")
+		if k == "" || strings.HasPrefix(k, "RECLAIMNET_") {
 			continue
 		}
-		env = append(env, kv)
+		env[k] = v
 	}
-	keys := make([]string, 0, len(vars))
-	for k := range vars {
-		keys = append(keys, k)
+	maps.Copy(env, vars)
+	keys := slices.Sorted(maps.Keys(env))
+	out := make([]string, len(keys))
+	for i, k := range keys {
+		out[i] = k + "=" + env[k]
 	}
-	slices.Sort(keys)
-	for _, k := range keys {
-		env = append(env, k+"="+vars[k])
+	return out
+}
+
+// gpuEnv names the job's GPUs for CUDA and NVIDIA's container tools. In
+// the sandbox only the assigned devices exist, so CUDA numbers them from
+// 0; unconfined it sees all, so they are the host's indices (PCI bus
+// order, the order of /dev/nvidiaN and NVML). Without an assignment an
+// unconfined job keeps seeing every GPU.
+func gpuEnv(gpus []int, confined bool) map[string]string {
+	if gpus == nil && !confined {
+		return nil
 	}
-	return env
+	host := make([]string, len(gpus))
+	visible := make([]string, len(gpus))
+	for i, g := range gpus {
+		host[i], visible[i] = strconv.Itoa(g), strconv.Itoa(g)
+		if confined {
+			visible[i] = strconv.Itoa(i)
+		}
+	}
+	nv := strings.Join(host, ",")
+	if nv == "" {
+		nv = "void"
+	}
+	return map[string]string{
+		"CUDA_DEVICE_ORDER":      "PCI_BUS_ID",
+		"CUDA_VISIBLE_DEVICES":   strings.Join(visible, ","),
+		"NVIDIA_VISIBLE_DEVICES": nv,
+	}
 }
 
 // signalName returns "USR1" for SIGUSR1.
@@ -333,25 +496,4 @@ func writeDeadlineFile(path string, t time.Time) error {
 		return fmt.Errorf("replace deadline file: %w", err)
 	}
 	return nil
-}
-
-// startCmd starts one process of the job in its own process group with
-// stdout and stderr on a pipe.
-func startCmd(argv []string, dir string, env []string) (*exec.Cmd, *os.File, error) {
-	r, w, err := os.Pipe()
-	if err != nil {
-		return nil, nil, fmt.Errorf("output pipe: %w", err)
-	}
-	cmd := exec.Command(argv[0], argv[1:]...)
-	cmd.Dir = dir
-	cmd.Env = env
-	cmd.Stdout, cmd.Stderr = w, w
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
-		r.Close()
-		w.Close()
-		return nil, nil, fmt.Errorf("start %s: %w", argv[0], err)
-	}
-	w.Close() // the job holds the only write ends now
-	return cmd, r, nil
 }

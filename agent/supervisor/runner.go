@@ -5,8 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -14,6 +14,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/reclaimnet/reclaimnet/agent/sandbox"
 	"github.com/reclaimnet/reclaimnet/gpu"
 )
 
@@ -35,16 +36,16 @@ type runner struct {
 	droppedEvts  int
 
 	// The current process.
-	cmd        *exec.Cmd
-	pid        int
-	exited     chan exitInfo
+	proc       process
+	pid        int // its main process, for status and events
 	logPipe    *os.File
 	logDone    chan struct{}
 	started    time.Time
 	isReady    bool
 	leaderExit *exitInfo
 	incCkpt    string       // latest checkpoint completed by this process
-	seen       map[int]bool // processes of the group seen at teardown
+	seen       map[int]bool // processes of the job seen at teardown
+	oomKills   uint64       // of the last process, counted at its teardown
 
 	ckpt     *pending
 	stopReq  bool
@@ -98,22 +99,38 @@ func (r *runner) startProcess() error {
 	}
 	fmt.Fprintf(j.log, "=== reclaimnet: job %s start (restart count %d, restore from %q) at %s ===\n",
 		j.spec.JobID, r.restartCount, r.restoreDir, r.cfg().Clock.Now().UTC().Format(time.RFC3339))
-	cmd, pipe, err := startCmd(j.spec.Command, j.spec.Dir, jobEnv(os.Environ(), j.spec.Env, vars))
+	maps.Copy(vars, gpuEnv(j.spec.GPUs, j.sb != nil))
+	env := jobEnv(j.spec.Dir, j.spec.Env, vars)
+	pipe, w, err := os.Pipe()
 	if err != nil {
+		return fmt.Errorf("output pipe: %w", err)
+	}
+	var proc process
+	if j.sb != nil {
+		ro := []string{}
+		if r.restoreDir != "" {
+			ro = append(ro, r.restoreDir)
+		}
+		proc, err = startSandboxed(j.sb, sandbox.Spec{Name: j.spec.JobID, Identity: j.id, Argv: j.spec.Command, Env: env,
+			Dir: j.spec.Dir, Writable: []string{j.spec.WorkDir}, ReadOnly: ro, GPUs: j.spec.GPUs, Limits: j.spec.Limits, Output: w})
+	} else {
+		proc, err = startGroup(j.spec.Command, j.spec.Dir, env, w)
+	}
+	w.Close() // the job holds the only write ends now
+	if err != nil {
+		pipe.Close()
 		return err
 	}
-	r.cmd, r.pid, r.logPipe = cmd, cmd.Process.Pid, pipe
+	r.proc, r.pid, r.logPipe = proc, proc.pid(), pipe
 	r.started = r.cfg().Clock.Now()
-	r.exited = make(chan exitInfo, 1)
 	r.logDone = make(chan struct{})
 	r.isReady, r.leaderExit, r.incCkpt = false, nil, ""
 	r.teardown, r.killSent, r.grace = false, false, nil
-	r.seen = map[int]bool{r.pid: true}
-	exited, logDone := r.exited, r.logDone
-	go func() { // owned by this process: ends when it is reaped
-		cmd.Wait()
-		exited <- exitInfoOf(cmd.ProcessState)
-	}()
+	r.seen = map[int]bool{}
+	if r.pid != 0 {
+		r.seen[r.pid] = true
+	}
+	logDone := r.logDone
 	go func() { // owned by this process: ends at EOF or when teardown closes the pipe
 		defer close(logDone)
 		buf := make([]byte, 32<<10)
@@ -141,7 +158,7 @@ func (r *runner) run() {
 	for !r.finished {
 		var exitedC <-chan exitInfo
 		if r.leaderExit == nil {
-			exitedC = r.exited
+			exitedC = r.proc.exited()
 		}
 		var timeoutC, graceC <-chan time.Time
 		var cancelC <-chan struct{}
@@ -163,8 +180,8 @@ func (r *runner) run() {
 		case <-graceC:
 			r.grace = nil
 			r.killSent = true
-			r.j.logger.Warn("grace period over, killing process group", "pgid", r.pid)
-			signalGroup(r.pid, syscall.SIGKILL)
+			r.j.logger.Warn("grace period over, killing the job's processes", "pid", r.pid)
+			r.proc.kill()
 		case <-ticker.C:
 			r.poll()
 		}
@@ -228,7 +245,7 @@ func (r *runner) signalIfReady() {
 	if r.ckpt == nil || r.ckpt.signalled || !r.isReady || r.leaderExit != nil {
 		return
 	}
-	if err := syscall.Kill(r.pid, r.j.spec.Signal); err != nil {
+	if err := r.proc.signal(r.j.spec.Signal); err != nil {
 		r.failCkpt(fmt.Errorf("checkpoint %d: send %s to pid %d: %w: %w", r.ckpt.seq, signalName(r.j.spec.Signal), r.pid, ErrCheckpointFailed, err))
 		return
 	}
@@ -251,11 +268,11 @@ func (r *runner) poll() {
 		case exists(filepath.Join(in, CompleteMarker)):
 			r.completeCkpt()
 		case r.ckpt != nil && exists(filepath.Join(in, FailedMarker)):
-			reason, _ := os.ReadFile(filepath.Join(in, FailedMarker))
-			if len(reason) > 4096 {
-				reason = reason[:4096]
+			reason, rerr := readMarker(filepath.Join(in, FailedMarker), 4096)
+			if rerr != nil {
+				reason = "unreadable reason: " + rerr.Error()
 			}
-			msg := strings.TrimSpace(string(reason))
+			msg := strings.TrimSpace(reason)
 			err := fmt.Errorf("checkpoint %d failed in the job: %s: %w", r.ckpt.seq, msg, ErrCheckpointFailed)
 			if disk := diskFullError(in); disk != nil {
 				err = fmt.Errorf("%w: %w", err, disk)
@@ -371,8 +388,9 @@ func (r *runner) onLeaderExit(ex exitInfo) {
 	r.beginTeardown()
 }
 
-// beginTeardown starts ending the current process group: on Stop, or when
-// the main process exited (its children must not outlive it).
+// beginTeardown starts ending the current process and all it started: on
+// Stop, or when the main process exited (its children must not outlive
+// it).
 func (r *runner) beginTeardown() {
 	if r.teardown {
 		return
@@ -381,27 +399,27 @@ func (r *runner) beginTeardown() {
 	if r.ckpt != nil {
 		r.failCkpt(fmt.Errorf("checkpoint %d abandoned: job stopping: %w", r.ckpt.seq, ErrNotRunning))
 	}
-	members, _ := groupMembers(r.pid)
+	members, _ := r.proc.members()
 	for _, p := range members {
 		r.seen[p] = true
 	}
 	if r.leaderExit == nil || len(members) > 0 {
-		r.j.logger.Info("stopping process group", "pgid", r.pid, "members", len(members), "grace", r.j.spec.Grace)
-		signalGroup(r.pid, syscall.SIGTERM)
+		r.j.logger.Info("stopping the job's processes", "pid", r.pid, "members", len(members), "grace", r.j.spec.Grace)
+		r.proc.terminate()
 		r.grace = r.cfg().Clock.NewTimer(r.j.spec.Grace)
 	}
 	r.checkGroup()
 }
 
-// checkGroup ends the teardown once the main process is reaped and no
-// process of its group is left.
+// checkGroup ends the teardown once the main process has ended and no
+// process of the job is left.
 func (r *runner) checkGroup() {
 	if r.leaderExit == nil {
 		return
 	}
-	members, err := groupMembers(r.pid)
+	members, err := r.proc.members()
 	if err != nil {
-		r.warn(fmt.Errorf("list process group: %w", err))
+		r.warn(fmt.Errorf("list the job's processes: %w", err))
 		return
 	}
 	if len(members) > 0 {
@@ -409,7 +427,7 @@ func (r *runner) checkGroup() {
 			r.seen[p] = true
 		}
 		if r.killSent {
-			signalGroup(r.pid, syscall.SIGKILL)
+			r.proc.kill()
 		}
 		return
 	}
@@ -424,10 +442,11 @@ func (r *runner) teardownDone() {
 	select {
 	case <-r.logDone:
 	case <-time.After(logDrainWait):
-		r.warn(errors.New("job output pipe still open after its process group ended; closing it"))
+		r.warn(errors.New("job output pipe still open after its processes ended; closing it"))
 	}
 	r.logPipe.Close()
 	<-r.logDone
+	r.oomKills = r.proc.release()
 	r.checkGPU()
 	if !r.stopReq && r.leaderExit.code == ExitCheckpointed && r.incCkpt != "" {
 		from := r.incCkpt
@@ -485,7 +504,7 @@ func (r *runner) finish() {
 	if r.leaderExit != nil {
 		ex = *r.leaderExit
 	}
-	res := Result{ExitCode: ex.code, Signal: ex.signal, Stopped: r.stopReq, Restarts: r.restarts, GPUProcessesLeft: r.gpuLeft}
+	res := Result{ExitCode: ex.code, Signal: ex.signal, Stopped: r.stopReq, Restarts: r.restarts, GPUProcessesLeft: r.gpuLeft, OOMKills: r.oomKills}
 	switch {
 	case r.exitErr != nil:
 		res.Err = r.exitErr
@@ -494,6 +513,13 @@ func (r *runner) finish() {
 		res.Err = fmt.Errorf("job killed by signal %s", ex.signal)
 	case ex.code != 0:
 		res.Err = fmt.Errorf("job exited with code %d", ex.code)
+	}
+	if res.Err != nil && r.oomKills > 0 {
+		limit := "its memory limit"
+		if m := j.spec.Limits.MemoryBytes; m > 0 {
+			limit = fmt.Sprintf("its memory limit of %d MiB", m>>20)
+		}
+		res.Err = fmt.Errorf("%w: the kernel killed %d of its processes at %s or the guests' cap (%w)", ErrOutOfMemory, r.oomKills, limit, res.Err)
 	}
 	if len(r.gpuLeft) > 0 && res.Err == nil && !r.stopReq {
 		res.Err = fmt.Errorf("job processes still hold a GPU: %v", r.gpuLeft)
@@ -506,6 +532,7 @@ func (r *runner) finish() {
 	r.emit(Event{Kind: EventExited, ExitCode: res.ExitCode, Err: res.Err})
 	close(j.events)
 	j.log.Close()
+	j.release()
 	close(j.done)
 }
 

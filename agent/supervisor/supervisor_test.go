@@ -32,11 +32,8 @@ func TestConfigAndSpecValidation(t *testing.T) {
 	if _, err := New(bad); err == nil || !strings.Contains(err.Error(), "cannot be handled") || !strings.Contains(err.Error(), "log max bytes") {
 		t.Errorf("New(bad): got %v, want both problems named", err)
 	}
-	cfg := Config{StopGrace: 7 * time.Second}
-	s, err := New(cfg)
-	if err != nil {
-		t.Fatalf("New(zero config): %v", err)
-	}
+	cfg := Config{StopGrace: 7 * time.Second, Sandbox: testSandbox(t)}
+	s := newSupervisor(t, cfg)
 	if s.cfg.CheckpointSignal != syscall.SIGUSR1 || s.cfg.StopGrace != 7*time.Second || cfg.CheckpointSignal != 0 {
 		t.Errorf("populate: got signal %v grace %s (caller's signal %v), want USR1, 7s, caller unchanged", s.cfg.CheckpointSignal, s.cfg.StopGrace, cfg.CheckpointSignal)
 	}
@@ -50,7 +47,7 @@ func TestConfigAndSpecValidation(t *testing.T) {
 			t.Errorf("%s: Start succeeded, want an error", name)
 		}
 	}
-	_, err = s.Start(context.Background(), Spec{JobID: "j", Command: []string{filepath.Join(t.TempDir(), "absent")}, WorkDir: t.TempDir()})
+	_, err := s.Start(context.Background(), Spec{JobID: "j", Command: []string{filepath.Join(t.TempDir(), "absent")}, WorkDir: t.TempDir()})
 	if err == nil || !strings.Contains(err.Error(), "absent") {
 		t.Errorf("missing program: got %v, want an error naming it", err)
 	}
@@ -84,24 +81,33 @@ func TestEnvironment(t *testing.T) {
 	s := newSupervisor(t, testConfig(t))
 	deadline := time.Date(2026, 5, 1, 10, 30, 0, 0, time.UTC)
 	restore := t.TempDir()
-	out := filepath.Join(t.TempDir(), "env")
-	j := startJob(t, s, `env | grep -E '^(RECLAIMNET_|EXTRA=)' | sort > `+out+`.tmp; ls -A "$RECLAIMNET_CKPT_DIR" | wc -l >> `+out+`.tmp; mv `+out+`.tmp `+out, func(sp *Spec) {
+	j := startJob(t, s, `env | sort > "$HOME/env.tmp"; ls -A "$RECLAIMNET_CKPT_DIR" | wc -l >> "$HOME/env.tmp"; mv "$HOME/env.tmp" "$HOME/env"`, func(sp *Spec) {
 		sp.RestoreDir, sp.RestartCount, sp.Deadline = restore, 3, deadline
-		sp.Env = []string{"EXTRA=1", "RECLAIMNET_JOB_ID=spoofed"}
+		sp.Env = []string{"EXTRA=1", "RECLAIMNET_JOB_ID=spoofed", "LANG=en_GB.UTF-8"}
 		sp.Signal = syscall.SIGUSR2
 	})
 	res := mustWait(t, j, 30*time.Second)
 	if res.ExitCode != 0 || res.Err != nil {
-		t.Fatalf("result: got %+v, want exit 0", res)
+		t.Fatalf("result: got %+v, want exit 0 (log: %s)", res, readFile(t, j.LogPath()))
 	}
-	lines := strings.Split(strings.TrimSpace(readFile(t, out)), "\n")
+	lines := strings.Split(strings.TrimSpace(readFile(t, filepath.Join(j.spec.Dir, "env"))), "\n")
 	got := map[string]string{}
 	for _, l := range lines[:len(lines)-1] {
 		k, v, _ := strings.Cut(l, "=")
 		got[k] = v
 	}
 	work := j.spec.WorkDir
+	// The shell itself adds PWD, SHLVL and _.
+	delete(got, "PWD")
+	delete(got, "SHLVL")
+	delete(got, "_")
 	want := map[string]string{
+		"PATH":                     "/usr/local/bin:/usr/bin:/bin",
+		"HOME":                     filepath.Join(work, "home"),
+		"LANG":                     "en_GB.UTF-8",
+		"CUDA_DEVICE_ORDER":        "PCI_BUS_ID",
+		"CUDA_VISIBLE_DEVICES":     "",
+		"NVIDIA_VISIBLE_DEVICES":   "void",
 		"EXTRA":                    "1",
 		"RECLAIMNET_JOB_ID":        j.spec.JobID,
 		"RECLAIMNET_CKPT_DIR":      filepath.Join(work, "ckpt", "incoming"),
@@ -109,7 +115,7 @@ func TestEnvironment(t *testing.T) {
 		"RECLAIMNET_RESTART_COUNT": "3",
 		"RECLAIMNET_DEADLINE":      "2026-05-01T10:30:00Z",
 		"RECLAIMNET_DEADLINE_FILE": filepath.Join(work, "deadline"),
-		"RECLAIMNET_READY_FILE":    filepath.Join(work, "ready"),
+		"RECLAIMNET_READY_FILE":    filepath.Join(work, "control", "ready"),
 		"RECLAIMNET_CKPT_SIGNAL":   "USR2",
 	}
 	for k, v := range want {
@@ -177,9 +183,9 @@ func TestCheckpointRequests(t *testing.T) {
 // the supervisor must hold the request until the job says it is ready.
 func TestSignalWaitsForReady(t *testing.T) {
 	s := newSupervisor(t, testConfig(t))
-	gate := filepath.Join(t.TempDir(), "go")
-	j := startJob(t, s, `while [ ! -e `+gate+` ]; do sleep 0.02; done
+	j := startJob(t, s, `while [ ! -e "$HOME/go" ]; do sleep 0.02; done
 `+ckptJob)
+	gate := filepath.Join(j.spec.Dir, "go")
 	result := make(chan error, 1)
 	go func() {
 		_, err := j.RequestCheckpoint(context.Background())
@@ -369,10 +375,10 @@ while :; do sleep 0.05; done`)
 // checkpoint, refused, and the final checkpoint lost).
 func TestRequestKeepsCheckpointInProgress(t *testing.T) {
 	s := newSupervisor(t, testConfig(t))
-	j := startJob(t, s, `trap 'touch "$RECLAIMNET_CKPT_DIR/../signalled"' USR1
+	j := startJob(t, s, `trap 'touch "$HOME/signalled"' USR1
 touch "$RECLAIMNET_READY_FILE"
 echo self > "$RECLAIMNET_CKPT_DIR/state"
-while [ ! -e "$RECLAIMNET_CKPT_DIR/../go" ]; do sleep 0.02; done
+while [ ! -e "$HOME/go" ]; do sleep 0.02; done
 touch "$RECLAIMNET_CKPT_DIR/.complete"
 while :; do sleep 0.05; done`)
 	root := filepath.Join(j.spec.WorkDir, "ckpt")
@@ -390,10 +396,10 @@ while :; do sleep 0.05; done`)
 		got <- reply{dir, err}
 	}()
 	waitFor(t, 20*time.Second, "the checkpoint signal", func() bool {
-		_, err := os.Stat(filepath.Join(root, "signalled"))
+		_, err := os.Stat(filepath.Join(j.spec.Dir, "signalled"))
 		return err == nil
 	})
-	if err := os.WriteFile(filepath.Join(root, "go"), nil, 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(j.spec.Dir, "go"), nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	r := <-got
@@ -470,15 +476,24 @@ func TestLeaderExitKillsOrphans(t *testing.T) {
 	cfg := testConfig(t)
 	cfg.StopGrace = 500 * time.Millisecond
 	s := newSupervisor(t, cfg)
-	marker := filepath.Join(t.TempDir(), "child")
-	j := startJob(t, s, `sleep 1000 & echo $! > `+marker+`; exit 0`)
+	j := startJob(t, s, `sleep 1000 & touch "$HOME/child"; while [ ! -e "$HOME/go" ]; do sleep 0.02; done; exit 0`)
+	waitFor(t, 10*time.Second, "the child started", func() bool { return exists(filepath.Join(j.spec.Dir, "child")) })
+	child := 0
+	members, _ := groupMembers(j.Status().PID)
+	for _, p := range members {
+		if b, _ := os.ReadFile(filepath.Join("/proc", strconv.Itoa(p), "cmdline")); string(b) == "sleep\x001000\x00" {
+			child = p
+		}
+	}
+	if child == 0 {
+		t.Fatalf("no 'sleep 1000' among the job's processes %v", members)
+	}
+	if err := os.WriteFile(filepath.Join(j.spec.Dir, "go"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
 	res := mustWait(t, j, 20*time.Second)
 	if res.ExitCode != 0 || res.Err != nil {
 		t.Errorf("result: got %+v, want exit 0", res)
-	}
-	child, err := strconv.Atoi(strings.TrimSpace(readFile(t, marker)))
-	if err != nil {
-		t.Fatal(err)
 	}
 	if alive(child) {
 		t.Errorf("orphaned child %d survived its job", child)
@@ -518,8 +533,8 @@ func TestRestartTimeMeasured(t *testing.T) {
 	cfg := testConfig(t)
 	cfg.Clock = clock
 	s := newSupervisor(t, cfg)
-	gate := filepath.Join(t.TempDir(), "go")
-	j := startJob(t, s, `while [ ! -e `+gate+` ]; do sleep 0.02; done; touch "$RECLAIMNET_READY_FILE"; while :; do sleep 0.05; done`)
+	j := startJob(t, s, `while [ ! -e "$HOME/go" ]; do sleep 0.02; done; touch "$RECLAIMNET_READY_FILE"; while :; do sleep 0.05; done`)
+	gate := filepath.Join(j.spec.Dir, "go")
 	waitEvent(t, j, EventStarted, 5*time.Second)
 	clock.Advance(7 * time.Second)
 	if err := os.WriteFile(gate, nil, 0o644); err != nil {

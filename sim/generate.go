@@ -165,7 +165,7 @@ func Generate(c GenConfig) (*trace.Trace, error) {
 	rng := rand.New(rand.NewPCG(c.Seed, 0x5eed))
 	dur := c.Duration.Seconds()
 	tr := &trace.Trace{Header: trace.Header{
-		Format: trace.Format, Version: trace.Version, Start: c.Start, DurationS: dur,
+		Format: trace.Format, Start: c.Start, DurationS: dur,
 		Name:   fmt.Sprintf("generated seed=%d nodes=%d", c.Seed, c.Nodes),
 		Source: "sim.Generate, calibrated to SPEC §0",
 	}}
@@ -206,6 +206,7 @@ func Generate(c GenConfig) (*trace.Trace, error) {
 	genDepartures(c, rng, tr)
 	genBandwidth(c, rng, tr)
 	genJobs(c, rng, tr, kinds)
+	tr.Header.Version = trace.Needed(tr)
 	return tr, nil
 }
 

@@ -29,6 +29,7 @@ func TestTickExposedJobCheckpointsNow(t *testing.T) {
 	} {
 		j := testJob("j", nodes[0].ID)
 		j.Exposure = tt.exposure
+		j.Replicas = []NodeID{nodes[2].ID} // a live copy off the host (else the first checkpoint is early)
 		s := Snapshot{Nodes: nodes, Links: links, Jobs: []Job{j}, Params: DefaultParams()}
 		d := Tick(s, testEpoch)
 		if len(d.Jobs) != 1 {
@@ -46,10 +47,54 @@ func TestTickExposedJobCheckpointsNow(t *testing.T) {
 	}
 	j := testJob("j", nodes[0].ID)
 	j.Exposure = 2 * time.Hour
+	j.Replicas = []NodeID{nodes[2].ID}
 	p := DefaultParams()
 	p.Switches.P1 = false
 	d := Tick(Snapshot{Nodes: nodes, Links: links, Jobs: []Job{j}, Params: p}, testEpoch)
 	if d.Jobs[0].Interval != p.FixedInterval {
+		t.Errorf("P1 off: interval %v, want the fixed %v", d.Jobs[0].Interval, p.FixedInterval)
+	}
+}
+
+// TestTickEarlyFirstCheckpoint: a running job with no live copy off its
+// host (just started, started over, or restarted where its only copy
+// was) is due for its first checkpoint once its work at risk is worth one
+// checkpoint's transfer, C/b, instead of at P1.5's interval; with a copy
+// off the host, or with nothing at risk yet, the box stands; P1 off keeps
+// the fixed interval.
+func TestTickEarlyFirstCheckpoint(t *testing.T) {
+	nodes, links := buildCampus(campusSpec{buildings: 1, perBuilding: 4, access: gbit, uplink: gbit})
+	for _, tt := range []struct {
+		name     string
+		replicas []NodeID
+		exposure time.Duration
+		early    bool
+	}{
+		{"no copy, some work", nil, time.Minute, true},
+		{"no copy, nothing yet", nil, 0, false},
+		{"a copy off the host", []NodeID{nodes[2].ID}, time.Minute, false},
+	} {
+		j := testJob("j", nodes[0].ID)
+		j.Replicas, j.Exposure = tt.replicas, tt.exposure
+		d := Tick(Snapshot{Nodes: nodes, Links: links, Jobs: []Job{j}, Params: DefaultParams()}, testEpoch)
+		jd := d.Jobs[0]
+		box := IntervalBox(j.CheckpointBytes, jd.Hazard, jd.Bandwidth, DefaultParams().BetaP1, j.LossBudget)
+		first := transferTime(j.CheckpointBytes, jd.Bandwidth)
+		if first >= box.Interval {
+			t.Fatalf("%s: C/b %v not below the box %v: the test needs a shorter transfer", tt.name, first, box.Interval)
+		}
+		switch {
+		case tt.early && (jd.Interval != first || jd.Bound != BoundFirst):
+			t.Errorf("%s: interval %v (%v), want C/b = %v (first checkpoint)", tt.name, jd.Interval, jd.Bound, first)
+		case !tt.early && (jd.Interval != box.Interval || jd.Bound != box.Bound):
+			t.Errorf("%s: interval %v (%v), want the box's %v (%v)", tt.name, jd.Interval, jd.Bound, box.Interval, box.Bound)
+		}
+	}
+	j := testJob("j", nodes[0].ID)
+	j.Exposure = time.Minute
+	p := DefaultParams()
+	p.Switches.P1 = false
+	if d := Tick(Snapshot{Nodes: nodes, Links: links, Jobs: []Job{j}, Params: p}, testEpoch); d.Jobs[0].Interval != p.FixedInterval {
 		t.Errorf("P1 off: interval %v, want the fixed %v", d.Jobs[0].Interval, p.FixedInterval)
 	}
 }

@@ -148,7 +148,10 @@ func NewEngine(tr *trace.Trace, ctrl Controller, opts Options) (*Engine, error) 
 		jobIdx: map[policy.JobID]int{}, adj: map[string][]int{}, paths: map[[2]int][]int{}, dpaths: map[[2]int][]int{}}
 	for _, n := range tr.Nodes {
 		w.nodeIdx[policy.NodeID(n.ID)] = len(w.nodes)
-		sn := &simNode{rec: n, id: policy.NodeID(n.ID), up: !n.Absent, freeGPUs: n.GPUs, vram: int64(n.VRAMGB * 1e9)}
+		sn := &simNode{rec: n, id: policy.NodeID(n.ID), up: !n.Absent, freeGPUs: n.GPUs, vram: int64(n.VRAMGB * 1e9), storage: n.Storage()}
+		if sn.storage {
+			sn.freeGPUs = 0
+		}
 		if n.Absent {
 			sn.freeGPUs = 0
 		}
@@ -165,7 +168,7 @@ func NewEngine(tr *trace.Trace, ctrl Controller, opts Options) (*Engine, error) 
 		addLink(l)
 	}
 	w.nodeIdx[StorageNode] = len(w.nodes)
-	w.nodes = append(w.nodes, &simNode{rec: trace.NodeRec{ID: StorageNode, Building: "core", AccessLink: "acc-" + StorageNode}, id: StorageNode, up: true, storage: true})
+	w.nodes = append(w.nodes, &simNode{rec: trace.NodeRec{ID: StorageNode, Building: "core", AccessLink: "acc-" + StorageNode}, id: StorageNode, up: true, storage: true, virtual: true})
 	addLink(trace.LinkRec{ID: "acc-" + StorageNode, A: StorageNode, B: "core", CapacityMbs: 10000})
 	w.depByNode = make([][]trace.DepartureRec, len(w.nodes))
 	for _, d := range tr.Departures {
@@ -259,13 +262,19 @@ func (e *Engine) Run() Result {
 			e.finish()
 			return e.result()
 		}
-		if e.wantCtl {
-			e.wantCtl = false
-			e.control()
-		}
-		if e.dirty {
-			e.dirty = false
-			e.allocate()
+		// Settle this instant before time moves on: a transfer that
+		// finishes while the rates are recomputed (a zero-length one, or
+		// one that ran out exactly at an event) changes the rates again
+		// and may ask for the controller.
+		for e.wantCtl || e.dirty {
+			if e.wantCtl {
+				e.wantCtl = false
+				e.control()
+			}
+			if e.dirty {
+				e.dirty = false
+				e.allocate()
+			}
 		}
 	}
 }
@@ -282,8 +291,8 @@ func (e *Engine) advance(t float64) {
 		if f.remaining < 0 {
 			f.remaining = 0
 		}
-		if f.kind == flowCheckpoint {
-			e.m.ckptBytes += f.rate * dt
+		if f.kind == flowCheckpoint || f.kind == flowReplica || f.kind == flowEvac {
+			e.m.ckptBytes += f.rate * dt // every copy of a checkpoint
 		}
 	}
 	for _, l := range w.links {

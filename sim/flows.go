@@ -15,6 +15,7 @@ const (
 	flowHandoff                    // final checkpoint of a planned move
 	flowRestore                    // restore of a replica to a new host
 	flowEvac                       // a committed copy sent off a leaving holder (policy.EvacuationPrefix)
+	flowReplica                    // a holder-to-holder copy (policy.ReplicaPrefix)
 )
 
 // simFlow is one transfer under way on the link model.
@@ -82,6 +83,10 @@ func (e *Engine) dropFlow(f *simFlow, completed bool) {
 		if j.evac == f {
 			j.evac = nil
 		}
+	case flowReplica:
+		if j.replica == f {
+			j.replica = nil
+		}
 	case flowRestore:
 		if j.restore == f {
 			j.restore = nil
@@ -104,6 +109,7 @@ func (e *Engine) finishFlow(f *simFlow) {
 	e.dropFlow(f, true)
 	switch f.kind {
 	case flowCheckpoint:
+		first := j.heldOffHost(w) < 0
 		j.hold(f.to, f.captured)
 		j.landed = f.captured
 		// P1's cost model (SPEC P1.1) counts C/Beff per checkpoint as
@@ -111,8 +117,9 @@ func (e *Engine) finishFlow(f *simFlow) {
 		// this is reported beside the work loss, not added to it.
 		e.m.ckptOverhead += (w.now - f.start) * float64(j.rec.GPUs)
 		e.scheduleCheckpoint(j)
-		if j.interval == policy.RescueInterval.Seconds() {
-			// A checkpoint ordered "now" has landed: the controller
+		if j.interval == policy.RescueInterval.Seconds() || first {
+			// A checkpoint ordered "now", or the job's first copy off
+			// its host (an early one), has landed: the controller
 			// decides again at once (the agent's leader, within its
 			// 1-s period), before the order would start another.
 			e.wantCtl = true
@@ -124,6 +131,13 @@ func (e *Engine) finishFlow(f *simFlow) {
 		if j.node >= 0 {
 			w.nodes[j.node].freeGPUs += j.rec.GPUs
 		}
+		if w.nodes[f.to].storage {
+			// Suspended on a storage node: it waits there, down, to be
+			// placed and restored.
+			j.node, j.progress, j.state = -1, f.captured, policy.JobRecovering
+			j.gen++
+			break
+		}
 		j.node, j.handTo = f.to, -1
 		j.progress = f.captured
 		j.state = policy.JobMigrating
@@ -133,7 +147,7 @@ func (e *Engine) finishFlow(f *simFlow) {
 		j.hold(f.to, j.progress)
 		j.gen++
 		e.push(w.now+j.restartS, evRestartDone, w.jobIdx[j.id], j.gen)
-	case flowEvac:
+	case flowEvac, flowReplica:
 		j.hold(f.to, f.captured)
 	}
 	e.wantCtl = e.wantCtl || f.kind != flowCheckpoint

@@ -32,7 +32,9 @@ type simJob struct {
 	handoff       *simFlow
 	restore       *simFlow
 	evac          *simFlow
-	handTo        int // reserved destination of a hand-off, -1 none
+	replica       *simFlow
+	startedAt     float64 // when it last started running on its host
+	handTo        int     // reserved destination of a hand-off, -1 none
 	interval      float64
 	ckptRate      float64
 	standby       int
@@ -183,6 +185,7 @@ func (e *Engine) resume(j *simJob) {
 	j.computing = true
 	j.since = w.now
 	j.lastCkpt = w.now
+	j.startedAt = w.now
 	j.gen++
 	e.scheduleJob(j)
 	e.wantCtl = true // the new host's interval and standby
@@ -301,4 +304,22 @@ func (j *simJob) refreshReplicas() {
 	}
 	sort.Ints(nodes)
 	j.replicas = append(j.replicas, nodes...)
+}
+
+// copyFlow returns the job's copy under way of a kind (evacuation or
+// holder-to-holder), nil if none.
+func (j *simJob) copyFlow(kind flowKind) *simFlow {
+	if kind == flowReplica {
+		return j.replica
+	}
+	return j.evac
+}
+
+// setCopyFlow records the job's copy under way of a kind.
+func (j *simJob) setCopyFlow(kind flowKind, f *simFlow) {
+	if kind == flowReplica {
+		j.replica = f
+	} else {
+		j.evac = f
+	}
 }

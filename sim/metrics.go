@@ -101,6 +101,7 @@ func (e *Engine) result() Result {
 		Handoffs: e.m.countBy[causeHandoff], HandoffsFailed: e.m.countBy[causeHandoffFailed],
 		RedundancyGPUh: e.m.redundancy / 3600,
 	}
+	r.TotalLostGPUh = r.WorkLossGPUh + r.Breakdown.DowntimeGPUh + r.Breakdown.RedundancyGPUh
 	return r
 }
 

@@ -12,7 +12,10 @@ import (
 // hangs off the core with a 10 Gbit/s link and never leaves.
 const StorageNode = "storage"
 
-// simNode is one machine of the trace (or the virtual storage server).
+// simNode is one machine of the trace (or the virtual storage server of
+// the Slurm baseline: virtual, outside every policy's snapshot). A storage
+// node (the trace's role "storage", or the virtual one) keeps copies and
+// hosts no jobs.
 type simNode struct {
 	rec       trace.NodeRec
 	id        policy.NodeID
@@ -23,6 +26,7 @@ type simNode struct {
 	freeGPUs  int
 	vram      int64
 	storage   bool
+	virtual   bool
 }
 
 // World is the simulated campus as a controller sees it (read-only).

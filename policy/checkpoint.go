@@ -112,15 +112,17 @@ func (w *world) checkpoints(running []*Job, hosts []int, flowsIn []Flow) ([]JobD
 				// only one) is past its interval: its next checkpoint is
 				// due now.
 				jd.Interval, jd.Bound = RescueInterval, BoundNow
-			case len(j.Replicas) == 0 && j.Exposure > 0 && canSend:
+			case len(j.Replicas) == 0 && !j.Started.IsZero() && canSend:
 				// No live node other than the host holds the job's
 				// freshest version (it just started, started over, or
-				// restarted where its only copy was): an emergency now
-				// loses all of its exposure, and a burst that took the
-				// old host often takes the new one within minutes. The
-				// first checkpoint is due once the work at risk is worth
-				// what one checkpoint costs to send, C/b, when that is
-				// shorter than the box (same rate, same budget).
+				// restarted where its only copy was): an emergency loses
+				// all of its work since then. Its first checkpoint is due
+				// C/b after it (re)started (the time one checkpoint takes
+				// to send, when that is shorter than the box; same rate,
+				// same budget), so the first interval is not spent with
+				// nothing off the node; the periodic ones follow from it.
+				// (Interval counts from the last checkpoint's start, which
+				// for such a job is its start.)
 				if first := transferTime(c, jd.Bandwidth); first < jd.Interval {
 					jd.Interval, jd.Bound = max(first, RescueInterval), BoundFirst
 				}

@@ -29,7 +29,6 @@ func TestTickExposedJobCheckpointsNow(t *testing.T) {
 	} {
 		j := testJob("j", nodes[0].ID)
 		j.Exposure = tt.exposure
-		j.Replicas = []NodeID{nodes[2].ID} // a live copy off the host (else the first checkpoint is early)
 		s := Snapshot{Nodes: nodes, Links: links, Jobs: []Job{j}, Params: DefaultParams()}
 		d := Tick(s, testEpoch)
 		if len(d.Jobs) != 1 {
@@ -47,7 +46,6 @@ func TestTickExposedJobCheckpointsNow(t *testing.T) {
 	}
 	j := testJob("j", nodes[0].ID)
 	j.Exposure = 2 * time.Hour
-	j.Replicas = []NodeID{nodes[2].ID}
 	p := DefaultParams()
 	p.Switches.P1 = false
 	d := Tick(Snapshot{Nodes: nodes, Links: links, Jobs: []Job{j}, Params: p}, testEpoch)
@@ -58,10 +56,9 @@ func TestTickExposedJobCheckpointsNow(t *testing.T) {
 
 // TestTickEarlyFirstCheckpoint: a running job with no live copy off its
 // host (just started, started over, or restarted where its only copy
-// was) is due for its first checkpoint once its work at risk is worth one
-// checkpoint's transfer, C/b, instead of at P1.5's interval; with a copy
-// off the host, or with nothing at risk yet, the box stands; P1 off keeps
-// the fixed interval.
+// was) is due for its first checkpoint C/b after its start (one
+// checkpoint's transfer) instead of at P1.5's interval; with a copy off
+// the host the box stands; P1 off keeps the fixed interval.
 func TestTickEarlyFirstCheckpoint(t *testing.T) {
 	nodes, links := buildCampus(campusSpec{buildings: 1, perBuilding: 4, access: gbit, uplink: gbit})
 	for _, tt := range []struct {
@@ -71,11 +68,11 @@ func TestTickEarlyFirstCheckpoint(t *testing.T) {
 		early    bool
 	}{
 		{"no copy, some work", nil, time.Minute, true},
-		{"no copy, nothing yet", nil, 0, false},
+		{"no copy, just started", nil, 0, true},
 		{"a copy off the host", []NodeID{nodes[2].ID}, time.Minute, false},
 	} {
 		j := testJob("j", nodes[0].ID)
-		j.Replicas, j.Exposure = tt.replicas, tt.exposure
+		j.Replicas, j.Exposure, j.Started = tt.replicas, tt.exposure, testEpoch.Add(-tt.exposure)
 		d := Tick(Snapshot{Nodes: nodes, Links: links, Jobs: []Job{j}, Params: DefaultParams()}, testEpoch)
 		jd := d.Jobs[0]
 		box := IntervalBox(j.CheckpointBytes, jd.Hazard, jd.Bandwidth, DefaultParams().BetaP1, j.LossBudget)
@@ -90,8 +87,12 @@ func TestTickEarlyFirstCheckpoint(t *testing.T) {
 			t.Errorf("%s: interval %v (%v), want the box's %v (%v)", tt.name, jd.Interval, jd.Bound, box.Interval, box.Bound)
 		}
 	}
+	// Without Started (not reported) the box stands.
 	j := testJob("j", nodes[0].ID)
-	j.Exposure = time.Minute
+	if d := Tick(Snapshot{Nodes: nodes, Links: links, Jobs: []Job{j}, Params: DefaultParams()}, testEpoch); d.Jobs[0].Bound == BoundFirst {
+		t.Errorf("start not reported: bound %v, want the box", d.Jobs[0].Bound)
+	}
+	j.Started = testEpoch
 	p := DefaultParams()
 	p.Switches.P1 = false
 	if d := Tick(Snapshot{Nodes: nodes, Links: links, Jobs: []Job{j}, Params: p}, testEpoch); d.Jobs[0].Interval != p.FixedInterval {

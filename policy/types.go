@@ -169,6 +169,11 @@ type Job struct {
 	// its progress. 0 when not reported (P2.7's holder choice then weighs
 	// Exposure). An input computed each period, like Exposure.
 	AtRisk time.Duration `json:",omitzero"`
+	// Started is when a running job last started on its host (a start, a
+	// restart or a hand-off); zero when not reported. With it and no live
+	// holder off the host (Replicas empty), P1 makes the job's first
+	// checkpoint early (BoundFirst).
+	Started time.Time `json:",omitzero"`
 	// Exposure is the work a running job would lose if its host left
 	// now: the time since the capture of the freshest version that a live
 	// node other than the host holds or is receiving, or since the job

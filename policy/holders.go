@@ -156,11 +156,12 @@ type replica struct {
 // replicaFor decides the second (k-th) copy of job j's freshest version
 // (SPEC P2.7), made holder-to-holder so the host's uplink carries each
 // version once: with fewer than k live holders that stay, the target is
-// the node that, added to them, leaves the job least likely to lose every
-// copy with its host, ties and near-ties by the copy's transfer time
-// (storage nodes first, as they never leave). The copy is worth making
-// when the loss it avoids over the job's horizon (2·Lmax) is above its
-// cost in P1.1's terms,
+// a storage node where one is reachable and none holds the version yet
+// (it never leaves; SPEC P2.7 prefers it), else the node that, added to
+// the holders, leaves the job least likely to lose every copy with its
+// host, near-ties by the copy's transfer time. A copy to a peer is worth
+// making when the loss it avoids over the job's horizon (2·Lmax) is
+// above its cost in P1.1's terms,
 //
 //	λ_h · horizon · (R_before − R_after) · AtRisk  >  C / b,
 //
@@ -192,6 +193,10 @@ func (w *world) replicaFor(j *Job, host int, carried *Flow) (replica, float64, b
 	before := w.jointRisk(j, host, kept)
 	given := append([]int{host}, kept...)
 	c := float64(j.CheckpointBytes)
+	durable := false
+	for _, d := range kept {
+		durable = durable || w.storage[d]
+	}
 	best, bestSrc, bestScore, bestQ, bestRate := -1, -1, math.Inf(1), 1.0, 0.0
 	for i := range w.nodes {
 		if i == host || w.leaving[i] || w.vertex[i] < 0 || slices.Contains(sources, i) {
@@ -209,6 +214,9 @@ func (w *world) replicaFor(j *Job, host int, carried *Flow) (replica, float64, b
 			continue
 		}
 		score := q*stake + c/rate
+		if !durable && len(w.storageIdx) > 0 && !w.storage[i] {
+			continue // a storage node is the copy's place where there is one
+		}
 		if score < bestScore || score == bestScore && i < best {
 			best, bestSrc, bestScore, bestQ, bestRate = i, src, score, q, rate
 		}
@@ -221,7 +229,11 @@ func (w *world) replicaFor(j *Job, host int, carried *Flow) (replica, float64, b
 	if horizon <= 0 {
 		horizon = DefaultSoleCopyHorizon.Seconds()
 	}
-	if w.hazardNow(host)*horizon*(before-after)*stake <= c/bestRate {
+	// A storage node never leaves: where one is reachable and no holder
+	// is one, the copy goes there whatever the estimate says (the
+	// pairwise figures miss a pool losing a third of its nodes in
+	// minutes); elsewhere it has to pay for itself.
+	if !(w.storage[best] && !durable) && w.hazardNow(host)*horizon*(before-after)*stake <= c/bestRate {
 		return replica{}, 0, false
 	}
 	return replica{id: ReplicaPrefix + string(j.ID), job: j, from: bestSrc, to: best, links: w.pathLinks(bestSrc, best)}, before, true

@@ -109,8 +109,9 @@ func TestTickStorageHolder(t *testing.T) {
 }
 
 // TestTickReplicaCopy: a job whose only holder tends to leave with its
-// host gets a holder-to-holder copy, to the storage node where there is
-// one, paced inside P1's budget; on a quiet campus, or with k = 1, none.
+// host gets a holder-to-holder copy, paced inside P1's budget; where there
+// is a storage node the copy goes there whatever the estimate says; with
+// independent peers only, or with k = 1, none.
 func TestTickReplicaCopy(t *testing.T) {
 	nodes, links := buildCampus(campusSpec{buildings: 2, perBuilding: 3, access: gbit, uplink: gbit})
 	for i := range nodes {
@@ -141,6 +142,7 @@ func TestTickReplicaCopy(t *testing.T) {
 		{"independent, no storage", false, nil, 0, ""},
 		{"holder leaves with host", false, co, 0, "b1-n00"},
 		{"holder leaves with host, storage", true, co, 0, "nas"},
+		{"independent, storage (preferred where there is one)", true, nil, 0, "nas"},
 		{"k = 1", true, co, 1, ""},
 	} {
 		ns, ls := nodes, links

@@ -85,12 +85,14 @@ func (NoMigration) Control(w *World, now time.Time) Plan {
 // It takes no periodic checkpoints. Before each departure that will hit a
 // job it hands the job off with one final checkpoint (the job stops at the
 // capture, so nothing is redone) to the node that will stay up longest,
-// started early enough to land at the worst bandwidth the path will see
-// until the departure, shared with the other jobs of the same host, with a
-// margin of Safety× and two control periods; when no node will be free to
-// take the job it suspends the job the same way onto the storage server,
-// and places it when a node is free. It places every job on the node that
-// stays longest. The engine runs it with a 1-minute control period; its
+// when that node outlives the job's arrival with room to move on; started
+// early enough to land at the worst bandwidth the path will see until the
+// departure, shared with the other jobs of the same host and the oracle's
+// other transfers on each link, with a margin of Safety× and two control
+// periods. When no node will be free to take the job and stay, it
+// suspends the job the same way onto the storage server and places it
+// when a node is free. It places every job on the node that stays
+// longest. The engine runs it with a 1-minute control period; its
 // transfers are paced within the available bandwidth, so it never
 // degrades research traffic. A job can still lose work when a departure
 // comes sooner after the job's start than its checkpoint can cross.
@@ -108,13 +110,14 @@ func (Oracle) Name() string { return "B6 oracle (hindsight)" }
 // Enforced implements Controller.
 func (Oracle) Enforced() bool { return true }
 
-// nextDeparture returns when node ni next leaves after t (+Inf if never).
+// nextDeparture returns when node ni next leaves at or after t (+Inf if
+// never): a departure due now, not yet handled, counts.
 func (w *World) nextDeparture(ni int, t float64) float64 {
 	ds := w.depByNode[ni]
 	lo, hi := 0, len(ds)
 	for lo < hi {
 		m := (lo + hi) / 2
-		if ds[m].T <= t {
+		if ds[m].T < t {
 			lo = m + 1
 		} else {
 			hi = m
@@ -127,16 +130,18 @@ func (w *World) nextDeparture(ni int, t float64) float64 {
 }
 
 // minPathAvail is the lowest available bandwidth the path a→b will see in
-// [from, to], from the trace's future samples.
-func (w *World) minPathAvail(a, b int, from, to float64) float64 {
+// [from, to], from the trace's future samples, each link's share divided
+// among the flows load says will cross it (itself included).
+func (w *World) minPathAvail(a, b int, from, to float64, load map[int]int) float64 {
 	m := math.Inf(1)
 	for _, li := range w.path(a, b) {
 		l := w.links[li]
-		m = math.Min(m, l.avail)
+		lm := l.avail
 		samples := w.linkSamples(li)
 		for k := sort.Search(len(samples), func(k int) bool { return samples[k].T >= from }); k < len(samples) && samples[k].T <= to; k++ {
-			m = math.Min(m, math.Min(l.capacity, samples[k].AvailableMbs*1e6/8))
+			lm = math.Min(lm, math.Min(l.capacity, samples[k].AvailableMbs*1e6/8))
 		}
+		m = math.Min(m, lm/float64(1+load[li]))
 	}
 	return m
 }
@@ -168,6 +173,14 @@ func (o Oracle) Control(w *World, now time.Time) Plan {
 			onNode[j.node]++
 		}
 	}
+	// Flows per link: those under way and those planned this period (the
+	// samples do not show the oracle's own transfers).
+	load := map[int]int{}
+	for _, f := range w.flows {
+		for _, d := range f.links {
+			load[d/2]++
+		}
+	}
 	st := w.nodeIdx[StorageNode]
 	for _, j := range w.jobs {
 		if !j.started || j.state == policy.JobDone {
@@ -186,20 +199,28 @@ func (o Oracle) Control(w *World, now time.Time) Plan {
 			if td-w.now > safety*share*float64(j.bytes)/1e6+2*period {
 				continue
 			}
+			need := func(dst int) float64 {
+				if len(w.path(j.node, dst)) == 0 {
+					return 2 * period
+				}
+				return safety*share*float64(j.bytes)/w.minPathAvail(j.node, dst, w.now, td, load) + 2*period
+			}
 			dst := w.longestStay(j, j.node, w.now, taken)
+			if dst >= 0 && w.nextDeparture(dst, w.now) < td+need(dst) {
+				dst = -1 // it would leave about when the job got there
+			}
 			if dst < 0 {
-				dst = st // no GPU will be free: suspend onto storage
+				dst = st // no GPU will be free to stay: suspend onto storage
 			}
-			bw := w.minPathAvail(j.node, dst, w.now, td)
-			need := safety*share*float64(j.bytes)/bw + 2*period
-			if len(w.path(j.node, dst)) == 0 {
-				need = 2 * period
-			}
-			if w.now+need < td {
+			bw := w.minPathAvail(j.node, dst, w.now, td, load)
+			if w.now+need(dst) < td {
 				continue
 			}
 			if dst != st {
 				taken[dst] += j.rec.GPUs
+			}
+			for _, li := range w.path(j.node, dst) {
+				load[li]++
 			}
 			p.Handoffs = append(p.Handoffs, policy.HandoffDecision{Job: j.id, From: w.nodes[j.node].id, To: w.nodes[dst].id,
 				FinalCheckpoint: true, Bytes: j.bytes, Deadline: w.timeAt(td)})

@@ -77,6 +77,18 @@ func (e *Engine) dropFlow(f *simFlow, completed bool) {
 			j.handoff = nil
 			if !completed {
 				e.m.handoffsFailed++
+				if j.node >= 0 && w.nodes[j.node].up {
+					// The destination left mid-transfer: the job, stopped
+					// at its final checkpoint, restarts on its source
+					// from it, and the controller decides again (without
+					// this it sat stopped until its source left).
+					if j.handTo >= 0 {
+						w.nodes[j.handTo].freeGPUs += j.rec.GPUs
+						j.handTo = -1
+					}
+					j.gen++
+					e.push(w.now+j.restartS, evRestartDone, w.jobIdx[j.id], j.gen)
+				}
 			}
 		}
 	case flowEvac:

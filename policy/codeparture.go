@@ -59,6 +59,10 @@ type CoDepartureConfig struct {
 	// HalfLife is how fast old evidence fades (14 days, the hazard
 	// estimator's window).
 	HalfLife time.Duration
+	// Refresh is how often the pairs' table is rebuilt at most (1 h, as
+	// the hazard profiles are republished; a rebuild is O(nodes²)); the
+	// departures of the last Window are always current.
+	Refresh time.Duration
 	// PairWeight is κ, the pseudo-opportunities that pull a pair's figure
 	// toward its domain's (5: a pair needs about five departures of its
 	// own, with the other up, to be judged mostly on its own record).
@@ -79,6 +83,7 @@ func DefaultCoDepartureConfig() CoDepartureConfig {
 	return CoDepartureConfig{
 		Window:       time.Minute,
 		HalfLife:     14 * 24 * time.Hour,
+		Refresh:      time.Hour,
 		PairWeight:   5,
 		DomainWeight: 50,
 		Prior:        [domains]float64{DomainNone: 0.002, DomainBuilding: 0.01, DomainLab: 0.05, DomainPool: 0.05},
@@ -92,6 +97,8 @@ func (c CoDepartureConfig) Validate() error {
 		return fmt.Errorf("co-departure config: window %v must be positive", c.Window)
 	case c.HalfLife <= 0:
 		return fmt.Errorf("co-departure config: half-life %v must be positive", c.HalfLife)
+	case c.Refresh < 0:
+		return fmt.Errorf("co-departure config: refresh %v negative", c.Refresh)
 	case !(c.PairWeight > 0) || math.IsInf(c.PairWeight, 1):
 		return fmt.Errorf("co-departure config: pair weight %v must be positive and finite", c.PairWeight)
 	case !(c.DomainWeight > 0) || math.IsInf(c.DomainWeight, 1):
@@ -134,9 +141,11 @@ type CoDepartureEstimator struct {
 	lastDown, lastUp []time.Time
 	everDown         []bool
 	// Evidence, in weights that grow as 2^((t−epoch)/HalfLife) (so old
-	// evidence fades without touching every entry): opp[a*n+b] counts a's
-	// departures with b up, co[a*n+b] the pair's co-departures (a < b).
+	// evidence fades without touching every entry): opp[a*stride+b] counts
+	// a's departures with b up, co[a*stride+b] the pair's co-departures
+	// (a < b).
 	opp, co []float64
+	stride  int // row length of opp and co (at least the nodes declared)
 	domNum  [domains]float64 // 2·c summed over the domain's pairs
 	domOpp  [domains]float64
 	epoch   time.Time
@@ -179,16 +188,20 @@ func (e *CoDepartureEstimator) node(id NodeID) int {
 	e.lastDown = append(e.lastDown, time.Time{})
 	e.lastUp = append(e.lastUp, time.Time{})
 	e.everDown = append(e.everDown, false)
-	// Grow the square matrices.
-	n := len(e.ids)
-	grow := func(old []float64) []float64 {
-		out := make([]float64, n*n)
-		for a := range n - 1 {
-			copy(out[a*n:a*n+n-1], old[a*(n-1):(a+1)*(n-1)])
+	// Grow the square matrices (rows of stride entries; doubling, so
+	// declaring n nodes costs O(n²), not O(n³)).
+	if n := len(e.ids); n > e.stride {
+		s := max(2*e.stride, 16)
+		grow := func(old []float64) []float64 {
+			out := make([]float64, s*s)
+			for a := range e.stride {
+				copy(out[a*s:a*s+e.stride], old[a*e.stride:(a+1)*e.stride])
+			}
+			return out
 		}
-		return out
+		e.opp, e.co = grow(e.opp), grow(e.co)
+		e.stride = s
 	}
-	e.opp, e.co = grow(e.opp), grow(e.co)
 	e.tableChanged = true
 	return i
 }
@@ -249,7 +262,7 @@ func (e *CoDepartureEstimator) weight(t time.Time) float64 {
 
 // settle counts the departures at least Window old at now.
 func (e *CoDepartureEstimator) settle(now time.Time) {
-	n := len(e.ids)
+	n, st := len(e.ids), e.stride
 	k := 0
 	for ; k < len(e.pending) && !e.pending[k].At.After(now.Add(-e.cfg.Window)); k++ {
 		d := e.pending[k]
@@ -262,7 +275,7 @@ func (e *CoDepartureEstimator) settle(now time.Time) {
 			if b == a || !e.upAt(b, before) && !e.leftWithin(b, d.At) {
 				continue
 			}
-			e.opp[a*n+b] += w
+			e.opp[a*st+b] += w
 			e.domOpp[sharedDomain(e.dom[a], e.dom[b])] += w
 		}
 		// Co-departures with the departures counted before it that are
@@ -273,7 +286,7 @@ func (e *CoDepartureEstimator) settle(now time.Time) {
 				continue
 			}
 			lo, hi := min(a, b), max(a, b)
-			e.co[lo*n+hi] += w
+			e.co[lo*st+hi] += w
 			e.domNum[sharedDomain(e.dom[a], e.dom[b])] += 2 * w
 		}
 		e.lastDown[a], e.everDown[a] = d.At, true
@@ -308,11 +321,11 @@ func (e *CoDepartureEstimator) domainFigure(d Domain, scale float64) float64 {
 }
 
 // Estimate returns the table at now: every pair's figure (the matrix is
-// rebuilt when the log changed and at most once per Window) and the
+// rebuilt when the log changed, at most once per Refresh) and the
 // departures of the last Window, whose partners may be leaving now.
 func (e *CoDepartureEstimator) Estimate(now time.Time) *CoDeparture {
 	e.settle(now)
-	if e.table == nil || e.tableChanged && now.Sub(e.tableAt) >= e.cfg.Window {
+	if e.table == nil || e.tableChanged && now.Sub(e.tableAt) >= e.cfg.Refresh {
 		e.table = e.buildTable(now)
 		e.tableAt, e.tableChanged = now, false
 	}
@@ -342,12 +355,39 @@ func (e *CoDepartureEstimator) buildTable(now time.Time) *coTable {
 	for d := range domains {
 		t.prior[d] = e.domainFigure(Domain(d), scale)
 	}
+	// Domains as small integers (comparing names per pair is the cost).
+	ids := map[string]int32{"": -1}
+	intern := func(s string) int32 {
+		if v, ok := ids[s]; ok {
+			return v
+		}
+		v := int32(len(ids))
+		ids[s] = v
+		return v
+	}
+	type dom3 struct{ b, l, p int32 }
+	doms := make([]dom3, n)
+	for i, d := range e.dom {
+		doms[i] = dom3{intern(d.building), intern(d.lab), intern(d.pool)}
+	}
+	shared := func(a, b dom3) Domain {
+		switch {
+		case a.p >= 0 && a.p == b.p:
+			return DomainPool
+		case a.l >= 0 && a.l == b.l:
+			return DomainLab
+		case a.b >= 0 && a.b == b.b:
+			return DomainBuilding
+		}
+		return DomainNone
+	}
 	k := e.cfg.PairWeight
 	for a := range n {
 		for b := a + 1; b < n; b++ {
-			pi := t.prior[sharedDomain(e.dom[a], e.dom[b])]
-			o := (e.opp[a*n+b] + e.opp[b*n+a]) * scale
-			p := (2*e.co[a*n+b]*scale + k*pi) / (o + k)
+			pi := t.prior[shared(doms[a], doms[b])]
+			st := e.stride
+			o := (e.opp[a*st+b] + e.opp[b*st+a]) * scale
+			p := (2*e.co[a*st+b]*scale + k*pi) / (o + k)
 			p = math.Min(1, p)
 			t.p[a*n+b], t.p[b*n+a] = float32(p), float32(p)
 		}
@@ -388,6 +428,26 @@ func (c *CoDeparture) Pair(a, b NodeID) float64 {
 	j, okB := c.t.index[b]
 	if !okA || !okB {
 		return c.t.prior[DomainNone]
+	}
+	return float64(c.t.p[i*len(c.t.ids)+j])
+}
+
+// indexOf returns a node's row in the table, -1 when the estimator has
+// not seen it.
+func (c *CoDeparture) indexOf(id NodeID) int {
+	if i, ok := c.t.index[id]; ok {
+		return i
+	}
+	return -1
+}
+
+// pairAt is Pair by table rows (-1: unknown node).
+func (c *CoDeparture) pairAt(i, j int) float64 {
+	if i < 0 || j < 0 {
+		return c.t.prior[DomainNone]
+	}
+	if i == j {
+		return 0
 	}
 	return float64(c.t.p[i*len(c.t.ids)+j])
 }

@@ -156,6 +156,7 @@ func TestCoDepartureMatchesBruteForce(t *testing.T) {
 	for seed := range uint64(4) {
 		rng := rand.New(rand.NewPCG(seed, 77))
 		cfg := DefaultCoDepartureConfig()
+		cfg.Refresh = 0 // every estimate current (the default rebuilds at most hourly)
 		if seed%2 == 1 {
 			cfg.HalfLife = 2 * 24 * time.Hour // fading evidence matters
 		}
@@ -278,6 +279,7 @@ func TestCoDepartureConfigValidate(t *testing.T) {
 	for _, mod := range []func(*CoDepartureConfig){
 		func(c *CoDepartureConfig) { c.Window = 0 },
 		func(c *CoDepartureConfig) { c.HalfLife = -time.Second },
+		func(c *CoDepartureConfig) { c.Refresh = -time.Second },
 		func(c *CoDepartureConfig) { c.PairWeight = 0 },
 		func(c *CoDepartureConfig) { c.DomainWeight = math.Inf(1) },
 		func(c *CoDepartureConfig) { c.Prior[DomainLab] = 1.5 },

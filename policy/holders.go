@@ -38,10 +38,16 @@ func (w *world) follows(i int) float64 {
 // co-departure window of each other (0 for a storage node, or without an
 // estimate).
 func (w *world) together(a, b int) float64 {
-	if w.co == nil || a == b || w.storage[a] || w.storage[b] {
+	if w.co == nil || w.co.t == nil || a == b || w.storage[a] || w.storage[b] {
 		return 0
 	}
-	return w.co.Pair(w.nodes[a].ID, w.nodes[b].ID)
+	if w.coIdx == nil {
+		w.coIdx = make([]int, len(w.nodes))
+		for k, nd := range w.nodes {
+			w.coIdx[k] = w.co.indexOf(nd.ID)
+		}
+	}
+	return w.co.pairAt(w.coIdx[a], w.coIdx[b])
 }
 
 // survive returns S_i(span): the chance node i does not leave within span
@@ -197,8 +203,19 @@ func (w *world) replicaFor(j *Job, host int, carried *Flow) (replica, float64, b
 	for _, d := range kept {
 		durable = durable || w.storage[d]
 	}
+	horizon := 2 * j.LossBudget.Seconds()
+	if horizon <= 0 {
+		horizon = DefaultSoleCopyHorizon.Seconds()
+	}
+	gain := w.hazardNow(host) * horizon * stake // times the drop in the joint figure
+	candidates := w.allNodes
+	if !durable && len(w.storageIdx) > 0 {
+		candidates = w.storageIdx // a storage node is the copy's place where there is one
+	} else if gain*before <= c/w.fastestFrom(sources) {
+		return replica{}, 0, false // no copy could pay for itself
+	}
 	best, bestSrc, bestScore, bestQ, bestRate := -1, -1, math.Inf(1), 1.0, 0.0
-	for i := range w.nodes {
+	for _, i := range candidates {
 		if i == host || w.leaving[i] || w.vertex[i] < 0 || slices.Contains(sources, i) {
 			continue
 		}
@@ -214,9 +231,6 @@ func (w *world) replicaFor(j *Job, host int, carried *Flow) (replica, float64, b
 			continue
 		}
 		score := q*stake + c/rate
-		if !durable && len(w.storageIdx) > 0 && !w.storage[i] {
-			continue // a storage node is the copy's place where there is one
-		}
 		if score < bestScore || score == bestScore && i < best {
 			best, bestSrc, bestScore, bestQ, bestRate = i, src, score, q, rate
 		}
@@ -225,15 +239,11 @@ func (w *world) replicaFor(j *Job, host int, carried *Flow) (replica, float64, b
 		return replica{}, 0, false
 	}
 	after := before * bestQ
-	horizon := 2 * j.LossBudget.Seconds()
-	if horizon <= 0 {
-		horizon = DefaultSoleCopyHorizon.Seconds()
-	}
 	// A storage node never leaves: where one is reachable and no holder
 	// is one, the copy goes there whatever the estimate says (the
 	// pairwise figures miss a pool losing a third of its nodes in
 	// minutes); elsewhere it has to pay for itself.
-	if !(w.storage[best] && !durable) && w.hazardNow(host)*horizon*(before-after)*stake <= c/bestRate {
+	if !(w.storage[best] && !durable) && gain*(before-after) <= c/bestRate {
 		return replica{}, 0, false
 	}
 	return replica{id: ReplicaPrefix + string(j.ID), job: j, from: bestSrc, to: best, links: w.pathLinks(bestSrc, best)}, before, true
@@ -283,4 +293,20 @@ func (w *world) holdersOf(j *Job, host int, kept []int, copyTo int) []NodeID {
 		out = append(out, w.nodes[copyTo].ID)
 	}
 	return out
+}
+
+// fastestFrom returns the most any path from the nodes could carry now
+// (the largest room on their first links, bytes/s): what bounds the rate
+// of a copy from them, whatever its destination.
+func (w *world) fastestFrom(nodes []int) float64 {
+	best := 0.0
+	t := w.topo
+	for _, s := range nodes {
+		v := w.vertex[s]
+		if v < 0 || t.parent[v] < 0 {
+			continue
+		}
+		best = math.Max(best, w.est[dirIndex(t.parentLink[v], t.upForward[v])]/w.cf)
+	}
+	return best
 }

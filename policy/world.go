@@ -35,6 +35,7 @@ type world struct {
 	storage    []bool
 	storageIdx []int
 	co         *CoDeparture
+	coIdx      []int // each node's row in co's table, built on first use
 	follow     []float64
 	freeGPUs   []int
 	facts      []nodeFacts  // what P2.3's static filters read, packed

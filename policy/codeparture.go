@@ -145,7 +145,7 @@ type CoDepartureEstimator struct {
 	// a's departures with b up, co[a*stride+b] the pair's co-departures
 	// (a < b).
 	opp, co []float64
-	stride  int // row length of opp and co (at least the nodes declared)
+	stride  int              // row length of opp and co (at least the nodes declared)
 	domNum  [domains]float64 // 2·c summed over the domain's pairs
 	domOpp  [domains]float64
 	epoch   time.Time

@@ -152,9 +152,9 @@ type nodeHistory struct {
 // variance: a scale shrunk to 1 adds no noise); it is never below Floor.
 // On stationary traces of known rate (TestHazardBoundCalibration) the true
 // rate is above λ̂⁺ 6–16 % of the time from 0.01 to 1 per node-hour at the
-// default 90 % (with shape N_eff+1 and the fast scale's full variance it
-// was 3–13 %, λ̂⁺ 1.1–1.9× the rate: P1 planned for a higher hazard than
-// its confidence asked).
+// default 90 % (shape N_eff+1 with the fast scale's full variance would
+// give 3–13 % and λ̂⁺ up to 1.9× the rate: a higher hazard than the stated
+// confidence asks for).
 //
 // It is not safe for concurrent use; the coordinator owns one on the leader.
 type HazardEstimator struct {

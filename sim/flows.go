@@ -80,8 +80,7 @@ func (e *Engine) dropFlow(f *simFlow, completed bool) {
 				if j.node >= 0 && w.nodes[j.node].up {
 					// The destination left mid-transfer: the job, stopped
 					// at its final checkpoint, restarts on its source
-					// from it, and the controller decides again (without
-					// this it sat stopped until its source left).
+					// from it, and the controller decides again.
 					if j.handTo >= 0 {
 						w.nodes[j.handTo].freeGPUs += j.rec.GPUs
 						j.handTo = -1

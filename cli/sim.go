@@ -47,6 +47,8 @@ func runSim(ctx context.Context, env *Env, args []string) error {
 	period := fs.Duration("period", 10*time.Minute, "longest gap between two controller runs (it also runs on every event and bandwidth sample)")
 	drift := fs.Float64("drift", 0, "generator: multiply the hazard by this factor from mid-trace (e.g. 1.7)")
 	lossBudget := fs.Duration("loss-budget", 0, "generator: give every job this loss budget Lmax (default 5 min, the paper's Δ*/2)")
+	correlated := fs.Bool("correlated", false, "generator: add groups of nodes leaving together (building-wide events, lab power-offs, labs closing every evening; docs/sim.md)")
+	storage := fs.Int("storage", 0, "add this many storage nodes (machine-room servers that keep checkpoints, host no jobs, never leave) to the generated, imported or replayed trace")
 	changed := fs.Float64("changed-fraction", 1, "share of a checkpoint that differs from the job's previous one (what a hand-off to a pre-synced standby still moves), in (0,1]")
 	betaP1 := fs.Float64("beta-p1", 0, "override β (P1.5)")
 	alpha := fs.Float64("alpha", 0, "override α (P2.5)")
@@ -106,6 +108,12 @@ func runSim(ctx context.Context, env *Env, args []string) error {
 	if *lossBudget > 0 {
 		cfg.LossBudgetMin, cfg.LossBudgetMax = *lossBudget, *lossBudget
 	}
+	if *correlated {
+		cfg.Groups = sim.DefaultGroupConfig()
+	}
+	if *storage < 0 {
+		return usagef("-storage must not be negative")
+	}
 	var loaded *trace.Trace
 	if *importDeps != "" && *tracePath != "" {
 		return usagef("-import and -trace exclude each other")
@@ -117,9 +125,9 @@ func runSim(ctx context.Context, env *Env, args []string) error {
 		if err != nil {
 			return err
 		}
-		loaded = t
+		loaded = sim.AddStorage(t, *storage)
 		if *genOut != "" {
-			if err := trace.Save(*genOut, t); err != nil {
+			if err := trace.Save(*genOut, loaded); err != nil {
 				return err
 			}
 		}
@@ -129,7 +137,7 @@ func runSim(ctx context.Context, env *Env, args []string) error {
 		if err != nil {
 			return err
 		}
-		loaded = t
+		loaded = sim.AddStorage(t, *storage)
 	}
 	traceFor := func(seed uint64) (*trace.Trace, error) {
 		if loaded != nil {
@@ -141,6 +149,7 @@ func runSim(ctx context.Context, env *Env, args []string) error {
 		if err != nil {
 			return nil, err
 		}
+		tr = sim.AddStorage(tr, *storage)
 		if *genOut != "" && seed == seeds[0] {
 			if err := trace.Save(*genOut, tr); err != nil {
 				return nil, err

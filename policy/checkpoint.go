@@ -2,19 +2,28 @@ package policy
 
 import "math"
 
-// checkpoints is P1 for the running jobs (SPEC P1.3–P1.5, P1.9, P2.6):
-// it keeps or chooses each job's standby, splits what is left of every
-// link among the jobs' checkpoint flows host → standby, and sets each
-// interval. hosts are the jobs' host node indexes. The result is one
-// JobDecision, one path and one standby node index (-1 for none) per job,
-// in order, and the
-// checkpoint budget: the room that was left, before P1, on the distinct
-// first links of the jobs' paths (their hosts' uplinks).
-func (w *world) checkpoints(running []*Job, hosts []int) ([]JobDecision, [][]int, []int, float64) {
+// checkpoints is P1 for the running jobs (SPEC P1.3–P1.5, P1.9, P2.6,
+// P2.7): it keeps or chooses each job's standby, decides the
+// holder-to-holder copies of jobs whose freshest version has fewer than k
+// holders (replicaFor), splits what is left of every link among the jobs'
+// checkpoint flows host → standby and those copies by the same cube-root
+// rule (a copy weighs as a checkpoint needed at the host's hazard times
+// the chance that every holder leaves with it), and sets each interval.
+// hosts are the jobs' host node indexes. The result is one JobDecision,
+// one path and one standby node index (-1 for none) per job, in order,
+// the copies with their rates, and the checkpoint budget: the room that
+// was left, before P1, on the distinct first links of the jobs' paths
+// (their hosts' uplinks).
+func (w *world) checkpoints(running []*Job, hosts []int, flowsIn []Flow) ([]JobDecision, [][]int, []int, []replica, float64) {
 	out := make([]JobDecision, len(running))
 	paths := make([][]int, len(running))
 	standbys := make([]int, len(running))
-	flows := make([]fillFlow, len(running))
+	flows := make([]fillFlow, len(running), len(running)+4)
+	var copies []replica
+	var carried map[JobID]*Flow
+	if w.durable() {
+		carried = carriedReplicas(flowsIn)
+	}
 	room := make([]float64, len(w.est))
 	for l, e := range w.est {
 		room[l] = e / w.cf
@@ -54,11 +63,33 @@ func (w *world) checkpoints(running []*Job, hosts []int) ([]JobDecision, [][]int
 		}
 		flows[i] = fillFlow{weight: weight, cap: capRate, links: links}
 	}
+	for i, j := range running {
+		if !w.durable() {
+			break
+		}
+		kept, _ := w.holderSet(j, hosts[i])
+		r, risk, ok := w.replicaFor(j, hosts[i], carried[j.ID])
+		copyTo := -1
+		out[i].Risk = w.jointRisk(j, hosts[i], kept)
+		if ok && len(r.links) > 0 {
+			copyTo = r.to
+			copies = append(copies, r)
+			weight := 1.0
+			if w.p.Switches.P1 {
+				weight = math.Cbrt(out[i].Hazard * risk * float64(j.CheckpointBytes))
+			}
+			flows = append(flows, fillFlow{weight: weight, cap: math.Inf(1), links: r.links})
+		}
+		out[i].Holders = w.holdersOf(j, hosts[i], kept, copyTo)
+	}
 	rates := progressiveFill(flows, room)
 	for l := range w.est {
 		used := w.est[l] - room[l]*w.cf
 		w.est[l] = math.Max(0, room[l]*w.cf)
 		w.low[l] = math.Max(0, w.low[l]-used)
+	}
+	for k := range copies {
+		copies[k].rate = rates[len(running)+k]
 	}
 	for i, j := range running {
 		jd := &out[i]
@@ -68,21 +99,40 @@ func (w *world) checkpoints(running []*Job, hosts []int) ([]JobDecision, [][]int
 			c = DefaultCheckpointBytes
 		}
 		if w.p.Switches.P1 {
-			jd.Interval, jd.LossBudgetInfeasible = ConstrainedInterval(c, jd.Hazard, jd.Bandwidth, w.p.BetaP1, j.LossBudget)
-			// P1.1 prices an emergency at the work since the last
-			// checkpoint committed off the node, at most Δ. A job
-			// already exposed beyond Δ (its copies left with their
-			// holders, or it restarted on the node that held its only
-			// one) is past its interval: its next checkpoint is due now.
-			if j.Exposure > jd.Interval+exposureSlack && jd.Standby != "" && jd.Bandwidth > 0 {
-				jd.Interval = RescueInterval
+			box := IntervalBox(c, jd.Hazard, jd.Bandwidth, w.p.BetaP1, j.LossBudget)
+			jd.Interval, jd.LossBudgetInfeasible, jd.Bound = box.Interval, box.Infeasible, box.Bound
+			jd.Floor, jd.Ceiling = secondsToDuration(box.Floor), secondsToDuration(box.Ceiling)
+			canSend := jd.Standby != "" && jd.Bandwidth > 0
+			switch {
+			case j.Exposure > jd.Interval+exposureSlack && canSend:
+				// P1.1 prices an emergency at the work since the last
+				// checkpoint committed off the node, at most Δ. A job
+				// already exposed beyond Δ (its copies left with their
+				// holders, or it restarted on the node that held its
+				// only one) is past its interval: its next checkpoint is
+				// due now.
+				jd.Interval, jd.Bound = RescueInterval, BoundNow
+			case len(j.Replicas) == 0 && !j.Started.IsZero() && canSend:
+				// No live node other than the host holds the job's
+				// freshest version (it just started, started over, or
+				// restarted where its only copy was): an emergency loses
+				// all of its work since then. Its first checkpoint is due
+				// C/b after it (re)started (the time one checkpoint takes
+				// to send, when that is shorter than the box; same rate,
+				// same budget), so the first interval is not spent with
+				// nothing off the node; the periodic ones follow from it.
+				// (Interval counts from the last checkpoint's start, which
+				// for such a job is its start.)
+				if first := transferTime(c, jd.Bandwidth); first < jd.Interval {
+					jd.Interval, jd.Bound = max(first, RescueInterval), BoundFirst
+				}
 			}
 		} else {
 			jd.Interval = w.p.FixedInterval
 			jd.LossBudgetInfeasible = j.LossBudget > 0 && (jd.Bandwidth <= 0 || w.p.FixedInterval > 2*j.LossBudget)
 		}
 	}
-	return out, paths, standbys, budget
+	return out, paths, standbys, copies, budget
 }
 
 // standby keeps a job's standby while it can still take the job (present,
@@ -107,10 +157,11 @@ func (w *world) standby(j *Job, host int) int {
 	// to another node, so the last two versions live on two nodes.
 	sole := -1
 	if len(j.Replicas) == 1 {
-		if r, ok := w.nodeIndex(j.Replicas[0]); ok && r != host && w.riskyHolder(r, j) {
+		if r, ok := w.nodeIndex(j.Replicas[0]); ok && r != host && w.riskyHolder(r, j, host) {
 			sole = r
 		}
 	}
+	holders := w.durable()
 	if sb, ok := w.nodeIndex(j.Standby); ok && sb != host && !w.leaving[sb] && sb != sole {
 		nd := w.nodes[sb]
 		if nd.GPU.VRAM >= j.VRAM && nd.GPU.Capability >= j.Capability && nd.GPUs >= j.GPUs {
@@ -120,11 +171,11 @@ func (w *world) standby(j *Job, host int) int {
 		}
 	}
 	if sole >= 0 {
-		if b := w.scan(scanRequest{job: j, src: host, avoid: sole + 1}).best; b >= 0 {
+		if b := w.scan(scanRequest{job: j, src: host, avoid: sole + 1, holders: holders}).best; b >= 0 {
 			return b
 		}
 	}
-	if b := w.scan(scanRequest{job: j, src: host}).best; b >= 0 {
+	if b := w.scan(scanRequest{job: j, src: host, holders: holders}).best; b >= 0 {
 		return b
 	}
 	// No node could take the job now: the copy still has to leave the
@@ -138,18 +189,24 @@ func (w *world) standby(j *Job, host int) int {
 }
 
 // riskyHolder reports whether node i, holding a job's only live copy, has
-// more than Params.SoleCopyRisk chance to leave (by its emergency hazard
-// λ̂⁺ now) within the job's 2·Lmax: too likely to keep that copy as the
-// job's only one (P2.6's standby moves on, a recovery restores elsewhere).
-// A P2 choice: never with P2 off.
-func (w *world) riskyHolder(i int, j *Job) bool {
+// more than Params.SoleCopyRisk chance to leave within the job's 2·Lmax:
+// by its emergency hazard λ̂⁺ now, or together with the job's host (or
+// with a partner that just left) by the co-departure estimate (SPEC
+// P2.7). Too likely to keep that copy as the job's only one (P2.6's
+// standby moves on, a recovery restores elsewhere). host is -1 when the
+// job has none. A P2 choice: never with P2 off.
+func (w *world) riskyHolder(i int, j *Job, host int) bool {
 	risk := w.p.SoleCopyRisk
-	if risk <= 0 || !w.p.Switches.P2 {
+	if risk <= 0 || !w.p.Switches.P2 || w.storage[i] {
 		return false
 	}
 	horizon := 2 * j.LossBudget.Seconds()
 	if horizon <= 0 {
 		horizon = DefaultSoleCopyHorizon.Seconds()
 	}
-	return 1-math.Exp(-w.hazardNow(i)*horizon) > risk
+	p := w.follows(i)
+	if host >= 0 {
+		p = math.Max(p, w.together(host, i))
+	}
+	return 1-(1-p)*math.Exp(-w.hazardNow(i)*horizon) > risk
 }

@@ -75,6 +75,15 @@ type scanRequest struct {
 	// resort), not run the job: GPUs, VRAM, capability and load do not
 	// matter.
 	holdOnly bool
+	// holders: a standby choice that weighs durability (SPEC P2.7):
+	// storage nodes are candidates too (they keep the copy; a recovery
+	// restores from them), past the locality filter, and every
+	// candidate's score adds α·q·AtRisk, q its chance to leave within its
+	// restore window given that the host leaves.
+	holders bool
+	// srcRisk is added to every candidate's score: a recovery's cost of a
+	// source that may leave before its restore lands.
+	srcRisk float64
 }
 
 // scanResult is P2's outcome: best is a node index (-1 when no candidate
@@ -113,7 +122,9 @@ func (w *world) staticReject(r scanRequest, i int) RejectReason {
 		return RejectSource
 	case w.leaving[i]:
 		return RejectLeaving
-	case r.holdOnly:
+	case w.storage[i] && !r.holdOnly && !r.holders:
+		return RejectStorage
+	case r.holdOnly || w.storage[i]:
 		if w.vertex[i] < 0 {
 			return RejectNoPath
 		}
@@ -243,7 +254,9 @@ func (w *world) scan(r scanRequest) scanResult {
 		for _, i := range members {
 			evaluated[i] = false
 			if reasons[i] = w.staticReject(r, i); reasons[i] == "" {
-				count[home]++
+				if !w.storage[i] {
+					count[home]++
+				}
 				if transfer(i); reasons[i] == "" {
 					local++
 				}
@@ -261,8 +274,10 @@ func (w *world) scan(r scanRequest) scanResult {
 				if reasons[i] = w.staticReject(r, i); reasons[i] != "" {
 					continue
 				}
-				count[w.bldg[i]]++
-				if local >= w.p.KMin {
+				if !w.storage[i] {
+					count[w.bldg[i]]++
+				}
+				if local >= w.p.KMin && !w.storage[i] {
 					reasons[i] = RejectLocality
 				} else {
 					transfer(i)
@@ -274,7 +289,24 @@ func (w *world) scan(r scanRequest) scanResult {
 		for i := range n {
 			evaluated[i] = false
 			if reasons[i] = w.staticReject(r, i); reasons[i] == "" {
-				count[w.bldg[i]]++
+				if !w.storage[i] {
+					count[w.bldg[i]]++
+				}
+				transfer(i)
+			}
+		}
+	}
+	if r.holders && home >= 0 && len(w.storageIdx) > 0 {
+		// Storage nodes keep copies wherever they are: past the
+		// locality filter.
+		scored = slices.Clone(scored)
+		for _, i := range w.storageIdx {
+			if w.bldg[i] == home {
+				continue
+			}
+			scored = append(scored, i)
+			evaluated[i] = false
+			if reasons[i] = w.staticReject(r, i); reasons[i] == "" {
 				transfer(i)
 			}
 		}
@@ -288,7 +320,7 @@ func (w *world) scan(r scanRequest) scanResult {
 		}
 		surv := 1.0
 		switch {
-		case remaining <= 0:
+		case remaining <= 0, w.storage[i]:
 		case memo != nil && memo[i] >= 0:
 			surv = memo[i]
 		default:
@@ -317,7 +349,13 @@ func (w *world) scan(r scanRequest) scanResult {
 		}
 		c := &cands[i]
 		c.Survival, c.Remigration = surv, secondsToDuration(remig)
-		c.Score += tr.Seconds() + w.p.Alpha*(1-surv)*remig
+		c.Score += tr.Seconds() + w.p.Alpha*(1-surv)*remig + r.srcRisk
+		if r.holders {
+			if w.storage[i] {
+				c.Score += remig // every recovery restores from it
+			}
+			c.Score += w.p.Alpha * w.leaveGiven(j, i, []int{r.src}) * atRisk(j)
+		}
 	}
 	res := scanResult{best: -1}
 	if w.p.Switches.P2 {
@@ -467,7 +505,7 @@ func (w *world) randomFeasible(r scanRequest, reasons []RejectReason) int {
 // visited (reasons, evaluated): the others' reasons are worked out here,
 // for as many as the list shows.
 func (w *world) candidateList(r scanRequest, home int, cands []Candidate, reasons []RejectReason, evaluated []bool, scored []int, best int) []Candidate {
-	visited := func(i int) bool { return home < 0 || w.bldg[i] == home }
+	visited := func(i int) bool { return home < 0 || w.bldg[i] == home || r.holders && w.storage[i] }
 	reasonOf := func(i int) RejectReason {
 		if visited(i) {
 			return reasons[i]

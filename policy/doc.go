@@ -20,11 +20,13 @@
 //	gap.go          P1.8: adaptivity gap
 //	profile.go      HazardProfile: At, Integral, Survival
 //	hazard.go       P1.7: emergency and departure hazard estimator
+//	codeparture.go  P2.7: which nodes leave together, from the departure log
 //	bandwidth.go    P1.7: bandwidth available to migration, with a lower bound
 //	topology.go     P2.1: campus graph, routing tree, paths, bottleneck
 //	destination.go  P2.3–P2.6: filters, locality, score, ranked candidates
 //	admission.go    P3.2–P3.4: reservation, r_min, EDF admission, staggering, max-min
 //	world.go        one control period's precomputed view (Tick's working state)
 //	checkpoint.go   P1 inside Tick: standbys and per-link cube-root shares
+//	holders.go      P2.7 inside Tick: holders' joint risk, holder-to-holder copies
 //	tick.go         Tick, in the order of SPEC P3.4a
 package policy

@@ -53,3 +53,49 @@ func TestTickExposedJobCheckpointsNow(t *testing.T) {
 		t.Errorf("P1 off: interval %v, want the fixed %v", d.Jobs[0].Interval, p.FixedInterval)
 	}
 }
+
+// TestTickEarlyFirstCheckpoint: a running job with no live copy off its
+// host (just started, started over, or restarted where its only copy
+// was) is due for its first checkpoint C/b after its start (one
+// checkpoint's transfer) instead of at P1.5's interval; with a copy off
+// the host the box stands; P1 off keeps the fixed interval.
+func TestTickEarlyFirstCheckpoint(t *testing.T) {
+	nodes, links := buildCampus(campusSpec{buildings: 1, perBuilding: 4, access: gbit, uplink: gbit})
+	for _, tt := range []struct {
+		name     string
+		replicas []NodeID
+		exposure time.Duration
+		early    bool
+	}{
+		{"no copy, some work", nil, time.Minute, true},
+		{"no copy, just started", nil, 0, true},
+		{"a copy off the host", []NodeID{nodes[2].ID}, time.Minute, false},
+	} {
+		j := testJob("j", nodes[0].ID)
+		j.Replicas, j.Exposure, j.Started = tt.replicas, tt.exposure, testEpoch.Add(-tt.exposure)
+		d := Tick(Snapshot{Nodes: nodes, Links: links, Jobs: []Job{j}, Params: DefaultParams()}, testEpoch)
+		jd := d.Jobs[0]
+		box := IntervalBox(j.CheckpointBytes, jd.Hazard, jd.Bandwidth, DefaultParams().BetaP1, j.LossBudget)
+		first := transferTime(j.CheckpointBytes, jd.Bandwidth)
+		if first >= box.Interval {
+			t.Fatalf("%s: C/b %v not below the box %v: the test needs a shorter transfer", tt.name, first, box.Interval)
+		}
+		switch {
+		case tt.early && (jd.Interval != first || jd.Bound != BoundFirst):
+			t.Errorf("%s: interval %v (%v), want C/b = %v (first checkpoint)", tt.name, jd.Interval, jd.Bound, first)
+		case !tt.early && (jd.Interval != box.Interval || jd.Bound != box.Bound):
+			t.Errorf("%s: interval %v (%v), want the box's %v (%v)", tt.name, jd.Interval, jd.Bound, box.Interval, box.Bound)
+		}
+	}
+	// Without Started (not reported) the box stands.
+	j := testJob("j", nodes[0].ID)
+	if d := Tick(Snapshot{Nodes: nodes, Links: links, Jobs: []Job{j}, Params: DefaultParams()}, testEpoch); d.Jobs[0].Bound == BoundFirst {
+		t.Errorf("start not reported: bound %v, want the box", d.Jobs[0].Bound)
+	}
+	j.Started = testEpoch
+	p := DefaultParams()
+	p.Switches.P1 = false
+	if d := Tick(Snapshot{Nodes: nodes, Links: links, Jobs: []Job{j}, Params: p}, testEpoch); d.Jobs[0].Interval != p.FixedInterval {
+		t.Errorf("P1 off: interval %v, want the fixed %v", d.Jobs[0].Interval, p.FixedInterval)
+	}
+}

@@ -107,7 +107,21 @@ func decisionsText(d Decisions) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "budget %v\n", d.CheckpointBudget)
 	for _, j := range d.Jobs {
-		fmt.Fprintf(&b, "job %v\n", j)
+		// The fields P1.5 always had, then the interval's box and P2.7's
+		// holders (so a change in either shows on its own).
+		fmt.Fprintf(&b, "job %v", struct {
+			Job                  JobID
+			Bandwidth            float64
+			Interval             time.Duration
+			LossBudgetInfeasible bool
+			Hazard               float64
+			Standby              NodeID
+		}{j.Job, j.Bandwidth, j.Interval, j.LossBudgetInfeasible, j.Hazard, j.Standby})
+		fmt.Fprintf(&b, " bound=%v floor=%v ceiling=%v", j.Bound, j.Floor, j.Ceiling)
+		if len(j.Holders) > 0 || j.Risk != 0 {
+			fmt.Fprintf(&b, " holders=%v risk=%v", j.Holders, j.Risk)
+		}
+		b.WriteString("\n")
 	}
 	for _, h := range d.Handoffs {
 		c := h.Candidates

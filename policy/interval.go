@@ -59,43 +59,116 @@ func OptimalCost(c int64, hazard, beff float64) float64 {
 	return math.Sqrt(2 * hazard * float64(c) / beff)
 }
 
-// ConstrainedInterval returns the interval of SPEC P1.5:
+// IntervalBound says what set a job's interval.
+type IntervalBound uint8
+
+const (
+	// BoundNone: not P1.5's box (P1 off, or a job with no path to
+	// checkpoint on: MaxInterval).
+	BoundNone IntervalBound = iota
+	// BoundOptimum: the hazard optimum sqrt(2C/(λ·b)).
+	BoundOptimum
+	// BoundFloor: the network floor C/(β·b), above the optimum; when it is
+	// also above the ceiling the loss budget cannot be met at this
+	// bandwidth (LossBudgetInfeasible) and the floor still wins.
+	BoundFloor
+	// BoundCeiling: the loss budget's ceiling 2·Lmax.
+	BoundCeiling
+	// BoundFirst: the early first checkpoint of a job with no live copy
+	// off its node (its cost C/b, when that is shorter than the box).
+	BoundFirst
+	// BoundNow: a checkpoint now (RescueInterval): the last chance before
+	// a reclaim, or a job exposed beyond its interval.
+	BoundNow
+)
+
+func (b IntervalBound) String() string {
+	switch b {
+	case BoundOptimum:
+		return "optimum"
+	case BoundFloor:
+		return "network floor"
+	case BoundCeiling:
+		return "loss budget"
+	case BoundFirst:
+		return "first checkpoint"
+	case BoundNow:
+		return "now"
+	}
+	return "none"
+}
+
+// Box is SPEC P1.5's constrained interval with its parts, in seconds:
+// the hazard optimum, the network floor C/(β·b) and the loss-budget
+// ceiling 2·Lmax (0: no loss budget).
+type Box struct {
+	Optimum, Floor, Ceiling float64
+	Interval                time.Duration
+	Bound                   IntervalBound
+	// Infeasible: the floor is above the ceiling (LossBudgetInfeasible).
+	Infeasible bool
+}
+
+// IntervalBox computes P1.5:
 //
 //	Δ = clip( sqrt(2C/(λ·b)), floor = C/(β·b), ceiling = 2·Lmax )
 //
 // c in bytes, hazard λ in 1/s, b the job's allocated bandwidth in bytes/s,
 // beta the checkpoint share of the job's slice (0.2), lossBudget Lmax (the
 // tolerated expected loss per emergency, Δ/2). A lossBudget ≤ 0 means no
-// ceiling. When the floor exceeds the ceiling the floor wins (the network
-// cannot checkpoint faster) and infeasible (LossBudgetInfeasible) is true.
-// With b ≤ 0 the floor is infinite: the result is MaxInterval, infeasible
-// whenever a loss budget is set. The result never exceeds MaxInterval.
-func ConstrainedInterval(c int64, hazard, b, beta float64, lossBudget time.Duration) (interval time.Duration, infeasible bool) {
+// ceiling. When the floor exceeds the ceiling the floor wins and
+// Infeasible is set: checkpointing faster would take more than β of the
+// job's slice, i.e. from the budget P1.3 gave other jobs and research
+// traffic P3 reserves, so the loss budget is the bound that gives (SPEC
+// P1.5: "the network cannot checkpoint faster"). With b ≤ 0 the floor is
+// infinite: MaxInterval, infeasible whenever a loss budget is set. The
+// interval never exceeds MaxInterval.
+func IntervalBox(c int64, hazard, b, beta float64, lossBudget time.Duration) Box {
+	var box Box
+	if lossBudget > 0 {
+		box.Ceiling = 2 * lossBudget.Seconds()
+	}
 	if c <= 0 {
 		// Nothing to write: checkpointing is free, so the loss budget
 		// (or MaxInterval without one) is the only bound that matters.
 		if lossBudget > 0 {
-			return min(2*lossBudget, MaxInterval), false
+			box.Interval, box.Bound = min(2*lossBudget, MaxInterval), BoundCeiling
+			return box
 		}
-		return MaxInterval, false
+		box.Interval = MaxInterval
+		return box
 	}
 	if b <= 0 || beta <= 0 {
-		return MaxInterval, lossBudget > 0
+		box.Interval, box.Infeasible = MaxInterval, lossBudget > 0
+		return box
 	}
-	floor := float64(c) / (beta * b)
-	opt := math.Inf(1)
+	box.Floor = float64(c) / (beta * b)
+	box.Optimum = math.Inf(1)
 	if hazard > 0 {
-		opt = math.Sqrt(2 * float64(c) / (hazard * b))
+		box.Optimum = math.Sqrt(2 * float64(c) / (hazard * b))
 	}
-	d := math.Max(opt, floor)
+	d, bound := box.Optimum, BoundOptimum
+	if box.Floor > d {
+		d, bound = box.Floor, BoundFloor
+	}
 	if lossBudget > 0 {
-		ceiling := 2 * lossBudget.Seconds()
-		if floor > ceiling {
-			return secondsToDuration(floor), true
+		if box.Floor > box.Ceiling {
+			box.Interval, box.Bound, box.Infeasible = secondsToDuration(box.Floor), BoundFloor, true
+			return box
 		}
-		d = math.Min(d, ceiling)
+		if box.Ceiling < d {
+			d, bound = box.Ceiling, BoundCeiling
+		}
 	}
-	return secondsToDuration(d), false
+	box.Interval, box.Bound = secondsToDuration(d), bound
+	return box
+}
+
+// ConstrainedInterval returns IntervalBox's interval and whether the loss
+// budget is infeasible at this bandwidth (LossBudgetInfeasible).
+func ConstrainedInterval(c int64, hazard, b, beta float64, lossBudget time.Duration) (interval time.Duration, infeasible bool) {
+	box := IntervalBox(c, hazard, b, beta, lossBudget)
+	return box.Interval, box.Infeasible
 }
 
 // FinalCheckpointFeasible reports whether a zero-loss final checkpoint fits

@@ -67,6 +67,9 @@ func TestConstrainedIntervalMatchesBoundedGridSearch(t *testing.T) {
 		ceiling := 2 * lmax.Seconds()
 		if floor > ceiling {
 			infeasibleSeen++
+			if box := IntervalBox(c, lambda, b, beta, lmax); box.Bound != BoundFloor || box.Floor != floor || box.Ceiling != ceiling {
+				t.Errorf("case %d: infeasible box %+v, want the floor %.1f bound above the ceiling %.1f", k, box, floor, ceiling)
+			}
 			if !infeasible || math.Abs(got.Seconds()-math.Min(floor, MaxInterval.Seconds()))/floor > 1e-9 {
 				t.Errorf("case %d: floor %.1f > ceiling %.1f: got %v infeasible=%v, want the floor and infeasible", k, floor, ceiling, got, infeasible)
 			}
@@ -76,11 +79,20 @@ func TestConstrainedIntervalMatchesBoundedGridSearch(t *testing.T) {
 			t.Errorf("case %d: floor %.1f ≤ ceiling %.1f but flagged infeasible", k, floor, ceiling)
 		}
 		opt := math.Sqrt(2 * float64(c) / (lambda * b))
+		bound := IntervalBox(c, lambda, b, beta, lmax).Bound
 		switch {
 		case opt < floor:
 			clippedLow++
+			if bound != BoundFloor {
+				t.Errorf("case %d: optimum %.1f below the floor %.1f: bound %v, want the floor", k, opt, floor, bound)
+			}
 		case opt > ceiling:
 			clippedHigh++
+			if bound != BoundCeiling {
+				t.Errorf("case %d: optimum %.1f above the ceiling %.1f: bound %v, want the loss budget", k, opt, ceiling, bound)
+			}
+		case bound != BoundOptimum:
+			t.Errorf("case %d: optimum %.1f inside [%.1f, %.1f]: bound %v, want the optimum", k, opt, floor, ceiling, bound)
 		}
 		want := gridArgmin(func(d float64) float64 {
 			return CostRate(c, lambda, b, time.Duration(d*float64(time.Second)))

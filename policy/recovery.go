@@ -85,7 +85,14 @@ func (w *world) recoveries(recover []*Job, d *Decisions, early bool) []*migratio
 			// job keeps that copy off its node, and a departure of the
 			// new host (spot preemptions come in bursts) loses only the
 			// work since the restart instead of everything.
-			req := scanRequest{job: j, src: ri, recovery: true, list: true, sole: live == 1 && w.riskyHolder(ri, j)}
+			req := scanRequest{job: j, src: ri, recovery: true, list: true, sole: live == 1 && w.riskyHolder(ri, j, -1)}
+			if w.durable() {
+				// P2.7's restore source: among live holders the one
+				// whose copy lands first and survives; a holder that may
+				// follow the departed host (or leave on its own) before
+				// the restore lands costs the work at risk.
+				req.srcRisk = w.p.Alpha * w.leaveGiven(j, ri, nil) * atRisk(j)
+			}
 			if w.leaving[ri] {
 				// A node under scheduled reclaim still serves its copy
 				// until its deadline (SPEC §0: only the departure takes

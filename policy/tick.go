@@ -194,10 +194,11 @@ func Tick(s Snapshot, now time.Time) Decisions {
 	// Step 3: P1 on what is left.
 	var paths [][]int
 	var standbys []int
-	d.Jobs, paths, standbys, d.CheckpointBudget = w.checkpoints(running, runningHost)
+	var copies []replica
+	d.Jobs, paths, standbys, copies, d.CheckpointBudget = w.checkpoints(running, runningHost, s.Flows)
 	if len(rescued) > 0 {
 		for _, r := range rescued {
-			d.Jobs = append(d.Jobs, JobDecision{Job: r.job.ID, Bandwidth: r.rate, Interval: RescueInterval,
+			d.Jobs = append(d.Jobs, JobDecision{Job: r.job.ID, Bandwidth: r.rate, Interval: RescueInterval, Bound: BoundNow,
 				Hazard: r.lambda, Standby: w.nodes[r.to].ID})
 			paths = append(paths, r.links)
 			standbys = append(standbys, r.to)
@@ -206,7 +207,7 @@ func Tick(s Snapshot, now time.Time) Decisions {
 		}
 		sortJobDecisions(d.Jobs, paths, standbys, running, runningHost)
 	}
-	d.Flows = make([]FlowDecision, 0, len(d.Jobs)+len(planned)+len(restores)+len(evac))
+	d.Flows = make([]FlowDecision, 0, len(d.Jobs)+len(planned)+len(restores)+len(evac)+len(copies))
 	// The flows' IDs are cut from one string (one allocation, not one
 	// per flow).
 	var ids strings.Builder
@@ -235,6 +236,9 @@ func Tick(s Snapshot, now time.Time) Decisions {
 	}
 	for _, m := range evac {
 		names += len(m.links)
+	}
+	for _, c := range copies {
+		names += len(c.links)
 	}
 	w.strArena = make([]string, 0, names)
 	var m migration
@@ -267,6 +271,14 @@ func Tick(s Snapshot, now time.Time) Decisions {
 	for _, m := range evac {
 		d.Flows = d.Flows[:len(d.Flows)+1]
 		w.flowDecision(&d.Flows[len(d.Flows)-1], m, ClassPresync)
+	}
+	for _, c := range copies {
+		if c.rate <= 0 {
+			continue
+		}
+		d.Flows = d.Flows[:len(d.Flows)+1]
+		w.flowDecision(&d.Flows[len(d.Flows)-1], &migration{id: c.id, job: c.job, from: c.from, to: c.to,
+			rate: c.rate, start: now, links: c.links}, ClassPresync)
 	}
 	slices.SortFunc(d.Flows, func(a, b FlowDecision) int { return cmp.Compare(a.ID, b.ID) })
 	slices.SortStableFunc(d.Handoffs, func(a, b HandoffDecision) int { return cmp.Compare(a.Job, b.Job) })

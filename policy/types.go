@@ -81,6 +81,14 @@ type Node struct {
 	// Leaving is set while a reclaim of this node is pending or done; a
 	// leaving node is never a destination, standby or placement.
 	Leaving bool
+	// Lab and Pool name failure domains the node shares with others
+	// besides its building (a lab's room, a spot pool, a power circuit):
+	// the priors of co-departure (SPEC P2.7). Empty: none.
+	Lab, Pool string `json:",omitzero"`
+	// Storage marks a storage-role node (SPEC P2.7): it keeps checkpoints,
+	// hosts no jobs and is never lent or reclaimed, so P2 takes its hazard
+	// as 0 and prefers it as a holder.
+	Storage bool `json:",omitzero"`
 }
 
 // Link is one edge of the campus graph (SPEC P2.1). Links are full duplex:
@@ -151,6 +159,21 @@ type Job struct {
 	// WriteCap is W_i, the cap on the job's checkpoint bandwidth (disk,
 	// NIC, admin), bytes/s; 0 means no cap beyond the network.
 	WriteCap float64
+	// Copies is k, how many nodes other than the host should hold the
+	// job's freshest committed checkpoint (SPEC P2.7, `run --replicas K`);
+	// 0 means DefaultCopies.
+	Copies int `json:",omitzero"`
+	// AtRisk is the work the job would lose if its host and every holder
+	// of its freshest committed version left now: the time since the
+	// capture of the newest version some other live node holds, or all of
+	// its progress. 0 when not reported (P2.7's holder choice then weighs
+	// Exposure). An input computed each period, like Exposure.
+	AtRisk time.Duration `json:",omitzero"`
+	// Started is when a running job last started on its host (a start, a
+	// restart or a hand-off); zero when not reported. With it and no live
+	// holder off the host (Replicas empty), P1 makes the job's first
+	// checkpoint early (BoundFirst).
+	Started time.Time `json:",omitzero"`
 	// Exposure is the work a running job would lose if its host left
 	// now: the time since the capture of the freshest version that a live
 	// node other than the host holds or is receiving, or since the job
@@ -267,6 +290,10 @@ type Snapshot struct {
 	Reclaims []Reclaim
 	Flows    []Flow
 	Params   Params
+	// CoDeparture is the leader's estimate of which nodes leave together
+	// (CoDepartureEstimator.Estimate); nil treats departures as
+	// independent.
+	CoDeparture *CoDeparture
 }
 
 // RejectReason says why P2 did not consider a node for a job.
@@ -284,6 +311,8 @@ const (
 	RejectLocality   RejectReason = "other building (enough local candidates)"
 	// RejectBandwidth: the path has no migration bandwidth left this period.
 	RejectBandwidth RejectReason = "no migration bandwidth on the path"
+	// RejectStorage: a storage node keeps checkpoints but hosts no jobs.
+	RejectStorage RejectReason = "storage node (hosts no jobs)"
 )
 
 // Candidate is one node P2 scored, or rejected with a reason.
@@ -305,12 +334,28 @@ type JobDecision struct {
 	Bandwidth float64       // b_i, bytes/s
 	Interval  time.Duration // Δ_i
 	// LossBudgetInfeasible is set when the network cannot checkpoint often
-	// enough to meet the job's loss budget (P1.5).
+	// enough to meet the job's loss budget (P1.5): the floor C/(β·b) is
+	// above the ceiling 2·Lmax, or the job has no path to checkpoint on.
 	LossBudgetInfeasible bool
+	// Bound says what set Interval; Floor and Ceiling are P1.5's box
+	// (the network floor C/(β·b) and the loss-budget ceiling 2·Lmax; 0
+	// when the job has no bandwidth or no loss budget), so the status
+	// page can say by how much a budget is missed.
+	Bound          IntervalBound
+	Floor, Ceiling time.Duration
 	// Hazard is the λ̂⁺ used, 1/s.
 	Hazard float64
 	// Standby is where pre-sync should go (P2.6), empty if none.
 	Standby NodeID
+	// Holders are the nodes that should keep the job's freshest committed
+	// checkpoint (SPEC P2.7), most durable first: the live nodes holding
+	// it, then the one a ReplicaPrefix flow copies it to this period.
+	// Empty when no live node other than the host holds it.
+	Holders []NodeID
+	// Risk is P2.7's joint figure: the chance that every holder leaves
+	// within its restore window given that the host leaves (1 with no
+	// holder).
+	Risk float64
 }
 
 // HandoffDecision is the outcome for a job on a node with a pending reclaim.

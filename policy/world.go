@@ -29,12 +29,20 @@ type world struct {
 	// standbyOf fixes the standby of a job whose evacuation already
 	// chose one this period, so that P1 sends its checkpoints there too.
 	standbyOf map[JobID]int
-	freeGPUs  []int
-	facts     []nodeFacts  // what P2.3's static filters read, packed
-	hazard    []float64    // λ̂⁺ at now per node, at least MinHazard (P1)
-	survival  []cumulative // per node, departure hazard, built on first use
-	bldg      []int        // building index per node
-	allNodes  []int        // 0, 1, …, n−1
+	// storage marks storage-role nodes (storageIdx lists them); co is the
+	// co-departure estimate (nil: independent), follow its Following per
+	// node, computed on first use (-1: not yet).
+	storage    []bool
+	storageIdx []int
+	co         *CoDeparture
+	coIdx      []int // each node's row in co's table, built on first use
+	follow     []float64
+	freeGPUs   []int
+	facts      []nodeFacts  // what P2.3's static filters read, packed
+	hazard     []float64    // λ̂⁺ at now per node, at least MinHazard (P1)
+	survival   []cumulative // per node, departure hazard, built on first use
+	bldg       []int        // building index per node
+	allNodes   []int        // 0, 1, …, n−1
 	// Node indexes of building b, ascending: byBldg[bldgStart[b]:bldgStart[b+1]].
 	byBldg, bldgStart []int
 	bldgs             []string
@@ -80,7 +88,7 @@ type nodeFacts struct {
 // reclaim (they are leaving too).
 func newWorld(s Snapshot, now time.Time, reclaimed map[NodeID]bool) *world {
 	p := s.Params
-	w := &world{p: p, now: now, cf: 1, topo: cachedTopology(s.Links), nowSec: secondOfDay(now)}
+	w := &world{p: p, now: now, cf: 1, topo: cachedTopology(s.Links), nowSec: secondOfDay(now), co: s.CoDeparture}
 	if p.Switches.P3 && p.CeilingFactor > 1 {
 		w.cf = p.CeilingFactor
 	}
@@ -111,6 +119,7 @@ func newWorld(s Snapshot, now time.Time, reclaimed map[NodeID]bool) *world {
 	w.freeGPUs = make([]int, n)
 	w.facts = make([]nodeFacts, n)
 	w.hazard = make([]float64, n)
+	w.storage = make([]bool, n)
 	w.intArena = make([]int, 0, 4*len(s.Jobs)+64)
 	w.bldg = make([]int, n)
 	bIndex := map[string]int{}
@@ -131,6 +140,11 @@ func newWorld(s Snapshot, now time.Time, reclaimed map[NodeID]bool) *world {
 		w.facts[i] = nodeFacts{vram: nd.GPU.VRAM, capability: nd.GPU.Capability, load: nd.Load}
 		// Read while the node is at hand; jobs look hosts up at random.
 		w.hazard[i] = math.Max(nd.Emergency.atSecond(w.nowSec), MinHazard)
+		if nd.Storage {
+			// Never lent nor reclaimed (SPEC P2.7): hazard ≈ 0.
+			w.storage[i], w.hazard[i] = true, MinHazard
+			w.storageIdx = append(w.storageIdx, i)
+		}
 		b, ok := bIndex[nd.Building]
 		if !ok {
 			b = len(w.bldgs)

@@ -81,20 +81,27 @@ func (NoMigration) Control(w *World, now time.Time) Plan {
 }
 
 // Oracle is baseline B6, a hindsight bound (not the paper's ILP): it knows
-// every future departure and bandwidth sample. It takes no periodic
-// checkpoints; for each departure that will hit a job it starts one final
-// checkpoint to the node that will stay up longest, timed to complete just
-// before the departure (it starts two control periods early plus the
-// transfer time at the worst bandwidth the path will see), and it places
-// every job on the node that stays longest. When no node can take the job,
-// the checkpoint goes to the storage server instead (the job keeps running
-// until the departure and is restored from storage later). The engine runs
-// it with a 1-minute control period. Its transfers are paced within
-// the available bandwidth, so it never degrades research traffic. When the
-// bandwidth does not allow the checkpoint in time, the job loses its work
-// since its last start.
+// every future departure and bandwidth sample, and uses that everywhere.
+// It takes no periodic checkpoints. Before each departure that will hit a
+// job it hands the job off with one final checkpoint (the job stops at the
+// capture, so nothing is redone) to the node that will stay up longest,
+// when that node outlives the job's arrival with room to move on; started
+// early enough to land at the worst bandwidth the path will see until the
+// departure, shared with the other jobs of the same host and the oracle's
+// other transfers on each link, with a margin of Safety× and two control
+// periods. When no node will be free to take the job and stay, it
+// suspends the job the same way onto the storage server and places it
+// when a node is free. It places every job on the node that stays
+// longest. The engine runs it with a 1-minute control period; its
+// transfers are paced within the available bandwidth, so it never
+// degrades research traffic. A job can still lose work when a departure
+// comes sooner after the job's start than its checkpoint can cross.
 type Oracle struct {
 	Period time.Duration // the engine's control period
+	// Safety is how much longer than the bare transfer time a final
+	// checkpoint is given (2: the link model shares links among flows the
+	// samples do not foresee, and research traffic can outgrow a sample).
+	Safety float64
 }
 
 // Name implements Controller.
@@ -103,13 +110,14 @@ func (Oracle) Name() string { return "B6 oracle (hindsight)" }
 // Enforced implements Controller.
 func (Oracle) Enforced() bool { return true }
 
-// nextDeparture returns when node ni next leaves after t (+Inf if never).
+// nextDeparture returns when node ni next leaves at or after t (+Inf if
+// never): a departure due now, not yet handled, counts.
 func (w *World) nextDeparture(ni int, t float64) float64 {
 	ds := w.depByNode[ni]
 	lo, hi := 0, len(ds)
 	for lo < hi {
 		m := (lo + hi) / 2
-		if ds[m].T <= t {
+		if ds[m].T < t {
 			lo = m + 1
 		} else {
 			hi = m
@@ -122,16 +130,18 @@ func (w *World) nextDeparture(ni int, t float64) float64 {
 }
 
 // minPathAvail is the lowest available bandwidth the path a→b will see in
-// [from, to], from the trace's future samples.
-func (w *World) minPathAvail(a, b int, from, to float64) float64 {
+// [from, to], from the trace's future samples, each link's share divided
+// among the flows load says will cross it (itself included).
+func (w *World) minPathAvail(a, b int, from, to float64, load map[int]int) float64 {
 	m := math.Inf(1)
 	for _, li := range w.path(a, b) {
 		l := w.links[li]
-		m = math.Min(m, l.avail)
+		lm := l.avail
 		samples := w.linkSamples(li)
 		for k := sort.Search(len(samples), func(k int) bool { return samples[k].T >= from }); k < len(samples) && samples[k].T <= to; k++ {
-			m = math.Min(m, math.Min(l.capacity, samples[k].AvailableMbs*1e6/8))
+			lm = math.Min(lm, math.Min(l.capacity, samples[k].AvailableMbs*1e6/8))
 		}
+		m = math.Min(m, lm/float64(1+load[li]))
 	}
 	return m
 }
@@ -155,7 +165,23 @@ func (w *World) longestStay(j *simJob, not int, t float64, taken map[int]int) in
 func (o Oracle) Control(w *World, now time.Time) Plan {
 	var p Plan
 	period := o.Period.Seconds()
+	safety := max(o.Safety, 1)
 	taken := map[int]int{}
+	onNode := map[int]int{} // running jobs per host: they all leave with it
+	for _, j := range w.jobs {
+		if j.started && j.state != policy.JobDone && j.node >= 0 && j.handoff == nil {
+			onNode[j.node]++
+		}
+	}
+	// Flows per link: those under way and those planned this period (the
+	// samples do not show the oracle's own transfers).
+	load := map[int]int{}
+	for _, f := range w.flows {
+		for _, d := range f.links {
+			load[d/2]++
+		}
+	}
+	st := w.nodeIdx[StorageNode]
 	for _, j := range w.jobs {
 		if !j.started || j.state == policy.JobDone {
 			continue
@@ -167,41 +193,41 @@ func (o Oracle) Control(w *World, now time.Time) Plan {
 			if math.IsInf(td, 1) {
 				continue
 			}
-			// Cheap test first: no path is slower than 1 MB/s in our traces.
-			if td-w.now > float64(j.bytes)/1e6+2*period {
+			share := float64(max(1, onNode[j.node]))
+			// Cheap test first: no path is slower than 1 MB/s in our
+			// traces.
+			if td-w.now > safety*share*float64(j.bytes)/1e6+2*period {
 				continue
+			}
+			need := func(dst int) float64 {
+				if len(w.path(j.node, dst)) == 0 {
+					return 2 * period
+				}
+				return safety*share*float64(j.bytes)/w.minPathAvail(j.node, dst, w.now, td, load) + 2*period
 			}
 			dst := w.longestStay(j, j.node, w.now, taken)
+			if dst >= 0 && w.nextDeparture(dst, w.now) < td+need(dst) {
+				dst = -1 // it would leave about when the job got there
+			}
 			if dst < 0 {
-				// No GPU will be free to take the job: park one
-				// checkpoint on the storage server instead, timed the
-				// same way, and restore it when a node is free.
-				st := w.nodeIdx[StorageNode]
-				if j.ckpt != nil || j.held[st] >= j.progressAt(w.now) {
-					continue
-				}
-				bw := w.minPathAvail(j.node, st, w.now, td)
-				if w.now+float64(j.bytes)/bw+2*period >= td {
-					p.Jobs[len(p.Jobs)-1] = policy.JobDecision{Job: j.id, Standby: StorageNode, Bandwidth: bw,
-						Interval: max(time.Second, secs(w.now-j.lastCkpt))}
-				}
+				dst = st // no GPU will be free to stay: suspend onto storage
+			}
+			bw := w.minPathAvail(j.node, dst, w.now, td, load)
+			if w.now+need(dst) < td {
 				continue
 			}
-			bw := w.minPathAvail(j.node, dst, w.now, td)
-			need := float64(j.bytes)/bw + 2*period
-			if len(w.path(j.node, dst)) == 0 {
-				need = 2 * period
-			}
-			if w.now+need >= td {
+			if dst != st {
 				taken[dst] += j.rec.GPUs
-				p.Handoffs = append(p.Handoffs, policy.HandoffDecision{Job: j.id, From: w.nodes[j.node].id, To: w.nodes[dst].id,
-					FinalCheckpoint: true, Bytes: j.bytes, Deadline: w.timeAt(td)})
-				p.Flows = append(p.Flows, policy.FlowDecision{Job: j.id, From: w.nodes[j.node].id, To: w.nodes[dst].id,
-					Class: policy.ClassMigration, Rate: bw})
 			}
+			for _, li := range w.path(j.node, dst) {
+				load[li]++
+			}
+			p.Handoffs = append(p.Handoffs, policy.HandoffDecision{Job: j.id, From: w.nodes[j.node].id, To: w.nodes[dst].id,
+				FinalCheckpoint: true, Bytes: j.bytes, Deadline: w.timeAt(td)})
+			p.Flows = append(p.Flows, policy.FlowDecision{Job: j.id, From: w.nodes[j.node].id, To: w.nodes[dst].id,
+				Class: policy.ClassMigration, Rate: bw})
 		case j.node < 0:
-			not := -1
-			dst := w.longestStay(j, not, w.now, taken)
+			dst := w.longestStay(j, -1, w.now, taken)
 			if dst < 0 {
 				continue
 			}

@@ -59,11 +59,12 @@ func (e *Engine) control() {
 	for _, p := range plan.Placements {
 		e.applyPlacement(p)
 	}
-	e.applyEvacuations(plan.Flows, enforced)
+	e.applyCopies(plan.Flows, enforced, policy.EvacuationPrefix, flowEvac)
+	e.applyCopies(plan.Flows, enforced, policy.ReplicaPrefix, flowReplica)
 	if enforced {
 		for _, fd := range plan.Flows {
 			for _, f := range w.flows {
-				if f.job.id == fd.Job && f.kind != flowCheckpoint && f.kind != flowEvac && w.nodes[f.to].id == fd.To && fd.Rate > 0 {
+				if f.job.id == fd.Job && f.kind != flowCheckpoint && f.kind != flowEvac && f.kind != flowReplica && w.nodes[f.to].id == fd.To && fd.Rate > 0 {
 					f.rateCap = fd.Rate
 					e.dirty = true
 				}
@@ -82,17 +83,18 @@ func (e *Engine) control() {
 	}
 }
 
-// applyEvacuations carries out the plan's evacuation flows
-// (policy.EvacuationPrefix) as the agent's job manager does: the holder
-// sends the job's freshest committed copy to the flow's destination, at
-// the flow's rate under enforcement; an evacuation the plan no longer
-// decides is cancelled, and one whose holder lacks that copy, or whose
-// destination has it, is not started.
-func (e *Engine) applyEvacuations(flows []policy.FlowDecision, enforced bool) {
+// applyCopies carries out the plan's flows whose ID starts with prefix
+// (policy.EvacuationPrefix: a copy sent off a leaving holder;
+// policy.ReplicaPrefix: a holder-to-holder copy) as the agent's job
+// manager does: the holder sends the job's freshest committed copy to the
+// flow's destination, at the flow's rate under enforcement; a copy the
+// plan no longer decides is cancelled, and one whose holder lacks that
+// copy, or whose destination has it, is not started.
+func (e *Engine) applyCopies(flows []policy.FlowDecision, enforced bool, prefix string, kind flowKind) {
 	w := e.w
 	var wanted map[*simJob]policy.FlowDecision // nil in most periods: none
 	for _, fd := range flows {
-		if !strings.HasPrefix(fd.ID, policy.EvacuationPrefix) {
+		if !strings.HasPrefix(fd.ID, prefix) {
 			continue
 		}
 		if ji, ok := w.jobIdx[fd.Job]; ok {
@@ -104,7 +106,7 @@ func (e *Engine) applyEvacuations(flows []policy.FlowDecision, enforced bool) {
 	}
 	var undecided []*simFlow
 	for _, f := range w.flows {
-		if fd, ok := wanted[f.job]; f.kind == flowEvac && (!ok || w.nodes[f.from].id != fd.From || w.nodes[f.to].id != fd.To) {
+		if fd, ok := wanted[f.job]; f.kind == kind && (!ok || w.nodes[f.from].id != fd.From || w.nodes[f.to].id != fd.To) {
 			undecided = append(undecided, f)
 		}
 	}
@@ -112,7 +114,7 @@ func (e *Engine) applyEvacuations(flows []policy.FlowDecision, enforced bool) {
 		e.dropFlow(f, false)
 	}
 	for _, fd := range flows { // in the plan's order: deterministic
-		if !strings.HasPrefix(fd.ID, policy.EvacuationPrefix) {
+		if !strings.HasPrefix(fd.ID, prefix) {
 			continue
 		}
 		ji, ok := w.jobIdx[fd.Job]
@@ -126,8 +128,8 @@ func (e *Engine) applyEvacuations(flows []policy.FlowDecision, enforced bool) {
 		if enforced {
 			rate = fd.Rate
 		}
-		if j.evac != nil {
-			j.evac.rateCap = rate
+		if cur := j.copyFlow(kind); cur != nil {
+			cur.rateCap = rate
 			e.dirty = true
 			continue
 		}
@@ -138,10 +140,11 @@ func (e *Engine) applyEvacuations(flows []policy.FlowDecision, enforced bool) {
 		if h, ok := j.held[to]; ok && h >= j.committed {
 			continue
 		}
-		j.evac = e.newFlow(flowEvac, j, from, to, float64(j.bytes))
-		j.evac.id = fd.ID // carried in the next snapshot as the agent's leader carries it
-		j.evac.captured = j.committed
-		j.evac.rateCap = rate
+		f := e.newFlow(kind, j, from, to, float64(j.bytes))
+		f.id = fd.ID // carried in the next snapshot as the agent's leader carries it
+		f.captured = j.committed
+		f.rateCap = rate
+		j.setCopyFlow(kind, f)
 	}
 }
 
@@ -182,11 +185,16 @@ func (e *Engine) applyHandoff(hd policy.HandoffDecision) {
 		return
 	}
 	to, ok := w.nodeIdx[hd.To]
-	if !ok || to == j.node || !w.usable(to, j) {
+	suspend := ok && w.nodes[to].storage && w.nodes[to].up
+	if !ok || to == j.node || !w.usable(to, j) && !suspend {
 		return
 	}
-	w.nodes[to].freeGPUs -= j.rec.GPUs
-	j.handTo = to
+	if !suspend {
+		// A hand-off to a storage node suspends the job (the oracle's
+		// park): no GPUs to reserve, it is placed again later.
+		w.nodes[to].freeGPUs -= j.rec.GPUs
+		j.handTo = to
+	}
 	e.syncProgress(j)
 	j.computing = false
 	j.down, j.stopAt, j.stopProg = true, w.now, j.progress
@@ -286,18 +294,21 @@ func (w *World) Snapshot(params policy.Params, emergency, departure func(policy.
 		Reclaims: w.snap.Reclaims[:0], Flows: w.snap.Flows[:0]}
 	defer func() { w.snap = s }()
 	for _, n := range w.nodes {
-		if !n.up || n.storage {
+		if !n.up || n.virtual {
 			continue
 		}
-		s.Nodes = append(s.Nodes, policy.Node{
-			ID: n.id, Building: n.rec.Building,
-			GPU:       policy.GPU{Model: n.rec.GPUModel, VRAM: n.vram, Capability: n.rec.Capability},
-			GPUs:      n.rec.GPUs,
-			FreeGPUs:  n.freeGPUs,
-			Load:      1 - float64(n.freeGPUs)/float64(n.rec.GPUs),
-			Emergency: emergency(n.id), Departure: departure(n.id),
+		pn := policy.Node{
+			ID: n.id, Building: n.rec.Building, Lab: n.rec.Lab, Pool: n.rec.Pool, Storage: n.storage,
+			GPU:        policy.GPU{Model: n.rec.GPUModel, VRAM: n.vram, Capability: n.rec.Capability},
+			GPUs:       n.rec.GPUs,
+			FreeGPUs:   n.freeGPUs,
 			AccessLink: n.rec.AccessLink, Leaving: n.leaving,
-		})
+		}
+		if !n.storage {
+			pn.Load = 1 - float64(n.freeGPUs)/float64(n.rec.GPUs)
+			pn.Emergency, pn.Departure = emergency(n.id), departure(n.id)
+		}
+		s.Nodes = append(s.Nodes, pn)
 		if n.leaving {
 			s.Reclaims = append(s.Reclaims, policy.Reclaim{Node: n.id, Announced: w.timeAt(n.announced), Deadline: w.timeAt(n.deadline)})
 		}
@@ -336,6 +347,10 @@ func (w *World) Snapshot(params policy.Params, emergency, departure func(policy.
 		}
 		if j.state == policy.JobRunning && j.node >= 0 {
 			pj.Exposure = secs(j.exposure(w))
+			pj.Started = w.timeAt(j.startedAt)
+		}
+		if j.node >= 0 || j.state == policy.JobRecovering {
+			pj.AtRisk = secs(j.atRisk(w))
 		}
 		s.Jobs = append(s.Jobs, pj)
 	}
@@ -353,12 +368,12 @@ func (w *World) Snapshot(params policy.Params, emergency, departure func(policy.
 		switch f.kind {
 		case flowRestore:
 			cls = policy.ClassEmergency
-		case flowEvac:
+		case flowEvac, flowReplica:
 			cls = policy.ClassPresync
 		}
 		pf := policy.Flow{ID: f.id, Job: f.job.id, From: w.nodes[f.from].id, To: w.nodes[f.to].id, Class: cls,
 			Remaining: int64(f.remaining), Start: w.timeAt(f.start), Rate: f.rate}
-		if f.kind == flowEvac && f.rateCap > 0 {
+		if (f.kind == flowEvac || f.kind == flowReplica) && f.rateCap > 0 {
 			pf.Rate = f.rateCap // the decided pace, as the leader's decisions carry it
 		}
 		if f.deadline > 0 {
@@ -380,6 +395,26 @@ func (j *simJob) exposure(w *World) float64 {
 		best = math.Max(best, f.captured)
 	}
 	return math.Max(0, j.progressAt(w.now)-best) / j.speed
+}
+
+// atRisk is the work the job loses if its host and every live holder of
+// its freshest version leave now (see policy.Job.AtRisk), in seconds of
+// computing: its progress since the newest older version another live
+// node holds; all of it when none does.
+func (j *simJob) atRisk(w *World) float64 {
+	fresh, next := -1.0, -1.0
+	for n, p := range j.held {
+		if n == j.node || !w.nodes[n].up {
+			continue
+		}
+		switch {
+		case p > fresh:
+			fresh, next = p, fresh
+		case p < fresh && p > next:
+			next = p
+		}
+	}
+	return math.Max(0, j.progressAt(w.now)-math.Max(0, next)) / j.speed
 }
 
 // heldOffHost is the progress of the freshest version a live node other

@@ -24,9 +24,10 @@ func TestEvacuationSavesTheOnlyCopy(t *testing.T) {
 	if r.Breakdown.Emergencies != 1 {
 		t.Fatalf("emergencies %d, want a's", r.Breakdown.Emergencies)
 	}
-	// Resumed from the copy taken at 2 h: 0.66 GPU-h lost; started over:
-	// 2.66.
-	if r.WorkLossGPUh > 1 {
+	// Started over, j1 loses everything since its start at 60 s: 2.66
+	// GPU-h. Resumed from the evacuated copy (its first checkpoint, taken
+	// early, at 10 min of work, or a later one), at least 0.16 GPU-h less.
+	if r.WorkLossGPUh > (9650-60-600)/3600.0 {
 		t.Errorf("work loss %.2f GPU-h: j1 did not resume from the evacuated copy", r.WorkLossGPUh)
 	}
 }

@@ -50,6 +50,9 @@ type GenConfig struct {
 	// campus moving from Slurm keeps the loss it tolerated; P1.5's ceiling
 	// 2·Lmax is then 10 min.
 	LossBudgetMin, LossBudgetMax time.Duration
+	// Groups adds departures of groups of nodes (the correlated-departure
+	// mode); the zero value adds none.
+	Groups GroupConfig
 }
 
 // DefaultGenConfig returns the calibrated two-month, 54-node campus.
@@ -94,7 +97,7 @@ func (c GenConfig) Validate() error {
 	case c.LossBudgetMin < 0 || c.LossBudgetMax < c.LossBudgetMin:
 		return fmt.Errorf("generator: loss budget range %v..%v is invalid", c.LossBudgetMin, c.LossBudgetMax)
 	}
-	return nil
+	return c.Groups.validate()
 }
 
 // DiurnalShape is the generator's time-of-day emergency hazard shape,
@@ -165,7 +168,7 @@ func Generate(c GenConfig) (*trace.Trace, error) {
 	rng := rand.New(rand.NewPCG(c.Seed, 0x5eed))
 	dur := c.Duration.Seconds()
 	tr := &trace.Trace{Header: trace.Header{
-		Format: trace.Format, Version: trace.Version, Start: c.Start, DurationS: dur,
+		Format: trace.Format, Start: c.Start, DurationS: dur,
 		Name:   fmt.Sprintf("generated seed=%d nodes=%d", c.Seed, c.Nodes),
 		Source: "sim.Generate, calibrated to SPEC §0",
 	}}
@@ -203,9 +206,14 @@ func Generate(c GenConfig) (*trace.Trace, error) {
 	for _, n := range tr.Nodes {
 		tr.Links = append(tr.Links, trace.LinkRec{ID: n.AccessLink, A: n.ID, B: "sw-" + n.Building, CapacityMbs: 1000})
 	}
-	genDepartures(c, rng, tr)
+	c.Groups.assignLabs(tr)
+	if c.Groups.on() {
+		tr.Header.Name += " correlated"
+	}
+	genDepartures(c, rng, tr, c.Groups.groupDepartures(c, tr))
 	genBandwidth(c, rng, tr)
 	genJobs(c, rng, tr, kinds)
+	tr.Header.Version = trace.Needed(tr)
 	return tr, nil
 }
 
@@ -219,7 +227,12 @@ func scheduledShape(tod time.Duration) float64 {
 	return 1
 }
 
-func genDepartures(c GenConfig, rng *rand.Rand, tr *trace.Trace) {
+// genDepartures draws each node's independent departures (a
+// non-homogeneous Poisson process by thinning, away an exponential time
+// after each) and merges the groups' departures into them: a group
+// departure while the node is up comes first, one while it is away is
+// dropped.
+func genDepartures(c GenConfig, rng *rand.Rand, tr *trace.Trace, forced map[string][]forcedDeparture) {
 	dur := c.Duration.Seconds()
 	perNode := c.Departures / float64(c.Nodes) / dur
 	away := math.Min(perNode*c.MeanAbsence.Seconds(), 0.5)
@@ -230,10 +243,28 @@ func genDepartures(c GenConfig, rng *rand.Rand, tr *trace.Trace) {
 	}
 	maxRate := emMax + schedBase*3
 	for _, n := range tr.Nodes {
-		t := 0.0
+		fs, k := forced[n.ID], 0
+		t, upFrom := 0.0, 0.0
 		for {
 			// Thinning of a non-homogeneous Poisson process.
 			t += rng.ExpFloat64() / maxRate
+			for k < len(fs) && fs[k].t < upFrom {
+				k++ // the node was away
+			}
+			if k < len(fs) && fs[k].t <= t && fs[k].t < dur {
+				f := fs[k]
+				k++
+				d := trace.DepartureRec{T: f.t, Node: n.ID, Type: trace.Emergency}
+				if f.notice > 0 && f.notice <= f.t {
+					d.Type, d.NoticeS = trace.Scheduled, f.notice
+				}
+				tr.Departures = append(tr.Departures, d)
+				if f.back < dur {
+					tr.Returns = append(tr.Returns, trace.ReturnRec{T: f.back, Node: n.ID})
+				}
+				t, upFrom = f.back, f.back
+				continue
+			}
 			if t >= dur {
 				break
 			}
@@ -260,7 +291,7 @@ func genDepartures(c GenConfig, rng *rand.Rand, tr *trace.Trace) {
 			if back < dur {
 				tr.Returns = append(tr.Returns, trace.ReturnRec{T: back, Node: n.ID})
 			}
-			t = back
+			t, upFrom = back, back
 		}
 	}
 	sort.SliceStable(tr.Departures, func(a, b int) bool { return tr.Departures[a].T < tr.Departures[b].T })

@@ -11,9 +11,10 @@ import (
 )
 
 // TickController drives ReclaimNet, or one of its ablations, through
-// policy.Tick with the policy's own estimators: the hazard estimator learns
-// from the departures as they happen (never from the future), the
-// bandwidth estimator from each link's non-migration traffic.
+// policy.Tick with the policy's own estimators: the hazard and
+// co-departure estimators learn from the departures as they happen (never
+// from the future), the bandwidth estimator from each link's
+// non-migration traffic.
 type TickController struct {
 	Label  string
 	Params policy.Params
@@ -22,6 +23,8 @@ type TickController struct {
 	IntervalOverride func(j policy.Job, now time.Time) time.Duration
 
 	hazard *policy.HazardEstimator
+	co     *policy.CoDepartureEstimator
+	coInit bool
 	bw     map[string]*policy.BandwidthEstimator
 	bwLast map[string]time.Time
 	// bwCache holds each link's estimate since its last observation: the
@@ -46,7 +49,11 @@ func NewTickController(label string, params policy.Params) (*TickController, err
 	if err != nil {
 		return nil, fmt.Errorf("hazard estimator: %w", err)
 	}
-	return &TickController{Label: label, Params: params, hazard: h, bw: map[string]*policy.BandwidthEstimator{},
+	co, err := policy.NewCoDepartureEstimator(policy.DefaultCoDepartureConfig())
+	if err != nil {
+		return nil, fmt.Errorf("co-departure estimator: %w", err)
+	}
+	return &TickController{Label: label, Params: params, hazard: h, co: co, bw: map[string]*policy.BandwidthEstimator{},
 		bwLast: map[string]time.Time{}, bwCache: map[string][2]float64{}, upSince: map[policy.NodeID]time.Time{}, down: map[policy.NodeID]bool{},
 		profiles: map[policy.NodeID][2]policy.HazardProfile{}}, nil
 }
@@ -69,6 +76,7 @@ func (c *TickController) ObserveDeparture(node policy.NodeID, at time.Time, emer
 	c.down[node] = true
 	delete(c.upSince, node)
 	c.hazard.Observe(policy.Departure{Node: node, At: at, Emergency: emergency})
+	c.co.Observe(policy.Departure{Node: node, At: at, Emergency: emergency})
 	// Republish the profiles soon (at most every 10 min: on a large
 	// campus departures come every few minutes and a refresh costs one
 	// estimate per node).
@@ -81,6 +89,7 @@ func (c *TickController) ObserveDeparture(node policy.NodeID, at time.Time, emer
 func (c *TickController) ObserveReturn(node policy.NodeID, at time.Time) {
 	delete(c.down, node)
 	c.upSince[node] = at
+	c.co.Return(node, at)
 }
 
 // ObserveBandwidth implements Observer.
@@ -108,6 +117,14 @@ func (c *TickController) ObserveBandwidth(link string, at time.Time, capacity, n
 func (c *TickController) Control(w *World, now time.Time) Plan {
 	if c.start.IsZero() {
 		c.start = w.Start
+	}
+	if !c.coInit {
+		c.coInit = true
+		for _, n := range w.nodes {
+			if !n.storage {
+				c.co.Node(n.id, n.rec.Building, n.rec.Lab, n.rec.Pool)
+			}
+		}
 	}
 	refresh := c.profAt.IsZero() || now.Sub(c.profAt) >= time.Hour
 	sample := !now.Before(c.nextSample)
@@ -142,6 +159,7 @@ func (c *TickController) Control(w *World, now time.Time) Plan {
 			}
 			return capacity, capacity / 2
 		})
+	snap.CoDeparture = c.co.Estimate(now)
 	d := tick(snap, now)
 	if c.IntervalOverride != nil {
 		byID := map[policy.JobID]policy.Job{}

@@ -64,6 +64,7 @@ func mean(rs []Result) Result {
 		m.CheckpointOverheadGPUh += r.CheckpointOverheadGPUh / n
 		m.WallS += r.WallS / n
 		m.PredictedGap += r.PredictedGap / n
+		m.TotalLostGPUh += r.TotalLostGPUh / n
 		m.Interruptions += r.Interruptions
 		m.CompletedJobs += r.CompletedJobs
 		m.HandoffsOK += r.HandoffsOK
@@ -141,6 +142,19 @@ func (rep *Report) WriteTable(w io.Writer) {
 		fmt.Fprintf(w, "| %s | %.2f | %s | %s | %.1f | %.1f | %.1f | %d | %.2f | %.1f |\n", r.Name, m.WorkLossGPUh,
 			down(m.MedianDowntimeS), down(m.P99DowntimeS), m.MigrationSuccessPct, m.DegradationPct, m.GPUUtilPct, m.Interruptions,
 			m.CheckpointTB, m.CheckpointOverheadGPUh)
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "The comparison (SPEC P1.9): what interruptions cost in GPU time, and the traffic spent against them:")
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "| system | work loss GPU-h | downtime GPU-h | redundant compute GPU-h | total GPU time lost GPU-h | checkpoint traffic TB | research-traffic degradation % |")
+	fmt.Fprintln(w, "|---|---|---|---|---|---|---|")
+	for _, r := range rep.Rows {
+		if r.Error != "" {
+			continue
+		}
+		m := r.Mean
+		fmt.Fprintf(w, "| %s | %.2f | %.2f | %.1f | %.2f | %.2f | %.1f |\n", r.Name, m.WorkLossGPUh, m.Breakdown.DowntimeGPUh,
+			m.Breakdown.RedundancyGPUh, m.TotalLostGPUh, m.CheckpointTB, m.DegradationPct)
 	}
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "Where the GPU time went (work loss = emergency + scheduled without hand-off + failed hand-off; counts summed over seeds):")

@@ -34,6 +34,10 @@ type Result struct {
 	WallS                  float64 `json:"wall_s"`
 	// Breakdown splits the work loss and the downtime by cause.
 	Breakdown LossBreakdown `json:"breakdown"`
+	// TotalLostGPUh is all the GPU time interruptions cost (SPEC P1.9):
+	// work loss + downtime + redundant compute. Work loss alone rewards
+	// whoever spends most on redundancy.
+	TotalLostGPUh float64 `json:"total_lost_gpu_h"`
 	// PredictedGap is Theorem 2's gap over the run's own hazard and
 	// bandwidth estimates (Tick-driven policies only).
 	PredictedGap float64 `json:"predicted_gap,omitempty"`

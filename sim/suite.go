@@ -74,7 +74,7 @@ func NewController(key string, tr *trace.Trace, opts Options, seed uint64, tune 
 		}
 		return BambooLike{Interval: refresh, Delay: 10 * time.Second, RedundancyOverhead: 0.15}, nil
 	case "b6":
-		return Oracle{Period: opts.ControlPeriod}, nil
+		return Oracle{Period: opts.ControlPeriod, Safety: 2}, nil
 	case "b3":
 		return tickCtl("B3 static interval", policy.Switches{})
 	case "b4":

@@ -14,10 +14,13 @@ import (
 )
 
 // Format and Version identify the trace format (see README.md in
-// this folder). A reader refuses any other format name or a newer version.
+// this folder). A reader refuses any other format name or a newer version,
+// and reads every older one. Version 2 adds the optional node fields role,
+// lab and pool; Write writes the lowest version that holds the trace, so a
+// trace without them stays readable as version 1.
 const (
 	Format  = "reclaimnet-trace"
-	Version = 1
+	Version = 2
 	// FileName is the file a trace directory holds.
 	FileName = "trace.jsonl"
 )
@@ -61,6 +64,33 @@ type NodeRec struct {
 	// Absent marks a node that is away at t = 0 and joins at its first
 	// return record (spot instances that appear later).
 	Absent bool `json:"absent,omitempty"`
+	// Role is RoleStorage for a machine that only keeps checkpoints (a
+	// machine-room server or NAS): it hosts no jobs, is never lent nor
+	// reclaimed (no departure or return record may name it), and its gpus
+	// and vram_gb may be 0. Empty for a GPU node. Version 2.
+	Role string `json:"role,omitempty"`
+	// Lab and Pool name the failure domains a node shares with others
+	// besides its building (a lab's room and schedule, a spot pool or
+	// power circuit): the co-departure estimator's priors. Version 2.
+	Lab  string `json:"lab,omitempty"`
+	Pool string `json:"pool,omitempty"`
+}
+
+// RoleStorage is NodeRec.Role of a storage node.
+const RoleStorage = "storage"
+
+// Storage reports whether the node only keeps checkpoints.
+func (n NodeRec) Storage() bool { return n.Role == RoleStorage }
+
+// Needed returns the lowest format version that holds tr: 2 when a node
+// uses a version-2 field, else 1.
+func Needed(tr *Trace) int {
+	for _, n := range tr.Nodes {
+		if n.Role != "" || n.Lab != "" || n.Pool != "" {
+			return 2
+		}
+	}
+	return 1
 }
 
 // LinkRec is one edge of the campus graph. A and B are node IDs, building
@@ -165,6 +195,7 @@ func Read(r io.Reader, name string) (*Trace, error) {
 		return &ParseError{File: name, Line: line, Err: fmt.Errorf(format, args...)}
 	}
 	nodes := map[string]bool{}
+	storage := map[string]bool{}
 	links := map[string]bool{}
 	jobs := map[string]bool{}
 	vertices := map[string]bool{"core": true}
@@ -207,6 +238,9 @@ func Read(r io.Reader, name string) (*Trace, error) {
 			if !nodes[id] {
 				return fail("unknown node %q", id)
 			}
+			if storage[id] {
+				return fail("storage node %q never leaves nor returns", id)
+			}
 			return nil
 		}
 		switch probe.Kind {
@@ -237,12 +271,24 @@ func Read(r io.Reader, name string) (*Trace, error) {
 				return nil, fail("node record needs id and building")
 			case nodes[n.ID]:
 				return nil, fail("duplicate node %q", n.ID)
+			case (n.Role != "" || n.Lab != "" || n.Pool != "") && tr.Header.Version < 2:
+				return nil, fail("node %q: role, lab and pool need version 2 (the header says %d)", n.ID, tr.Header.Version)
+			case n.Role != "" && n.Role != RoleStorage:
+				return nil, fail("node %q: role %q, want %q or none", n.ID, n.Role, RoleStorage)
+			case n.Storage() && n.Absent:
+				return nil, fail("storage node %q cannot be absent (it never leaves)", n.ID)
+			case n.Storage() && (n.GPUs < 0 || n.VRAMGB < 0):
+				return nil, fail("storage node %q: negative gpus or vram_gb", n.ID)
+			case n.Storage():
 			case n.GPUs <= 0:
 				return nil, fail("node %q: gpus must be positive", n.ID)
 			case n.VRAMGB <= 0:
 				return nil, fail("node %q: vram_gb must be positive", n.ID)
 			}
 			nodes[n.ID] = true
+			if n.Storage() {
+				storage[n.ID] = true
+			}
 			vertices[n.ID] = true
 			vertices["sw-"+n.Building] = true
 			tr.Nodes = append(tr.Nodes, n)
@@ -362,9 +408,7 @@ func Write(w io.Writer, tr *Trace) error {
 	enc := json.NewEncoder(bw)
 	h := tr.Header
 	h.Kind, h.Format = KindHeader, Format
-	if h.Version == 0 {
-		h.Version = Version
-	}
+	h.Version = max(h.Version, Needed(tr))
 	if err := enc.Encode(h); err != nil {
 		return fmt.Errorf("write header: %w", err)
 	}

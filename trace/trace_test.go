@@ -9,9 +9,11 @@ import (
 )
 
 const (
-	testHeader = `{"kind":"header","format":"reclaimnet-trace","version":1,"start":"2026-01-05T00:00:00Z","duration_s":100}`
-	testNode   = `{"kind":"node","id":"a","building":"b1","gpu_model":"X","gpus":1,"vram_gb":24,"capability":8,"access_link":"acc-a"}`
-	testLink   = `{"kind":"link","id":"acc-a","a":"a","b":"sw-b1","capacity_mbps":1000}`
+	v2Header    = `{"kind":"header","format":"reclaimnet-trace","version":2,"start":"2026-01-05T00:00:00Z","duration_s":100}`
+	testStorage = `{"kind":"node","id":"s","building":"mr","gpu_model":"","gpus":0,"vram_gb":0,"capability":0,"access_link":"acc-s","role":"storage"}`
+	testHeader  = `{"kind":"header","format":"reclaimnet-trace","version":1,"start":"2026-01-05T00:00:00Z","duration_s":100}`
+	testNode    = `{"kind":"node","id":"a","building":"b1","gpu_model":"X","gpus":1,"vram_gb":24,"capability":8,"access_link":"acc-a"}`
+	testLink    = `{"kind":"link","id":"acc-a","a":"a","b":"sw-b1","capacity_mbps":1000}`
 )
 
 func TestParseErrorsNameFileAndLine(t *testing.T) {
@@ -32,6 +34,11 @@ func TestParseErrorsNameFileAndLine(t *testing.T) {
 		{"unknown link", []string{header, node, link, `{"kind":"bandwidth","t":1,"link":"up-x","available_mbps":5}`}, 4, `unknown link "up-x"`},
 		{"scheduled without notice", []string{header, node, link, `{"kind":"departure","t":5,"node":"a","type":"scheduled","notice_s":0}`}, 4, "needs notice_s"},
 		{"undeclared access link", []string{header, node}, 2, `access link "acc-a" is not declared`},
+		{"version 2 field in version 1", []string{header, strings.Replace(node, `"id":"a"`, `"id":"a","lab":"l1"`, 1)}, 2, "need version 2"},
+		{"unknown role", []string{v2Header, strings.Replace(node, `"id":"a"`, `"id":"a","role":"tape"`, 1)}, 2, `role "tape"`},
+		{"absent storage", []string{v2Header, `{"kind":"node","id":"s","building":"mr","gpu_model":"","gpus":0,"vram_gb":0,"capability":0,"access_link":"acc-s","role":"storage","absent":true}`}, 2, "cannot be absent"},
+		{"storage departs", []string{v2Header, testStorage, `{"kind":"link","id":"acc-s","a":"s","b":"core","capacity_mbps":10000}`,
+			`{"kind":"departure","t":5,"node":"s","type":"emergency","notice_s":0}`}, 4, `storage node "s" never leaves`},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -80,11 +87,45 @@ func TestWriteReadRoundTrip(t *testing.T) {
 	}
 }
 
+// TestWriteKeepsVersionOne: a trace that uses no version-2 field is
+// written as version 1 (older readers still read it); one with a storage
+// node, a lab or a pool as version 2, and it reads back the same.
+func TestWriteKeepsVersionOne(t *testing.T) {
+	plain := &Trace{
+		Header: Header{Format: Format, DurationS: 100},
+		Nodes:  []NodeRec{{Kind: KindNode, ID: "a", Building: "b1", GPUModel: "X", GPUs: 1, VRAMGB: 24, Capability: 8, AccessLink: "acc-a"}},
+		Links:  []LinkRec{{Kind: KindLink, ID: "acc-a", A: "a", B: "sw-b1", CapacityMbs: 1000}},
+	}
+	var b bytes.Buffer
+	if err := Write(&b, plain); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(b.String(), `"version":1`) {
+		t.Fatalf("a trace without version-2 fields was written as %q, want version 1", strings.SplitN(b.String(), "\n", 2)[0])
+	}
+	v2 := *plain
+	v2.Nodes = []NodeRec{{Kind: KindNode, ID: "a", Building: "b1", GPUModel: "X", GPUs: 1, VRAMGB: 24, Capability: 8, AccessLink: "acc-a", Lab: "l1", Pool: "p"},
+		{Kind: KindNode, ID: "s", Building: "mr", AccessLink: "acc-s", Role: RoleStorage}}
+	v2.Links = append(v2.Links, LinkRec{Kind: KindLink, ID: "acc-s", A: "s", B: "core", CapacityMbs: 10000})
+	b.Reset()
+	if err := Write(&b, &v2); err != nil {
+		t.Fatal(err)
+	}
+	out, err := Read(&b, "v2.jsonl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out.Header.Version != 2 || !out.Nodes[1].Storage() || out.Nodes[0].Storage() || out.Nodes[0].Lab != "l1" || out.Nodes[0].Pool != "p" {
+		t.Fatalf("version-2 trace read back as version %d with nodes %+v", out.Header.Version, out.Nodes)
+	}
+}
+
 // FuzzRead: a trace file is untrusted input. Read never panics, and what
 // it accepts it writes back to a trace it reads the same.
 func FuzzRead(f *testing.F) {
 	f.Add(strings.Join([]string{testHeader, testNode, testLink, `{"kind":"departure","t":5,"node":"a","type":"emergency","notice_s":0}`}, "\n"))
 	f.Add(testHeader + "\n" + `{"kind":"return","t":1,"node":"a","colour":"red"}`)
+	f.Add(strings.Join([]string{v2Header, testStorage, `{"kind":"link","id":"acc-s","a":"s","b":"core","capacity_mbps":10000}`}, "\n"))
 	f.Add(strings.Join([]string{testHeader, testNode, testLink, `{"kind":"job","t":1,"id":"j","gpus":1,"vram_gb":8,"capability":0,"work_gpu_h":1,"checkpoint_mb":10,"restart_s":1,"loss_budget_s":60}`}, "\n"))
 	f.Fuzz(func(t *testing.T, text string) {
 		tr, err := Read(strings.NewReader(text), "fuzz.jsonl")

@@ -1,0 +1,312 @@
+package policy
+
+import (
+	"math"
+	"slices"
+	"strings"
+)
+
+// DefaultCopies is k, the holders a job's freshest committed checkpoint
+// should have when Job.Copies is 0 (SPEC P2.7).
+const DefaultCopies = 2
+
+// ReplicaPrefix starts the ID of a holder-to-holder copy: a node holding
+// the job's freshest committed version sends it to another holder (ID
+// ReplicaPrefix+job, class pre-sync).
+const ReplicaPrefix = "replica/"
+
+// follows returns the chance that node i leaves within the co-departure
+// window because a partner left within the last window (CoDeparture.
+// Following), cached for the period.
+func (w *world) follows(i int) float64 {
+	if w.co == nil || len(w.co.Recent) == 0 || w.storage[i] {
+		return 0
+	}
+	if w.follow == nil {
+		w.follow = make([]float64, len(w.nodes))
+		for k := range w.follow {
+			w.follow[k] = -1
+		}
+	}
+	if w.follow[i] < 0 {
+		w.follow[i] = w.co.Following(w.nodes[i].ID)
+	}
+	return w.follow[i]
+}
+
+// together returns the chance that nodes a and b leave within the
+// co-departure window of each other (0 for a storage node, or without an
+// estimate).
+func (w *world) together(a, b int) float64 {
+	if w.co == nil || w.co.t == nil || a == b || w.storage[a] || w.storage[b] {
+		return 0
+	}
+	if w.coIdx == nil {
+		w.coIdx = make([]int, len(w.nodes))
+		for k, nd := range w.nodes {
+			w.coIdx[k] = w.co.indexOf(nd.ID)
+		}
+	}
+	return w.co.pairAt(w.coIdx[a], w.coIdx[b])
+}
+
+// survive returns S_i(span): the chance node i does not leave within span
+// seconds from now by its departure hazard (1 for a storage node).
+func (w *world) survive(i int, span float64) float64 {
+	if w.storage[i] || span <= 0 {
+		return 1
+	}
+	c := w.survivalOf(i)
+	if len(c.rates) == 0 {
+		return 1
+	}
+	return math.Exp(-c.integral(planSpan(len(c.rates), w.nowSec, span)))
+}
+
+// restoreWindow returns W, the seconds a restore of job j from holder d to
+// a node in host h's building takes (SPEC P2.7): C over the building
+// pair's representative bandwidth (P2.5's T̄mig figure), plus Tr.
+func (w *world) restoreWindow(j *Job, d, h int) float64 {
+	c := float64(j.CheckpointBytes)
+	if c <= 0 {
+		c = float64(DefaultCheckpointBytes)
+	}
+	bw := w.pairBW[w.bldg[d]][w.bldg[h]]
+	if bw <= 0 {
+		return MaxInterval.Seconds()
+	}
+	return c/bw + j.RestartTime.Seconds()
+}
+
+// leaveGiven returns the chance that node d leaves within its restore
+// window for job j given that the nodes in given leave now (the host
+// first): the largest co-departure of d with any of them or with a
+// partner that just left, else independently by d's own hazard,
+//
+//	q = 1 − (1 − max(p_xd, following_d))·S_d(W_d).
+func (w *world) leaveGiven(j *Job, d int, given []int) float64 {
+	if w.storage[d] {
+		return 0
+	}
+	p := w.follows(d)
+	for _, x := range given {
+		p = math.Max(p, w.together(x, d))
+	}
+	h := d
+	if len(given) > 0 {
+		h = given[0]
+	}
+	return 1 - (1-p)*w.survive(d, w.restoreWindow(j, d, h))
+}
+
+// jointRisk is P2.7's figure for holders hs of job j on host h: the
+// chance that they all leave within their restore windows given that the
+// host leaves, each conditioned on the host and the holders before it
+// (∏ (1 − S_d(W)) when departures are independent). 1 with no holder.
+func (w *world) jointRisk(j *Job, h int, hs []int) float64 {
+	risk := 1.0
+	given := append(make([]int, 0, len(hs)+1), h)
+	for _, d := range hs {
+		risk *= w.leaveGiven(j, d, given)
+		given = append(given, d)
+	}
+	return risk
+}
+
+// atRisk is the work (seconds) job j loses if its host and every holder of
+// its freshest version leave: Job.AtRisk, else Job.Exposure.
+func atRisk(j *Job) float64 {
+	if j.AtRisk > 0 {
+		return j.AtRisk.Seconds()
+	}
+	return j.Exposure.Seconds()
+}
+
+// durable reports whether P2 weighs holders' durability this period: with
+// P2 on and a co-departure estimate or a storage node to weigh.
+func (w *world) durable() bool {
+	return w.p.Switches.P2 && (w.co != nil || len(w.storageIdx) > 0)
+}
+
+// holderSet returns the job's live holders of its freshest committed
+// version other than the host: the ones that stay (kept), and all of them
+// with those under a scheduled reclaim whose deadline is ahead (sources of
+// a copy).
+func (w *world) holderSet(j *Job, host int) (kept, sources []int) {
+	for _, rep := range sortedReplicas(j.Replicas) {
+		ri, ok := w.nodeIndex(rep)
+		if !ok || ri == host {
+			continue
+		}
+		if w.leaving[ri] {
+			if r, ok := w.reclaims[rep]; !ok || r.Emergency() || !r.Deadline.After(w.now) {
+				continue
+			}
+		} else {
+			kept = append(kept, ri)
+		}
+		sources = append(sources, ri)
+	}
+	return kept, sources
+}
+
+// replica is one holder-to-holder copy decided in P1.
+type replica struct {
+	id       string
+	job      *Job
+	from, to int
+	links    []int
+	rate     float64
+}
+
+// replicaFor decides the second (k-th) copy of job j's freshest version
+// (SPEC P2.7), made holder-to-holder so the host's uplink carries each
+// version once: with fewer than k live holders that stay, the target is
+// a storage node where one is reachable and none holds the version yet
+// (it never leaves; SPEC P2.7 prefers it), else the node that, added to
+// the holders, leaves the job least likely to lose every copy with its
+// host, near-ties by the copy's transfer time. A copy to a peer is worth
+// making when the loss it avoids over the job's horizon (2·Lmax) is
+// above its cost in P1.1's terms,
+//
+//	λ_h · horizon · (R_before − R_after) · AtRisk  >  C / b,
+//
+// R the joint figure before and after, λ_h the host's hazard λ̂⁺ and b
+// what the copy's path offers (so a quiet campus, where R is tiny, does
+// not double its checkpoint traffic, and a pool that loses nodes in
+// bursts copies every version). A copy under way (a carried flow) keeps
+// going while its ends stay. ok is false when no copy is made.
+func (w *world) replicaFor(j *Job, host int, carried *Flow) (replica, float64, bool) {
+	kept, sources := w.holderSet(j, host)
+	if carried != nil {
+		from, okF := w.nodeIndex(carried.From)
+		to, okT := w.nodeIndex(carried.To)
+		if okF && okT && slices.Contains(sources, from) && !w.leaving[to] && to != host && !slices.Contains(kept, to) {
+			return replica{id: carried.ID, job: j, from: from, to: to, links: w.pathLinks(from, to)}, w.jointRisk(j, host, kept), true
+		}
+	}
+	k := j.Copies
+	if k <= 0 {
+		k = DefaultCopies
+	}
+	if len(kept) == 0 || len(kept) >= k || j.CheckpointBytes <= 0 {
+		return replica{}, 0, false
+	}
+	stake := atRisk(j)
+	if stake <= 0 {
+		return replica{}, 0, false
+	}
+	before := w.jointRisk(j, host, kept)
+	given := append([]int{host}, kept...)
+	c := float64(j.CheckpointBytes)
+	durable := false
+	for _, d := range kept {
+		durable = durable || w.storage[d]
+	}
+	horizon := 2 * j.LossBudget.Seconds()
+	if horizon <= 0 {
+		horizon = DefaultSoleCopyHorizon.Seconds()
+	}
+	gain := w.hazardNow(host) * horizon * stake // times the drop in the joint figure
+	candidates := w.allNodes
+	if !durable && len(w.storageIdx) > 0 {
+		candidates = w.storageIdx // a storage node is the copy's place where there is one
+	} else if gain*before <= c/w.fastestFrom(sources) {
+		return replica{}, 0, false // no copy could pay for itself
+	}
+	best, bestSrc, bestScore, bestQ, bestRate := -1, -1, math.Inf(1), 1.0, 0.0
+	for _, i := range candidates {
+		if i == host || w.leaving[i] || w.vertex[i] < 0 || slices.Contains(sources, i) {
+			continue
+		}
+		q := w.leaveGiven(j, i, given)
+		// The copy comes from the source with the fastest path to i.
+		src, rate := -1, 0.0
+		for _, s := range sources {
+			if est, _, ok := w.pathRate(s, i); ok && est > rate {
+				src, rate = s, est
+			}
+		}
+		if src < 0 || rate <= 0 {
+			continue
+		}
+		score := q*stake + c/rate
+		if score < bestScore || score == bestScore && i < best {
+			best, bestSrc, bestScore, bestQ, bestRate = i, src, score, q, rate
+		}
+	}
+	if best < 0 {
+		return replica{}, 0, false
+	}
+	after := before * bestQ
+	// A storage node never leaves: where one is reachable and no holder
+	// is one, the copy goes there whatever the estimate says (the
+	// pairwise figures miss a pool losing a third of its nodes in
+	// minutes); elsewhere it has to pay for itself.
+	if !(w.storage[best] && !durable) && gain*(before-after) <= c/bestRate {
+		return replica{}, 0, false
+	}
+	return replica{id: ReplicaPrefix + string(j.ID), job: j, from: bestSrc, to: best, links: w.pathLinks(bestSrc, best)}, before, true
+}
+
+// carriedReplicas returns the holder-to-holder copies under way, by job.
+func carriedReplicas(flows []Flow) map[JobID]*Flow {
+	var out map[JobID]*Flow
+	for i := range flows {
+		if f := &flows[i]; strings.HasPrefix(f.ID, ReplicaPrefix) && f.Remaining > 0 {
+			if out == nil {
+				out = map[JobID]*Flow{}
+			}
+			out[f.Job] = f
+		}
+	}
+	return out
+}
+
+// holdersOf lists the nodes that should keep job j's freshest version:
+// the live holders that stay, most durable first (the smallest chance to
+// leave with the host), then the copy's target.
+func (w *world) holdersOf(j *Job, host int, kept []int, copyTo int) []NodeID {
+	if len(kept) == 0 && copyTo < 0 {
+		return nil
+	}
+	given := []int{host}
+	order := slices.Clone(kept)
+	q := make(map[int]float64, len(order))
+	for _, d := range order {
+		q[d] = w.leaveGiven(j, d, given)
+	}
+	slices.SortStableFunc(order, func(a, b int) int {
+		switch {
+		case q[a] < q[b]:
+			return -1
+		case q[a] > q[b]:
+			return 1
+		}
+		return 0
+	})
+	out := make([]NodeID, 0, len(order)+1)
+	for _, d := range order {
+		out = append(out, w.nodes[d].ID)
+	}
+	if copyTo >= 0 {
+		out = append(out, w.nodes[copyTo].ID)
+	}
+	return out
+}
+
+// fastestFrom returns the most any path from the nodes could carry now
+// (the largest room on their first links, bytes/s): what bounds the rate
+// of a copy from them, whatever its destination.
+func (w *world) fastestFrom(nodes []int) float64 {
+	best := 0.0
+	t := w.topo
+	for _, s := range nodes {
+		v := w.vertex[s]
+		if v < 0 || t.parent[v] < 0 {
+			continue
+		}
+		best = math.Max(best, w.est[dirIndex(t.parentLink[v], t.upForward[v])]/w.cf)
+	}
+	return best
+}

@@ -1,0 +1,219 @@
+package policy
+
+import (
+	"math"
+	"slices"
+	"testing"
+	"time"
+)
+
+// learnCo learns a co-departure table from a log in which each listed pair
+// leaves together n times (10 s apart, three hours between rounds, back
+// after 20 min), then returns the estimate at the end; recent nodes leave
+// 10 s before it (a burst under way).
+func learnCo(t *testing.T, nodes []Node, together [][2]NodeID, n int, recent ...NodeID) (*CoDeparture, time.Time) {
+	t.Helper()
+	e, err := NewCoDepartureEstimator(DefaultCoDepartureConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, nd := range nodes {
+		e.Node(nd.ID, nd.Building, nd.Lab, nd.Pool)
+	}
+	at := testEpoch.Add(-time.Duration(n+1) * 3 * time.Hour)
+	for range n {
+		for _, p := range together {
+			e.Observe(Departure{Node: p[0], At: at, Emergency: true})
+			e.Observe(Departure{Node: p[1], At: at.Add(10 * time.Second), Emergency: true})
+		}
+		for _, p := range together {
+			e.Return(p[0], at.Add(20*time.Minute))
+			e.Return(p[1], at.Add(20*time.Minute))
+		}
+		at = at.Add(3 * time.Hour)
+	}
+	for _, id := range recent {
+		e.Observe(Departure{Node: id, At: testEpoch.Add(-10 * time.Second), Emergency: true})
+	}
+	return e.Estimate(testEpoch), testEpoch
+}
+
+// withStorage adds a storage node on the core with a 10 Gbit/s link.
+func withStorage(nodes []Node, links []Link) ([]Node, []Link) {
+	nodes = append(slices.Clone(nodes), Node{ID: "nas", Building: "machine-room", Storage: true, AccessLink: "acc-nas"})
+	return nodes, append(slices.Clone(links), IdleLink("acc-nas", "nas", CoreVertex, 10*gbit))
+}
+
+// TestTickStandbyAvoidsCoDepartingNode: with independent departures the
+// standby is the first of two equal peers; when the log shows that peer
+// leaving with the host, P2.7 picks the other.
+func TestTickStandbyAvoidsCoDepartingNode(t *testing.T) {
+	nodes, links := buildCampus(campusSpec{buildings: 1, perBuilding: 3, access: gbit, uplink: gbit})
+	host, x, y := nodes[0].ID, nodes[1].ID, nodes[2].ID
+	j := testJob("j", host)
+	j.AtRisk = 2 * time.Hour
+	s := Snapshot{Nodes: nodes, Links: links, Jobs: []Job{j}, Params: DefaultParams()}
+	if d := Tick(s, testEpoch); d.Jobs[0].Standby != x {
+		t.Fatalf("independent departures: standby %s, want %s (the first of two equal peers)", d.Jobs[0].Standby, x)
+	}
+	s.CoDeparture, _ = learnCo(t, nodes, [][2]NodeID{{host, x}}, 30)
+	d := Tick(s, testEpoch)
+	if d.Jobs[0].Standby != y {
+		t.Fatalf("%s leaves with the host (p %.2f, %s: %.2f): standby %s, want %s", x, s.CoDeparture.Pair(host, x), y,
+			s.CoDeparture.Pair(host, y), d.Jobs[0].Standby, y)
+	}
+	// A sticky standby that leaves with the host is not kept either.
+	j.Standby, j.Replicas = x, []NodeID{x}
+	s.Jobs = []Job{j}
+	if d := Tick(s, testEpoch); d.Jobs[0].Standby != y {
+		t.Errorf("sticky standby %s leaving with the host kept: standby %s, want %s", x, d.Jobs[0].Standby, y)
+	}
+	checkInvariants(t, s, d, testEpoch)
+}
+
+// TestTickStorageHolder: a storage node is the standby where the peers
+// leave with the host, and not on a quiet campus (a peer in the building
+// restores in place); it never hosts a job.
+func TestTickStorageHolder(t *testing.T) {
+	nodes, links := buildCampus(campusSpec{buildings: 1, perBuilding: 3, access: gbit, uplink: gbit})
+	nodes, links = withStorage(nodes, links)
+	host := nodes[0].ID
+	j := testJob("j", host)
+	j.AtRisk = 2 * time.Hour
+	s := Snapshot{Nodes: nodes, Links: links, Jobs: []Job{j}, Params: DefaultParams()}
+	if d := Tick(s, testEpoch); d.Jobs[0].Standby != nodes[1].ID {
+		t.Errorf("quiet campus: standby %s, want the peer %s", d.Jobs[0].Standby, nodes[1].ID)
+	}
+	s.CoDeparture, _ = learnCo(t, nodes, [][2]NodeID{{host, nodes[1].ID}, {host, nodes[2].ID}}, 30)
+	d := Tick(s, testEpoch)
+	if d.Jobs[0].Standby != "nas" {
+		t.Errorf("peers leave with the host: standby %s, want the storage node", d.Jobs[0].Standby)
+	}
+	checkInvariants(t, s, d, testEpoch)
+	// Storage never hosts: a pending job, and a recovery whose only copy
+	// is on the storage node, go to GPU nodes.
+	pend := testJob("p", "")
+	pend.State = JobPending
+	rec := testJob("r", "")
+	rec.State, rec.Replicas = JobRecovering, []NodeID{"nas"}
+	s.Jobs = []Job{pend, rec}
+	d = Tick(s, testEpoch)
+	for _, p := range d.Placements {
+		if p.To == "nas" || p.To == "" {
+			t.Errorf("placement %+v: want a GPU node", p)
+		}
+		if p.Job == "r" && p.From != "nas" {
+			t.Errorf("recovery %+v: want a restore from the storage node", p)
+		}
+	}
+}
+
+// TestTickReplicaCopy: a job whose only holder tends to leave with its
+// host gets a holder-to-holder copy, paced inside P1's budget; where there
+// is a storage node the copy goes there whatever the estimate says; with
+// independent peers only, or with k = 1, none.
+func TestTickReplicaCopy(t *testing.T) {
+	nodes, links := buildCampus(campusSpec{buildings: 2, perBuilding: 3, access: gbit, uplink: gbit})
+	for i := range nodes {
+		nodes[i].Emergency = flatProfile(1e-4) // 0.36/h: a spot pool
+	}
+	host, x := nodes[0].ID, nodes[1].ID
+	job := func(copies int) Job {
+		j := testJob("j", host)
+		j.Standby, j.Replicas, j.AtRisk, j.Copies = x, []NodeID{x}, 2*time.Hour, copies
+		return j
+	}
+	co, _ := learnCo(t, nodes, [][2]NodeID{{host, x}}, 30)
+	replicaFlow := func(d Decisions) *FlowDecision {
+		for i := range d.Flows {
+			if d.Flows[i].ID == ReplicaPrefix+"j" {
+				return &d.Flows[i]
+			}
+		}
+		return nil
+	}
+	for _, tt := range []struct {
+		name    string
+		storage bool
+		co      *CoDeparture
+		copies  int
+		to      NodeID // "" for no copy
+	}{
+		{"independent, no storage", false, nil, 0, ""},
+		{"holder leaves with host", false, co, 0, "b1-n00"},
+		{"holder leaves with host, storage", true, co, 0, "nas"},
+		{"independent, storage (preferred where there is one)", true, nil, 0, "nas"},
+		{"k = 1", true, co, 1, ""},
+	} {
+		ns, ls := nodes, links
+		if tt.storage {
+			ns, ls = withStorage(nodes, links)
+		}
+		s := Snapshot{Nodes: ns, Links: ls, Jobs: []Job{job(tt.copies)}, Params: DefaultParams(), CoDeparture: tt.co}
+		d := Tick(s, testEpoch)
+		f := replicaFlow(d)
+		jd := d.Jobs[0]
+		switch {
+		case tt.to == "" && f != nil:
+			t.Errorf("%s: copy %+v, want none", tt.name, *f)
+		case tt.to != "" && (f == nil || f.From != x || f.To != tt.to || f.Rate <= 0 || f.Class != ClassPresync):
+			t.Errorf("%s: copy %+v, want %s → %s at a rate", tt.name, f, x, tt.to)
+		case tt.to != "" && (len(jd.Holders) != 2 || jd.Holders[0] != x || jd.Holders[1] != tt.to):
+			t.Errorf("%s: holders %v, want [%s %s]", tt.name, jd.Holders, x, tt.to)
+		}
+		if tt.co != nil && !(jd.Risk > 0.5) {
+			t.Errorf("%s: joint figure %.3f with a holder that leaves with the host, want above 0.5", tt.name, jd.Risk)
+		}
+		checkInvariants(t, s, d, testEpoch)
+	}
+}
+
+// TestTickRestoreFromHolderThatSurvives: a job that lost its host in a
+// burst restores from the holder that is not following the host out,
+// though both hold the same copy.
+func TestTickRestoreFromHolderThatSurvives(t *testing.T) {
+	nodes, links := buildCampus(campusSpec{buildings: 1, perBuilding: 4, access: gbit, uplink: gbit})
+	gone, x, y := nodes[0].ID, nodes[1].ID, nodes[2].ID
+	j := testJob("j", "")
+	j.State, j.Replicas, j.AtRisk = JobRecovering, []NodeID{x, y}, 2*time.Hour
+	s := Snapshot{Nodes: nodes[1:], Links: links, Jobs: []Job{j}, Params: DefaultParams()}
+	if d := Tick(s, testEpoch); d.Placements[0].From != x {
+		t.Fatalf("independent departures: restore from %s, want %s (the first of two equal holders)", d.Placements[0].From, x)
+	}
+	s.CoDeparture, _ = learnCo(t, nodes, [][2]NodeID{{gone, x}}, 30, gone)
+	if f := s.CoDeparture.Following(x); !(f > 0.5) {
+		t.Fatalf("%s follows the departed host with %.2f, want above 0.5", x, f)
+	}
+	d := Tick(s, testEpoch)
+	if p := d.Placements[0]; p.From != y || p.To == x {
+		t.Errorf("placement %+v: want a restore from %s, not onto %s", p, y, x)
+	}
+	checkInvariants(t, s, d, testEpoch)
+}
+
+// TestJointRiskIndependent: without a co-departure estimate P2.7's joint
+// figure is ∏ (1 − S_d(W_d)) over the holders, W_d the restore window.
+func TestJointRiskIndependent(t *testing.T) {
+	nodes, links := buildCampus(campusSpec{buildings: 2, perBuilding: 2, access: gbit, uplink: gbit / 4})
+	for i := range nodes {
+		nodes[i].Departure = flatProfile(float64(i+1) * 1e-4)
+	}
+	j := testJob("j", nodes[0].ID)
+	s := Snapshot{Nodes: nodes, Links: links, Jobs: []Job{j}, Params: DefaultParams()}
+	w := newWorld(s, testEpoch, nil)
+	hs := []int{1, 2, 3}
+	want := 1.0
+	p := DefaultParams()
+	share := func(c float64) float64 { return MigrationShare(c, c, p.BetaP3, p.Bmin) / p.CeilingFactor }
+	for _, d := range hs {
+		bw := share(gbit) // the building pair's figure: its access links, and the uplinks between
+		if w.bldg[d] != w.bldg[0] {
+			bw = share(gbit / 4)
+		}
+		win := float64(j.CheckpointBytes)/bw + j.RestartTime.Seconds()
+		want *= 1 - math.Exp(-nodes[d].Departure.Rates[0]*win)
+	}
+	if got := w.jointRisk(&j, 0, hs); math.Abs(got-want) > 1e-9*want {
+		t.Fatalf("joint figure %.6g, want ∏(1 − S_d(W_d)) = %.6g", got, want)
+	}
+}

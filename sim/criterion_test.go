@@ -1,0 +1,274 @@
+package sim
+
+import (
+	"fmt"
+	"os"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/reclaimnet/reclaimnet/trace"
+)
+
+// criterionTraces is the directory of the downloaded public traces
+// (docs/sim.md, "The public traces"): $RECLAIMNET_TRACES, or "" when unset,
+// in which case the comparison replays the Bamboo traces shipped in the
+// binary and leaves out the desktop trace, which cannot ship.
+func criterionTraces() string { return os.Getenv("RECLAIMNET_TRACES") }
+
+// suiteEntry is one trace family of the comparison: a trace per seed.
+type suiteEntry struct {
+	name     string
+	seeds    []uint64
+	traceFor func(seed uint64) (*trace.Trace, error)
+}
+
+// outcome is one policy setting's per-seed results on an entry.
+type outcome struct {
+	loss, traffic []float64
+}
+
+func (o outcome) mean() (loss, traffic float64) {
+	for i := range o.loss {
+		loss += o.loss[i] / float64(len(o.loss))
+		traffic += o.traffic[i] / float64(len(o.traffic))
+	}
+	return loss, traffic
+}
+
+// run is one replay of the comparison.
+type run struct {
+	entry, seed int
+	label, key  string
+	tune        Tuning
+	lmax        time.Duration // every job's loss budget replaced (0: the trace's)
+}
+
+// The settings beyond the table's: ReclaimNet at other loss budgets (its
+// traffic knob) and B1 at other refreshes (its), so that they can be
+// compared with B5 and B1 at equal checkpoint traffic.
+var (
+	criterionBudgets   = []time.Duration{2 * time.Minute, 3 * time.Minute, 4 * time.Minute, 5 * time.Minute}
+	criterionRefreshes = []time.Duration{5 * time.Minute, 10 * time.Minute, 20 * time.Minute, 40 * time.Minute, 80 * time.Minute}
+)
+
+// lossAt interpolates a knob's frontier (points of loss and traffic) at a
+// traffic, log loss against log traffic as B1LossAt does; false outside it.
+func lossAt(points [][2]float64, tb float64) (float64, bool) {
+	var fp []FrontierPoint
+	for _, p := range points {
+		fp = append(fp, FrontierPoint{Policy: "b1", WorkLossGPUh: p[0], CheckpointTB: p[1]})
+	}
+	return B1LossAt(fp, tb)
+}
+
+// TestComparisonCriterion replays the comparison suite (SPEC P1.9, issue
+// 21): the calibrated trace (seeds 1–6), its correlated-departure mode
+// (seeds 1–6) and the real departure traces (Bamboo p3 and g4dn spot,
+// import seeds 1–10; microsoft99 desktops with the generator's and with
+// Philly's workload, seeds 1–5), every policy of the table plus the
+// frontier settings. It asserts on every trace and seed that no policy
+// loses less work than the hindsight bound B6, and on the seed means the
+// criterion where it holds: ReclaimNet loses less than B1′, B3, B4 and B7,
+// and less than B1 and B5 at no more checkpoint traffic than theirs (B1
+// interpolated over its refreshes at ReclaimNet's traffic; ReclaimNet
+// interpolated over its loss budgets at B5's). The comparisons that do not
+// hold are logged with their figures; docs/sim.md says why for each. About
+// 15 CPU-minutes, too long for the default test command: it runs with
+// RECLAIMNET_COMPARISON=1 (the command in BENCHMARKS.md), which also
+// reproduces the figures; TestBoundsOverSeeds keeps the oracle bound in
+// every run.
+func TestComparisonCriterion(t *testing.T) {
+	if os.Getenv("RECLAIMNET_COMPARISON") != "1" {
+		t.Skip("the whole comparison suite (about 15 CPU-minutes): set RECLAIMNET_COMPARISON=1")
+	}
+	dir := criterionTraces()
+	gen := func(c GenConfig) func(uint64) (*trace.Trace, error) {
+		return func(seed uint64) (*trace.Trace, error) {
+			c := c
+			c.Seed = seed
+			return Generate(c)
+		}
+	}
+	imp := func(src, workload string) func(uint64) (*trace.Trace, error) {
+		return func(seed uint64) (*trace.Trace, error) {
+			ic := DefaultImportConfig(dir)
+			ic.Departures, ic.Workload, ic.Seed = src, workload, seed
+			return Import(ic)
+		}
+	}
+	correlated := DefaultGenConfig()
+	correlated.Groups = DefaultGroupConfig()
+	seeds := func(n int) []uint64 {
+		out := make([]uint64, n)
+		for i := range out {
+			out[i] = uint64(i + 1)
+		}
+		return out
+	}
+	entries := []suiteEntry{
+		{"calibrated", seeds(6), gen(DefaultGenConfig())},
+		{"correlated", seeds(6), gen(correlated)},
+		{"bamboo-p3", seeds(10), imp(DeparturesBambooP3, WorkloadGenerator)},
+		{"bamboo-g4dn", seeds(10), imp(DeparturesBambooG4, WorkloadGenerator)},
+	}
+	if dir != "" {
+		entries = append(entries,
+			suiteEntry{"microsoft99", seeds(5), imp(DeparturesMicrosoft, WorkloadGenerator)},
+			suiteEntry{"microsoft99+philly", seeds(5), imp(DeparturesMicrosoft, WorkloadPhilly)})
+	} else {
+		t.Log("RECLAIMNET_TRACES unset: the microsoft99 families are left out (the desktop trace does not ship; docs/sim.md says where to get it)")
+	}
+	traces := make([][]*trace.Trace, len(entries))
+	var runs []run
+	for ei, e := range entries {
+		for si, seed := range e.seeds {
+			tr, err := e.traceFor(seed)
+			if err != nil {
+				t.Fatalf("%s seed %d: %v", e.name, seed, err)
+			}
+			traces[ei] = append(traces[ei], tr)
+			for _, k := range PolicyKeys {
+				runs = append(runs, run{entry: ei, seed: si, label: k, key: k})
+			}
+			for _, l := range criterionBudgets {
+				runs = append(runs, run{entry: ei, seed: si, label: fmt.Sprintf("reclaimnet@%v", l), key: "reclaimnet", lmax: l})
+			}
+			for _, r := range criterionRefreshes {
+				runs = append(runs, run{entry: ei, seed: si, label: fmt.Sprintf("b1@%v", r), key: "b1", tune: Tuning{BambooRefresh: r}})
+			}
+		}
+	}
+	results := make([]Result, len(runs))
+	errs := make([]error, len(runs))
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 2)
+	for i, r := range runs {
+		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			e := entries[r.entry]
+			tr := traces[r.entry][r.seed]
+			if r.lmax > 0 {
+				tr = withLossBudget(tr, r.lmax)
+			}
+			results[i], errs[i] = RunPolicy(tr, r.key, DefaultOptions(), e.seeds[r.seed], r.tune)
+		})
+	}
+	wg.Wait()
+	out := make([]map[string]*outcome, len(entries))
+	for i := range out {
+		out[i] = map[string]*outcome{}
+	}
+	for i, r := range runs {
+		if errs[i] != nil {
+			t.Fatalf("%s seed %d %s: %v", entries[r.entry].name, entries[r.entry].seeds[r.seed], r.label, errs[i])
+		}
+		o := out[r.entry][r.label]
+		if o == nil {
+			o = &outcome{}
+			out[r.entry][r.label] = o
+		}
+		o.loss = append(o.loss, results[i].WorkLossGPUh)
+		o.traffic = append(o.traffic, results[i].CheckpointTB)
+	}
+	for ei, e := range entries {
+		o := out[ei]
+		// The hindsight bound, on every trace and seed, against every
+		// setting.
+		labels := make([]string, 0, len(o))
+		for l := range o {
+			labels = append(labels, l)
+		}
+		sort.Strings(labels)
+		for si, seed := range e.seeds {
+			for _, l := range labels {
+				if o["b6"].loss[si] > o[l].loss[si]+1e-9 {
+					t.Errorf("%s seed %d: B6 lost %.3f GPU-h, more than %s's %.3f", e.name, seed, o["b6"].loss[si], l, o[l].loss[si])
+				}
+			}
+		}
+		rn, rnTB := o["reclaimnet"].mean()
+		var summary []string
+		for _, l := range labels {
+			loss, tb := o[l].mean()
+			summary = append(summary, fmt.Sprintf("%s %.2f GPU-h/%.2f TB", l, loss, tb))
+		}
+		t.Logf("%s, means over seeds %v: %s", e.name, e.seeds, strings.Join(summary, "; "))
+		check := func(key string, holds bool, format string, args ...any) {
+			msg := fmt.Sprintf("%s vs %s: "+format, append([]any{e.name, key}, args...)...)
+			if holds {
+				t.Log("holds: " + msg)
+				return
+			}
+			if known[e.name+" "+key] {
+				t.Log("does not hold (docs/sim.md says why): " + msg)
+				return
+			}
+			t.Error(msg)
+		}
+		for _, k := range []string{"b1p", "b3", "b4", "b7"} {
+			l, _ := o[k].mean()
+			check(k, rn < l, "ReclaimNet %.2f GPU-h, %s %.2f", rn, k, l)
+		}
+		// B1 at ReclaimNet's traffic, over its refreshes.
+		var b1 [][2]float64
+		for _, l := range append([]string{"b1"}, labelsWith(labels, "b1@")...) {
+			loss, tb := o[l].mean()
+			b1 = append(b1, [2]float64{loss, tb})
+		}
+		at, ok := lossAt(b1, rnTB)
+		check("b1", ok && rn < at, "ReclaimNet %.2f GPU-h at %.2f TB, B1 at that traffic %.2f (in B1's range: %v)", rn, rnTB, at, ok)
+		// ReclaimNet at B5's traffic, over its loss budgets (B5's own loss
+		// budget is the trace's; the frontier settings change both).
+		b5, b5TB := o["b5"].mean()
+		var front [][2]float64
+		for _, l := range append([]string{"reclaimnet"}, labelsWith(labels, "reclaimnet@")...) {
+			loss, tb := o[l].mean()
+			front = append(front, [2]float64{loss, tb})
+		}
+		rnAt, ok := lossAt(front, b5TB)
+		if !ok && rnTB >= b5TB {
+			rnAt, ok = rn, true // ReclaimNet's own setting already sends at least as much
+		}
+		check("b5", ok && rnAt < b5, "B5 %.2f GPU-h at %.2f TB, ReclaimNet at that traffic %.2f (in ReclaimNet's range: %v)", b5, b5TB, rnAt, ok)
+	}
+}
+
+// known lists the comparisons of the criterion that do not hold on a
+// trace family, as "family policy"; docs/sim.md ("The comparison") gives
+// the evidence for each. Anything else that fails is an error (and one of
+// these that comes to hold is logged as holding).
+var known = map[string]bool{
+	// B7 is Tick with P1's interval replaced: at the 5-min loss budget
+	// the box sets both (the hazard optimum is hours), so they differ by
+	// the early first checkpoint's shift of each job's schedule, within
+	// the per-emergency noise.
+	"calibrated b7": true, "bamboo-p3 b7": true, "bamboo-g4dn b7": true,
+	// B5 has no research reservation: its larger checkpoint budget lowers
+	// the network floor C/(β·b) of the large checkpoints, which set most
+	// of the loss; lowering ReclaimNet's loss budget buys traffic for the
+	// small ones. B5 pays in research degradation (5–25× ReclaimNet's).
+	"calibrated b5": true, "correlated b5": true, "bamboo-p3 b5": true,
+	"microsoft99 b5": true, "microsoft99+philly b5": true,
+	// Spot pools drop a third of their nodes within minutes: peer copies
+	// die with their hosts, and the floor spaces large checkpoints that
+	// Slurm sends to its storage server every 10 min unpaced (10–12 %
+	// research degradation). With a storage node ReclaimNet makes no
+	// start-overs but the floor stays (-beta-p1 0.8 takes it to about
+	// Slurm's loss).
+	"bamboo-p3 b1p": true, "bamboo-g4dn b1p": true, "bamboo-g4dn b1": true,
+}
+
+// labelsWith returns the labels that start with prefix.
+func labelsWith(labels []string, prefix string) []string {
+	var out []string
+	for _, l := range labels {
+		if strings.HasPrefix(l, prefix) {
+			out = append(out, l)
+		}
+	}
+	return out
+}

@@ -83,6 +83,8 @@ type Agent struct {
 	httpSrv   *http.Server
 	info      localapi.Info
 	gpus      int // GPUs found at start
+	// gpuIndices are their device indices (NVML's, or 0..N-1 declared).
+	gpuIndices []int
 	// sampleLoad reads the host's load for telemetry (hostLoad; tests on
 	// a loaded machine pin it, since P2 rejects nodes above θ).
 	sampleLoad func() float64
@@ -281,7 +283,8 @@ func (a *Agent) Run(ctx context.Context, ready func(localapi.Info)) error {
 		if err := a.writeInfo(); err != nil {
 			a.logger.Warn("write agent info", "err", err)
 		}
-		a.logger.Info("agent running", "node", a.cfg.Name, "gossip", a.info.GossipAddr, "http", a.info.HTTPAddr, "data_dir", a.cfg.DataDir)
+		a.logger.Info("agent running", "node", a.cfg.Name, "gossip", a.info.GossipAddr, "http", a.info.HTTPAddr, "data_dir", a.cfg.DataDir,
+			"sandbox", a.Sandbox().String())
 		if ready != nil {
 			ready(a.info)
 		}

@@ -78,6 +78,11 @@ type testCluster struct {
 	raftConfig func(*raft.Config)
 	// logger, when set, gives each agent its logger (by node name).
 	logger func(name string) *slog.Logger
+	// scripts holds the tests' job scripts; every agent lets its guest
+	// jobs read it (--guest-ro-path), as an owner lets them read a
+	// dataset, and the repository's examples.
+	scripts  string
+	examples string
 }
 
 func newTestCluster(t *testing.T) *testCluster {
@@ -91,7 +96,13 @@ func newTestCluster(t *testing.T) *testCluster {
 	}
 	k := make([]byte, 32)
 	rand.Read(k)
-	c := &testCluster{t: t, ca: dev.CA, key: base64.StdEncoding.EncodeToString(k)}
+	c := &testCluster{t: t, ca: dev.CA, key: base64.StdEncoding.EncodeToString(k), scripts: t.TempDir()}
+	if err := os.Chmod(c.scripts, 0o755); err != nil { // guests are other users
+		t.Fatal(err)
+	}
+	if c.examples, err = filepath.Abs("../examples"); err != nil {
+		t.Fatal(err)
+	}
 	t.Cleanup(func() {
 		var wg sync.WaitGroup
 		for _, n := range c.nodes {
@@ -125,7 +136,31 @@ func (c *testCluster) config(name string) Config {
 	cfg.LocalTimings = true
 	cfg.LeaveTimeout = Duration(2 * time.Second)
 	cfg.TelemetryInterval = Duration(200 * time.Millisecond)
+	cfg.GuestROPaths = []string{c.scripts, c.examples}
 	return cfg
+}
+
+// writeScript writes a job script the cluster's guest jobs can run.
+func (c *testCluster) writeScript(name, body string) string {
+	c.t.Helper()
+	p := filepath.Join(c.scripts, name)
+	if err := os.WriteFile(p, []byte(body), 0o755); err != nil {
+		c.t.Fatal(err)
+	}
+	return p
+}
+
+// jobFiles is a pattern matching file rel in job's home directory (its
+// working directory, where it may write) on every node of the cluster:
+// node data dirs are siblings (TempDir), and a job that moves leaves its
+// earlier nodes' files behind.
+func (c *testCluster) jobFiles(job, rel string) string {
+	c.t.Helper()
+	if len(c.nodes) == 0 {
+		c.t.Fatal("jobFiles before any node started")
+	}
+	roots := filepath.Dir(filepath.Dir(c.nodes[0].agent.DataDir()))
+	return filepath.Join(roots, "*", "data", jobsDirName, job, "run", "home", rel)
 }
 
 // start runs an agent; joins node 0 unless it is the first.

@@ -112,6 +112,28 @@ type Config struct {
 	// Bmin is P3's reservation floor on every link, bytes/s (SPEC P3.2:
 	// Bres = max(β3·B, Bmin)); 0 means none. The leader's applies.
 	Bmin Rate `json:"bmin,omitempty"`
+
+	// Sandbox is how guest jobs run: "on" (the default, also when empty):
+	// confined (docs/sandbox.md); where confinement cannot be set up, no
+	// job starts. "off": unconfined, as the agent's user, for a single
+	// trusted lab only; logged and shown by status and the page.
+	Sandbox string `json:"sandbox,omitempty"`
+	// GuestUIDs is the uid and gid range guest jobs run as, "FIRST-LAST";
+	// empty means sandbox.DefaultFirstUID and DefaultUIDCount
+	// (2100000000-2100000999).
+	GuestUIDs string `json:"guest_uids,omitempty"`
+	// GuestMemory caps the memory of all guest jobs together; 0 means
+	// three quarters of the machine's memory.
+	GuestMemory Size `json:"guest_memory,omitempty"`
+	// GuestCPUs caps the CPU time of all guest jobs together, in CPUs; 0
+	// means no cap.
+	GuestCPUs float64 `json:"guest_cpus,omitempty"`
+	// GuestROPaths are host paths every guest job sees read-only (datasets,
+	// shared software).
+	GuestROPaths []string `json:"guest_ro_paths,omitempty"`
+	// GPUDevDir is where the GPUs' device nodes are (/dev when empty); a
+	// test points it at fake nodes. Not part of the file format.
+	GPUDevDir string `json:"-"`
 }
 
 // UplinkCapacities maps a building ("*": every building not listed) to
@@ -263,6 +285,7 @@ func LoadConfigFile(path string, base Config) (Config, error) {
 	cfg := base
 	cfg.Join = append([]string(nil), base.Join...)
 	cfg.GPUs = append([]string(nil), base.GPUs...)
+	cfg.GuestROPaths = append([]string(nil), base.GuestROPaths...)
 	if err := dec.Decode(&cfg); err != nil {
 		return base, fmt.Errorf("config file %s: %w", path, err)
 	}
@@ -345,6 +368,9 @@ func (c Config) Validate() error {
 	}
 	if c.LeaveTimeout < 0 || c.TelemetryInterval < 0 {
 		return errors.New("negative duration")
+	}
+	if _, err := c.sandboxConfig(); err != nil {
+		return err
 	}
 	return nil
 }

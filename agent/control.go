@@ -164,7 +164,10 @@ func (a *Agent) runJob(ctx context.Context, c *raft.Coordinator, jr *localapi.Jo
 	if jr.GPUs < 0 || jr.VRAM < 0 || jr.Capability < 0 || jr.LossBudget < 0 || jr.SizeHint < 0 || jr.RuntimeHint < 0 {
 		return localapi.Response{Error: "run: negative resource or hint", Kind: localapi.KindBadRequest}
 	}
-	spec := state.JobSpec{Command: jr.Command, Env: jr.Env, Dir: jr.Dir, Grace: jr.Grace}
+	spec := state.JobSpec{Command: jr.Command, Env: jr.Env, Dir: jr.Dir, Grace: jr.Grace, Memory: jr.Memory, CPUs: jr.CPUs}
+	if err := state.ValidJobLimits(jr.Memory, jr.CPUs); err != nil {
+		return localapi.Response{Error: "run: " + err.Error(), Kind: localapi.KindBadRequest}
+	}
 	if jr.Signal != "" {
 		sig, err := state.CanonicalSignal(jr.Signal)
 		if err != nil {

@@ -62,6 +62,9 @@ func (a *Agent) discoverGPUs() (policy.GPU, int) {
 	}
 	model, count := inv.Summary()
 	a.gpus = count
+	for _, d := range inv.Devices {
+		a.gpuIndices = append(a.gpuIndices, d.Index)
+	}
 	return model, count
 }
 

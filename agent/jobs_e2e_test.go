@@ -22,25 +22,29 @@ import (
 // e2eStepJob is agent/jobs' test job (a POSIX sh job following the
 // contract): it counts steps, restores its step from
 // RECLAIMNET_RESTORE_DIR, writes it into the checkpoint directory on
-// SIGUSR1, and logs "pid event step [restart-count]" lines to $STEPLOG.
-// It also prints one line to stdout, for the logs operation.
+// SIGUSR1, and logs "id event step [restart-count]" lines to steps.log in
+// its working directory (id is fresh for each process: in its own PID
+// namespace every instance has the same $$). It also prints one line to
+// stdout, for the logs operation.
 const e2eStepJob = `#!/bin/sh
+id=$(cat /proc/sys/kernel/random/uuid)
+log="$HOME/steps.log"
 step=0
 if [ -n "$RECLAIMNET_RESTORE_DIR" ]; then step=$(cat "$RECLAIMNET_RESTORE_DIR/step"); fi
-echo "$$ start $step $RECLAIMNET_RESTART_COUNT" >> "$STEPLOG"
+echo "$id start $step $RECLAIMNET_RESTART_COUNT" >> "$log"
 echo "started at step $step"
 ck=0
 trap 'ck=1' USR1
-trap 'echo "$$ term $step" >> "$STEPLOG"; exit 0' TERM
+trap 'echo "$id term $step" >> "$log"; exit 0' TERM
 touch "$RECLAIMNET_READY_FILE"
 while :; do
   if [ "$ck" = 1 ]; then
     ck=0
     echo "$step" > "$RECLAIMNET_CKPT_DIR/step"
     touch "$RECLAIMNET_CKPT_DIR/.complete"
-    echo "$$ ckpt $step" >> "$STEPLOG"
+    echo "$id ckpt $step" >> "$log"
   fi
-  step=$((step+1)); echo "$$ step $step" >> "$STEPLOG"
+  step=$((step+1)); echo "$id step $step" >> "$log"
   sleep 0.05
 done
 `
@@ -52,7 +56,22 @@ type stepLine struct {
 	restarts   string
 }
 
-func readStepLog(t *testing.T, path string) []stepLine {
+// readStepLog reads the step logs matching pattern (one per node the job
+// ran on: c.jobFiles(job, "steps.log")).
+func readStepLog(t *testing.T, pattern string) []stepLine {
+	t.Helper()
+	paths, err := filepath.Glob(pattern)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []stepLine
+	for _, p := range paths {
+		out = append(out, readStepFile(t, p)...)
+	}
+	return out
+}
+
+func readStepFile(t *testing.T, path string) []stepLine {
 	t.Helper()
 	f, err := os.Open(path)
 	if err != nil {
@@ -159,15 +178,11 @@ func startJobCluster(t *testing.T) (*testCluster, map[string]*testNode) {
 // checkpoint, not from zero.
 func TestJobSurvivesHostLoss(t *testing.T) {
 	c, byName := startJobCluster(t)
-	dir := t.TempDir()
-	script, stepLog := filepath.Join(dir, "job.sh"), filepath.Join(dir, "steps.log")
-	if err := os.WriteFile(script, []byte(e2eStepJob), 0o755); err != nil {
-		t.Fatal(err)
-	}
+	script, stepLog := c.writeScript("e2e.sh", e2eStepJob), c.jobFiles("e2e", "steps.log")
 	// 1. Submit through the control socket, as 'reclaimnet run' does.
 	submitter := c.nodes[2]
 	resp := call(t, submitter, localapi.Request{Op: localapi.OpRun, Job: &localapi.JobRequest{Name: "e2e", Command: []string{"/bin/sh", script},
-		Env: []string{"STEPLOG=" + stepLog}, GPUs: 1, LossBudget: time.Hour, SizeHint: 1 << 10}})
+		GPUs: 1, LossBudget: time.Hour, SizeHint: 1 << 10}})
 	if resp.Error != "" || resp.JobID != "e2e" {
 		t.Fatalf("run: got id %q error %q (%s), want id e2e", resp.JobID, resp.Error, resp.Kind)
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"os"
 	"path/filepath"
 	"strconv"
 	"sync"
@@ -45,6 +46,7 @@ type jobSystem struct {
 	tcfg   transfer.Config
 	client *transfer.Client
 	sup    *supervisor.Supervisor
+	devDir string           // where the GPUs' device nodes are
 	srv    *transfer.Server // set by open
 	// mgr is set by open; the leader loop (telemetry) may read it from
 	// the moment the coordinator opens, before.
@@ -88,8 +90,29 @@ func (a *Agent) newJobSystem() (_ *jobSystem, err error) {
 		scfg = supervisor.DefaultLocalConfig()
 	}
 	scfg.Logger = log.With("part", "supervisor")
+	if scfg.Sandbox, err = a.cfg.sandboxConfig(); err != nil {
+		return nil, err
+	}
+	js.devDir = scfg.Sandbox.DevDir
+	for _, p := range scfg.Sandbox.ReadOnlyPaths {
+		if _, err := os.Stat(p); err != nil {
+			return nil, fmt.Errorf("--guest-ro-path: %w", err)
+		}
+	}
 	if js.sup, err = supervisor.New(scfg); err != nil {
 		return nil, fmt.Errorf("supervisor: %w", err)
+	}
+	// Before this node takes any work: a job an earlier run of this agent
+	// left behind (its processes outlived it) must not run beside the
+	// instance the cluster starts now, here or elsewhere.
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	killed, err := js.sup.KillLeftoverJobs(ctx)
+	cancel()
+	if err != nil {
+		return nil, fmt.Errorf("kill leftover jobs: %w", err)
+	}
+	if len(killed) > 0 {
+		log.Warn("killed jobs left by an earlier run of this agent", "cgroups", killed)
 	}
 	addr := net.JoinHostPort(a.cfg.BindAddr, strconv.Itoa(a.cfg.TransferPort))
 	ua, err := net.ResolveUDPAddr("udp", addr)
@@ -109,7 +132,7 @@ func (a *Agent) newJobSystem() (_ *jobSystem, err error) {
 func (js *jobSystem) open(c *raft.Coordinator) error {
 	a := js.a
 	mgr, err := jobs.New(jobs.Config{Node: policy.NodeID(a.cfg.Name), Coord: c, Store: js.store,
-		Client: js.client, Supervisor: js.sup, WorkDir: filepath.Join(a.cfg.DataDir, jobsDirName), Logger: a.logger.With("subsystem", "jobs"),
+		Client: js.client, Supervisor: js.sup, GPUs: gpuDevices(js.devDir, a.gpuIndices), WorkDir: filepath.Join(a.cfg.DataDir, jobsDirName), Logger: a.logger.With("subsystem", "jobs"),
 		Since: a.started}) // no job starts before the state records this membership
 	if err != nil {
 		return fmt.Errorf("job manager: %w", err)
@@ -162,10 +185,15 @@ func (js *jobSystem) Stop(ctx context.Context) error {
 	return err
 }
 
-// close releases the server, client and store once (New's error path,
-// Stop and closeAll may all call it).
+// close releases the server, client, store and the sandbox's cgroups
+// once (New's error path, Stop and closeAll may all call it).
 func (js *jobSystem) close() {
 	js.closeOnce.Do(func() {
+		if js.sup != nil {
+			if err := js.sup.Close(); err != nil {
+				js.a.logger.Warn("close the job sandbox", "err", err)
+			}
+		}
 		if js.srv != nil {
 			js.srv.Close()
 		}

@@ -21,12 +21,14 @@ func TestScheduledReclaimReportsBytesSent(t *testing.T) {
 	// The step job, writing blob fresh random bytes into every checkpoint:
 	// the destination never holds the final checkpoint's chunks.
 	job := fmt.Sprintf(`#!/bin/sh
+id=$(cat /proc/sys/kernel/random/uuid)
+log="$HOME/steps.log"
 step=0
 if [ -n "$RECLAIMNET_RESTORE_DIR" ]; then step=$(cat "$RECLAIMNET_RESTORE_DIR/step"); fi
-echo "$$ start $step $RECLAIMNET_RESTART_COUNT" >> "$STEPLOG"
+echo "$id start $step $RECLAIMNET_RESTART_COUNT" >> "$log"
 ck=0
 trap 'ck=1' USR1
-trap 'echo "$$ term $step" >> "$STEPLOG"; exit 0' TERM
+trap 'echo "$id term $step" >> "$log"; exit 0' TERM
 touch "$RECLAIMNET_READY_FILE"
 while :; do
   if [ "$ck" = 1 ]; then
@@ -34,9 +36,9 @@ while :; do
     head -c %d /dev/urandom > "$RECLAIMNET_CKPT_DIR/blob"
     echo "$step" > "$RECLAIMNET_CKPT_DIR/step"
     touch "$RECLAIMNET_CKPT_DIR/.complete"
-    echo "$$ ckpt $step" >> "$STEPLOG"
+    echo "$id ckpt $step" >> "$log"
   fi
-  step=$((step+1)); echo "$$ step $step" >> "$STEPLOG"
+  step=$((step+1)); echo "$id step $step" >> "$log"
   sleep 0.05
 done
 `, blob)

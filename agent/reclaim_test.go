@@ -1,8 +1,6 @@
 package agent
 
 import (
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -20,13 +18,9 @@ import (
 // step log's path.
 func startStepJob(t *testing.T, c *testCluster, byName map[string]*testNode, name, job string) (*testNode, string) {
 	t.Helper()
-	dir := t.TempDir()
-	script, stepLog := filepath.Join(dir, "job.sh"), filepath.Join(dir, "steps.log")
-	if err := os.WriteFile(script, []byte(job), 0o755); err != nil {
-		t.Fatal(err)
-	}
+	script, stepLog := c.writeScript(name+".sh", job), c.jobFiles(name, "steps.log")
 	resp := call(t, c.nodes[0], localapi.Request{Op: localapi.OpRun, Job: &localapi.JobRequest{Name: name, Command: []string{"/bin/sh", script},
-		Env: []string{"STEPLOG=" + stepLog}, GPUs: 1, LossBudget: time.Hour, SizeHint: 1 << 10}})
+		GPUs: 1, LossBudget: time.Hour, SizeHint: 1 << 10}})
 	if resp.Error != "" {
 		t.Fatalf("run: %s", resp.Error)
 	}

@@ -41,8 +41,14 @@ func (a *Agent) telemetryLoop(ctx context.Context) {
 // kill-switch its kernel mode ("disabled" with enforcement off), Flows the
 // progress of the transfers it sends.
 func (a *Agent) localTelemetry() mesh.Telemetry {
-	// Free GPUs: all of them until the job supervisor reports its use.
-	t := mesh.Telemetry{Load: a.sampleLoad(), FreeGPUs: uint16(min(a.gpus, 65535))}
+	// Free GPUs: all of them until the job supervisor reports its use;
+	// none where jobs cannot start (the sandbox is on but cannot confine
+	// them), so the leader places nothing here.
+	free := a.gpus
+	if !a.Sandbox().Available {
+		free = 0
+	}
+	t := mesh.Telemetry{Load: a.sampleLoad(), FreeGPUs: uint16(min(free, 65535))}
 	if a.coord != nil {
 		t.Hazard = publishedHazard(a.coord, a.cfg.Name)
 	}

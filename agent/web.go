@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/reclaimnet/reclaimnet/agent/sandbox"
 	"github.com/reclaimnet/reclaimnet/agent/view"
 	"github.com/reclaimnet/reclaimnet/localapi"
 	"github.com/reclaimnet/reclaimnet/web"
@@ -91,7 +92,13 @@ func (a *Agent) newView() *view.View {
 		Encrypted:    len(a.gossipKeys) > 0,
 		Mesh:         a.mesh, Gossip: a.telemetry, Coord: a.coord, Jobs: a.Jobs(), Protocols: a.protocols,
 		SamplePeriod: 5 * max(time.Duration(a.cfg.TelemetryInterval), 100*time.Millisecond),
+		Sandbox:      webSandbox(a.Sandbox()),
 	})
+}
+
+// webSandbox is the sandbox's status for the page and /v1/status.
+func webSandbox(s sandbox.Status) web.Sandbox {
+	return web.Sandbox{Mode: s.Mode.String(), Available: s.Available, Summary: s.String()}
 }
 
 // Status returns the node's view of the cluster: its addresses, Raft

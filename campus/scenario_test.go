@@ -32,10 +32,11 @@ import (
 // 60 Mbit/s uplinks, kernel enforcement on), the real PyTorch example and
 // synthetic sh jobs with 24 MiB checkpoints of fresh random bytes (nothing
 // deduplicates, so every hand-off moves the whole state over the shaped
-// links). Every job appends to a ledger (one file per job, shared by all
-// nodes: the namespaces share the file system) what it does: start with
-// the restored step, every step, every checkpoint. The ledgers are the
-// ground truth the invariants are checked against.
+// links). Every job appends to a ledger (one per job, in its working
+// directory on each node it ran on; the test reads them all: the
+// namespaces share the file system) what it does: start with the restored
+// step, every step, every checkpoint. The ledgers are the ground truth the
+// invariants are checked against.
 
 // synthCkptBytes is the synthetic jobs' state file size.
 const synthCkptBytes = 24 << 20
@@ -47,11 +48,15 @@ const stepPeriod = 200 * time.Millisecond
 // is state.bin (fresh random bytes), step (the step, 12 digits) and pad
 // (step zero bytes), so a version's size says which step it holds:
 // bytes = synthCkptBytes + 13 + step. Ledger lines: "UNIXNANO EVENT STEP
-// PID DIR".
+// ID DIR", ID fresh for each process (in its sandbox's PID namespace
+// every instance's $$ is the same), DIR its working directory, where it
+// keeps its ledger: a job in its sandbox writes only its own directories,
+// so each node it ran on holds part of the ledger.
 const synthJob = `#!/bin/sh
 step=0
 if [ -n "$RECLAIMNET_RESTORE_DIR" ]; then step=$(sed 's/^0*\([0-9]\)/\1/' "$RECLAIMNET_RESTORE_DIR/step"); fi
-log() { echo "$(date +%s%N) $1 $step $$ $PWD" >> "$LEDGER"; }
+id=$(cat /proc/sys/kernel/random/uuid)
+log() { echo "$(date +%s%N) $1 $step $id $PWD" >> "$HOME/ledger"; }
 log start
 ckpt() {
   head -c "$CKPT_BYTES" /dev/urandom > "$RECLAIMNET_CKPT_DIR/state.bin"
@@ -79,7 +84,23 @@ type ledgerLine struct {
 	node  string // from the job's working directory
 }
 
-func readLedger(t *testing.T, path string) []ledgerLine {
+// readLedger reads a job's ledger: the parts matching pattern (one per
+// node the job ran on), merged in time order.
+func readLedger(t *testing.T, pattern string) []ledgerLine {
+	t.Helper()
+	paths, err := filepath.Glob(pattern)
+	if err != nil {
+		t.Fatalf("ledger: %v", err)
+	}
+	var out []ledgerLine
+	for _, p := range paths {
+		out = append(out, readLedgerPart(t, p)...)
+	}
+	slices.SortStableFunc(out, func(a, b ledgerLine) int { return a.at.Compare(b.at) })
+	return out
+}
+
+func readLedgerPart(t *testing.T, path string) []ledgerLine {
 	t.Helper()
 	f, err := os.Open(path)
 	if os.IsNotExist(err) {
@@ -511,22 +532,31 @@ type figure struct {
 func startBox(t *testing.T, protocols string, synth int, withTorch bool) *box {
 	t.Helper()
 	requireRoot(t)
-	extra := []string{"--protocols", protocols, "--fixed-interval", "8s"}
-	a := startAgentsForTest(t, AgentsConfig{Topology: DefaultTopology(), ExtraArgs: extra})
-	b := &box{t: t, a: a, dir: a.cfg.Dir, ledgers: map[string]string{}}
-	script := filepath.Join(b.dir, "synth.sh")
+	// The jobs run in each agent's sandbox: their programs lie where the
+	// owner lets guests read (--guest-ro-path), as a dataset would.
+	scripts := t.TempDir()
+	if err := os.Chmod(scripts, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	script := filepath.Join(scripts, "synth.sh")
 	if err := os.WriteFile(script, []byte(synthJob), 0o755); err != nil {
 		t.Fatal(err)
 	}
+	examples, err := filepath.Abs("../examples")
+	if err != nil {
+		t.Fatal(err)
+	}
+	extra := []string{"--protocols", protocols, "--fixed-interval", "8s", "--guest-ro-path", scripts, "--guest-ro-path", examples}
+	a := startAgentsForTest(t, AgentsConfig{Topology: DefaultTopology(), ExtraArgs: extra})
+	b := &box{t: t, a: a, dir: a.cfg.Dir, ledgers: map[string]string{}}
 	ctx := context.Background()
 	submitter := a.Names()[0]
 	for i := 1; i <= synth; i++ {
 		job := fmt.Sprintf("syn%d", i)
-		ledger := filepath.Join(b.dir, "ledger-"+job)
-		b.ledgers[job] = ledger
+		b.ledgers[job] = filepath.Join(b.dir, "*", "data", "jobs", job, "run", "home", "ledger")
 		if _, err := a.CLI(ctx, submitter, "run", "--name", job, "--gpus", "1", "--loss-budget", "8s",
 			"--size-hint", strconv.Itoa(synthCkptBytes)+"B", "--grace", "5s",
-			"--env", "LEDGER="+ledger, "--env", "CKPT_BYTES="+strconv.Itoa(synthCkptBytes), "--", "/bin/sh", script); err != nil {
+			"--env", "CKPT_BYTES="+strconv.Itoa(synthCkptBytes), "--", "/bin/sh", script); err != nil {
 			t.Fatalf("submit %s: %v", job, err)
 		}
 		b.jobs = append(b.jobs, job)

@@ -48,7 +48,16 @@ Protocol switches (the paper's ablation on real processes):
                          cluster: start every agent with the same list (a
                          node whose list differs warns in its log, and
                          'reclaimnet status' shows the switches in force).
-  --fixed-interval 10m   the checkpoint interval while P1 is off`,
+  --fixed-interval 10m   the checkpoint interval while P1 is off
+
+Guest jobs run in a sandbox (docs/sandbox.md): their own uid from
+--guest-uids, their own cgroup under the node's caps (--guest-memory,
+--guest-cpus), a mount namespace that shows the host's system directories
+read-only, the job's own directories and the --guest-ro-path ones, never the
+agent's data dir, keys or control socket. Where confinement cannot be set up
+(no root, no cgroups) the node refuses jobs and says why in the log, on the
+page and in 'reclaimnet status'. --sandbox off runs jobs unconfined, as the
+agent's user: for a single trusted lab only; it is logged and shown too.`,
 		run: runAgent,
 	})
 }
@@ -102,6 +111,12 @@ func runAgent(ctx context.Context, env *Env, args []string) error {
 	fs.Var((*durationFlag)(&fc.FixedInterval), "fixed-interval", "checkpoint interval while P1 is off (default 10m)")
 	fs.Var(&fc.UplinkCapacity, "uplink-capacity", "building uplink capacity for P2/P3 when this node leads: RATE for every building or BUILDING=RATE[,...] (repeatable; default 10Gbit; give every agent the same)")
 	fs.Var(&fc.Bmin, "bmin", "P3's reservation floor per link when this node leads, e.g. 10Mbit (Bres = max(0.3·capacity, bmin); default 0)")
+	fs.StringVar(&fc.Sandbox, "sandbox", "on", "guest jobs confined (on) or unconfined as the agent's user (off: a single trusted lab only)")
+	fs.StringVar(&fc.GuestUIDs, "guest-uids", "2100000000-2100000999", "uid and gid range guest jobs run as, FIRST-LAST (no passwd entries needed)")
+	fs.Var(&fc.GuestMemory, "guest-memory", "memory cap on all guest jobs together, e.g. 64GiB (default: three quarters of the machine's)")
+	fs.Float64Var(&fc.GuestCPUs, "guest-cpus", 0, "CPU cap on all guest jobs together, in CPUs (default: none)")
+	var roPaths listFlag
+	fs.Var(&roPaths, "guest-ro-path", "host path every guest job sees read-only, e.g. /datasets (repeatable)")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	printConfig := fs.Bool("print-config", false, "print the effective configuration as JSON and exit")
 	if err := parseFlags(fs, args); err != nil {
@@ -115,8 +130,14 @@ func runAgent(ctx context.Context, env *Env, args []string) error {
 	default:
 		return usagef("--enforce %q: want auto, on or off", fc.Enforce)
 	}
+	switch fc.Sandbox {
+	case "on", "off":
+	default:
+		return usagef("--sandbox %q: want on or off", fc.Sandbox)
+	}
 	fc.Join = joins
 	fc.GPUs = gpus
+	fc.GuestROPaths = roPaths
 	if _, err := state.ParseProtocols(*protocols); err != nil {
 		return usagef("--protocols: %v", err)
 	}
@@ -223,6 +244,16 @@ func applyAgentFlag(cfg, fc *agent.Config, name string) {
 		cfg.UplinkCapacity = fc.UplinkCapacity
 	case "bmin":
 		cfg.Bmin = fc.Bmin
+	case "sandbox":
+		cfg.Sandbox = fc.Sandbox
+	case "guest-uids":
+		cfg.GuestUIDs = fc.GuestUIDs
+	case "guest-memory":
+		cfg.GuestMemory = fc.GuestMemory
+	case "guest-cpus":
+		cfg.GuestCPUs = fc.GuestCPUs
+	case "guest-ro-path":
+		cfg.GuestROPaths = fc.GuestROPaths
 	}
 }
 

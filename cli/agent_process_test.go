@@ -188,8 +188,8 @@ func TestAgentProcesses(t *testing.T) {
 			st.Node, len(st.Cluster.Members), httpSt.Node, len(httpSt.Cluster.Members))
 	}
 	if out := c.mustRun("status", "--data-dir", c.dataDir("n1")); !strings.Contains(out, "Page:      http://"+infos["n1"].HTTPAddr+"/") || !strings.Contains(out, "No jobs.") ||
-		!strings.Contains(out, "Protocols: p1,p2,p3") {
-		t.Errorf("status (human) lacks the page address, the protocols or the jobs section:\n%s", out)
+		!strings.Contains(out, "Protocols: p1,p2,p3") || !strings.Contains(out, "Sandbox:   sandbox on: ") {
+		t.Errorf("status (human) lacks the page address, the protocols, the sandbox or the jobs section:\n%s", out)
 	}
 	old := string(st.Cluster.Leader)
 	if old == "" {

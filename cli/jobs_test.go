@@ -41,6 +41,11 @@ func TestJobCommandsUsage(t *testing.T) {
 		{"run negative grace", []string{"run", "--data-dir", dir, "--grace", "-5s", "--", "true"}, ExitUsage, "want more than 0"},
 		{"run grace over an hour", []string{"run", "--data-dir", dir, "--grace", "61m", "--", "true"}, ExitUsage, "at most 1h"},
 		{"run bad grace", []string{"run", "--data-dir", dir, "--grace", "soon", "--", "true"}, ExitUsage, "grace"},
+		{"run memory without unit", []string{"run", "--data-dir", dir, "--memory", "16", "--", "true"}, ExitUsage, "--memory"},
+		{"run memory below 4MiB", []string{"run", "--data-dir", dir, "--memory", "1MiB", "--", "true"}, ExitUsage, "at least 4 MiB"},
+		{"run negative cpus", []string{"run", "--data-dir", dir, "--cpus", "-1", "--", "true"}, ExitUsage, "cpu limit"},
+		{"run cpus not a number", []string{"run", "--data-dir", dir, "--cpus", "four", "--", "true"}, ExitUsage, "cpus"},
+		{"run with limits", []string{"run", "--data-dir", dir, "--memory", "16GiB", "--cpus", "4", "--", "true"}, ExitError, "no agent running"},
 		// Valid values pass validation and reach the agent (none here).
 		{"run other signal and grace", []string{"run", "--data-dir", dir, "--signal", "usr2", "--grace", "5s", "--", "true"}, ExitError, "no agent running"},
 		{"run grace of an hour", []string{"run", "--data-dir", dir, "--signal", "SIGURG", "--grace", "1h", "--", "true"}, ExitError, "no agent running"},
@@ -72,6 +77,12 @@ func TestJobCommandsAgainstAgent(t *testing.T) {
 	cfg.BindAddr, cfg.HTTPAddr = "127.0.0.1", ""
 	cfg.GossipPort, cfg.RaftPort, cfg.TransferPort = 0, 0, 0
 	cfg.GPUs = []string{"RTX-4090:24GiB:8.9:x1"}
+	// The job's script lies where the owner lets guest jobs read.
+	scripts := t.TempDir()
+	if err := os.Chmod(scripts, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cfg.GuestROPaths = []string{scripts}
 	a, err := agent.New(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		t.Fatal(err)
@@ -102,18 +113,21 @@ func TestJobCommandsAgainstAgent(t *testing.T) {
 	// The single node must lead before a submit can commit.
 	wait.For(t, 30*time.Second, "a leader", func() bool { c := a.Coordinator(); return c != nil && c.IsLeader() })
 
-	script := filepath.Join(t.TempDir(), "job.sh")
+	script := filepath.Join(scripts, "job.sh")
 	if err := os.WriteFile(script, []byte("#!/bin/sh\necho hello from the job\ntouch \"$RECLAIMNET_READY_FILE\"\nwhile :; do sleep 0.1; done\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}
 	code, out, errOut := runCLI(t, "run", "--data-dir", dir, "--name", "cli-job", "--vram", "8GiB", "--capability", "8.0",
-		"--size-hint", "1MiB", "--runtime-hint", "1h", "--signal", "USR2", "--grace", "5s", "--", "/bin/sh", script)
+		"--size-hint", "1MiB", "--runtime-hint", "1h", "--signal", "USR2", "--grace", "5s", "--memory", "512MiB", "--cpus", "1.5",
+		"--", "/bin/sh", script)
 	if code != ExitOK || strings.TrimSpace(out) != "cli-job" {
 		t.Fatalf("run: exit %d, stdout %q, stderr %q; want exit 0 printing cli-job", code, out, errOut)
 	}
-	// The signal and grace are in the replicated record every node reads.
-	if j, ok := a.Coordinator().Store().Job("cli-job"); !ok || j.Spec.Signal != "USR2" || j.Spec.Grace != 5*time.Second {
-		t.Fatalf("replicated spec %+v (found %v), want signal USR2 and grace 5s", j.Spec, ok)
+	// The signal, grace and limits are in the replicated record every node
+	// reads.
+	if j, ok := a.Coordinator().Store().Job("cli-job"); !ok || j.Spec.Signal != "USR2" || j.Spec.Grace != 5*time.Second ||
+		j.Spec.Memory != 512<<20 || j.Spec.CPUs != 1.5 {
+		t.Fatalf("replicated spec %+v (found %v), want signal USR2, grace 5s, memory 512 MiB, 1.5 CPUs", j.Spec, ok)
 	}
 	code, out, errOut = runCLI(t, "jobs", "--data-dir", dir, "--json")
 	if code != ExitOK {

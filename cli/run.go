@@ -17,7 +17,8 @@ func init() {
 		name:     "run",
 		synopsis: "submit a job to the cluster",
 		usage: "reclaimnet run [--data-dir DIR] [--name ID] [--gpus N] [--vram 20GiB] [--capability 8.0] [--loss-budget 10m]\n" +
-			"       [--size-hint 3GiB] [--runtime-hint 6h] [--signal USR1] [--grace 30s] [--env KEY=VALUE]... [--dir DIR] -- CMD ARGS...",
+			"       [--size-hint 3GiB] [--runtime-hint 6h] [--signal USR1] [--grace 30s] [--memory 16GiB] [--cpus 4]\n" +
+			"       [--env KEY=VALUE]... [--dir DIR] -- CMD ARGS...",
 		run: runRun,
 	})
 }
@@ -34,6 +35,8 @@ func runRun(ctx context.Context, env *Env, args []string) error {
 	runtimeHint := fs.Duration("runtime-hint", 0, "expected runtime, e.g. 6h")
 	signal := fs.String("signal", "USR1", "checkpoint request signal: "+strings.Join(state.CheckpointSignals, ", "))
 	grace := fs.Duration("grace", 30*time.Second, "time between SIGTERM and SIGKILL at stop (at most 1h)")
+	memory := fs.String("memory", "", "the job's memory limit, e.g. 16GiB (default: none of its own; the node's --guest-memory bounds all guest jobs)")
+	cpus := fs.Float64("cpus", 0, "the job's CPU limit in CPUs, e.g. 4 or 0.5 (default: none of its own; the node's --guest-cpus bounds all guest jobs)")
 	workDir := fs.String("dir", "", "working directory on the node that runs the job (default: the job's own directory)")
 	var envs listFlag
 	fs.Var(&envs, "env", "KEY=VALUE added to the job's environment (repeatable)")
@@ -80,6 +83,15 @@ func runRun(ctx context.Context, env *Env, args []string) error {
 			return usagef("--capability: %v", err)
 		}
 		jr.Capability = c.Float()
+	}
+	if *memory != "" {
+		if jr.Memory, err = gpu.ParseBytes(*memory); err != nil {
+			return usagef("--memory: %v", err)
+		}
+	}
+	jr.CPUs = *cpus
+	if err := state.ValidJobLimits(jr.Memory, jr.CPUs); err != nil {
+		return usagef("--memory/--cpus: %v", err)
 	}
 	sig, err := state.CanonicalSignal(*signal)
 	if err != nil {

@@ -83,6 +83,9 @@ func runStatus(ctx context.Context, env *Env, args []string) error {
 			fmt.Fprintf(w, "           this node's own setting differs: %s (applies only while it leads)\n", p.Local)
 		}
 	}
+	if sb := doc.Sandbox; sb.Summary != "" {
+		fmt.Fprintf(w, "Sandbox:   %s\n", sb.Summary)
+	}
 	fmt.Fprintln(w)
 	printMembers(w, st.Members)
 	fmt.Fprintln(w)

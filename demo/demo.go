@@ -79,6 +79,9 @@ type Result struct {
 	Job         string   `json:"job"`
 	StatusURL   string   `json:"status_url"`
 	Dir         string   `json:"dir"`
+	// Sandbox is how the nodes run the job, as their status says
+	// ("sandbox on: ...").
+	Sandbox string `json:"sandbox"`
 	// Segments are the job's stretches on each node, in order.
 	Segments []Segment `json:"segments"`
 	// Scheduled and Emergency are the two reclaims.
@@ -142,7 +145,7 @@ type run struct {
 	agents *campus.Agents
 	tl     *timeline
 	res    *Result
-	jobDir string // where the job's files are
+	jobDir string // where the job's files are: guest jobs may read it
 
 	mu       sync.Mutex
 	status   *web.Status // the latest status document
@@ -272,6 +275,9 @@ func Run(ctx context.Context, cfg Config) (res *Result, err error) {
 		Topology: cfg.Topology(),
 		Log:      cfg.Log,
 		GPUs:     []string{"DemoGPU:24GiB:8.6"},
+		// The job runs in each agent's sandbox, which shows it the host's
+		// system directories and, as an owner shows a dataset, its files.
+		ExtraArgs: []string{"--guest-ro-path", r.jobDir},
 	})
 	if err != nil {
 		if !cfg.Loopback {
@@ -348,11 +354,13 @@ func (r *run) prepareJob(ctx context.Context, dir string) error {
 	}
 	r.res.JobKind = kind
 	r.jobDir = filepath.Join(dir, "job")
-	if kind != JobPyTorch {
-		return nil
-	}
 	if err := os.MkdirAll(r.jobDir, 0o755); err != nil {
 		return fmt.Errorf("job dir: %w", err)
+	}
+	if kind != JobPyTorch {
+		// A copy of the binary: the demo's own may lie where guest jobs
+		// see nothing (go run builds it under the temporary directory).
+		return copyFile(r.cfg.Binary, filepath.Join(r.jobDir, "reclaimnet"), 0o755)
 	}
 	return fs.WalkDir(pytorch.Files, ".", func(p string, d fs.DirEntry, err error) error {
 		if err != nil || d.IsDir() {
@@ -364,6 +372,24 @@ func (r *run) prepareJob(ctx context.Context, dir string) error {
 		}
 		return os.WriteFile(filepath.Join(r.jobDir, p), b, 0o644)
 	})
+}
+
+// copyFile copies src to dst with mode perm.
+func copyFile(src, dst string, perm os.FileMode) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	out, err := os.OpenFile(dst, os.O_CREATE|os.O_EXCL|os.O_WRONLY, perm)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		return err
+	}
+	return out.Close()
 }
 
 // torchWorks checks that python can import torch (slow the first time).
@@ -384,7 +410,7 @@ func (r *run) jobCommand() ([]string, string) {
 		// Width 512: ~3 MiB checkpoints (model + Adam state), a watchable pace.
 		return []string{r.cfg.Python, "-u", filepath.Join(r.jobDir, "train.py"), "--width", "512", "--step-time", "0.2"}, "4MiB"
 	}
-	return []string{r.cfg.Binary, "demo-job", "--state", "8MiB", "--step-time", "100ms"}, "8MiB"
+	return []string{filepath.Join(r.jobDir, "reclaimnet"), "demo-job", "--state", "8MiB", "--step-time", "100ms"}, "8MiB"
 }
 
 // killLeftovers kills job processes whose checkpoint directory lies under

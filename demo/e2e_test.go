@@ -175,6 +175,10 @@ func runScenario(t *testing.T, loopback bool) (Result, int) {
 		t.Fatalf("--json result: %v\n%s", err, d.stdout.String())
 	}
 
+	// The job ran in the agents' sandbox.
+	if !strings.HasPrefix(res.Sandbox, "sandbox on: ") || !strings.Contains(d.output(), "(like every node) runs the job: sandbox on: ") {
+		t.Errorf("sandbox %q; want the job confined, and the timeline saying so", res.Sandbox)
+	}
 	// Where the job ran.
 	if res.Scheduled == nil || res.Emergency == nil || len(res.Segments) != 3 {
 		t.Fatalf("want both reclaims and 3 segments; got scheduled %+v emergency %+v segments %+v", res.Scheduled, res.Emergency, res.Segments)

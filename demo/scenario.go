@@ -260,11 +260,13 @@ func (r *run) scenario(ctx context.Context) error {
 			return false, "running on " + string(j.Node) + ", no step in its output yet"
 		}
 		x = string(j.Node)
+		r.res.Sandbox = st.Sandbox.Summary
 		return true, ""
 	})
 	if err != nil {
 		return err
 	}
+	r.tl.addf(KindDemo, x, JobName, "how %s (like every node) runs the job: %s", x, r.res.Sandbox)
 
 	// 2. Scheduled reclaim of x.
 	notice := r.cfg.Notice

@@ -43,6 +43,11 @@ type JobRequest struct {
 	// that runs the job.
 	Signal string        `json:"signal,omitempty"`
 	Grace  time.Duration `json:"grace,omitempty"`
+	// Memory (bytes) and CPUs are the job's own limits in the sandbox of
+	// every node that runs it (reclaimnet run --memory, --cpus); 0: none
+	// beyond the node's caps on all guest jobs together.
+	Memory int64   `json:"memory,omitempty"`
+	CPUs   float64 `json:"cpus,omitempty"`
 }
 
 // JobInfo is one job as 'reclaimnet jobs' shows it.

@@ -27,7 +27,9 @@
 //
 // JobSpec.Signal and JobSpec.Grace (reclaimnet run --signal, --grace) are
 // such optional fields: an entry without them decodes to "" and 0, which
-// mean the host's defaults (USR1, 30 s). MoveJob.At, JobRecord.RunningSince
+// mean the host's defaults (USR1, 30 s); so are JobSpec.Memory and
+// JobSpec.CPUs (run --memory, --cpus), whose 0 means "no limit of the
+// job's own", the only behaviour before them. MoveJob.At, JobRecord.RunningSince
 // and Checkpoint.Written too: zero means "not known", and the leader's
 // exposure estimate then falls back to what it does know (or to no
 // estimate, which orders nothing). The one thing the version byte cannot

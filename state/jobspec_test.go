@@ -3,6 +3,7 @@ package state
 import (
 	"bytes"
 	"errors"
+	"math"
 	"reflect"
 	"strings"
 	"testing"
@@ -121,4 +122,74 @@ func TestJobSpecSignalGraceRejected(t *testing.T) {
 func isErr(res any, target error) bool {
 	err, ok := res.(error)
 	return ok && errors.Is(err, target)
+}
+
+// A job's own memory and CPU limits survive encoding, the FSM and a
+// snapshot, and are part of its definition.
+func TestJobSpecLimitsRoundTrip(t *testing.T) {
+	rec := JobRecord{Job: policy.Job{ID: "j1", GPUs: 1, LossBudget: time.Minute},
+		Spec: JobSpec{Command: []string{"python3", "train.py"}, Memory: 16 << 30, CPUs: 2.5}, Owner: "alice", Submitted: t0}
+	b, err := EncodeCommand(SubmitJob{Job: rec})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd, err := DecodeCommand(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := cmd.(SubmitJob).Job.Spec; got.Memory != 16<<30 || got.CPUs != 2.5 {
+		t.Fatalf("decoded spec %+v, want memory 16 GiB and 2.5 CPUs", got)
+	}
+	f := NewStore()
+	if res := applyEncoded(t, f, 1, SubmitJob{Job: rec}); res != nil {
+		t.Fatalf("apply: %v", res)
+	}
+	var snap bytes.Buffer
+	if err := f.Snapshot().Encode(&snap); err != nil {
+		t.Fatal(err)
+	}
+	g := NewStore()
+	if err := g.Restore(bytes.NewReader(snap.Bytes())); err != nil {
+		t.Fatal(err)
+	}
+	if j, ok := g.Job("j1"); !ok || j.Spec.Memory != 16<<30 || j.Spec.CPUs != 2.5 {
+		t.Fatalf("restored job %+v (found %v), want memory 16 GiB and 2.5 CPUs", j.Spec, ok)
+	}
+	other := rec
+	other.Spec.CPUs = 4
+	if res := applyEncoded(t, f, 2, SubmitJob{Job: other}); !isErr(res, ErrJobExists) {
+		t.Fatalf("resubmit with other limits: got %v, want ErrJobExists", res)
+	}
+}
+
+func TestJobSpecLimitsRejected(t *testing.T) {
+	for name, spec := range map[string]JobSpec{
+		"negative memory":   {Memory: -1},
+		"memory below 4MiB": {Memory: MinJobMemory - 1},
+		"negative cpus":     {CPUs: -1},
+		"cpus below 0.01":   {CPUs: 0.009},
+		"NaN cpus":          {CPUs: math.NaN()},
+		"infinite cpus":     {CPUs: math.Inf(1)},
+	} {
+		t.Run(name, func(t *testing.T) {
+			spec.Command = []string{"true"}
+			_, err := EncodeCommand(SubmitJob{Job: JobRecord{Job: policy.Job{ID: "j"}, Spec: spec}})
+			if !errors.Is(err, ErrInvalidCommand) || !strings.Contains(err.Error(), "limit") {
+				t.Fatalf("got %v, want ErrInvalidCommand naming the limit", err)
+			}
+		})
+	}
+	// The state machine checks a forwarded entry too.
+	bad := `{"Job":{"ID":"j","Spec":{"Command":["true"],"Memory":1000}}}`
+	if _, err := DecodeCommand(append([]byte{1, byte(KindSubmitJob)}, bad...)); !errors.Is(err, ErrInvalidCommand) {
+		t.Fatalf("decode of a 1000-byte memory limit: got %v, want ErrInvalidCommand", err)
+	}
+	for _, l := range []struct {
+		mem  int64
+		cpus float64
+	}{{0, 0}, {MinJobMemory, MinJobCPUs}, {16 << 30, 4}} {
+		if err := ValidJobLimits(l.mem, l.cpus); err != nil {
+			t.Errorf("ValidJobLimits(%d, %v): %v, want nil", l.mem, l.cpus, err)
+		}
+	}
 }

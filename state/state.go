@@ -2,7 +2,9 @@ package state
 
 import (
 	"cmp"
+	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"time"
@@ -86,6 +88,32 @@ type JobSpec struct {
 	// Grace is the time between SIGTERM and SIGKILL when the job is
 	// stopped; 0 means the host's default (30 s). At most MaxStopGrace.
 	Grace time.Duration `json:",omitempty"`
+	// Memory is the job's memory limit in bytes and CPUs its CPU time
+	// limit in CPUs (reclaimnet run --memory, --cpus), on every node that
+	// runs it; 0 means none of its own (the node's caps on all guest jobs
+	// together still bound it).
+	Memory int64   `json:",omitempty"`
+	CPUs   float64 `json:",omitempty"`
+}
+
+// Bounds of a job's own limits: below them no process starts, or the
+// kernel cannot enforce the limit.
+const (
+	MinJobMemory = 4 << 20
+	MinJobCPUs   = 0.01
+)
+
+// ValidJobLimits reports whether memory (bytes) and cpus can be a job's
+// limits; 0 means none and is valid.
+func ValidJobLimits(memory int64, cpus float64) error {
+	var errs []error
+	if memory < 0 || (memory > 0 && memory < MinJobMemory) {
+		errs = append(errs, fmt.Errorf("memory limit %d bytes: want 0 (none) or at least 4 MiB", memory))
+	}
+	if math.IsNaN(cpus) || math.IsInf(cpus, 0) || cpus < 0 || (cpus > 0 && cpus < MinJobCPUs) {
+		errs = append(errs, fmt.Errorf("cpu limit %v: want 0 (none) or at least %v", cpus, MinJobCPUs))
+	}
+	return errors.Join(errs...)
 }
 
 // CheckpointSignals are the signals a job may ask for checkpoint requests
@@ -125,9 +153,11 @@ func (s JobSpec) validate() error {
 		return fmt.Errorf("checkpoint signal %q: not in canonical form (USR2, not SIGUSR2 or usr2)", s.Signal)
 	}
 	if s.Grace != 0 {
-		return ValidStopGrace(s.Grace)
+		if err := ValidStopGrace(s.Grace); err != nil {
+			return err
+		}
 	}
-	return nil
+	return ValidJobLimits(s.Memory, s.CPUs)
 }
 
 // JobRecord is one job: the leader's view (policy.Job) plus what it takes

@@ -295,3 +295,26 @@ func TestFormats(t *testing.T) {
 		}
 	}
 }
+
+// The summary says how the serving node runs guest jobs, and marks the
+// two ways a node is not confining them.
+func TestPageShowsSandbox(t *testing.T) {
+	for _, tc := range []struct {
+		sb   Sandbox
+		want string
+	}{
+		{Sandbox{Mode: "on", Available: true, Summary: "sandbox on: cgroup v2 (unified), guest uids 1-2"},
+			`<span class="badge good">on</span> <span class="muted">sandbox on: cgroup v2 (unified), guest uids 1-2</span>`},
+		{Sandbox{Mode: "off", Available: true, Summary: "sandbox off: jobs run unconfined"},
+			`<span class="badge bad">off</span> sandbox off: jobs run unconfined`},
+		{Sandbox{Mode: "on", Summary: "jobs cannot be confined, none starts: no cgroups"},
+			`<span class="badge bad">unavailable</span> jobs cannot be confined, none starts: no cgroups`},
+		{Sandbox{}, `<span class="k">sandbox</span> <span class="muted">unknown</span>`},
+	} {
+		h := newTestHandler(t, Config{Source: newMemSource(func() Status { s := scenarioA(); s.Sandbox = tc.sb; return s })})
+		_, page := do(t, h, http.MethodGet, "/", "", nil)
+		if !strings.Contains(page, tc.want) {
+			t.Errorf("sandbox %+v: page lacks %q", tc.sb, tc.want)
+		}
+	}
+}

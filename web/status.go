@@ -38,6 +38,20 @@ type Status struct {
 	Decisions []Decision `json:"decisions"`
 	Control   Control    `json:"control"`
 	Counters  Counters   `json:"counters"`
+	// Sandbox is how the node serving this page runs guest jobs.
+	Sandbox Sandbox `json:"sandbox"`
+}
+
+// Sandbox says how a node runs guest jobs (docs/sandbox.md).
+type Sandbox struct {
+	// Mode is "on" (confined) or "off" (the operator runs jobs
+	// unconfined, as the agent's user).
+	Mode string `json:"mode"`
+	// Available is false when the sandbox is on but cannot confine jobs
+	// here: the node then refuses every job (Summary says why).
+	Available bool `json:"available"`
+	// Summary says it in words, as the agent's log does.
+	Summary string `json:"summary"`
 }
 
 // Cluster is membership, leadership, hazard and bandwidth.

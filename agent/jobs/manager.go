@@ -31,6 +31,10 @@ type Config struct {
 	Client *transfer.Client
 	// Supervisor starts job processes.
 	Supervisor *supervisor.Supervisor
+	// GPUs are the indices of this node's GPUs that a job can be given
+	// (their device nodes exist); each job gets its own, up to the number
+	// it asked for. Empty: jobs get none.
+	GPUs []int
 	// WorkDir holds one directory per job (the supervisor's work directory
 	// and restore directories).
 	WorkDir string
@@ -113,6 +117,7 @@ type Manager struct {
 	live         map[policy.JobID]bool    // jobs marked live in the store
 	ended        map[policy.JobID]JobView // last view of workers that ended
 	past         []TransferView           // finished transfers no longer listed, oldest first (at most pastTransfers)
+	gpus         gpuSet
 	running      bool
 }
 
@@ -135,7 +140,7 @@ func New(cfg Config) (*Manager, error) {
 		return nil, err
 	}
 	return &Manager{
-		cfg: cfg, log: cfg.Logger.With("node", cfg.Node),
+		cfg: cfg, log: cfg.Logger.With("node", cfg.Node), gpus: gpuSet{devices: slices.Clone(cfg.GPUs)},
 		workers: map[policy.JobID]*worker{}, finished: map[policy.JobID]finish{},
 		pushes: map[pushKey]*push{}, restoreRates: map[pushKey]float64{}, live: map[policy.JobID]bool{}, ended: map[policy.JobID]JobView{},
 	}, nil

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/reclaimnet/reclaimnet/agent/sandbox"
 	"github.com/reclaimnet/reclaimnet/agent/supervisor"
 	"github.com/reclaimnet/reclaimnet/policy"
 	"github.com/reclaimnet/reclaimnet/state"
@@ -112,12 +113,15 @@ func (w *worker) run(ctx context.Context) {
 		w.set(func() { w.state, w.result.reason = StateFailed, reasonFailed })
 		return
 	}
-	// The per-job signal and grace come from the replicated spec, so every
-	// start and restart, on any node, uses the same ones.
+	gpus := w.takeGPUs(j.GPUs)
+	defer w.set(func() { m.gpus.give(gpus) })
+	// The per-job signal, grace and limits come from the replicated spec,
+	// so every start and restart, on any node, uses the same ones.
 	job, err := m.cfg.Supervisor.Start(ctx, supervisor.Spec{
 		JobID: string(w.id), Command: j.Spec.Command, Env: j.Spec.Env, Dir: j.Spec.Dir,
 		WorkDir: filepath.Join(w.dir(), "run"), RestoreDir: restoreDir, RestartCount: j.Restarts, Deadline: deadline,
-		Signal: sig, Grace: j.Spec.Grace,
+		Signal: sig, Grace: j.Spec.Grace, GPUs: gpus,
+		Limits: sandbox.Limits{MemoryBytes: j.Spec.Memory, CPUs: j.Spec.CPUs},
 	})
 	if err != nil {
 		if ctx.Err() == nil {
@@ -130,6 +134,17 @@ func (w *worker) run(ctx context.Context) {
 	w.log.Info("job started", "restored_from", from, "restart_count", j.Restarts)
 	w.set(func() { w.state, w.restoredFrom = StateRunning, from })
 	w.loop(ctx, job, deadline)
+}
+
+// takeGPUs picks the devices of this node the job runs on.
+func (w *worker) takeGPUs(n int) []int {
+	var gpus []int
+	var shared bool
+	w.set(func() { gpus, shared = w.m.gpus.take(n) })
+	if shared {
+		w.log.Warn("job shares a GPU with a job still stopping", "gpus", gpus)
+	}
+	return gpus
 }
 
 // ended handles the job's own end: exit 0 reports it done.

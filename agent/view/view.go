@@ -8,6 +8,7 @@ import (
 	"github.com/reclaimnet/reclaimnet/mesh"
 	"github.com/reclaimnet/reclaimnet/raft"
 	"github.com/reclaimnet/reclaimnet/state"
+	"github.com/reclaimnet/reclaimnet/web"
 )
 
 // Config is what the view reads from its node.
@@ -29,6 +30,8 @@ type Config struct {
 	// Protocols are this node's own protocol settings (used when it
 	// leads).
 	Protocols state.Protocols
+	// Sandbox is how this node runs guest jobs (fixed at start).
+	Sandbox web.Sandbox
 	// SamplePeriod is how often the bandwidth history is sampled.
 	SamplePeriod time.Duration
 }

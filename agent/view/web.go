@@ -36,6 +36,7 @@ func (v *View) Web(now time.Time) web.Status {
 	st.Control = web.Control{LastTick: cs.Decisions.At, CheckpointBudget: cs.Decisions.CheckpointBudget}
 	st.Counters = webCounters(cs.Counters)
 	st.Transfers = v.webTransfers(cs)
+	st.Sandbox = v.cfg.Sandbox
 	return st
 }
 

@@ -160,6 +160,11 @@ local agent through its control socket (--data-dir, or $` + DataDirEnv + `).`,
 	for _, newCmd := range constructors {
 		root.AddCommand(newCmd(env))
 	}
+	root.InitDefaultCompletionCmd()
+	if c, _, err := root.Find([]string{"completion"}); err == nil {
+		c.Short = "print the shell completion script (bash, zsh, fish or powershell)"
+		c.Long = "Prints a script that completes reclaimnet's commands, flags and job IDs in the shell;\neach shell's --help says how to load it."
+	}
 	return root
 }
 

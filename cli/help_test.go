@@ -21,7 +21,6 @@ var update = flag.Bool("update", false, "rewrite docs/cli.md and the golden file
 func visibleCommands(t *testing.T) [][]string {
 	t.Helper()
 	root := newRoot(&Env{Stdin: strings.NewReader(""), Stdout: &bytes.Buffer{}, Stderr: &bytes.Buffer{}, Getenv: func(string) string { return "" }})
-	root.InitDefaultCompletionCmd()
 	var out [][]string
 	var walk func(c *cobra.Command, path []string)
 	walk = func(c *cobra.Command, path []string) {

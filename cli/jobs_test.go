@@ -141,6 +141,13 @@ func TestJobCommandsAgainstAgent(t *testing.T) {
 	} else if code != ExitError || !strings.Contains(errOut, "no log on this node yet") {
 		t.Errorf("logs of a job not started: exit %d, stderr %q; want exit 1 saying there is no log yet", code, errOut)
 	}
+	if code == ExitOK {
+		code, out, errOut = runCLI(t, "logs", "cli-job", "--json", "--data-dir", dir)
+		var view LogsView
+		if err := json.Unmarshal([]byte(out), &view); code != ExitOK || err != nil || view.JobID != "cli-job" || view.Node != "solo" || !strings.Contains(view.Log, "hello from the job") {
+			t.Errorf("logs --json: exit %d, %+v (%v), stderr %q; want the job, its node and its output", code, view, err, errOut)
+		}
+	}
 	if code, _, errOut := runCLI(t, "logs", "--data-dir", dir, "nope"); code != ExitError || !strings.Contains(errOut, `no job "nope"`) {
 		t.Errorf("logs of an unknown job: exit %d, stderr %q", code, errOut)
 	}

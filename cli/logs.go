@@ -28,7 +28,7 @@ func newLogsCmd(env *Env) *cobra.Command {
 	}
 	fs := cmd.Flags()
 	dir := dataDirFlag(fs)
-	tail := fs.Int64("tail", 0, "print only the last `bytes` of the log (default: up to 4 MiB)")
+	tail := fs.Int64("tail", 0, "print only the last `n` bytes of the log (default: up to 4 MiB)")
 	asJSON := fs.Bool("json", false, "print the job, its node, the note and the log text as JSON")
 	cmd.ValidArgsFunction = completeJobs(env, dir)
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {

@@ -85,6 +85,12 @@ func TestAgentLogFormatJSON(t *testing.T) {
 		return json.Unmarshal([]byte(out), &jobs) == nil && len(jobs.Jobs) == 1 && jobs.Jobs[0].State == "running"
 	})
 	wait.For(t, 10*time.Second, "the job's start in the log", func() bool { return strings.Contains(logs.String(), `"msg":"job started"`) })
+	// Its output's metadata as JSON ('reclaimnet logs --json').
+	code, out, errOut := runCLI(t, "logs", "logjob", "--json", "--data-dir", dir)
+	var view LogsView
+	if err := json.Unmarshal([]byte(out), &view); code != ExitOK || err != nil || view.JobID != "logjob" || view.Node != "solo" {
+		t.Errorf("logs --json: exit %d, %+v (%v), stderr %q; want the job and the node it runs on", code, view, err, errOut)
+	}
 
 	counts := map[string]int{}
 	loggers := map[string]int{}

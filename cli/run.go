@@ -61,7 +61,7 @@ CMD: what follows belongs to the job.`,
 
 func runRun(ctx context.Context, env *Env, o runOptions, command []string) error {
 	if len(command) == 0 {
-		return usagef("run: no command (put it after --)")
+		return usagef("no command (put it after --)")
 	}
 	jr := &localapi.JobRequest{Name: o.name, Command: command, Env: o.env, Dir: o.workDir, GPUs: o.gpus,
 		LossBudget: o.lossBudget, RuntimeHint: o.runtimeHint, Owner: env.Getenv("USER")}

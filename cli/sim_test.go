@@ -130,7 +130,7 @@ func TestSimCommandFrontier(t *testing.T) {
 }
 
 // TestSimCommandImport runs -import from the Bamboo traces built into the
-// binary (no -traces), and from a directory of downloaded traces (here the
+// binary (no --traces), and from a directory of downloaded traces (here the
 // synthetic fixtures in their formats); a trace that does not ship and is
 // not given fails saying where to get it.
 func TestSimCommandImport(t *testing.T) {
@@ -140,10 +140,10 @@ func TestSimCommandImport(t *testing.T) {
 	}
 	code, out, errs = runSimCLI(t, "sim", "-q", "--import", "microsoft99", "--workload", "philly", "--traces", filepath.Join("..", "sim", "testdata", "traces"), "--policies", "b1p")
 	if code != ExitOK || !strings.Contains(out, "trace: microsoft99 desktops (54 nodes, 14.0 days), workload philly") {
-		t.Fatalf("-traces DIR: exit %d, stderr %s, out %s", code, errs, out)
+		t.Fatalf("--traces DIR: exit %d, stderr %s, out %s", code, errs, out)
 	}
 	code, _, errs = runSimCLI(t, "sim", "-q", "--import", "microsoft99", "--policies", "b1p")
 	if code != ExitError || !strings.Contains(errs, "microsoft99_desktop/PingData00.txt") || !strings.Contains(errs, "-traces DIR") {
-		t.Fatalf("missing trace: exit %d, stderr %q; want exit 1 naming the file and -traces DIR", code, errs)
+		t.Fatalf("missing trace: exit %d, stderr %q; want exit 1 naming the file and --traces DIR", code, errs)
 	}
 }

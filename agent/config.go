@@ -24,8 +24,8 @@ import (
 	"github.com/reclaimnet/reclaimnet/state"
 )
 
-// Config is one agent's configuration. It can be read from a JSON file
-// (LoadConfigFile) and overridden by flags; New never modifies it.
+// Config is one agent's configuration. It can be read from a JSON or HCL
+// file (LoadConfigFile) and overridden by flags; New never modifies it.
 type Config struct {
 	// Name is the node's unique name (default: the host name).
 	Name string `json:"name"`
@@ -49,7 +49,7 @@ type Config struct {
 	GossipKey string `json:"gossip_key"`
 	// GossipKeyFile names a file holding the key instead (so it is not in
 	// the process list or the config file); exclusive with GossipKey.
-	GossipKeyFile string `json:"gossip_key_file,omitempty"`
+	GossipKeyFile string `json:"gossip_key_file"`
 	// TLSDir holds ca.pem, node.pem, node-key.pem (reclaimnet tls ...).
 	TLSDir string `json:"tls_dir"`
 	// Dev runs a throwaway single node: temporary data dir, generated key
@@ -77,10 +77,10 @@ type Config struct {
 	// BPFPinDir overrides the bpffs directory the maps are pinned in
 	// (default /sys/fs/bpf/reclaimnet/NAME, which 'reclaimnet killswitch
 	// --node NAME' finds).
-	BPFPinDir string `json:"bpf_pin_dir,omitempty"`
+	BPFPinDir string `json:"bpf_pin_dir"`
 	// CacheSize caps the checkpoint store under DataDir/ckpt (and is the
 	// receiver's disk quota); 0 means DefaultCacheSize (50 GiB).
-	CacheSize Size `json:"cache_size,omitempty"`
+	CacheSize Size `json:"cache_size"`
 	// LocalTimings uses fast gossip and Raft timings (memberlist's and
 	// raft's DefaultLocalConfig) for clusters on one machine.
 	LocalTimings bool `json:"local_timings"`
@@ -88,49 +88,49 @@ type Config struct {
 	// host's load average per CPU: for campuses simulated on one machine,
 	// where the host's load says nothing about any one node (and would
 	// make P2 reject every destination on a busy host).
-	FixedLoad *float64 `json:"fixed_load,omitempty"`
+	FixedLoad *float64 `json:"fixed_load"`
 	// RaftHeartbeat, when set, overrides the Raft heartbeat and election
 	// timeouts (the leader lease is half of it). With LocalTimings they are
 	// 50 ms, right for one process but too tight for several agent
 	// processes sharing a busy host, where leaders then come and go.
-	RaftHeartbeat Duration `json:"raft_heartbeat,omitempty"`
+	RaftHeartbeat Duration `json:"raft_heartbeat"`
 	// Protocols lists the protocols this node decides with when it leads
 	// ("p1,p2,p3"; "none" switches all off; empty means all on): the
 	// paper's ablation on real processes. The leader's setting applies to
 	// the whole cluster (state.Protocols).
-	Protocols string `json:"protocols,omitempty"`
+	Protocols string `json:"protocols"`
 	// FixedInterval is every job's checkpoint interval while P1 is off;
 	// 0 means the policy's default (10 min).
-	FixedInterval Duration `json:"fixed_interval,omitempty"`
+	FixedInterval Duration `json:"fixed_interval"`
 	// UplinkCapacity declares the capacity of building uplinks (the
 	// building switch's link to the core), bytes/s: key "*" for every
 	// building, a building's name for that building. Nobody measures
 	// uplinks; undeclared ones keep DefaultUplinkCapacity (10 Gbit/s).
 	// Like Protocols it is the leader's setting that counts (its policy
 	// graph): give every agent the same list.
-	UplinkCapacity UplinkCapacities `json:"uplink_capacity,omitempty"`
-	// Bmin is P3's reservation floor on every link, bytes/s (SPEC P3.2:
+	UplinkCapacity UplinkCapacities `json:"uplink_capacity"`
+	// Bmin is P3's reservation floor on every link, bytes/s (design P3.2:
 	// Bres = max(β3·B, Bmin)); 0 means none. The leader's applies.
-	Bmin Rate `json:"bmin,omitempty"`
+	Bmin Rate `json:"bmin"`
 
 	// Sandbox is how guest jobs run: "on" (the default, also when empty):
 	// confined (docs/sandbox.md); where confinement cannot be set up, no
 	// job starts. "off": unconfined, as the agent's user, for a single
 	// trusted lab only; logged and shown by status and the page.
-	Sandbox string `json:"sandbox,omitempty"`
+	Sandbox string `json:"sandbox"`
 	// GuestUIDs is the uid and gid range guest jobs run as, "FIRST-LAST";
 	// empty means sandbox.DefaultFirstUID and DefaultUIDCount
 	// (2100000000-2100000999).
-	GuestUIDs string `json:"guest_uids,omitempty"`
+	GuestUIDs string `json:"guest_uids"`
 	// GuestMemory caps the memory of all guest jobs together; 0 means
 	// three quarters of the machine's memory.
-	GuestMemory Size `json:"guest_memory,omitempty"`
+	GuestMemory Size `json:"guest_memory"`
 	// GuestCPUs caps the CPU time of all guest jobs together, in CPUs; 0
 	// means no cap.
-	GuestCPUs float64 `json:"guest_cpus,omitempty"`
+	GuestCPUs float64 `json:"guest_cpus"`
 	// GuestROPaths are host paths every guest job sees read-only (datasets,
 	// shared software).
-	GuestROPaths []string `json:"guest_ro_paths,omitempty"`
+	GuestROPaths []string `json:"guest_ro_paths"`
 	// GPUDevDir is where the GPUs' device nodes are (/dev when empty); a
 	// test points it at fake nodes. Not part of the file format.
 	GPUDevDir string `json:"-"`
@@ -158,6 +158,9 @@ func (u UplinkCapacities) String() string {
 	}
 	return strings.Join(parts, ",")
 }
+
+// Type names the flag's value in the help.
+func (u *UplinkCapacities) Type() string { return "rates" }
 
 // Set implements flag.Value: "RATE" or "BUILDING=RATE[,BUILDING=RATE...]".
 func (u *UplinkCapacities) Set(v string) error {
@@ -229,7 +232,23 @@ func (d *Duration) UnmarshalJSON(b []byte) error {
 // Size is a byte count that reads "50GiB" from flags and JSON.
 type Size int64
 
-func (s Size) String() string { return strconv.FormatInt(int64(s), 10) + "B" }
+// String writes the size in the largest binary unit that holds it exactly
+// ("50GiB", "1536MiB", "1000B"), so it reads back as the same size.
+func (s Size) String() string {
+	n := int64(s)
+	for _, u := range []struct {
+		name  string
+		bytes int64
+	}{{"TiB", 1 << 40}, {"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}} {
+		if n != 0 && n%u.bytes == 0 {
+			return strconv.FormatInt(n/u.bytes, 10) + u.name
+		}
+	}
+	return strconv.FormatInt(n, 10) + "B"
+}
+
+// Type names the flag's value in the help.
+func (s *Size) Type() string { return "size" }
 
 // Set parses a size with a unit ("50GiB", "500GB").
 func (s *Size) Set(v string) error {
@@ -268,28 +287,12 @@ func DefaultConfig() Config {
 		Enforce:           enforce.ModeAuto,
 		LinkCapacity:      DefaultLinkCapacity,
 		CacheSize:         DefaultCacheSize,
+		Protocols:         "p1,p2,p3",
+		FixedInterval:     Duration(policy.DefaultParams().FixedInterval),
+		UplinkCapacity:    UplinkCapacities{},
+		Sandbox:           "on",
+		GuestUIDs:         "2100000000-2100000999",
 	}
-}
-
-// LoadConfigFile reads a JSON config file over base (fields absent from the
-// file keep base's value). Unknown fields are an error, so a typo is not
-// silently ignored.
-func LoadConfigFile(path string, base Config) (Config, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return base, fmt.Errorf("read config: %w", err)
-	}
-	defer f.Close()
-	dec := json.NewDecoder(f)
-	dec.DisallowUnknownFields()
-	cfg := base
-	cfg.Join = append([]string(nil), base.Join...)
-	cfg.GPUs = append([]string(nil), base.GPUs...)
-	cfg.GuestROPaths = append([]string(nil), base.GuestROPaths...)
-	if err := dec.Decode(&cfg); err != nil {
-		return base, fmt.Errorf("config file %s: %w", path, err)
-	}
-	return cfg, nil
 }
 
 // Validate reports the first problem with c. A Dev config may leave out

@@ -54,8 +54,12 @@ func ParseRate(s string) (Rate, error) {
 	return Rate(v * scale), nil
 }
 
-// String writes the rate in bits/s with the largest whole-ish unit.
+// String writes the rate in bits/s with the largest whole-ish unit ("0"
+// for none).
 func (r Rate) String() string {
+	if r == 0 {
+		return "0"
+	}
 	bits := float64(r) * 8
 	for _, u := range []struct {
 		name string
@@ -78,15 +82,25 @@ func (r *Rate) Set(s string) error {
 	return nil
 }
 
-// MarshalJSON writes the rate as a string ("1Gbit").
-func (r Rate) MarshalJSON() ([]byte, error) { return json.Marshal(r.String()) }
+// Type names the flag's value in the help.
+func (r *Rate) Type() string { return "rate" }
 
-// UnmarshalJSON reads a string with a unit or a number of bytes/s.
+// MarshalJSON writes the rate as a string ("1Gbit"); zero (none, or the
+// default) as 0.
+func (r Rate) MarshalJSON() ([]byte, error) {
+	if r == 0 {
+		return []byte("0"), nil
+	}
+	return json.Marshal(r.String())
+}
+
+// UnmarshalJSON reads a string with a unit or a number of bytes/s (0:
+// none, or the default).
 func (r *Rate) UnmarshalJSON(b []byte) error {
 	var n float64
 	if err := json.Unmarshal(b, &n); err == nil {
-		if n <= 0 || math.IsInf(n, 0) {
-			return fmt.Errorf("rate %v: want a positive number of bytes/s", n)
+		if n < 0 || math.IsInf(n, 0) {
+			return fmt.Errorf("rate %v: want a non-negative number of bytes/s", n)
 		}
 		*r = Rate(n)
 		return nil

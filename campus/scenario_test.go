@@ -947,7 +947,7 @@ func (b *box) announce(scenario, node string, notice time.Duration) time.Time {
 
 // tryAnnounce is announce for any goroutine: it returns the error.
 func (b *box) tryAnnounce(node string, notice time.Duration) (time.Time, error) {
-	out, err := b.a.CLI(context.Background(), node, "reclaim", "--notice", notice.String(), "--json")
+	out, err := b.a.CLI(context.Background(), node, "reclaim", "--notice", notice.String(), "--detach", "--json")
 	if err != nil {
 		return time.Time{}, fmt.Errorf("reclaim --notice %v on %s: %w", notice, node, err)
 	}

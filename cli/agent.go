@@ -2,14 +2,18 @@ package cli
 
 import (
 	"context"
-	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"math"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/reclaimnet/reclaimnet/agent"
 	"github.com/reclaimnet/reclaimnet/agent/enforce"
@@ -17,87 +21,84 @@ import (
 	"github.com/reclaimnet/reclaimnet/state"
 )
 
-func init() {
-	register(&command{
-		name:     "agent",
-		synopsis: "run the node agent (gossip, coordinator, control socket, status)",
-		usage: `reclaimnet agent [--dev] [--name NAME] [--data-dir DIR] [--bind IP] [--building B] [--join PEER]... [flags]
+func init() { register(newAgentCmd) }
 
-Runs one node until SIGINT or SIGTERM, then leaves the cluster gracefully.
---dev runs a complete throwaway node: temporary data dir, generated gossip
-key and CA, loopback addresses. Flags override the --config file (JSON,
-field names as in 'reclaimnet agent --print-config').
+// agentOptions are the agent's flags that are not Config fields.
+type agentOptions struct {
+	configPath, protocols, logLevel, logFormat, printConfig string
+}
 
-Kernel enforcement (BPF on --iface: per-transfer rate ceilings, DSCP marks,
+// Log formats of --log-format.
+const (
+	logText = "text"
+	logJSON = "json"
+)
+
+func newAgentCmd(env *Env) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "agent",
+		Short: "run the node agent (gossip, coordinator, control socket, status page)",
+		Long: `Runs one node until SIGINT or SIGTERM, then leaves the cluster gracefully. --dev runs a
+complete throwaway node: temporary data dir, generated gossip key and CA, loopback
+addresses. Flags override the --config file (JSON or HCL, chosen by the file's extension;
+'reclaimnet agent --print-config=hcl' prints every option with its value).
+
+Kernel enforcement (BPF programs on --iface: rate ceilings per transfer, traffic classes,
 the kill-switch, measured bandwidth per building):
-  --enforce auto  on when running as root (or with CAP_BPF+CAP_NET_ADMIN),
-                  the node is not bound to loopback and the programs attach;
-                  otherwise off, with the reason in the log, on the status
-                  page (kill-switch "disabled") and at /v1/enforce
+  --enforce auto  on when running as root (or with CAP_BPF and CAP_NET_ADMIN), the node is
+                  not bound to loopback and the programs attach; otherwise off, with the
+                  reason in the log, on the status page and at /v1/enforce
   --enforce on    failing to enforce is a fatal start-up error
   --enforce off   never load the programs
---dev without root runs with enforcement off and says so.
 
-Protocol switches (the paper's ablation on real processes):
-  --protocols p1,p2,p3   the protocols this node decides with when it
-                         leads (default all three; "" or none: all off).
-                         P1 off: every job checkpoints at --fixed-interval;
-                         P2 off: destinations at random among feasible ones;
-                         P3 off: no admission, transfers unpaced, no kernel
-                         ceilings. The leader's setting applies to the whole
-                         cluster: start every agent with the same list (a
-                         node whose list differs warns in its log, and
-                         'reclaimnet status' shows the switches in force).
-  --fixed-interval 10m   the checkpoint interval while P1 is off
+Protocols (--protocols): the leader decides with its own list, for the whole cluster, so
+start every agent with the same one (a node whose list differs warns in its log, and
+'reclaimnet status' shows what is in force).
+  p1 off  every job checkpoints every --fixed-interval
+  p2 off  destinations are chosen at random among the feasible ones
+  p3 off  no admission, transfers unpaced, no kernel rate ceilings
 
-Guest jobs run in a sandbox (docs/sandbox.md): their own uid from
---guest-uids, their own cgroup under the node's caps (--guest-memory,
---guest-cpus), a mount namespace that shows the host's system directories
-read-only, the job's own directories and the --guest-ro-path ones, never the
-agent's data dir, keys or control socket. Where confinement cannot be set up
-(no root, no cgroups) the node refuses jobs and says why in the log, on the
-page and in 'reclaimnet status'. --sandbox off runs jobs unconfined, as the
-agent's user: for a single trusted lab only; it is logged and shown too.`,
-		run: runAgent,
-	})
-}
-
-// listFlag is a repeatable string flag.
-type listFlag []string
-
-func (l *listFlag) String() string { return strings.Join(*l, ",") }
-func (l *listFlag) Set(v string) error {
-	*l = append(*l, v)
-	return nil
-}
-
-func runAgent(ctx context.Context, env *Env, args []string) error {
-	fs := newFlagSet(env, "agent")
+Guest jobs run in a sandbox (docs/sandbox.md): their own uid from --guest-uids, their own
+cgroup under the node's caps (--guest-memory, --guest-cpus), a mount namespace that shows
+the host's system directories read-only, the job's own directories and the --guest-ro-path
+ones, never the agent's data dir, keys or control socket. Where confinement cannot be set up
+(no root, no cgroups) the node refuses jobs and says why in the log, on the page and in
+'reclaimnet status'. --sandbox off runs jobs unconfined, as the agent's user: for a single
+trusted lab only; it is logged and shown too.`,
+		GroupID: groupNode,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) > 0 {
+				return usagef("unexpected argument %q", args[0])
+			}
+			return nil
+		},
+	}
+	fs := cmd.Flags()
 	fc := agent.DefaultConfig()
-	var joins listFlag
-	configPath := fs.String("config", "", "JSON config file; flags override it")
-	fs.StringVar(&fc.Name, "name", fc.Name, "node name, unique in the cluster")
-	fs.StringVar(&fc.DataDir, "data-dir", fc.DataDir, "state directory (lock, control socket, raft, checkpoints)")
-	fs.StringVar(&fc.BindAddr, "bind", fc.BindAddr, "address gossip, raft and transfers listen on")
-	fs.StringVar(&fc.AdvertiseAddr, "advertise", fc.AdvertiseAddr, "address peers use to reach this node (default: --bind)")
-	fs.StringVar(&fc.Building, "building", fc.Building, "building this node is in")
-	fs.Var(&joins, "join", "peer to join, host or host:port (repeatable)")
-	var gpus listFlag
-	fs.Var(&gpus, "gpu", "declare GPUs as MODEL:VRAM:CAP[:xN], e.g. A100-80GB:80GiB:8.0:x4 (repeatable; default: discover)")
+	fc.Name = "" // the host name; not shown as the flag's default
+	var o agentOptions
+	fs.StringVar(&o.configPath, "config", "", "config `file` (.json or .hcl); flags override it")
+	fs.StringVar(&fc.Name, "name", fc.Name, "node `name`, unique in the cluster (default: the host name)")
+	fs.StringVar(&fc.DataDir, "data-dir", fc.DataDir, "state `directory` (lock, control socket, Raft log, checkpoints)")
+	fs.StringVar(&fc.BindAddr, "bind", fc.BindAddr, "`address` gossip, Raft and transfers listen on")
+	fs.StringVar(&fc.AdvertiseAddr, "advertise", fc.AdvertiseAddr, "`address` peers use to reach this node (default: --bind)")
+	fs.StringVar(&fc.Building, "building", fc.Building, "`name` of the building this node is in")
+	fs.StringArrayVar(&fc.Join, "join", nil, "`peer` to join, host or host:port (repeatable)")
+	fs.StringArrayVar(&fc.GPUs, "gpu", nil, "declare GPUs, `spec` MODEL:VRAM:CAP[:xN], e.g. A100-80GB:80GiB:8.0:x4 (repeatable; default: discover)")
 	fs.IntVar(&fc.GossipPort, "gossip-port", fc.GossipPort, "gossip port (TCP and UDP)")
-	fs.IntVar(&fc.RaftPort, "raft-port", fc.RaftPort, "raft port (TCP)")
-	fs.IntVar(&fc.TransferPort, "transfer-port", fc.TransferPort, "checkpoint transfer port (QUIC/UDP)")
-	fs.StringVar(&fc.HTTPAddr, "http", fc.HTTPAddr, "status and metrics address (empty: off)")
-	fs.StringVar(&fc.GossipKey, "gossip-key", fc.GossipKey, "base64 gossip key (reclaimnet keygen); visible in the process list, prefer --gossip-key-file")
-	fs.StringVar(&fc.GossipKeyFile, "gossip-key-file", fc.GossipKeyFile, "file holding the base64 gossip key (reclaimnet keygen > FILE; chmod 600)")
-	fs.StringVar(&fc.TLSDir, "tls-dir", fc.TLSDir, "directory with ca.pem, node.pem, node-key.pem")
-	fs.StringVar(&fc.Enforce, "enforce", fc.Enforce, "kernel enforcement: auto, on or off")
-	fs.StringVar(&fc.Iface, "iface", fc.Iface, "interface the BPF programs attach to (default: the one holding the advertise/bind address)")
-	fs.Var(&fc.LinkCapacity, "link-capacity", "the node's access link capacity, e.g. 1Gbit, 10Gbit, 125MB (bytes/s)")
-	fs.StringVar(&fc.BPFPinDir, "bpf-pin-dir", fc.BPFPinDir, "bpffs directory for the pinned maps (default /sys/fs/bpf/reclaimnet/NAME)")
-	fs.Var(&fc.CacheSize, "cache-size", "checkpoint store size cap under the data dir, e.g. 50GiB (also the receiver's disk quota)")
-	fs.BoolVar(&fc.LocalTimings, "local-timings", fc.LocalTimings, "fast gossip and raft timings for one machine (tests)")
-	fs.Func("fixed-load", "report this load (0..1 per CPU) instead of the host's load average: for campuses simulated on one machine", func(v string) error {
+	fs.IntVar(&fc.RaftPort, "raft-port", fc.RaftPort, "Raft port (TCP)")
+	fs.IntVar(&fc.TransferPort, "transfer-port", fc.TransferPort, "checkpoint transfer port (QUIC, UDP)")
+	fs.StringVar(&fc.HTTPAddr, "http", fc.HTTPAddr, "`address` of the status page, /v1 and /metrics (empty: off)")
+	fs.StringVar(&fc.GossipKey, "gossip-key", fc.GossipKey, "base64 gossip `key` (reclaimnet keygen); visible in the process list, prefer --gossip-key-file")
+	fs.StringVar(&fc.GossipKeyFile, "gossip-key-file", fc.GossipKeyFile, "`file` holding the base64 gossip key (reclaimnet keygen > FILE; chmod 600)")
+	fs.StringVar(&fc.TLSDir, "tls-dir", fc.TLSDir, "`directory` with ca.pem, node.pem, node-key.pem")
+	fs.StringVar(&fc.Enforce, "enforce", fc.Enforce, "kernel enforcement `mode`: auto, on or off")
+	fs.StringVar(&fc.Iface, "iface", fc.Iface, "`interface` the kernel programs attach to (default: the one holding the advertise or bind address)")
+	fs.Var(&fc.LinkCapacity, "link-capacity", "this node's access link capacity, e.g. 1Gbit, 10Gbit, 125MB (bytes/s)")
+	fs.StringVar(&fc.BPFPinDir, "bpf-pin-dir", fc.BPFPinDir, "bpffs `directory` for the pinned maps (default /sys/fs/bpf/reclaimnet/NAME)")
+	fs.Var(&fc.CacheSize, "cache-size", "checkpoint store size cap under the data dir, e.g. 500GiB (also the receiver's disk quota)")
+	fs.BoolVar(&fc.LocalTimings, "local-timings", fc.LocalTimings, "fast gossip and Raft timings for clusters on one machine (tests)")
+	fs.Func("fixed-load", "report this `load` (0..1 per CPU) instead of the host's load average: for campuses simulated on one machine", func(v string) error {
 		x, err := strconv.ParseFloat(v, 64)
 		if err != nil || x < 0 || math.IsInf(x, 0) || math.IsNaN(x) {
 			return fmt.Errorf("want a non-negative number, e.g. 0.1")
@@ -106,68 +107,86 @@ func runAgent(ctx context.Context, env *Env, args []string) error {
 		return nil
 	})
 	fs.BoolVar(&fc.Dev, "dev", fc.Dev, "run a throwaway single node on loopback")
-	protocols := fs.String("protocols", "p1,p2,p3", "protocols on when this node leads: comma list of p1,p2,p3; empty or none: all off")
-	fs.Var((*durationFlag)(&fc.RaftHeartbeat), "raft-heartbeat", "Raft heartbeat and election timeout (default 1s; 50ms with --local-timings); the leader lease is half")
-	fs.Var((*durationFlag)(&fc.FixedInterval), "fixed-interval", "checkpoint interval while P1 is off (default 10m)")
-	fs.Var(&fc.UplinkCapacity, "uplink-capacity", "building uplink capacity for P2/P3 when this node leads: RATE for every building or BUILDING=RATE[,...] (repeatable; default 10Gbit; give every agent the same)")
-	fs.Var(&fc.Bmin, "bmin", "P3's reservation floor per link when this node leads, e.g. 10Mbit (Bres = max(0.3·capacity, bmin); default 0)")
+	fs.StringVar(&o.protocols, "protocols", fc.Protocols, "comma-separated `list` of the protocols on when this node leads: p1 (checkpoint interval), p2 (destination choice), p3 (traffic admission); empty or none: all off")
+	fs.Var((*durationFlag)(&fc.RaftHeartbeat), "raft-heartbeat", "Raft heartbeat and election timeout; the leader lease is half (default 1s, 50ms with --local-timings)")
+	fs.Var((*durationFlag)(&fc.FixedInterval), "fixed-interval", "every job's checkpoint interval while p1 is off")
+	fs.Var(&fc.UplinkCapacity, "uplink-capacity", "building uplink capacities when this node leads: RATE for every building or BUILDING=RATE[,...] (repeatable; undeclared: 10Gbit assumed; give every agent the same)")
+	fs.Var(&fc.Bmin, "bmin", "least bandwidth kept for other traffic on every link when this node leads, e.g. 10Mbit (the reservation is the larger of 30 % of the link and this)")
 	fs.StringVar(&fc.Sandbox, "sandbox", "on", "guest jobs confined (on) or unconfined as the agent's user (off: a single trusted lab only)")
-	fs.StringVar(&fc.GuestUIDs, "guest-uids", "2100000000-2100000999", "uid and gid range guest jobs run as, FIRST-LAST (no passwd entries needed)")
+	fs.StringVar(&fc.GuestUIDs, "guest-uids", "2100000000-2100000999", "uid and gid `range` guest jobs run as, FIRST-LAST (no passwd entries needed)")
 	fs.Var(&fc.GuestMemory, "guest-memory", "memory cap on all guest jobs together, e.g. 64GiB (default: three quarters of the machine's)")
 	fs.Float64Var(&fc.GuestCPUs, "guest-cpus", 0, "CPU cap on all guest jobs together, in CPUs (default: none)")
-	var roPaths listFlag
-	fs.Var(&roPaths, "guest-ro-path", "host path every guest job sees read-only, e.g. /datasets (repeatable)")
-	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
-	printConfig := fs.Bool("print-config", false, "print the effective configuration as JSON and exit")
-	if err := parseFlags(fs, args); err != nil {
-		return err
+	fs.StringArrayVar(&fc.GuestROPaths, "guest-ro-path", nil, "host `path` every guest job sees read-only, e.g. /datasets (repeatable)")
+	fs.StringVar(&o.logLevel, "log-level", "info", "log `level`: debug, info, warn or error")
+	fs.StringVar(&o.logFormat, "log-format", logText, "log line `format`: text (key=value) or json (one object a line)")
+	fs.StringVar(&o.printConfig, "print-config", "", "print every option with its effective value, in `format` json or hcl, and exit")
+	fs.Lookup("print-config").NoOptDefVal = agent.FormatJSON
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		cfg, err := agentConfig(fs, &fc, o)
+		if err != nil {
+			return err
+		}
+		if o.printConfig != "" {
+			b, err := agent.MarshalConfig(cfg, o.printConfig)
+			if err != nil {
+				return err
+			}
+			_, err = env.Stdout.Write(b)
+			return err
+		}
+		logger, err := newLogger(env.Stderr, o.logLevel, o.logFormat)
+		if err != nil {
+			return err
+		}
+		return runAgent(cmd.Context(), env, cfg, logger)
 	}
-	if fs.NArg() > 0 {
-		return usagef("unexpected argument %q", fs.Arg(0))
-	}
+	return cmd
+}
+
+// agentConfig checks the flags and builds the configuration: the defaults,
+// the config file over them, the flags given over both.
+func agentConfig(fs *pflag.FlagSet, fc *agent.Config, o agentOptions) (agent.Config, error) {
 	switch fc.Enforce {
 	case enforce.ModeAuto, enforce.ModeOn, enforce.ModeOff:
 	default:
-		return usagef("--enforce %q: want auto, on or off", fc.Enforce)
+		return agent.Config{}, usagef("--enforce %q: want auto, on or off", fc.Enforce)
 	}
 	switch fc.Sandbox {
 	case "on", "off":
 	default:
-		return usagef("--sandbox %q: want on or off", fc.Sandbox)
+		return agent.Config{}, usagef("--sandbox %q: want on or off", fc.Sandbox)
 	}
-	fc.Join = joins
-	fc.GPUs = gpus
-	fc.GuestROPaths = roPaths
-	if _, err := state.ParseProtocols(*protocols); err != nil {
-		return usagef("--protocols: %v", err)
+	if o.printConfig != "" && !slices.Contains(agent.ConfigFormats, o.printConfig) {
+		return agent.Config{}, usagef("--print-config=%s: want %s", o.printConfig, strings.Join(agent.ConfigFormats, " or "))
 	}
-	fc.Protocols = strings.TrimSpace(*protocols)
+	if _, err := state.ParseProtocols(o.protocols); err != nil {
+		return agent.Config{}, usagef("--protocols: %v", err)
+	}
+	fc.Protocols = strings.TrimSpace(o.protocols)
 	if fc.Protocols == "" {
 		fc.Protocols = "none" // the flag's empty list: all off (the config's empty means all on)
 	}
-	if fc.FixedInterval < 0 {
-		return usagef("--fixed-interval %v: must be positive", time.Duration(fc.FixedInterval))
+	if _, err := parseLevel(o.logLevel); err != nil {
+		return agent.Config{}, err
 	}
-
+	if o.logFormat != logText && o.logFormat != logJSON {
+		return agent.Config{}, usagef("--log-format %q: want text or json", o.logFormat)
+	}
 	cfg := agent.DefaultConfig()
-	if *configPath != "" {
+	if o.configPath != "" {
 		var err error
-		if cfg, err = agent.LoadConfigFile(*configPath, cfg); err != nil {
-			return err
+		if cfg, err = agent.LoadConfigFile(o.configPath, cfg); err != nil {
+			return agent.Config{}, err
 		}
 	}
-	fs.Visit(func(f *flag.Flag) { applyAgentFlag(&cfg, &fc, f.Name) })
+	fs.Visit(func(f *pflag.Flag) { applyAgentFlag(&cfg, fc, f.Name) })
 	if cfg.Dev {
 		devDefaults(&cfg, fs)
 	}
-	if *printConfig {
-		return printJSON(env.Stdout, cfg)
-	}
-	var level slog.Level
-	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
-		return usagef("--log-level %q: want debug, info, warn or error", *logLevel)
-	}
-	logger := slog.New(slog.NewTextHandler(env.Stderr, &slog.HandlerOptions{Level: level}))
+	return cfg, nil
+}
+
+func runAgent(ctx context.Context, env *Env, cfg agent.Config, logger *slog.Logger) error {
 	agent.Version = Version
 	a, err := agent.New(cfg, logger)
 	if err != nil {
@@ -185,6 +204,27 @@ func runAgent(ctx context.Context, env *Env, args []string) error {
 		fmt.Fprintf(env.Stdout, "  gossip:      %s\n  data dir:    %s\n", info.GossipAddr, a.DataDir())
 		fmt.Fprintf(env.Stdout, "In another terminal:\n  export %s=%s\n  reclaimnet members\n", DataDirEnv, a.DataDir())
 	})
+}
+
+func parseLevel(s string) (slog.Level, error) {
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(s)); err != nil {
+		return 0, usagef("--log-level %q: want debug, info, warn or error", s)
+	}
+	return level, nil
+}
+
+// newLogger is the agent's logger: text (key=value) or JSON lines on w.
+func newLogger(w io.Writer, level, format string) (*slog.Logger, error) {
+	l, err := parseLevel(level)
+	if err != nil {
+		return nil, err
+	}
+	opts := &slog.HandlerOptions{Level: l}
+	if format == logJSON {
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	}
+	return slog.New(slog.NewTextHandler(w, opts)), nil
 }
 
 // applyAgentFlag copies one explicitly set flag from fc over cfg.
@@ -260,7 +300,15 @@ func applyAgentFlag(cfg, fc *agent.Config, name string) {
 // durationFlag is an agent.Duration flag ("10m").
 type durationFlag agent.Duration
 
-func (d *durationFlag) String() string { return time.Duration(*d).String() }
+func (d *durationFlag) String() string {
+	if *d == 0 {
+		return "0"
+	}
+	return time.Duration(*d).String()
+}
+
+func (d *durationFlag) Type() string { return "duration" }
+
 func (d *durationFlag) Set(v string) error {
 	x, err := time.ParseDuration(v)
 	if err != nil {
@@ -275,13 +323,11 @@ func (d *durationFlag) Set(v string) error {
 
 // devDefaults: loopback and a temporary data dir unless flags said
 // otherwise.
-func devDefaults(cfg *agent.Config, fs *flag.FlagSet) {
-	set := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	if !set["bind"] {
+func devDefaults(cfg *agent.Config, fs *pflag.FlagSet) {
+	if !fs.Changed("bind") {
 		cfg.BindAddr = "127.0.0.1"
 	}
-	if !set["data-dir"] {
+	if !fs.Changed("data-dir") {
 		cfg.DataDir = "" // agent makes a temporary one
 	}
 	if cfg.Name == "" {

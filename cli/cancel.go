@@ -4,28 +4,35 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/spf13/cobra"
+
 	"github.com/reclaimnet/reclaimnet/localapi"
 )
 
-func init() {
-	register(&command{
-		name:     "cancel",
-		synopsis: "cancel a job (its processes are stopped)",
-		usage:    "reclaimnet cancel [--data-dir DIR] JOB",
-		run:      runCancel,
-	})
+func init() { register(newCancelCmd) }
+
+func newCancelCmd(env *Env) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:     "cancel JOB",
+		Short:   "cancel a job (its processes are stopped)",
+		GroupID: groupJobs,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) != 1 {
+				return usagef("cancel takes one job ID")
+			}
+			return nil
+		},
+	}
+	dir := dataDirFlag(cmd.Flags())
+	cmd.ValidArgsFunction = completeJobs(env, dir)
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		return runCancel(cmd.Context(), env, resolveDataDir(env, *dir), args[0])
+	}
+	return cmd
 }
 
-func runCancel(ctx context.Context, env *Env, args []string) error {
-	fs := newFlagSet(env, "cancel")
-	dir := dataDirFlag(fs)
-	if err := parseFlags(fs, args); err != nil {
-		return err
-	}
-	if fs.NArg() != 1 {
-		return usagef("cancel takes one job ID")
-	}
-	resp, err := callAgent(ctx, resolveDataDir(env, *dir), localapi.Request{Op: localapi.OpCancel, JobID: fs.Arg(0)})
+func runCancel(ctx context.Context, env *Env, dataDir, job string) error {
+	resp, err := callAgent(ctx, dataDir, localapi.Request{Op: localapi.OpCancel, JobID: job})
 	if err != nil {
 		return err
 	}

@@ -1,20 +1,23 @@
-// Package cli implements the reclaimnet command line. Each subcommand lives
-// in its own file and registers itself with register; Run parses the
-// subcommand name, runs it, and decides the process exit code in one place.
+// Package cli implements the reclaimnet command line on cobra. Each
+// subcommand lives in its own file: a constructor that declares the
+// command and its flags (registered with register), and a function that
+// does the work with the parsed values. Run builds the command tree, runs
+// it, and decides the process exit code in one place.
 //
 // Exit codes: 0 success, 1 the command ran and failed, 2 the command line
-// was wrong (unknown subcommand, bad flag, missing argument).
+// was wrong (unknown command, bad flag or value, missing argument).
 package cli
 
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
-	"sort"
 	"strings"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 )
 
 // Exit codes shared by every subcommand.
@@ -34,26 +37,23 @@ type Env struct {
 	Getenv func(string) string
 }
 
-// command is one subcommand.
-type command struct {
-	name     string
-	synopsis string // one line for the command list
-	usage    string // shown by "reclaimnet help NAME" and on a usage error
-	// run executes the command with the arguments after its name. A
-	// UsageError (or a flag parsing error) exits 2, any other error 1.
-	run func(ctx context.Context, env *Env, args []string) error
-	// hidden commands are not listed (internal helpers re-exec'd by tests).
-	hidden bool
-}
+// Command groups of the command list.
+const (
+	groupNode  = "node"
+	groupJobs  = "jobs"
+	groupOwner = "owner"
+	groupSetup = "setup"
+	groupTools = "tools"
+)
 
-var commands = map[string]*command{}
+// constructors build the top-level commands; each command file registers
+// its own from init. The tree is built anew for every Run, so no flag
+// value survives from one run to the next.
+var constructors []func(*Env) *cobra.Command
 
-// register adds a subcommand; each command file calls it from init.
-func register(c *command) {
-	if _, dup := commands[c.name]; dup {
-		panic("cli: duplicate command " + c.name)
-	}
-	commands[c.name] = c
+// register adds a top-level command's constructor.
+func register(newCmd func(*Env) *cobra.Command) {
+	constructors = append(constructors, newCmd)
 }
 
 // UsageError reports a wrong command line; Run exits with ExitUsage.
@@ -66,8 +66,12 @@ func usagef(format string, args ...any) error {
 	return &UsageError{Msg: fmt.Sprintf(format, args...)}
 }
 
-// errSilent marks an error whose message was already printed.
+// errSilent marks a failure whose message was already printed (exit 1).
 var errSilent = errors.New("silent")
+
+// errSilentUsage marks a wrong command line whose explanation was already
+// printed (exit 2).
+var errSilentUsage = errors.New("silent usage")
 
 // Run runs the command line args (args[0] is the program name) and returns
 // the process exit code.
@@ -77,105 +81,158 @@ func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 }
 
 func run(ctx context.Context, env *Env, args []string) int {
-	if len(args) < 2 {
-		printCommandList(env.Stderr)
-		return ExitUsage
+	root := newRoot(env)
+	root.SetArgs(args[1:])
+	cmd, err := root.ExecuteContextC(ctx)
+	if cmd == nil {
+		cmd = root
 	}
-	name, rest := args[1], args[2:]
-	switch name {
-	case "-h", "-help", "--help":
-		printCommandList(env.Stdout)
-		return ExitOK
-	case "-v", "-version", "--version":
-		name = "version"
-	}
-	cmd, ok := commands[name]
-	if !ok {
-		fmt.Fprintf(env.Stderr, "reclaimnet: unknown command %q\nRun 'reclaimnet help' for the list of commands.\n", name)
-		return ExitUsage
-	}
-	err := cmd.run(ctx, env, rest)
 	var usage *UsageError
 	switch {
 	case err == nil:
 		return ExitOK
-	case errors.Is(err, flag.ErrHelp):
-		return ExitOK
 	case errors.Is(err, errSilent):
 		return ExitError
-	case errors.As(err, &usage):
-		fmt.Fprintf(env.Stderr, "reclaimnet %s: %s\n", cmd.name, usage.Msg)
-		if cmd.usage != "" {
-			fmt.Fprintf(env.Stderr, "usage: %s\n", firstLine(cmd.usage))
-		}
-		fmt.Fprintf(env.Stderr, "Run 'reclaimnet help %s' for details.\n", cmd.name)
+	case errors.Is(err, errSilentUsage):
 		return ExitUsage
-	case isFlagError(err):
-		// The flag package already printed the problem and the defaults.
+	case errors.As(err, &usage):
+		fmt.Fprintf(env.Stderr, "%s: %s\n", cmd.CommandPath(), usage.Msg)
+		if cmd.Runnable() && cmd != root {
+			fmt.Fprintf(env.Stderr, "usage: %s\n", cmd.UseLine())
+		}
+		fmt.Fprintf(env.Stderr, "Run '%s --help' for details.\n", cmd.CommandPath())
 		return ExitUsage
 	default:
-		fmt.Fprintf(env.Stderr, "reclaimnet %s: %s\n", cmd.name, err)
+		fmt.Fprintf(env.Stderr, "%s: %s\n", cmd.CommandPath(), err)
 		return ExitError
 	}
 }
 
-// flagError wraps errors returned by flag.FlagSet.Parse so Run can tell them
-// apart from runtime failures.
-type flagError struct{ err error }
+// newRoot builds the command tree.
+func newRoot(env *Env) *cobra.Command {
+	root := &cobra.Command{
+		Use:   "reclaimnet",
+		Short: "keep borrowed GPU training jobs alive while owners reclaim their machines",
+		Long: `reclaimnet keeps borrowed GPU training jobs alive while owners reclaim their machines.
 
-func (e *flagError) Error() string { return e.err.Error() }
-func (e *flagError) Unwrap() error { return e.err }
-
-func isFlagError(err error) bool {
-	var fe *flagError
-	return errors.As(err, &fe)
-}
-
-// newFlagSet returns a FlagSet for a subcommand that reports errors instead
-// of exiting, and prints its usage to env.Stderr.
-func newFlagSet(env *Env, name string) *flag.FlagSet {
-	fs := flag.NewFlagSet("reclaimnet "+name, flag.ContinueOnError)
-	fs.SetOutput(env.Stderr)
-	if cmd, ok := commands[name]; ok && cmd.usage != "" {
-		fs.Usage = func() {
-			fmt.Fprintf(fs.Output(), "usage: %s\n", cmd.usage)
-			fs.PrintDefaults()
-		}
+Every lab machine runs 'reclaimnet agent'; the other commands talk to the
+local agent through its control socket (--data-dir, or $` + DataDirEnv + `).`,
+		SilenceErrors: true,
+		SilenceUsage:  true,
+		// Arguments left once no subcommand matched: an unknown command.
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				return nil
+			}
+			msg := fmt.Sprintf("unknown command %q", args[0])
+			if s := cmd.SuggestionsFor(args[0]); len(s) > 0 {
+				msg += fmt.Sprintf(" (did you mean %q?)", s[0])
+			}
+			return usagef("%s", msg)
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if v, _ := cmd.Flags().GetBool("version"); v {
+				return printVersion(env)
+			}
+			// No command: the list, on stderr, as a usage error.
+			cmd.SetOut(env.Stderr)
+			_ = cmd.Help()
+			return errSilentUsage
+		},
 	}
-	return fs
+	root.SetIn(env.Stdin)
+	root.SetOut(env.Stdout)
+	root.SetErr(env.Stderr)
+	root.Flags().BoolP("version", "v", false, "print the version and exit")
+	root.SetFlagErrorFunc(flagError)
+	root.SetUsageTemplate(usageTemplate)
+	root.SuggestionsMinimumDistance = 2
+	root.AddGroup(
+		&cobra.Group{ID: groupNode, Title: "Node and cluster:"},
+		&cobra.Group{ID: groupJobs, Title: "Jobs:"},
+		&cobra.Group{ID: groupOwner, Title: "Machine owner:"},
+		&cobra.Group{ID: groupSetup, Title: "Setup:"},
+		&cobra.Group{ID: groupTools, Title: "Tools:"},
+	)
+	root.SetHelpCommand(newHelpCmd())
+	root.SetHelpCommandGroupID(groupTools)
+	root.SetCompletionCommandGroupID(groupSetup)
+	for _, newCmd := range constructors {
+		root.AddCommand(newCmd(env))
+	}
+	root.InitDefaultCompletionCmd()
+	if c, _, err := root.Find([]string{"completion"}); err == nil {
+		c.Short = "print the shell completion script (bash, zsh, fish or powershell)"
+		c.Long = "Prints a script that completes reclaimnet's commands, flags and job IDs in the shell;\neach shell's --help says how to load it."
+	}
+	return root
 }
 
-// parseFlags parses args with fs and wraps a parse failure so Run exits 2.
-// -h and --help return flag.ErrHelp (exit 0) after the usage is printed.
-func parseFlags(fs *flag.FlagSet, args []string) error {
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return err
-		}
-		return &flagError{err: err}
+// newHelpCmd is 'reclaimnet help [command]': the help of a command, on
+// standard output; an unknown command is a usage error.
+func newHelpCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "help [command]",
+		Short: "show the commands, or one command's help",
+		Args:  cobra.ArbitraryArgs,
+		ValidArgsFunction: func(c *cobra.Command, args []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
+			var names []cobra.Completion
+			target, _, err := c.Root().Find(args)
+			if err != nil {
+				return nil, cobra.ShellCompDirectiveNoFileComp
+			}
+			for _, sub := range target.Commands() {
+				if sub.IsAvailableCommand() && strings.HasPrefix(sub.Name(), toComplete) {
+					names = append(names, cobra.CompletionWithDesc(sub.Name(), sub.Short))
+				}
+			}
+			return names, cobra.ShellCompDirectiveNoFileComp
+		},
+		RunE: func(c *cobra.Command, args []string) error {
+			target, rest, err := c.Root().Find(args)
+			if err != nil || len(rest) > 0 {
+				return usagef("unknown command %q", strings.Join(args, " "))
+			}
+			target.InitDefaultHelpFlag()
+			return target.Help()
+		},
+	}
+}
+
+// noArgs is cobra.NoArgs with the command's name in the message.
+func noArgs(cmd *cobra.Command, args []string) error {
+	if len(args) > 0 {
+		return usagef("%s takes no arguments, got %q", cmd.Name(), args[0])
 	}
 	return nil
 }
 
-func firstLine(s string) string {
-	if i := strings.IndexByte(s, '\n'); i >= 0 {
-		return s[:i]
-	}
-	return s
-}
+// usageTemplate is cobra's, with the flags wrapped at helpWidth columns.
+const usageTemplate = `Usage:{{if .Runnable}}
+  {{.UseLine}}{{end}}{{if .HasAvailableSubCommands}}
+  {{.CommandPath}} [command]{{end}}{{if .HasExample}}
 
-func printCommandList(w io.Writer) {
-	fmt.Fprintln(w, "reclaimnet keeps borrowed GPU training jobs alive while owners reclaim their machines.")
-	fmt.Fprintln(w, "\nusage: reclaimnet <command> [flags] [arguments]\n\ncommands:")
-	names := make([]string, 0, len(commands))
-	for name, c := range commands {
-		if !c.hidden {
-			names = append(names, name)
-		}
-	}
-	sort.Strings(names)
-	for _, name := range names {
-		fmt.Fprintf(w, "  %-12s %s\n", name, commands[name].synopsis)
-	}
-	fmt.Fprintln(w, "\nRun 'reclaimnet help <command>' for a command's flags.")
+Examples:
+{{.Example}}{{end}}{{if .HasAvailableSubCommands}}{{$cmds := .Commands}}{{if eq (len .Groups) 0}}
+
+Available Commands:{{range $cmds}}{{if (or .IsAvailableCommand (eq .Name "help"))}}
+  {{rpad .Name .NamePadding }} {{.Short}}{{end}}{{end}}{{else}}{{range $group := .Groups}}
+
+{{.Title}}{{range $cmds}}{{if (and (eq .GroupID $group.ID) (or .IsAvailableCommand (eq .Name "help")))}}
+  {{rpad .Name .NamePadding }} {{.Short}}{{end}}{{end}}{{end}}{{end}}{{end}}{{if .HasAvailableLocalFlags}}
+
+Flags:
+{{wrappedFlagUsages .LocalFlags | trimTrailingWhitespaces}}{{end}}{{if .HasAvailableInheritedFlags}}
+
+Global Flags:
+{{wrappedFlagUsages .InheritedFlags | trimTrailingWhitespaces}}{{end}}{{if .HasAvailableSubCommands}}
+
+Use "{{.CommandPath}} [command] --help" for more information about a command.{{end}}
+`
+
+// helpWidth is the width flag descriptions are wrapped to.
+const helpWidth = 100
+
+func init() {
+	cobra.AddTemplateFunc("wrappedFlagUsages", func(fs *pflag.FlagSet) string { return fs.FlagUsagesWrapped(helpWidth) })
 }

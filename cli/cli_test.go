@@ -23,15 +23,15 @@ func TestExitCodes(t *testing.T) {
 		wantOut  string // substring of stdout
 		wantErr  string // substring of stderr
 	}{
-		{"no command", nil, ExitUsage, "", "usage: reclaimnet <command>"},
+		{"no command", nil, ExitUsage, "", "Usage:\n  reclaimnet [flags]"},
 		{"unknown command", []string{"frobnicate"}, ExitUsage, "", `unknown command "frobnicate"`},
 		{"help lists commands", []string{"help"}, ExitOK, "version", ""},
-		{"--help", []string{"--help"}, ExitOK, "commands:", ""},
-		{"help for one command", []string{"help", "version"}, ExitOK, "usage: reclaimnet version", ""},
+		{"--help", []string{"--help"}, ExitOK, "Node and cluster:", ""},
+		{"help for one command", []string{"help", "version"}, ExitOK, "Usage:\n  reclaimnet version", ""},
 		{"help unknown", []string{"help", "nope"}, ExitUsage, "", `unknown command "nope"`},
 		{"version", []string{"version"}, ExitOK, "reclaimnet v", ""},
 		{"--version", []string{"--version"}, ExitOK, "reclaimnet v", ""},
-		{"version bad flag", []string{"version", "--bogus"}, ExitUsage, "", "flag provided but not defined: -bogus"},
+		{"version bad flag", []string{"version", "--bogus"}, ExitUsage, "", "reclaimnet version: unknown flag --bogus"},
 		{"version extra arg", []string{"version", "x"}, ExitUsage, "", "version takes no arguments"},
 	}
 	for _, tt := range tests {

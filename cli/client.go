@@ -4,10 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"time"
+
+	"github.com/spf13/pflag"
 
 	"github.com/reclaimnet/reclaimnet/localapi"
 )
@@ -20,8 +21,8 @@ const DataDirEnv = "RECLAIMNET_DATA_DIR"
 const defaultDataDir = "/var/lib/reclaimnet"
 
 // dataDirFlag adds --data-dir to a client command's flags.
-func dataDirFlag(fs *flag.FlagSet) *string {
-	return fs.String("data-dir", "", "data dir of the local agent (default $"+DataDirEnv+", else "+defaultDataDir+")")
+func dataDirFlag(fs *pflag.FlagSet) *string {
+	return fs.String("data-dir", "", "data `dir` of the local agent (default $"+DataDirEnv+", else "+defaultDataDir+")")
 }
 
 // resolveDataDir picks the agent: the flag, the environment, the default.

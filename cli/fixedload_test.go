@@ -13,8 +13,8 @@ func TestAgentFixedLoadFlag(t *testing.T) {
 	if code != ExitOK || !strings.Contains(out, `"fixed_load": 0.1`) {
 		t.Fatalf("exit %d, config:\n%s\n%s", code, out, errOut)
 	}
-	if code, out, _ := runCLI(t, "agent", "--dev", "--print-config"); code != ExitOK || strings.Contains(out, "fixed_load") {
-		t.Errorf("no --fixed-load: exit %d, want the load measured (no fixed_load) in:\n%s", code, out)
+	if code, out, _ := runCLI(t, "agent", "--dev", "--print-config"); code != ExitOK || !strings.Contains(out, `"fixed_load": null`) {
+		t.Errorf("no --fixed-load: exit %d, want the load measured (fixed_load null) in:\n%s", code, out)
 	}
 	for _, bad := range []string{"-0.5", "busy", "NaN"} {
 		if code, _, errOut := runCLI(t, "agent", "--dev", "--fixed-load", bad); code != ExitUsage || !strings.Contains(errOut, "fixed-load") {

@@ -2,46 +2,44 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"strconv"
 	"text/tabwriter"
 
+	"github.com/spf13/cobra"
+
 	"github.com/reclaimnet/reclaimnet/gpu"
 )
 
-func init() {
-	register(&command{
-		name:     "gpus",
-		synopsis: "print this machine's GPU inventory",
-		usage: `reclaimnet gpus [--gpu MODEL:VRAM:CAP[:xN] ...] [--json]
+func init() { register(newGPUsCmd) }
 
-Prints the GPUs this machine offers. Sources, in order: the declared
-inventory (--gpu, repeatable; e.g. --gpu A100-80GB:80GiB:8.0:x4), NVML
-(binaries built with cgo), nvidia-smi on PATH, else none (said plainly).`,
-		run: runGPUs,
-	})
+func newGPUsCmd(env *Env) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "gpus",
+		Short: "print this machine's GPU inventory",
+		Long: `Prints the GPUs this machine offers. Sources, in order: the declared inventory (--gpu,
+repeatable; e.g. --gpu A100-80GB:80GiB:8.0:x4), NVML (binaries built with cgo), nvidia-smi
+on PATH, else none (said plainly).`,
+		GroupID: groupNode,
+		Args:    noArgs,
+	}
+	fs := cmd.Flags()
+	var specs gpu.SpecList
+	fs.Var(typed(&specs, "spec"), "gpu", "declare GPUs as MODEL:VRAM:CAP[:xN], e.g. A100-80GB:80GiB:8.0:x4 (repeatable)")
+	asJSON := fs.Bool("json", false, "print the inventory as JSON")
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		return runGPUs(cmd.Context(), env, specs.Devices, *asJSON)
+	}
+	return cmd
 }
 
-func runGPUs(ctx context.Context, env *Env, args []string) error {
-	fs := newFlagSet(env, "gpus")
-	var specs gpu.SpecList
-	fs.Var(&specs, "gpu", "declare GPUs as MODEL:VRAM:CAP[:xN], e.g. A100-80GB:80GiB:8.0:x4 (repeatable)")
-	asJSON := fs.Bool("json", false, "print the inventory as JSON")
-	if err := parseFlags(fs, args); err != nil {
-		return err
-	}
-	if fs.NArg() > 0 {
-		return usagef("gpus takes no arguments, got %q", fs.Arg(0))
-	}
-	inv, err := gpu.Auto(gpu.Options{Declared: specs.Devices}).Discover(ctx)
+func runGPUs(ctx context.Context, env *Env, declared []gpu.Device, asJSON bool) error {
+	inv, err := gpu.Auto(gpu.Options{Declared: declared}).Discover(ctx)
 	if err != nil {
 		return fmt.Errorf("discover gpus: %w", err)
 	}
-	if *asJSON {
-		enc := json.NewEncoder(env.Stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(inv)
+	if asJSON {
+		return printJSON(env.Stdout, inv)
 	}
 	printInventory(env, inv)
 	return nil

@@ -8,40 +8,48 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/spf13/cobra"
+
 	"github.com/reclaimnet/reclaimnet/localapi"
+	"github.com/reclaimnet/reclaimnet/web"
 )
 
-func init() {
-	register(&command{
-		name:     "jobs",
-		synopsis: "list the cluster's jobs",
-		usage:    "reclaimnet jobs [--data-dir DIR] [--json]",
-		run:      runJobs,
-	})
+func init() { register(newJobsCmd) }
+
+func newJobsCmd(env *Env) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:     "jobs",
+		Short:   "list the cluster's jobs",
+		Long:    "Lists the cluster's jobs: state, node, checkpoint interval, last committed checkpoint and\nwhere it is held, restarts and command.",
+		GroupID: groupJobs,
+		Args:    noArgs,
+	}
+	fs := cmd.Flags()
+	dir := dataDirFlag(fs)
+	asJSON := fs.Bool("json", false, "print JSON (the document of GET /v1/jobs)")
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		return runJobs(cmd.Context(), env, resolveDataDir(env, *dir), *asJSON)
+	}
+	return cmd
 }
 
-func runJobs(ctx context.Context, env *Env, args []string) error {
-	fs := newFlagSet(env, "jobs")
-	dir := dataDirFlag(fs)
-	asJSON := fs.Bool("json", false, "print JSON")
-	if err := parseFlags(fs, args); err != nil {
-		return err
+func runJobs(ctx context.Context, env *Env, dataDir string, asJSON bool) error {
+	if asJSON {
+		doc, err := statusDocument(ctx, dataDir)
+		if err != nil {
+			return err
+		}
+		jobs := doc.Jobs
+		if jobs == nil {
+			jobs = []web.Job{}
+		}
+		return printJSON(env.Stdout, web.JobsResponse{GeneratedAt: doc.GeneratedAt, Jobs: jobs})
 	}
-	if fs.NArg() > 0 {
-		return usagef("jobs takes no arguments")
-	}
-	resp, err := callAgent(ctx, resolveDataDir(env, *dir), localapi.Request{Op: localapi.OpJobs})
+	resp, err := callAgent(ctx, dataDir, localapi.Request{Op: localapi.OpJobs})
 	if err != nil {
 		return err
 	}
-	jobs := resp.Jobs
-	if jobs == nil {
-		jobs = []localapi.JobInfo{}
-	}
-	if *asJSON {
-		return printJSON(env.Stdout, jobs)
-	}
-	printJobTable(env.Stdout, jobs)
+	printJobTable(env.Stdout, resp.Jobs)
 	return nil
 }
 
@@ -79,4 +87,26 @@ func dash(s string) string {
 		return "-"
 	}
 	return s
+}
+
+// completeJobs completes a job ID from the local agent's list.
+func completeJobs(env *Env, dir *string) func(*cobra.Command, []string, string) ([]cobra.Completion, cobra.ShellCompDirective) {
+	return func(cmd *cobra.Command, args []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
+		if len(args) > 0 {
+			return nil, cobra.ShellCompDirectiveNoFileComp
+		}
+		ctx, cancel := context.WithTimeout(cmd.Context(), 2*time.Second)
+		defer cancel()
+		resp, err := localapi.Call(ctx, resolveDataDir(env, *dir), localapi.Request{Op: localapi.OpJobs})
+		if err != nil {
+			return nil, cobra.ShellCompDirectiveNoFileComp
+		}
+		var out []cobra.Completion
+		for _, j := range resp.Jobs {
+			if strings.HasPrefix(j.ID, toComplete) {
+				out = append(out, cobra.CompletionWithDesc(j.ID, j.State))
+			}
+		}
+		return out, cobra.ShellCompDirectiveNoFileComp
+	}
 }

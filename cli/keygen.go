@@ -1,29 +1,27 @@
 package cli
 
 import (
-	"context"
 	"crypto/rand"
 	"encoding/base64"
 	"fmt"
+
+	"github.com/spf13/cobra"
 )
 
-func init() {
-	register(&command{
-		name:     "keygen",
-		synopsis: "print a new random gossip encryption key",
-		usage:    "reclaimnet keygen\n\nPrints 32 random bytes in base64 for 'reclaimnet agent --gossip-key'.",
-		run:      runKeygen,
-	})
+func init() { register(newKeygenCmd) }
+
+func newKeygenCmd(env *Env) *cobra.Command {
+	return &cobra.Command{
+		Use:     "keygen",
+		Short:   "print a new random gossip encryption key",
+		Long:    "Prints 32 random bytes in base64, for 'reclaimnet agent --gossip-key-file' (reclaimnet keygen > FILE).",
+		GroupID: groupSetup,
+		Args:    noArgs,
+		RunE:    func(*cobra.Command, []string) error { return runKeygen(env) },
+	}
 }
 
-func runKeygen(_ context.Context, env *Env, args []string) error {
-	fs := newFlagSet(env, "keygen")
-	if err := parseFlags(fs, args); err != nil {
-		return err
-	}
-	if fs.NArg() > 0 {
-		return usagef("keygen takes no arguments")
-	}
+func runKeygen(env *Env) error {
 	key := make([]byte, 32)
 	if _, err := rand.Read(key); err != nil {
 		return fmt.Errorf("read random bytes: %w", err)

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -42,6 +43,12 @@ func TestKillSwitchCommand(t *testing.T) {
 	code, out, stderr := run("status", "--pin-dir", pinDir)
 	if code != 0 || !strings.Contains(out, "mode:            off") || !strings.Contains(out, "7948/udp 8080/tcp") {
 		t.Errorf("status: exit %d, stdout %q, stderr %q; want 0, mode off, ports 7948/udp 8080/tcp", code, out, stderr)
+	}
+	code, out, stderr = run("status", "--pin-dir", pinDir, "--json")
+	var view KillSwitchView
+	if err := json.Unmarshal([]byte(out), &view); code != 0 || err != nil || view.KillSwitch != "off" || view.PinDir != pinDir ||
+		strings.Join(view.Protected, " ") != "7948/udp 8080/tcp" || view.IngressLinkPinned {
+		t.Errorf("status --json: exit %d, %+v (%v), stderr %q; want mode off, the two ports, no TCX link (ingress not attached)", code, view, err, stderr)
 	}
 	for _, m := range []bpf.Mode{bpf.ModeHard, bpf.ModeSoft, bpf.ModeOff} {
 		code, out, stderr := run("--pin-dir", pinDir, m.String()) // flags before the action work too

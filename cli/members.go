@@ -8,34 +8,42 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/spf13/cobra"
+
 	"github.com/reclaimnet/reclaimnet/localapi"
+	"github.com/reclaimnet/reclaimnet/web"
 )
 
-func init() {
-	register(&command{
-		name:     "members",
-		synopsis: "list the cluster's nodes as the local agent sees them",
-		usage:    "reclaimnet members [--data-dir DIR] [--json]",
-		run:      runMembers,
-	})
+func init() { register(newMembersCmd) }
+
+func newMembersCmd(env *Env) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:     "members",
+		Short:   "list the cluster's nodes as the local agent sees them",
+		Long:    "Lists the cluster's nodes as the local agent sees them: building, gossip state, Raft role,\nfree GPUs, emergency hazard, available bandwidth and address.",
+		GroupID: groupNode,
+		Args:    noArgs,
+	}
+	fs := cmd.Flags()
+	dir := dataDirFlag(fs)
+	asJSON := fs.Bool("json", false, "print JSON (the document of GET /v1/members)")
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		return runMembers(cmd.Context(), env, resolveDataDir(env, *dir), *asJSON)
+	}
+	return cmd
 }
 
-func runMembers(ctx context.Context, env *Env, args []string) error {
-	fs := newFlagSet(env, "members")
-	dir := dataDirFlag(fs)
-	asJSON := fs.Bool("json", false, "print JSON")
-	if err := parseFlags(fs, args); err != nil {
-		return err
+func runMembers(ctx context.Context, env *Env, dataDir string, asJSON bool) error {
+	if asJSON {
+		doc, err := statusDocument(ctx, dataDir)
+		if err != nil {
+			return err
+		}
+		return printJSON(env.Stdout, web.MembersResponse{GeneratedAt: doc.GeneratedAt, Node: doc.Node, Cluster: doc.Cluster})
 	}
-	if fs.NArg() > 0 {
-		return usagef("members takes no arguments")
-	}
-	resp, err := callAgent(ctx, resolveDataDir(env, *dir), localapi.Request{Op: localapi.OpMembers})
+	resp, err := callAgent(ctx, dataDir, localapi.Request{Op: localapi.OpMembers})
 	if err != nil {
 		return err
-	}
-	if *asJSON {
-		return printJSON(env.Stdout, resp.Status.Members)
 	}
 	printMembers(env.Stdout, resp.Status.Members)
 	return nil

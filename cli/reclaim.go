@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -12,62 +11,76 @@ import (
 	"strings"
 	"time"
 
+	"github.com/spf13/cobra"
+
 	"github.com/reclaimnet/reclaimnet/bpf"
 	"github.com/reclaimnet/reclaimnet/localapi"
 )
 
-func init() {
-	register(&command{
-		name:     "reclaim",
-		synopsis: "take this machine back: scheduled (--notice), emergency (--now), --status, --cancel",
-		usage: `reclaimnet reclaim --notice DURATION | --now | --status | --cancel
-    [--data-dir DIR] [--node NAME | --pin-dir DIR] [--json]
-
---notice 60s   scheduled: the kill-switch goes soft (no new work), the
-               reclaim is announced with its deadline and the command returns
-               at once. The cluster hands the jobs off (or marks them for
-               degraded recovery); at the deadline the node leaves whatever
-               is happening: kill-switch hard, jobs stopped, leave announced.
---status       progress per job that ran here; "complete" only once every one
-               has stopped after handing off or being marked degraded. Once
-               complete (or after the agent left) it prints the owner's report.
---cancel       withdraws the reclaim; the kill-switch goes back to off.
---now          emergency: first flips the pinned kill-switch hard by itself
-               (works with the agent hung or gone), then asks the agent (2 s)
-               to stop the jobs and leave without the graceful steps. Exits 1
-               if the agent did not answer, after doing what it could.`,
-		run: runReclaim,
-	})
-}
+func init() { register(newReclaimCmd) }
 
 // nowAgentTimeout bounds how long --now waits for the agent (it may be
 // hung); the kill-switch was flipped before.
 const nowAgentTimeout = 2 * time.Second
 
-func runReclaim(ctx context.Context, env *Env, args []string) error {
-	fs := newFlagSet(env, "reclaim")
+// reclaimOptions are 'reclaimnet reclaim's flags.
+type reclaimOptions struct {
+	dataDir, node, pinDir          string
+	notice                         time.Duration
+	noticeSet, now, status, cancel bool
+	detach, asJSON                 bool
+}
+
+func newReclaimCmd(env *Env) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "reclaim --notice DURATION | --now | --status | --cancel",
+		Short: "take this machine back: scheduled (--notice), emergency (--now), --status, --cancel",
+		Long: `Takes this machine back from the cluster.
+
+--notice 60s   scheduled: the kill-switch goes soft (no new work), the reclaim is announced
+               with its deadline, and the command follows it: each job's hand-off (or
+               degraded recovery) and the bytes it has left, until the node leaves at the
+               deadline whatever is happening (kill-switch hard, jobs stopped, leave
+               announced); then it prints the owner's report. --detach returns once the
+               reclaim is announced; Ctrl-C stops following, the reclaim goes on.
+--status       progress per job that ran here; "complete" only once every one has stopped
+               after handing off or being marked degraded. Once complete (or after the
+               agent left) it prints the owner's report.
+--cancel       withdraws the reclaim; the kill-switch goes back to off.
+--now          emergency: first flips the pinned kill-switch hard by itself (works with the
+               agent hung or gone), then asks the agent (2 s) to stop the jobs and leave
+               without the graceful steps, and waits until it has (--detach: does not
+               wait). Exits 1 if the agent did not answer, after doing what it could.`,
+		GroupID: groupOwner,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) > 0 {
+				return usagef("unexpected arguments %q", args)
+			}
+			return nil
+		},
+	}
+	fs := cmd.Flags()
+	var o reclaimOptions
 	dir := dataDirFlag(fs)
-	notice := fs.Duration("notice", 0, "scheduled reclaim: time until the node leaves")
-	now := fs.Bool("now", false, "emergency reclaim: isolate and leave at once")
-	status := fs.Bool("status", false, "show the reclaim's progress")
-	cancelFlag := fs.Bool("cancel", false, "withdraw the pending reclaim")
-	node := fs.String("node", "", "node name for the pinned kill-switch (--now; default: the agent's)")
-	pinDir := fs.String("pin-dir", "", "bpffs directory of the pinned kill-switch (--now)")
-	asJSON := fs.Bool("json", false, "print JSON")
-	if err := parseFlags(fs, args); err != nil {
-		return err
+	fs.DurationVar(&o.notice, "notice", 0, "scheduled reclaim: time until the node leaves")
+	fs.BoolVar(&o.now, "now", false, "emergency reclaim: isolate and leave at once")
+	fs.BoolVar(&o.status, "status", false, "show the reclaim's progress")
+	fs.BoolVar(&o.cancel, "cancel", false, "withdraw the pending reclaim")
+	fs.BoolVar(&o.detach, "detach", false, "with --notice or --now: return once the agent accepted, without following")
+	fs.StringVar(&o.node, "node", "", "node `name` for the pinned kill-switch (--now; default: the agent's)")
+	fs.StringVar(&o.pinDir, "pin-dir", "", "bpffs `directory` of the pinned kill-switch (--now)")
+	fs.BoolVar(&o.asJSON, "json", false, "print JSON (following: one object a line, as the progress changes)")
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		o.dataDir = resolveDataDir(env, *dir)
+		o.noticeSet = fs.Changed("notice")
+		return runReclaim(cmd.Context(), env, o)
 	}
-	if fs.NArg() > 0 {
-		return usagef("unexpected arguments %q", fs.Args())
-	}
+	return cmd
+}
+
+func runReclaim(ctx context.Context, env *Env, o reclaimOptions) error {
 	modes := 0
-	noticeSet := false
-	fs.Visit(func(f *flag.Flag) {
-		if f.Name == "notice" {
-			noticeSet = true
-		}
-	})
-	for _, on := range []bool{noticeSet, *now, *status, *cancelFlag} {
+	for _, on := range []bool{o.noticeSet, o.now, o.status, o.cancel} {
 		if on {
 			modes++
 		}
@@ -75,42 +88,51 @@ func runReclaim(ctx context.Context, env *Env, args []string) error {
 	if modes != 1 {
 		return usagef("give exactly one of --notice DURATION, --now, --status, --cancel")
 	}
-	if noticeSet && *notice <= 0 {
+	if o.noticeSet && o.notice <= 0 {
 		return usagef("--notice must be positive (use --now for an emergency)")
 	}
-	if *node != "" && *pinDir != "" {
+	if o.node != "" && o.pinDir != "" {
 		return usagef("give --node or --pin-dir, not both")
 	}
-	dataDir := resolveDataDir(env, *dir)
+	if o.detach && (o.status || o.cancel) {
+		return usagef("--detach goes with --notice or --now")
+	}
 	switch {
-	case *now:
-		return reclaimNow(ctx, env, dataDir, *node, *pinDir, *asJSON)
-	case *status:
-		return reclaimStatus(ctx, env, dataDir, *asJSON)
-	case *cancelFlag:
-		resp, err := callAgent(ctx, dataDir, localapi.Request{Op: localapi.OpReclaimCancel})
+	case o.now:
+		return reclaimNow(ctx, env, o)
+	case o.status:
+		return reclaimStatus(ctx, env, o.dataDir, o.asJSON)
+	case o.cancel:
+		resp, err := callAgent(ctx, o.dataDir, localapi.Request{Op: localapi.OpReclaimCancel})
 		if err != nil {
 			return err
 		}
-		if *asJSON {
+		if o.asJSON {
 			return printJSON(env.Stdout, resp.Reclaim)
 		}
 		fmt.Fprintf(env.Stdout, "reclaim cancelled; kill-switch %s\n", killSwitchWord(resp.Reclaim))
 		return nil
 	}
-	resp, err := callAgent(ctx, dataDir, localapi.Request{Op: localapi.OpReclaim, Notice: *notice})
+	resp, err := callAgent(ctx, o.dataDir, localapi.Request{Op: localapi.OpReclaim, Notice: o.notice})
 	if err != nil {
 		return err
 	}
 	st := resp.Reclaim
-	if *asJSON {
+	if o.detach && o.asJSON {
 		return printJSON(env.Stdout, st)
 	}
-	fmt.Fprintf(env.Stdout, "reclaim of %s announced: the node leaves at %s (in %s)\n",
-		st.Node, st.Deadline.UTC().Format(time.RFC3339), notice.Round(time.Second))
-	fmt.Fprintf(env.Stdout, "kill-switch %s; %d job(s) to hand off; follow with 'reclaimnet reclaim --status'\n",
-		killSwitchWord(st), len(st.Jobs))
-	return nil
+	if o.asJSON {
+		printJSONLine(env.Stdout, st)
+	} else {
+		fmt.Fprintf(env.Stdout, "reclaim of %s announced: the node leaves at %s (in %s)\n",
+			st.Node, st.Deadline.UTC().Format(time.RFC3339), o.notice.Round(time.Second))
+		fmt.Fprintf(env.Stdout, "kill-switch %s; %d job(s) to hand off\n", killSwitchWord(st), len(st.Jobs))
+	}
+	if o.detach {
+		fmt.Fprintln(env.Stdout, "follow with 'reclaimnet reclaim --status'")
+		return nil
+	}
+	return followReclaim(ctx, env, o.dataDir, o.asJSON)
 }
 
 func killSwitchWord(st *localapi.ReclaimStatus) string {
@@ -191,7 +213,8 @@ func printReport(w io.Writer, rep *localapi.ReclaimReport) {
 
 // reclaimNow is the emergency: the kill-switch first, by this process,
 // then the agent with a short timeout.
-func reclaimNow(ctx context.Context, env *Env, dataDir, node, pinDir string, asJSON bool) error {
+func reclaimNow(ctx context.Context, env *Env, o reclaimOptions) error {
+	dataDir, node, pinDir, asJSON := o.dataDir, o.node, o.pinDir, o.asJSON
 	start := time.Now()
 	w := env.Stdout
 	if node == "" && pinDir == "" {
@@ -240,6 +263,13 @@ func reclaimNow(ctx context.Context, env *Env, dataDir, node, pinDir string, asJ
 	}
 	if isolated {
 		rep.Isolate, rep.Isolated = isolate, true
+	}
+	if o.detach {
+		if asJSON {
+			return printJSON(w, st)
+		}
+		fmt.Fprintf(w, "agent accepted the emergency; it stops its %d job(s) and leaves without waiting for the cluster\n", len(st.Jobs))
+		return nil
 	}
 	// The jobs run until the agent has stopped them and exited (it removes
 	// its info file last): that is how long the machine was still used.

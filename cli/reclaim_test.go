@@ -124,7 +124,7 @@ func TestReclaimAgainstAgent(t *testing.T) {
 	dir := cfg.DataDir
 	wait.For(t, 30*time.Second, "a leader", func() bool { c := a.Coordinator(); return c != nil && c.IsLeader() })
 
-	code, out, errOut := runCLI(t, "reclaim", "--data-dir", dir, "--notice", "10m")
+	code, out, errOut := runCLI(t, "reclaim", "--data-dir", dir, "--notice", "10m", "--detach")
 	if code != ExitOK || !strings.Contains(out, "reclaim of solo announced") || !strings.Contains(out, "not enforced") {
 		t.Fatalf("--notice: exit %d, stdout %q, stderr %q", code, out, errOut)
 	}

@@ -2,117 +2,134 @@ package cli
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/spf13/cobra"
 
 	"github.com/reclaimnet/reclaimnet/gpu"
 	"github.com/reclaimnet/reclaimnet/localapi"
 	"github.com/reclaimnet/reclaimnet/state"
 )
 
-func init() {
-	register(&command{
-		name:     "run",
-		synopsis: "submit a job to the cluster",
-		usage: "reclaimnet run [--data-dir DIR] [--name ID] [--gpus N] [--vram 20GiB] [--capability 8.0] [--loss-budget 10m]\n" +
-			"       [--size-hint 3GiB] [--runtime-hint 6h] [--signal USR1] [--grace 30s] [--memory 16GiB] [--cpus 4]\n" +
-			"       [--env KEY=VALUE]... [--dir DIR] -- CMD ARGS...",
-		run: runRun,
-	})
+func init() { register(newRunCmd) }
+
+// runOptions are 'reclaimnet run's flags.
+type runOptions struct {
+	dataDir, name, vram, capability, sizeHint, signal, workDir, memory string
+	gpus                                                               int
+	cpus                                                               float64
+	lossBudget, runtimeHint, grace                                     time.Duration
+	env                                                                []string
+	// signalSet and graceSet say whether the flag was given: only those
+	// go into the job's record.
+	signalSet, graceSet bool
 }
 
-func runRun(ctx context.Context, env *Env, args []string) error {
-	fs := newFlagSet(env, "run")
+func newRunCmd(env *Env) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "run [flags] [--] CMD [ARGS...]",
+		Short: "submit a job to the cluster",
+		Long: `Submits a job to the cluster and prints its ID. The job is CMD with its ARGS, run on the
+node the cluster chooses; it follows the checkpoint contract (docs/jobs.md). Flags end at
+CMD: what follows belongs to the job.`,
+		GroupID: groupJobs,
+	}
+	// The job's own flags follow its command: parsing stops there.
+	cmd.Flags().SetInterspersed(false)
+	fs := cmd.Flags()
+	var o runOptions
 	dir := dataDirFlag(fs)
-	name := fs.String("name", "", "job ID (default: a generated one)")
-	gpus := fs.Int("gpus", 1, "GPUs the job needs")
-	vram := fs.String("vram", "", "VRAM per GPU, e.g. 20GiB")
-	capability := fs.String("capability", "", "minimum CUDA compute capability, e.g. 8.0")
-	lossBudget := fs.Duration("loss-budget", 10*time.Minute, "tolerated expected loss of work per emergency")
-	sizeHint := fs.String("size-hint", "", "expected checkpoint size, e.g. 3GiB")
-	runtimeHint := fs.Duration("runtime-hint", 0, "expected runtime, e.g. 6h")
-	signal := fs.String("signal", "USR1", "checkpoint request signal: "+strings.Join(state.CheckpointSignals, ", "))
-	grace := fs.Duration("grace", 30*time.Second, "time between SIGTERM and SIGKILL at stop (at most 1h)")
-	memory := fs.String("memory", "", "the job's memory limit, e.g. 16GiB (default: none of its own; the node's --guest-memory bounds all guest jobs)")
-	cpus := fs.Float64("cpus", 0, "the job's CPU limit in CPUs, e.g. 4 or 0.5 (default: none of its own; the node's --guest-cpus bounds all guest jobs)")
-	workDir := fs.String("dir", "", "working directory on the node that runs the job (default: the job's own directory)")
-	var envs listFlag
-	fs.Var(&envs, "env", "KEY=VALUE added to the job's environment (repeatable)")
-	if err := parseFlags(fs, args); err != nil {
-		return err
+	fs.StringVar(&o.name, "name", "", "job `ID` (default: a generated one)")
+	fs.IntVar(&o.gpus, "gpus", 1, "GPUs the job needs")
+	fs.StringVar(&o.vram, "vram", "", "VRAM per GPU, a `size` such as 20GiB")
+	fs.StringVar(&o.capability, "capability", "", "minimum CUDA compute `capability`, e.g. 8.0")
+	fs.DurationVar(&o.lossBudget, "loss-budget", 10*time.Minute, "expected work the job may lose when its node leaves without notice (its checkpoints are spaced to keep within it)")
+	fs.StringVar(&o.sizeHint, "size-hint", "", "expected checkpoint `size`, e.g. 3GiB")
+	fs.DurationVar(&o.runtimeHint, "runtime-hint", 0, "expected runtime, e.g. 6h")
+	fs.StringVar(&o.signal, "signal", "USR1", "`signal` that asks the job for a checkpoint: "+strings.Join(state.CheckpointSignals, ", "))
+	fs.DurationVar(&o.grace, "grace", 30*time.Second, "time between SIGTERM and SIGKILL when the job is stopped (at most 1h)")
+	fs.StringVar(&o.memory, "memory", "", "the job's memory limit, a `size` such as 16GiB (default: none of its own; the node's --guest-memory bounds all guest jobs)")
+	fs.Float64Var(&o.cpus, "cpus", 0, "the job's CPU limit in CPUs, e.g. 4 or 0.5 (default: none of its own; the node's --guest-cpus bounds all guest jobs)")
+	fs.StringVar(&o.workDir, "dir", "", "working `directory` on the node that runs the job (default: the job's own directory)")
+	fs.StringArrayVar(&o.env, "env", nil, "`KEY=VALUE` added to the job's environment (repeatable)")
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		o.dataDir = resolveDataDir(env, *dir)
+		o.signalSet, o.graceSet = fs.Changed("signal"), fs.Changed("grace")
+		return runRun(cmd.Context(), env, o, args)
 	}
-	cmd := fs.Args()
-	if len(cmd) == 0 {
-		return usagef("run: no command (put it after --)")
+	return cmd
+}
+
+func runRun(ctx context.Context, env *Env, o runOptions, command []string) error {
+	if len(command) == 0 {
+		return usagef("no command (put it after --)")
 	}
-	jr := &localapi.JobRequest{Name: *name, Command: cmd, Env: envs, Dir: *workDir, GPUs: *gpus,
-		LossBudget: *lossBudget, RuntimeHint: *runtimeHint, Owner: env.Getenv("USER")}
-	if *name != "" {
-		if err := localapi.ValidJobName(*name); err != nil {
+	jr := &localapi.JobRequest{Name: o.name, Command: command, Env: o.env, Dir: o.workDir, GPUs: o.gpus,
+		LossBudget: o.lossBudget, RuntimeHint: o.runtimeHint, Owner: env.Getenv("USER")}
+	if o.name != "" {
+		if err := localapi.ValidJobName(o.name); err != nil {
 			return usagef("--name: %v", err)
 		}
 	}
-	if *gpus < 1 {
-		return usagef("--gpus %d: want at least 1", *gpus)
+	if o.gpus < 1 {
+		return usagef("--gpus %d: want at least 1", o.gpus)
 	}
-	if *lossBudget <= 0 {
-		return usagef("--loss-budget %v: want a positive duration", *lossBudget)
+	if o.lossBudget <= 0 {
+		return usagef("--loss-budget %v: want a positive duration", o.lossBudget)
 	}
-	if *runtimeHint < 0 {
-		return usagef("--runtime-hint %v: must not be negative", *runtimeHint)
+	if o.runtimeHint < 0 {
+		return usagef("--runtime-hint %v: must not be negative", o.runtimeHint)
 	}
-	if err := state.ValidStopGrace(*grace); err != nil {
+	if err := state.ValidStopGrace(o.grace); err != nil {
 		return usagef("--grace: %v", err)
 	}
 	var err error
-	if *vram != "" {
-		if jr.VRAM, err = gpu.ParseBytes(*vram); err != nil {
+	if o.vram != "" {
+		if jr.VRAM, err = gpu.ParseBytes(o.vram); err != nil {
 			return usagef("--vram: %v", err)
 		}
 	}
-	if *sizeHint != "" {
-		if jr.SizeHint, err = gpu.ParseBytes(*sizeHint); err != nil {
+	if o.sizeHint != "" {
+		if jr.SizeHint, err = gpu.ParseBytes(o.sizeHint); err != nil {
 			return usagef("--size-hint: %v", err)
 		}
 	}
-	if *capability != "" {
-		c, err := gpu.ParseCapability(*capability)
+	if o.memory != "" {
+		if jr.Memory, err = gpu.ParseBytes(o.memory); err != nil {
+			return usagef("--memory: %v", err)
+		}
+	}
+	jr.CPUs = o.cpus
+	if err := state.ValidJobLimits(jr.Memory, jr.CPUs); err != nil {
+		return usagef("--memory/--cpus: %v", err)
+	}
+	if o.capability != "" {
+		c, err := gpu.ParseCapability(o.capability)
 		if err != nil {
 			return usagef("--capability: %v", err)
 		}
 		jr.Capability = c.Float()
 	}
-	if *memory != "" {
-		if jr.Memory, err = gpu.ParseBytes(*memory); err != nil {
-			return usagef("--memory: %v", err)
-		}
-	}
-	jr.CPUs = *cpus
-	if err := state.ValidJobLimits(jr.Memory, jr.CPUs); err != nil {
-		return usagef("--memory/--cpus: %v", err)
-	}
-	sig, err := state.CanonicalSignal(*signal)
+	sig, err := state.CanonicalSignal(o.signal)
 	if err != nil {
 		return usagef("--signal: %v", err)
 	}
-	for _, e := range envs {
+	for _, e := range o.env {
 		if k, _, ok := strings.Cut(e, "="); !ok || k == "" {
 			return usagef("--env %q: want KEY=VALUE", e)
 		}
 	}
 	// Only what was given goes into the job's record: a job without them
 	// gets the defaults of whichever node runs it (USR1, 30 s).
-	fs.Visit(func(f *flag.Flag) {
-		switch f.Name {
-		case "signal":
-			jr.Signal = sig
-		case "grace":
-			jr.Grace = *grace
-		}
-	})
-	resp, err := callAgent(ctx, resolveDataDir(env, *dir), localapi.Request{Op: localapi.OpRun, Job: jr})
+	if o.signalSet {
+		jr.Signal = sig
+	}
+	if o.graceSet {
+		jr.Grace = o.grace
+	}
+	resp, err := callAgent(ctx, o.dataDir, localapi.Request{Op: localapi.OpRun, Job: jr})
 	if err != nil {
 		return err
 	}

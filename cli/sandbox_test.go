@@ -24,14 +24,14 @@ func TestAgentSandboxFlagsConfig(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &cfg); err != nil {
 		t.Fatal(err)
 	}
-	if cfg["sandbox"] != "off" || cfg["guest_uids"] != "3000000-3000099" || cfg["guest_memory"] != "68719476736B" || cfg["guest_cpus"] != 12.0 {
+	if cfg["sandbox"] != "off" || cfg["guest_uids"] != "3000000-3000099" || cfg["guest_memory"] != "64GiB" || cfg["guest_cpus"] != 12.0 {
 		t.Errorf("config %v, want the sandbox flags", cfg)
 	}
 	if ro, _ := json.Marshal(cfg["guest_ro_paths"]); string(ro) != `["/datasets","/opt/sw"]` {
 		t.Errorf("guest_ro_paths %s, want both paths in order", ro)
 	}
-	if code, out, _ := runCLI(t, "agent", "--dev", "--print-config"); code != ExitOK || strings.Contains(out, "sandbox") || strings.Contains(out, "guest_") {
-		t.Errorf("defaults: exit %d, config mentions the sandbox settings:\n%s", code, out)
+	if code, out, _ := runCLI(t, "agent", "--dev", "--print-config"); code != ExitOK || !strings.Contains(out, `"sandbox": "on"`) || !strings.Contains(out, `"guest_uids": "2100000000-2100000999"`) {
+		t.Errorf("defaults: exit %d, config does not show the sandbox's defaults:\n%s", code, out)
 	}
 	for _, args := range [][]string{
 		{"--sandbox", "maybe"},

@@ -7,75 +7,81 @@ import (
 	"strings"
 	"time"
 
+	"github.com/spf13/cobra"
+
 	"github.com/reclaimnet/reclaimnet/sim"
 	"github.com/reclaimnet/reclaimnet/trace"
 )
 
-func init() {
-	register(&command{
-		name:     "sim",
-		synopsis: "replay a reclaim trace through ReclaimNet and the baselines",
-		usage: `reclaimnet sim [-trace DIR|FILE | -import SRC] [-policies LIST] [-seeds LIST] [-out DIR] [-ablation] [flags]
+func init() { register(newSimCmd) }
 
-With no flags, generates the calibrated two-month 54-node campus trace
-(docs/design.md §0) and prints a table shaped like the paper's (design §5).
--trace replays a trace in the documented format (trace/README.md) instead;
--import builds one from a public departure trace (microsoft99, bamboo-p3,
-bamboo-g4dn) with a -workload (generator, alibaba, philly): the Bamboo
-traces are built into the binary, the others are read from -traces DIR
-(docs/sim.md says where to download each). -gen-out writes the generated or
-imported trace so it can be inspected or replayed. -out receives
-results.json and SVG plots (cumulative work loss, downtime CDF, estimated vs
-true hazard). -frontier prints work loss against checkpoint traffic instead
-(ReclaimNet at several loss budgets, B1 at several refreshes): the
-comparison at equal traffic, and what a tighter loss budget costs the
-network.`,
-		run: runSim,
-	})
+// simOptions are 'reclaimnet sim's flags.
+type simOptions struct {
+	tracePath, policies, seeds, out, genOut, importDeps, workload, tracesDir string
+	ablation, quiet, sweep, frontier, correlated                             bool
+	nodes, storage                                                           int
+	days, drift, changed, betaP1, alpha, betaP3                              float64
+	period, lossBudget, b1Refresh                                            time.Duration
 }
 
-func runSim(ctx context.Context, env *Env, args []string) error {
-	fs := newFlagSet(env, "sim")
-	tracePath := fs.String("trace", "", "trace directory or file (default: the calibrated generator)")
-	policies := fs.String("policies", strings.Join(sim.PolicyKeys, ","), "comma-separated policies: "+strings.Join(sim.PolicyKeys, ",")+" or ablation subsets "+strings.Join(sim.AblationKeys, ","))
-	ablation := fs.Bool("ablation", false, "run the 8 subsets of {P1,P2,P3} instead of -policies")
-	seedList := fs.String("seeds", "1", "comma-separated generator seeds (ignored with -trace except as P2-off seeds)")
-	out := fs.String("out", "", "directory for results.json and SVG plots")
-	genOut := fs.String("gen-out", "", "also write the generated trace (first seed) to this directory")
-	nodes := fs.Int("nodes", 54, "generator: number of nodes")
-	days := fs.Float64("days", 60, "generator: trace length in days")
-	period := fs.Duration("period", 10*time.Minute, "longest gap between two controller runs (it also runs on every event and bandwidth sample)")
-	drift := fs.Float64("drift", 0, "generator: multiply the hazard by this factor from mid-trace (e.g. 1.7)")
-	lossBudget := fs.Duration("loss-budget", 0, "generator: give every job this loss budget Lmax (default 5 min, the paper's Δ*/2)")
-	correlated := fs.Bool("correlated", false, "generator: add groups of nodes leaving together (building-wide events, lab power-offs, labs closing every evening; docs/sim.md)")
-	storage := fs.Int("storage", 0, "add this many storage nodes (machine-room servers that keep checkpoints, host no jobs, never leave) to the generated, imported or replayed trace")
-	changed := fs.Float64("changed-fraction", 1, "share of a checkpoint that differs from the job's previous one (what a hand-off to a pre-synced standby still moves), in (0,1]")
-	betaP1 := fs.Float64("beta-p1", 0, "override β (P1.5)")
-	alpha := fs.Float64("alpha", 0, "override α (P2.5)")
-	betaP3 := fs.Float64("beta-p3", 0, "override β3 (P3.2)")
-	b1Refresh := fs.Duration("b1-refresh", 0, "replace B1's 2-min peer refresh (to compare work loss at equal checkpoint traffic; the row is labelled with it)")
-	quiet := fs.Bool("q", false, "no progress output")
-	sweep := fs.Bool("sweep", false, "run ReclaimNet's sensitivity sweep (β_p1, α, β_p3) instead of the table")
-	frontier := fs.Bool("frontier", false, "instead of the table: work loss against checkpoint traffic, ReclaimNet at several loss budgets and B1 at several refreshes (mean over -seeds)")
-	importDeps := fs.String("import", "", "build the trace from a public departure trace: microsoft99, bamboo-p3 or bamboo-g4dn")
-	workload := fs.String("workload", "generator", "with -import: generator, alibaba or philly")
-	tracesDir := fs.String("traces", "", "with -import: directory of downloaded public traces (docs/sim.md); the Bamboo traces are built in")
-	if err := parseFlags(fs, args); err != nil {
-		return err
+func newSimCmd(env *Env) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "sim",
+		Short: "replay a reclaim trace through ReclaimNet and the baselines",
+		Long: `With no flags, generates the calibrated two-month 54-node campus trace (docs/design.md) and
+prints a table of work loss, downtime and traffic per policy. --trace replays a trace in the
+documented format (trace/README.md) instead; --import builds one from a public departure
+trace (microsoft99, bamboo-p3, bamboo-g4dn) with a --workload (generator, alibaba, philly):
+the Bamboo traces are built into the binary, the others are read from --traces DIR
+(docs/sim.md says where to download each). --gen-out writes the generated or imported trace
+so it can be inspected or replayed. --out receives results.json and SVG plots (cumulative
+work loss, downtime CDF, estimated vs true hazard). --frontier prints work loss against
+checkpoint traffic instead (ReclaimNet at several loss budgets, B1 at several refreshes):
+the comparison at equal traffic, and what a tighter loss budget costs the network.`,
+		GroupID: groupTools,
+		Args:    noArgs,
 	}
-	if fs.NArg() > 0 {
-		return usagef("sim takes no arguments")
-	}
+	fs := cmd.Flags()
+	var o simOptions
+	fs.StringVar(&o.tracePath, "trace", "", "trace `dir` or file (default: the calibrated generator)")
+	fs.StringVar(&o.policies, "policies", strings.Join(sim.PolicyKeys, ","), "comma-separated policies: "+strings.Join(sim.PolicyKeys, ",")+" or ablation subsets "+strings.Join(sim.AblationKeys, ","))
+	fs.BoolVar(&o.ablation, "ablation", false, "run the 8 subsets of {P1,P2,P3} instead of --policies")
+	fs.StringVar(&o.seeds, "seeds", "1", "comma-separated generator seeds (with --trace: the seeds of random destination choice when P2 is off)")
+	fs.StringVar(&o.out, "out", "", "`directory` for results.json and SVG plots")
+	fs.StringVar(&o.genOut, "gen-out", "", "also write the generated trace (first seed) to this `directory`")
+	fs.IntVar(&o.nodes, "nodes", 54, "generator: number of nodes")
+	fs.Float64Var(&o.days, "days", 60, "generator: trace length in days")
+	fs.DurationVar(&o.period, "period", 10*time.Minute, "longest gap between two controller runs (it also runs on every event and bandwidth sample)")
+	fs.Float64Var(&o.drift, "drift", 0, "generator: multiply the hazard by this `factor` from mid-trace (e.g. 1.7)")
+	fs.DurationVar(&o.lossBudget, "loss-budget", 0, "generator: give every job this loss budget (default 5m)")
+	fs.BoolVar(&o.correlated, "correlated", false, "generator: add groups of nodes leaving together (building-wide events, lab power-offs, labs closing every evening; docs/sim.md)")
+	fs.IntVar(&o.storage, "storage", 0, "add this many storage nodes (machine-room servers that keep checkpoints, host no jobs, never leave) to the generated, imported or replayed trace")
+	fs.Float64Var(&o.changed, "changed-fraction", 1, "share of a checkpoint that differs from the job's previous one (what a hand-off to a pre-synced standby still moves), in (0,1]")
+	fs.Float64Var(&o.betaP1, "beta-p1", 0, "override the largest share of a job's bandwidth its checkpoints may take (default 0.2)")
+	fs.Float64Var(&o.alpha, "alpha", 0, "override the weight of the cost of moving again from a destination that may leave (default 1.0)")
+	fs.Float64Var(&o.betaP3, "beta-p3", 0, "override the share of each link reserved for other traffic (default 0.3)")
+	fs.DurationVar(&o.b1Refresh, "b1-refresh", 0, "replace B1's 2-min peer refresh (to compare work loss at equal checkpoint traffic; the row is labelled with it)")
+	fs.BoolVarP(&o.quiet, "quiet", "q", false, "no progress output")
+	fs.BoolVar(&o.sweep, "sweep", false, "run ReclaimNet's sensitivity sweep (--beta-p1, --alpha, --beta-p3) instead of the table")
+	fs.BoolVar(&o.frontier, "frontier", false, "instead of the table: work loss against checkpoint traffic, ReclaimNet at several loss budgets and B1 at several refreshes (mean over --seeds)")
+	fs.StringVar(&o.importDeps, "import", "", "build the trace from a public departure `trace`: microsoft99, bamboo-p3 or bamboo-g4dn")
+	fs.StringVar(&o.workload, "workload", "generator", "with --import: generator, alibaba or philly")
+	fs.StringVar(&o.tracesDir, "traces", "", "with --import: `directory` of downloaded public traces (docs/sim.md); the Bamboo traces are built in")
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error { return runSim(cmd.Context(), env, o) }
+	return cmd
+}
+
+func runSim(ctx context.Context, env *Env, o simOptions) error {
 	var seeds []uint64
-	for _, s := range strings.Split(*seedList, ",") {
+	for _, s := range strings.Split(o.seeds, ",") {
 		v, err := strconv.ParseUint(strings.TrimSpace(s), 10, 64)
 		if err != nil {
 			return usagef("bad seed %q", s)
 		}
 		seeds = append(seeds, v)
 	}
-	keys := strings.Split(*policies, ",")
-	if *ablation {
+	keys := strings.Split(o.policies, ",")
+	if o.ablation {
 		keys = sim.AblationKeys
 	}
 	for _, k := range keys {
@@ -83,61 +89,61 @@ func runSim(ctx context.Context, env *Env, args []string) error {
 			return usagef("unknown policy %q (known: %s; ablation: %s)", k, strings.Join(sim.PolicyKeys, ","), strings.Join(sim.AblationKeys, ","))
 		}
 	}
-	if *nodes < 2 || *days <= 0 {
-		return usagef("-nodes must be ≥ 2 and -days positive")
+	if o.nodes < 2 || o.days <= 0 {
+		return usagef("--nodes must be ≥ 2 and --days positive")
 	}
 	cfg := sim.DefaultGenConfig()
-	cfg.Nodes = *nodes
-	cfg.Duration = time.Duration(*days * 24 * float64(time.Hour))
-	scale := float64(*nodes) / 54 * *days / 60
+	cfg.Nodes = o.nodes
+	cfg.Duration = time.Duration(o.days * 24 * float64(time.Hour))
+	scale := float64(o.nodes) / 54 * o.days / 60
 	cfg.Departures *= scale
 	cfg.Jobs = int(float64(cfg.Jobs) * scale)
 	cfg.GPUHours *= scale
-	if *drift > 0 {
-		cfg.DriftAt, cfg.DriftFactor = cfg.Duration/2, *drift
+	if o.drift > 0 {
+		cfg.DriftAt, cfg.DriftFactor = cfg.Duration/2, o.drift
 	}
-	if *changed <= 0 || *changed > 1 {
-		return usagef("-changed-fraction must be in (0,1], got %v", *changed)
+	if o.changed <= 0 || o.changed > 1 {
+		return usagef("--changed-fraction must be in (0,1], got %v", o.changed)
 	}
-	if *lossBudget < 0 {
-		return usagef("-loss-budget must not be negative")
+	if o.lossBudget < 0 {
+		return usagef("--loss-budget must not be negative")
 	}
-	if *b1Refresh < 0 {
-		return usagef("-b1-refresh must not be negative")
+	if o.b1Refresh < 0 {
+		return usagef("--b1-refresh must not be negative")
 	}
-	if *lossBudget > 0 {
-		cfg.LossBudgetMin, cfg.LossBudgetMax = *lossBudget, *lossBudget
+	if o.lossBudget > 0 {
+		cfg.LossBudgetMin, cfg.LossBudgetMax = o.lossBudget, o.lossBudget
 	}
-	if *correlated {
+	if o.correlated {
 		cfg.Groups = sim.DefaultGroupConfig()
 	}
-	if *storage < 0 {
-		return usagef("-storage must not be negative")
+	if o.storage < 0 {
+		return usagef("--storage must not be negative")
 	}
 	var loaded *trace.Trace
-	if *importDeps != "" && *tracePath != "" {
-		return usagef("-import and -trace exclude each other")
+	if o.importDeps != "" && o.tracePath != "" {
+		return usagef("--import and --trace exclude each other")
 	}
-	if *importDeps != "" {
-		ic := sim.DefaultImportConfig(*tracesDir)
-		ic.Departures, ic.Workload, ic.Seed = *importDeps, *workload, seeds[0]
+	if o.importDeps != "" {
+		ic := sim.DefaultImportConfig(o.tracesDir)
+		ic.Departures, ic.Workload, ic.Seed = o.importDeps, o.workload, seeds[0]
 		t, err := sim.Import(ic)
 		if err != nil {
 			return err
 		}
-		loaded = sim.AddStorage(t, *storage)
-		if *genOut != "" {
-			if err := trace.Save(*genOut, loaded); err != nil {
+		loaded = sim.AddStorage(t, o.storage)
+		if o.genOut != "" {
+			if err := trace.Save(o.genOut, loaded); err != nil {
 				return err
 			}
 		}
 	}
-	if *tracePath != "" {
-		t, err := trace.Load(*tracePath)
+	if o.tracePath != "" {
+		t, err := trace.Load(o.tracePath)
 		if err != nil {
 			return err
 		}
-		loaded = sim.AddStorage(t, *storage)
+		loaded = sim.AddStorage(t, o.storage)
 	}
 	traceFor := func(seed uint64) (*trace.Trace, error) {
 		if loaded != nil {
@@ -149,23 +155,23 @@ func runSim(ctx context.Context, env *Env, args []string) error {
 		if err != nil {
 			return nil, err
 		}
-		tr = sim.AddStorage(tr, *storage)
-		if *genOut != "" && seed == seeds[0] {
-			if err := trace.Save(*genOut, tr); err != nil {
+		tr = sim.AddStorage(tr, o.storage)
+		if o.genOut != "" && seed == seeds[0] {
+			if err := trace.Save(o.genOut, tr); err != nil {
 				return nil, err
 			}
 		}
 		return tr, nil
 	}
 	opts := sim.DefaultOptions()
-	opts.ControlPeriod = *period
-	opts.ChangedFraction = *changed
+	opts.ControlPeriod = o.period
+	opts.ChangedFraction = o.changed
 	opts.Context = ctx
-	if *sweep && *frontier {
-		return usagef("-sweep and -frontier exclude each other")
+	if o.sweep && o.frontier {
+		return usagef("--sweep and --frontier exclude each other")
 	}
-	if *frontier {
-		if !*quiet {
+	if o.frontier {
+		if !o.quiet {
 			fmt.Fprintf(env.Stderr, "sim: %d runs per seed for the frontier\n", len(sim.FrontierLossBudgets)+len(sim.FrontierRefreshes))
 		}
 		points, err := sim.Frontier(traceFor, seeds, opts)
@@ -174,20 +180,20 @@ func runSim(ctx context.Context, env *Env, args []string) error {
 		}
 		fmt.Fprintf(env.Stdout, "seeds: %v (means)\n\n", seeds)
 		sim.WriteFrontier(env.Stdout, points)
-		if *out != "" {
-			if err := sim.SaveFrontier(*out, points); err != nil {
+		if o.out != "" {
+			if err := sim.SaveFrontier(o.out, points); err != nil {
 				return err
 			}
-			fmt.Fprintf(env.Stdout, "\nresults: %s/frontier.json\n", *out)
+			fmt.Fprintf(env.Stdout, "\nresults: %s/frontier.json\n", o.out)
 		}
 		return nil
 	}
-	if *sweep {
+	if o.sweep {
 		tr, err := traceFor(seeds[0])
 		if err != nil {
 			return err
 		}
-		if !*quiet {
+		if !o.quiet {
 			fmt.Fprintf(env.Stderr, "sim: sweeping 9 ReclaimNet runs on %s\n", tr.Header.Name)
 		}
 		points, err := sim.Sweep(tr, opts, seeds[0])
@@ -199,11 +205,11 @@ func runSim(ctx context.Context, env *Env, args []string) error {
 		return nil
 	}
 	progress := func(key string, seed uint64) {
-		if ctx.Err() == nil && !*quiet {
+		if ctx.Err() == nil && !o.quiet {
 			fmt.Fprintf(env.Stderr, "sim: running %s (seed %d)\n", key, seed)
 		}
 	}
-	rep, err := sim.RunSuite(keys, seeds, traceFor, opts, sim.Tuning{BetaP1: *betaP1, Alpha: *alpha, BetaP3: *betaP3, BambooRefresh: *b1Refresh}, progress)
+	rep, err := sim.RunSuite(keys, seeds, traceFor, opts, sim.Tuning{BetaP1: o.betaP1, Alpha: o.alpha, BetaP3: o.betaP3, BambooRefresh: o.b1Refresh}, progress)
 	if err != nil {
 		return err
 	}
@@ -211,7 +217,7 @@ func runSim(ctx context.Context, env *Env, args []string) error {
 		return fmt.Errorf("sim interrupted: %w", err)
 	}
 	rep.WriteTable(env.Stdout)
-	if *drift > 0 && loaded == nil {
+	if o.drift > 0 && loaded == nil {
 		c := cfg
 		truth := func(t float64) float64 { return c.TrueHazard(time.Duration(t * float64(time.Second))) }
 		for _, r := range rep.Rows {
@@ -227,22 +233,22 @@ func runSim(ctx context.Context, env *Env, args []string) error {
 			}
 			rate := events / (cfg.Duration - cfg.DriftAt).Hours()
 			if d := sim.Reconvergence(r.PerSeed[0].HazardSeries, truth, cfg.DriftAt.Seconds(), 2*time.Hour); d >= 0 {
-				fmt.Fprintf(env.Stdout, "drift x%.2g at day %.0f: estimate within 10 %% for 2 h from %v after the shift (%.2f emergencies/h cluster-wide; paper: 18 min at its rate)\n", *drift, cfg.DriftAt.Hours()/24, d.Round(time.Minute), rate)
+				fmt.Fprintf(env.Stdout, "drift x%.2g at day %.0f: estimate within 10 %% for 2 h from %v after the shift (%.2f emergencies/h cluster-wide; paper: 18 min at its rate)\n", o.drift, cfg.DriftAt.Hours()/24, d.Round(time.Minute), rate)
 			} else {
-				fmt.Fprintf(env.Stdout, "drift x%.2g at day %.0f: estimate never stayed within 10 %% for 2 h (%.2f emergencies/h cluster-wide; paper: 18 min at its rate)\n", *drift, cfg.DriftAt.Hours()/24, rate)
+				fmt.Fprintf(env.Stdout, "drift x%.2g at day %.0f: estimate never stayed within 10 %% for 2 h (%.2f emergencies/h cluster-wide; paper: 18 min at its rate)\n", o.drift, cfg.DriftAt.Hours()/24, rate)
 			}
 		}
 	}
-	if *out != "" {
+	if o.out != "" {
 		var truth func(float64) float64
 		if loaded == nil {
 			c := cfg
 			truth = func(t float64) float64 { return c.TrueHazard(time.Duration(t * float64(time.Second))) }
 		}
-		if err := rep.Save(*out, truth); err != nil {
+		if err := rep.Save(o.out, truth); err != nil {
 			return err
 		}
-		fmt.Fprintf(env.Stdout, "\nresults: %s/results.json\n", *out)
+		fmt.Fprintf(env.Stdout, "\nresults: %s/results.json\n", o.out)
 	}
 	return nil
 }

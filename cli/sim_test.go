@@ -20,7 +20,7 @@ func runSimCLI(t *testing.T, args ...string) (int, string, string) {
 
 func TestSimCommandWritesTableJSONAndPlots(t *testing.T) {
 	dir := t.TempDir()
-	code, out, errs := runSimCLI(t, "sim", "-days", "2", "-nodes", "12", "-policies", "b1p,b2,reclaimnet,b6", "-out", dir, "-gen-out", filepath.Join(dir, "trace"))
+	code, out, errs := runSimCLI(t, "sim", "--days", "2", "--nodes", "12", "--policies", "b1p,b2,reclaimnet,b6", "--out", dir, "--gen-out", filepath.Join(dir, "trace"))
 	if code != ExitOK {
 		t.Fatalf("exit %d, want 0; stderr: %s", code, errs)
 	}
@@ -61,7 +61,7 @@ func TestSimCommandWritesTableJSONAndPlots(t *testing.T) {
 		}
 	}
 	// The written trace replays.
-	code, out2, errs := runSimCLI(t, "sim", "-q", "-trace", filepath.Join(dir, "trace"), "-policies", "b1p")
+	code, out2, errs := runSimCLI(t, "sim", "-q", "--trace", filepath.Join(dir, "trace"), "--policies", "b1p")
 	if code != ExitOK || !strings.Contains(out2, "| B1' Slurm requeue |") {
 		t.Fatalf("replay: exit %d, stderr %s, out %s", code, errs, out2)
 	}
@@ -76,20 +76,20 @@ func TestSimCommandBadTraceNamesFileAndLine(t *testing.T) {
 	if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	code, _, errs := runSimCLI(t, "sim", "-trace", dir)
+	code, _, errs := runSimCLI(t, "sim", "--trace", dir)
 	if code != ExitError || !strings.Contains(errs, "trace.jsonl:2:") || !strings.Contains(errs, `unknown node "ghost"`) {
 		t.Fatalf("exit %d, stderr %q; want exit 1 naming trace.jsonl:2 and the unknown node", code, errs)
 	}
 }
 
 func TestSimCommandUsageErrors(t *testing.T) {
-	for _, args := range [][]string{{"sim", "-seeds", "x"}, {"sim", "extra"}, {"sim", "-nodes", "1"}, {"sim", "-bogus"},
-		{"sim", "-changed-fraction", "0"}, {"sim", "-changed-fraction", "1.5"}, {"sim", "-b1-refresh", "-1s"}, {"sim", "-sweep", "-frontier"}} {
+	for _, args := range [][]string{{"sim", "--seeds", "x"}, {"sim", "extra"}, {"sim", "--nodes", "1"}, {"sim", "--bogus"},
+		{"sim", "--changed-fraction", "0"}, {"sim", "--changed-fraction", "1.5"}, {"sim", "--b1-refresh", "-1s"}, {"sim", "--sweep", "--frontier"}} {
 		if code, _, _ := runSimCLI(t, args...); code != ExitUsage {
 			t.Errorf("%v: exit %d, want %d", args, code, ExitUsage)
 		}
 	}
-	code, _, errs := runSimCLI(t, "sim", "-policies", "b1p,nonsense")
+	code, _, errs := runSimCLI(t, "sim", "--policies", "b1p,nonsense")
 	if code != ExitUsage || !strings.Contains(errs, `unknown policy "nonsense"`) {
 		t.Fatalf("unknown policy: exit %d, stderr %q; want exit 2 naming it", code, errs)
 	}
@@ -98,12 +98,12 @@ func TestSimCommandUsageErrors(t *testing.T) {
 // TestSimCommandB1Refresh checks that a B1 refresh other than the table's
 // is named in its row and not compared with the paper's 38 %.
 func TestSimCommandB1Refresh(t *testing.T) {
-	args := []string{"sim", "-q", "-days", "5", "-nodes", "20", "-policies", "b1,reclaimnet"} // B1 loses work: the comparison line is printed
+	args := []string{"sim", "-q", "--days", "5", "--nodes", "20", "--policies", "b1,reclaimnet"} // B1 loses work: the comparison line is printed
 	code, out, errs := runSimCLI(t, args...)
 	if code != ExitOK || !strings.Contains(out, "| B1 Bamboo-like |") || !strings.Contains(out, "reduction vs B1 Bamboo") {
 		t.Fatalf("default refresh: exit %d, stderr %s, out %s", code, errs, out)
 	}
-	code, out, errs = runSimCLI(t, append(args, "-b1-refresh", "20m")...)
+	code, out, errs = runSimCLI(t, append(args, "--b1-refresh", "20m")...)
 	if code != ExitOK || !strings.Contains(out, "| B1 Bamboo-like (20m0s refresh) |") || strings.Contains(out, "reduction vs B1 Bamboo") {
 		t.Fatalf("20-min refresh: exit %d, stderr %s; want the refresh in the row and no paper comparison:\n%s", code, errs, out)
 	}
@@ -112,7 +112,7 @@ func TestSimCommandB1Refresh(t *testing.T) {
 // TestSimCommandFrontier checks the frontier's table and its JSON file.
 func TestSimCommandFrontier(t *testing.T) {
 	dir := t.TempDir()
-	code, out, errs := runSimCLI(t, "sim", "-q", "-days", "3", "-nodes", "12", "-frontier", "-out", dir)
+	code, out, errs := runSimCLI(t, "sim", "-q", "--days", "3", "--nodes", "12", "--frontier", "--out", dir)
 	if code != ExitOK || !strings.Contains(out, "| ReclaimNet | Lmax 5m0s |") || !strings.Contains(out, "| B1 Bamboo-like | refresh 40m0s |") {
 		t.Fatalf("exit %d, stderr %s; want the frontier table:\n%s", code, errs, out)
 	}
@@ -130,20 +130,20 @@ func TestSimCommandFrontier(t *testing.T) {
 }
 
 // TestSimCommandImport runs -import from the Bamboo traces built into the
-// binary (no -traces), and from a directory of downloaded traces (here the
+// binary (no --traces), and from a directory of downloaded traces (here the
 // synthetic fixtures in their formats); a trace that does not ship and is
 // not given fails saying where to get it.
 func TestSimCommandImport(t *testing.T) {
-	code, out, errs := runSimCLI(t, "sim", "-q", "-import", "bamboo-g4dn", "-policies", "b1p")
+	code, out, errs := runSimCLI(t, "sim", "-q", "--import", "bamboo-g4dn", "--policies", "b1p")
 	if code != ExitOK || !strings.Contains(out, "trace: Bamboo AWS g4dn spot (79 nodes") {
 		t.Fatalf("built-in Bamboo trace: exit %d, stderr %s, out %s", code, errs, out)
 	}
-	code, out, errs = runSimCLI(t, "sim", "-q", "-import", "microsoft99", "-workload", "philly", "-traces", filepath.Join("..", "sim", "testdata", "traces"), "-policies", "b1p")
+	code, out, errs = runSimCLI(t, "sim", "-q", "--import", "microsoft99", "--workload", "philly", "--traces", filepath.Join("..", "sim", "testdata", "traces"), "--policies", "b1p")
 	if code != ExitOK || !strings.Contains(out, "trace: microsoft99 desktops (54 nodes, 14.0 days), workload philly") {
-		t.Fatalf("-traces DIR: exit %d, stderr %s, out %s", code, errs, out)
+		t.Fatalf("--traces DIR: exit %d, stderr %s, out %s", code, errs, out)
 	}
-	code, _, errs = runSimCLI(t, "sim", "-q", "-import", "microsoft99", "-policies", "b1p")
+	code, _, errs = runSimCLI(t, "sim", "-q", "--import", "microsoft99", "--policies", "b1p")
 	if code != ExitError || !strings.Contains(errs, "microsoft99_desktop/PingData00.txt") || !strings.Contains(errs, "-traces DIR") {
-		t.Fatalf("missing trace: exit %d, stderr %q; want exit 1 naming the file and -traces DIR", code, errs)
+		t.Fatalf("missing trace: exit %d, stderr %q; want exit 1 naming the file and --traces DIR", code, errs)
 	}
 }

@@ -9,30 +9,53 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/spf13/cobra"
+
 	"github.com/reclaimnet/reclaimnet/localapi"
 	"github.com/reclaimnet/reclaimnet/web"
 )
 
-func init() {
-	register(&command{
-		name:     "status",
-		synopsis: "show the local agent's view of the cluster",
-		usage:    "reclaimnet status [--data-dir DIR] [--json]",
-		run:      runStatus,
-	})
+func init() { register(newStatusCmd) }
+
+func newStatusCmd(env *Env) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:     "status",
+		Short:   "show the local agent's view of the cluster",
+		Long:    "Shows the local agent's view of the cluster: this node, gossip, Raft, the protocols in force,\nthe members and the jobs.",
+		GroupID: groupNode,
+		Args:    noArgs,
+	}
+	fs := cmd.Flags()
+	dir := dataDirFlag(fs)
+	asJSON := fs.Bool("json", false, "print the status as JSON (the document of GET /v1/status)")
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		return runStatus(cmd.Context(), env, resolveDataDir(env, *dir), *asJSON)
+	}
+	return cmd
 }
 
-func runStatus(ctx context.Context, env *Env, args []string) error {
-	fs := newFlagSet(env, "status")
-	dir := dataDirFlag(fs)
-	asJSON := fs.Bool("json", false, "print the status as JSON (the same document as /v1/status)")
-	if err := parseFlags(fs, args); err != nil {
-		return err
+// statusDocument asks the agent for its /v1/status document.
+func statusDocument(ctx context.Context, dataDir string) (web.Status, error) {
+	resp, err := callAgent(ctx, dataDir, localapi.Request{Op: localapi.OpStatus})
+	if err != nil {
+		return web.Status{}, err
 	}
-	if fs.NArg() > 0 {
-		return usagef("status takes no arguments")
+	return decodeDocument(resp)
+}
+
+func decodeDocument(resp localapi.Response) (web.Status, error) {
+	var doc web.Status
+	if len(resp.Document) == 0 {
+		return doc, errors.New("the agent sent no status document (is it an older version?)")
 	}
-	resp, err := callAgent(ctx, resolveDataDir(env, *dir), localapi.Request{Op: localapi.OpStatus})
+	if err := json.Unmarshal(resp.Document, &doc); err != nil {
+		return doc, fmt.Errorf("read the agent's status document: %w", err)
+	}
+	return doc, nil
+}
+
+func runStatus(ctx context.Context, env *Env, dataDir string, asJSON bool) error {
+	resp, err := callAgent(ctx, dataDir, localapi.Request{Op: localapi.OpStatus})
 	if err != nil {
 		return err
 	}
@@ -40,14 +63,14 @@ func runStatus(ctx context.Context, env *Env, args []string) error {
 	if st == nil || len(resp.Document) == 0 {
 		return errors.New("the agent sent no status document (is it an older version?)")
 	}
-	if *asJSON {
+	if asJSON {
 		// The agent's own /v1/status bytes: nothing is recomputed here.
 		_, err := env.Stdout.Write(resp.Document)
 		return err
 	}
-	var doc web.Status
-	if err := json.Unmarshal(resp.Document, &doc); err != nil {
-		return fmt.Errorf("read the agent's status document: %w", err)
+	doc, err := decodeDocument(resp)
+	if err != nil {
+		return err
 	}
 	w := env.Stdout
 	alive := 0

@@ -18,8 +18,8 @@ func TestAgentUplinkAndBminFlags(t *testing.T) {
 			t.Errorf("config lacks %s:\n%s", want, out)
 		}
 	}
-	if code, out, _ := runCLI(t, "agent", "--dev", "--print-config"); code != ExitOK || strings.Contains(out, "uplink_capacity") || strings.Contains(out, "bmin") {
-		t.Errorf("no flags: exit %d, want no uplink_capacity or bmin in:\n%s", code, out)
+	if code, out, _ := runCLI(t, "agent", "--dev", "--print-config"); code != ExitOK || !strings.Contains(out, `"uplink_capacity": {}`) || !strings.Contains(out, `"bmin": 0`) {
+		t.Errorf("no flags: exit %d, want no uplink capacity declared and no bmin in:\n%s", code, out)
 	}
 	for _, bad := range [][]string{{"--uplink-capacity", "a="}, {"--uplink-capacity", "fast"}, {"--bmin", "-1Mbit"}, {"--bmin", "x"}} {
 		flag := strings.TrimPrefix(bad[0], "--")

@@ -1,33 +1,30 @@
 package cli
 
 import (
-	"context"
 	"fmt"
 	"runtime"
 	"runtime/debug"
+
+	"github.com/spf13/cobra"
 )
 
 // Version is the release version; set at link time with
 // -ldflags "-X github.com/reclaimnet/reclaimnet/cli.Version=v0.1.0".
 var Version = "v0.1.0-dev"
 
-func init() {
-	register(&command{
-		name:     "version",
-		synopsis: "print the version and build information",
-		usage:    "reclaimnet version",
-		run:      runVersion,
-	})
+func init() { register(newVersionCmd) }
+
+func newVersionCmd(env *Env) *cobra.Command {
+	return &cobra.Command{
+		Use:     "version",
+		Short:   "print the version and build information",
+		GroupID: groupTools,
+		Args:    noArgs,
+		RunE:    func(*cobra.Command, []string) error { return printVersion(env) },
+	}
 }
 
-func runVersion(_ context.Context, env *Env, args []string) error {
-	fs := newFlagSet(env, "version")
-	if err := parseFlags(fs, args); err != nil {
-		return err
-	}
-	if fs.NArg() > 0 {
-		return usagef("version takes no arguments")
-	}
+func printVersion(env *Env) error {
 	cgo := "off"
 	if info, ok := debug.ReadBuildInfo(); ok {
 		for _, s := range info.Settings {
@@ -36,6 +33,6 @@ func runVersion(_ context.Context, env *Env, args []string) error {
 			}
 		}
 	}
-	fmt.Fprintf(env.Stdout, "reclaimnet %s (%s, %s/%s, cgo %s)\n", Version, runtime.Version(), runtime.GOOS, runtime.GOARCH, cgo)
-	return nil
+	_, err := fmt.Fprintf(env.Stdout, "reclaimnet %s (%s, %s/%s, cgo %s)\n", Version, runtime.Version(), runtime.GOOS, runtime.GOARCH, cgo)
+	return err
 }

@@ -275,7 +275,8 @@ func (r *run) scenario(ctx context.Context) error {
 	r.res.Scheduled = &Reclaim{Node: x, Command: command}
 	r.tl.addf(KindDemo, x, "", "the owner of %s takes it back with notice: %s", x, command)
 	announced := time.Now()
-	out, err := ag.CLI(ctx, x, "reclaim", "--notice", notice.String())
+	// --detach: the demo follows the reclaim through the cluster's status.
+	out, err := ag.CLI(ctx, x, "reclaim", "--notice", notice.String(), "--detach")
 	if err != nil {
 		return fmt.Errorf("demo: scheduled reclaim: %w", err)
 	}

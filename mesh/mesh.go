@@ -3,8 +3,6 @@ package mesh
 import (
 	"errors"
 	"fmt"
-	"io"
-	"log"
 	"log/slog"
 	"net"
 	"strings"
@@ -12,7 +10,10 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/memberlist"
+
+	"github.com/reclaimnet/reclaimnet/internal/hclogslog"
 )
 
 // ErrWrongGossipKey is wrapped by Join when the peer answered but the
@@ -115,7 +116,10 @@ func Create(cfg Config) (*Mesh, error) {
 	mc.Label = cfg.Label
 	mc.Delegate = (*delegate)(m)
 	mc.Events = (*eventDelegate)(m)
-	mc.Logger = log.New(io.Writer(logWriter{logger: logger.With("subsystem", "memberlist")}), "", 0)
+	// memberlist logs through a standard library logger only: its
+	// "[LEVEL]" marks give the records their levels.
+	mc.Logger = hclogslog.New(logger, "memberlist", hclogslog.Options{Level: hclogslog.LevelTrace}).
+		StandardLogger(&hclog.StandardLoggerOptions{InferLevels: true})
 	if cfg.Transport != nil {
 		mc.Transport = cfg.Transport
 	}
@@ -174,9 +178,22 @@ func (m *Mesh) Join(peers []string) (int, error) {
 	if err == nil {
 		return 0, errors.New("no peers given")
 	}
-	// memberlist's multierror spans lines; the CLI prints one.
-	msg := strings.Join(strings.Fields(strings.ReplaceAll(err.Error(), "\n\t* ", "; ")), " ")
-	return 0, classifyJoinError(errors.New(msg))
+	return 0, classifyJoinError(errors.New(joinErrorText(err)))
+}
+
+// joinErrorText is memberlist's join error on one line: its multierror's
+// parts joined by "; ", without the "N errors occurred:" heading.
+func joinErrorText(err error) string {
+	var parts []string
+	if me, ok := err.(interface{ WrappedErrors() []error }); ok {
+		for _, e := range me.WrappedErrors() {
+			parts = append(parts, strings.Join(strings.Fields(e.Error()), " "))
+		}
+	}
+	if len(parts) == 0 {
+		return strings.Join(strings.Fields(err.Error()), " ")
+	}
+	return strings.Join(parts, "; ")
 }
 
 // classifyJoinError maps memberlist's join failures to the sentinels the

@@ -17,10 +17,10 @@ import (
 	"github.com/reclaimnet/reclaimnet/state"
 
 	"github.com/boltdb/bolt"
-	"github.com/hashicorp/go-hclog"
 	hraft "github.com/hashicorp/raft"
 	raftboltdb "github.com/hashicorp/raft-boltdb"
 
+	"github.com/reclaimnet/reclaimnet/internal/hclogslog"
 	"github.com/reclaimnet/reclaimnet/policy"
 )
 
@@ -86,7 +86,7 @@ func Open(cfg Config) (*Coordinator, error) {
 	if c.cfg.Dial == nil {
 		c.cfg.Dial = net.DialTimeout
 	}
-	hlog := newHCLogger(c.logger, cfg.RaftLogLevel)
+	hlog := hclogslog.New(c.logger, "raft", hclogslog.Options{Level: cfg.RaftLogLevel})
 
 	var (
 		logs   hraft.LogStore
@@ -490,38 +490,6 @@ func (c *Coordinator) Shutdown() error {
 		c.shutdownErr = errors.Join(errs...)
 	})
 	return c.shutdownErr
-}
-
-// newHCLogger routes hashicorp/raft's logs into slog at level and above.
-func newHCLogger(l *slog.Logger, level slog.Level) hclog.Logger {
-	hl := hclog.Warn
-	switch {
-	case level <= slog.LevelDebug:
-		hl = hclog.Debug
-	case level <= slog.LevelInfo:
-		hl = hclog.Info
-	case level >= slog.LevelError:
-		hl = hclog.Error
-	}
-	return hclog.New(&hclog.LoggerOptions{Name: "raft", Level: hl, Output: slogWriter{l}, DisableTime: true})
-}
-
-// slogWriter turns hclog lines into slog records.
-type slogWriter struct{ l *slog.Logger }
-
-func (w slogWriter) Write(p []byte) (int, error) {
-	line := strings.TrimSpace(string(p))
-	level := slog.LevelInfo
-	switch {
-	case strings.Contains(line, "[ERROR]"):
-		level = slog.LevelError
-	case strings.Contains(line, "[WARN]"):
-		level = slog.LevelWarn
-	case strings.Contains(line, "[DEBUG]"), strings.Contains(line, "[TRACE]"):
-		level = slog.LevelDebug
-	}
-	w.l.Log(context.Background(), level, line)
-	return len(p), nil
 }
 
 // Status is a point-in-time summary of this node's coordinator, for the

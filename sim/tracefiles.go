@@ -69,11 +69,11 @@ func (s traceFiles) open(name string) (io.ReadCloser, string, error) {
 	if f, err := shippedTraces.Open(embedded); err == nil {
 		return f, "sim/" + embedded + " (embedded)", nil
 	}
-	where := "no -traces directory given"
+	where := "no --traces directory given"
 	if s.dir != "" {
 		where = "not in " + s.dir
 	}
-	return nil, name, fmt.Errorf("trace file %s: %s; download it from %s into DIR/%s and pass -traces DIR", name, where, traceOrigins[name], name)
+	return nil, name, fmt.Errorf("trace file %s: %s; download it from %s into DIR/%s and pass --traces DIR", name, where, traceOrigins[name], name)
 }
 
 // bambooIntervals reads a Bamboo spot trace (lines t_ms,add|remove,node;

@@ -224,8 +224,7 @@ func effectiveCaps() (uint64, error) {
 // kernel support, bpffs, the interface).
 func (e *Enforcer) Start(ctx context.Context) error {
 	if e.cfg.Off {
-		e.logger.Info("kernel enforcement off", "reason", e.cfg.OffReason)
-		return nil
+		return nil // the Subsystem logs why
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()

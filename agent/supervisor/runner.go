@@ -139,7 +139,8 @@ func (r *runner) startProcess() error {
 	r.setStatus(func(s *Status) {
 		s.PID, s.RestartCount, s.Ready, s.Stopping = r.pid, r.restartCount, false, r.stopReq
 	})
-	j.logger.Info("job started", "pid", r.pid, "restart_count", r.restartCount, "restore", r.restoreDir)
+	// The job manager logs the start ("job started"); this is the process.
+	j.logger.Debug("job process started", "pid", r.pid, "restart_count", r.restartCount, "restore", r.restoreDir)
 	r.emit(Event{Kind: EventStarted})
 	return nil
 }

@@ -182,6 +182,9 @@ func LoadConfigFile(path string, base Config) (Config, error) {
 	if len(cfg.GPUs) == 0 {
 		cfg.GPUs = nil
 	}
+	if len(cfg.GuestROPaths) == 0 {
+		cfg.GuestROPaths = nil
+	}
 	return cfg, nil
 }
 

@@ -108,7 +108,7 @@ func TestReclaimFollowsUntilLeave(t *testing.T) {
 				t.Errorf("the agent still answers after reclaim returned")
 			}
 			if !asJSON {
-				for _, want := range []string{"reclaim of solo announced", "] fjob: ", "the node is leaving", "the node has left the cluster", "owner's report (scheduled reclaim of solo", "jobs degraded:     1 fjob"} {
+				for _, want := range []string{"reclaim of solo announced", "] fjob: ", "the node has left the cluster", "owner's report (scheduled reclaim of solo", "jobs degraded:     1 fjob"} {
 					if !strings.Contains(out, want) {
 						t.Errorf("output lacks %q:\n%s", want, out)
 					}

@@ -3,7 +3,7 @@ module github.com/reclaimnet/reclaimnet
 go 1.26.0
 
 require (
-	github.com/NVIDIA/go-nvml v0.13.4-1
+	github.com/NVIDIA/go-nvml v0.13.0-1
 	github.com/cilium/ebpf v0.22.0
 	github.com/containerd/cgroups/v3 v3.1.3
 	github.com/elastic/go-seccomp-bpf v1.6.0

@@ -23,7 +23,9 @@ func init() {
 		synopsis: "run the node agent (gossip, coordinator, control socket, status)",
 		usage: `reclaimnet agent [--dev] [--name NAME] [--data-dir DIR] [--bind IP] [--building B] [--join PEER]... [flags]
 
-Runs one node until SIGINT or SIGTERM, then leaves the cluster gracefully.
+Runs one node until SIGINT or SIGTERM, then leaves the cluster gracefully
+and exits 0. A reclaim of the node (its deadline, or --now) makes it leave
+too, and it exits 10, so that a service manager does not restart it.
 --dev runs a complete throwaway node: temporary data dir, generated gossip
 key and CA, loopback addresses. Flags override the --config file (JSON,
 field names as in 'reclaimnet agent --print-config').
@@ -152,7 +154,7 @@ func runAgent(ctx context.Context, env *Env, args []string) error {
 	if err != nil {
 		return err
 	}
-	return a.Run(ctx, func(info localapi.Info) {
+	err = a.Run(ctx, func(info localapi.Info) {
 		if cfg.Dev {
 			fmt.Fprintf(env.Stdout, "ReclaimNet dev agent %q is running (Ctrl-C stops it and deletes its state).\n", info.Node)
 		} else {
@@ -164,6 +166,10 @@ func runAgent(ctx context.Context, env *Env, args []string) error {
 		fmt.Fprintf(env.Stdout, "  gossip:      %s\n  data dir:    %s\n", info.GossipAddr, a.DataDir())
 		fmt.Fprintf(env.Stdout, "In another terminal:\n  export %s=%s\n  reclaimnet members\n", DataDirEnv, a.DataDir())
 	})
+	if err == nil && a.Reclaimed() {
+		return errReclaimed
+	}
+	return err
 }
 
 // applyAgentFlag copies one explicitly set flag from fc over cfg.

@@ -3,7 +3,8 @@
 // subcommand name, runs it, and decides the process exit code in one place.
 //
 // Exit codes: 0 success, 1 the command ran and failed, 2 the command line
-// was wrong (unknown subcommand, bad flag, missing argument).
+// was wrong (unknown subcommand, bad flag, missing argument), 10 the agent
+// left because its node was reclaimed.
 package cli
 
 import (
@@ -22,6 +23,11 @@ const (
 	ExitOK    = 0
 	ExitError = 1
 	ExitUsage = 2
+	// ExitReclaimed is how 'reclaimnet agent' exits when a reclaim made
+	// the node leave: the owner's wish, which a service manager must not
+	// undo by restarting it (the systemd unit lists it in
+	// RestartPreventExitStatus).
+	ExitReclaimed = 10
 )
 
 // Env is what a subcommand may touch of the outside world. Tests build one
@@ -69,6 +75,9 @@ func usagef(format string, args ...any) error {
 // errSilent marks an error whose message was already printed.
 var errSilent = errors.New("silent")
 
+// errReclaimed: the agent left because its node was reclaimed.
+var errReclaimed = errors.New("the node was reclaimed and left the cluster; start the agent again to lend it")
+
 // Run runs the command line args (args[0] is the program name) and returns
 // the process exit code.
 func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
@@ -103,6 +112,9 @@ func run(ctx context.Context, env *Env, args []string) int {
 		return ExitOK
 	case errors.Is(err, errSilent):
 		return ExitError
+	case errors.Is(err, errReclaimed):
+		fmt.Fprintf(env.Stderr, "reclaimnet %s: %s\n", cmd.name, err)
+		return ExitReclaimed
 	case errors.As(err, &usage):
 		fmt.Fprintf(env.Stderr, "reclaimnet %s: %s\n", cmd.name, usage.Msg)
 		if cmd.usage != "" {

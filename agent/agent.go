@@ -303,6 +303,21 @@ func (a *Agent) Run(ctx context.Context, ready func(localapi.Info)) error {
 	return startErr
 }
 
+// Reclaimed reports whether Run returned because a reclaim made the node
+// leave (its deadline, or an emergency) rather than because its context
+// ended.
+func (a *Agent) Reclaimed() bool {
+	if a.reclaim == nil {
+		return false
+	}
+	select {
+	case <-a.reclaim.Leaving():
+		return true
+	default:
+		return false
+	}
+}
+
 // Abandon makes the coming shutdown skip leadership transfer and the
 // gossip leave, so peers see a failure (an emergency departure). Call it
 // before cancelling Run's context.

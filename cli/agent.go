@@ -38,9 +38,10 @@ func newAgentCmd(env *Env) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "agent",
 		Short: "run the node agent (gossip, coordinator, control socket, status page)",
-		Long: `Runs one node until SIGINT or SIGTERM, then leaves the cluster gracefully. --dev runs a
-complete throwaway node: temporary data dir, generated gossip key and CA, loopback
-addresses. Flags override the --config file (JSON or HCL, chosen by the file's extension;
+		Long: `Runs one node until SIGINT or SIGTERM, then leaves the cluster gracefully and exits 0. A
+reclaim of the node (its deadline, or --now) makes it leave too, and it exits 10, so that a
+service manager does not restart it. --dev runs a complete throwaway node: temporary data
+dir, generated gossip key and CA, loopback addresses. Flags override the --config file (JSON or HCL, chosen by the file's extension;
 'reclaimnet agent --print-config=hcl' prints every option with its value).
 
 Kernel enforcement (BPF programs on --iface: rate ceilings per transfer, traffic classes,
@@ -192,7 +193,7 @@ func runAgent(ctx context.Context, env *Env, cfg agent.Config, logger *slog.Logg
 	if err != nil {
 		return err
 	}
-	return a.Run(ctx, func(info localapi.Info) {
+	err = a.Run(ctx, func(info localapi.Info) {
 		if cfg.Dev {
 			fmt.Fprintf(env.Stdout, "ReclaimNet dev agent %q is running (Ctrl-C stops it and deletes its state).\n", info.Node)
 		} else {
@@ -204,6 +205,10 @@ func runAgent(ctx context.Context, env *Env, cfg agent.Config, logger *slog.Logg
 		fmt.Fprintf(env.Stdout, "  gossip:      %s\n  data dir:    %s\n", info.GossipAddr, a.DataDir())
 		fmt.Fprintf(env.Stdout, "In another terminal:\n  export %s=%s\n  reclaimnet members\n", DataDirEnv, a.DataDir())
 	})
+	if err == nil && a.Reclaimed() {
+		return errReclaimed
+	}
+	return err
 }
 
 func parseLevel(s string) (slog.Level, error) {

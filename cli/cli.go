@@ -5,7 +5,8 @@
 // it, and decides the process exit code in one place.
 //
 // Exit codes: 0 success, 1 the command ran and failed, 2 the command line
-// was wrong (unknown command, bad flag or value, missing argument).
+// was wrong (unknown command, bad flag or value, missing argument), 10 the
+// agent left because its node was reclaimed.
 package cli
 
 import (
@@ -25,6 +26,11 @@ const (
 	ExitOK    = 0
 	ExitError = 1
 	ExitUsage = 2
+	// ExitReclaimed is how 'reclaimnet agent' exits when a reclaim made
+	// the node leave: the owner's wish, which a service manager must not
+	// undo by restarting it (the systemd unit lists it in
+	// RestartPreventExitStatus).
+	ExitReclaimed = 10
 )
 
 // Env is what a subcommand may touch of the outside world. Tests build one
@@ -69,6 +75,9 @@ func usagef(format string, args ...any) error {
 // errSilent marks a failure whose message was already printed (exit 1).
 var errSilent = errors.New("silent")
 
+// errReclaimed: the agent left because its node was reclaimed.
+var errReclaimed = errors.New("the node was reclaimed and left the cluster; start the agent again to lend it")
+
 // errSilentUsage marks a wrong command line whose explanation was already
 // printed (exit 2).
 var errSilentUsage = errors.New("silent usage")
@@ -93,6 +102,9 @@ func run(ctx context.Context, env *Env, args []string) int {
 		return ExitOK
 	case errors.Is(err, errSilent):
 		return ExitError
+	case errors.Is(err, errReclaimed):
+		fmt.Fprintf(env.Stderr, "%s: %s\n", cmd.CommandPath(), err)
+		return ExitReclaimed
 	case errors.Is(err, errSilentUsage):
 		return ExitUsage
 	case errors.As(err, &usage):

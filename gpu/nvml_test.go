@@ -5,6 +5,7 @@ package gpu
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"slices"
 	"strings"
@@ -13,19 +14,92 @@ import (
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock"
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/dgxa100"
-	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/dgxh200"
-	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/gpus"
-	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/server"
 )
 
-// fillLive gives each mock device what the stock servers leave unset (the
-// mocks panic on a nil function): utilisation, free memory and processes.
-// procs maps a device index to the PIDs running on it.
-func fillLive(t *testing.T, s *server.Server, procs map[int][]uint32) {
-	t.Helper()
-	for i, h := range s.Devices {
-		d := h.(*server.Device)
-		d.MemoryInfo.Free = d.MemoryInfo.Total / uint64(i+2)
+// gpuModel is what NVML reports for one kind of GPU.
+type gpuModel struct {
+	name         string
+	memMiB       uint64
+	major, minor int
+}
+
+// h200 is what the driver reports for a real H200 (see
+// testdata/device-check-h200.log); the A100s are the SXM4 boards with the
+// sizes nvidia-smi shows for them.
+var (
+	h200    = gpuModel{"NVIDIA H200", 143771, 9, 0}
+	a100x80 = gpuModel{"NVIDIA A100-SXM4-80GB", 81920, 8, 0}
+	a100x40 = gpuModel{"NVIDIA A100-SXM4-40GB", 40960, 8, 0}
+)
+
+// board is an NVML library made of go-nvml's generated mocks. lib is what
+// the source under test calls; calls records its Init and Shutdown calls;
+// devs are the devices, whose functions a test may replace.
+type board struct {
+	lib   nvml.Interface
+	calls *mock.Interface
+	devs  []*mock.Device
+}
+
+// newBoard answers like a machine with the given GPUs: each device reports
+// its model, a fixed UUID, its memory (all free) and its capability. Any
+// other call panics (a nil mock function), as the real library would fail
+// the test by crashing.
+func newBoard(models ...gpuModel) board {
+	b := board{calls: &mock.Interface{}}
+	for i, m := range models {
+		uuid := fmt.Sprintf("GPU-%08x-0000-4000-8000-%012x", i, i+1)
+		m := m
+		b.devs = append(b.devs, &mock.Device{
+			GetUUIDFunc: func() (string, nvml.Return) { return uuid, nvml.SUCCESS },
+			GetNameFunc: func() (string, nvml.Return) { return m.name, nvml.SUCCESS },
+			GetMemoryInfoFunc: func() (nvml.Memory, nvml.Return) {
+				return nvml.Memory{Total: m.memMiB << 20, Free: m.memMiB << 20}, nvml.SUCCESS
+			},
+			GetCudaComputeCapabilityFunc: func() (int, int, nvml.Return) { return m.major, m.minor, nvml.SUCCESS },
+		})
+	}
+	b.calls.InitFunc = func() nvml.Return { return nvml.SUCCESS }
+	b.calls.ShutdownFunc = func() nvml.Return { return nvml.SUCCESS }
+	b.calls.DeviceGetCountFunc = func() (int, nvml.Return) { return len(b.devs), nvml.SUCCESS }
+	b.calls.DeviceGetHandleByIndexFunc = func(i int) (nvml.Device, nvml.Return) {
+		if i < 0 || i >= len(b.devs) {
+			return nil, nvml.ERROR_INVALID_ARGUMENT
+		}
+		return b.devs[i], nvml.SUCCESS
+	}
+	b.lib = b.calls
+	return b
+}
+
+// stockDGXA100 is go-nvml's own mock of a DGX A100 (eight A100-SXM4-40GB).
+func stockDGXA100() board {
+	s := dgxa100.New()
+	b := board{lib: s, calls: &s.Interface}
+	for _, d := range s.Devices {
+		b.devs = append(b.devs, &d.(*dgxa100.Device).Device)
+	}
+	return b
+}
+
+// uuid is the UUID a board's device reports, read without recording a call.
+func (b board) uuid(i int) string {
+	u, _ := b.devs[i].GetUUIDFunc()
+	return u
+}
+
+// fillLive gives each device a live state: device i has 1/(i+2) of its
+// memory free and is 10·i % busy, and procs maps a device index to the
+// PIDs running on it.
+func fillLive(b board, procs map[int][]uint32) {
+	for i, d := range b.devs {
+		static := d.GetMemoryInfoFunc
+		d.GetMemoryInfoFunc = func() (nvml.Memory, nvml.Return) {
+			m, ret := static()
+			m.Free = m.Total / uint64(i+2)
+			m.Used = m.Total - m.Free
+			return m, ret
+		}
 		util := uint32(10 * i)
 		d.GetUtilizationRatesFunc = func() (nvml.Utilization, nvml.Return) {
 			return nvml.Utilization{Gpu: util, Memory: util / 2}, nvml.SUCCESS
@@ -47,35 +121,36 @@ func fillLive(t *testing.T, s *server.Server, procs map[int][]uint32) {
 	}
 }
 
-func TestNVMLMockServers(t *testing.T) {
+func TestNVMLBoards(t *testing.T) {
+	eight := func(m gpuModel) []gpuModel { return slices.Repeat([]gpuModel{m}, 8) }
 	tests := []struct {
-		name     string
-		server   *server.Server
-		model    string
-		vramMiB  uint64
-		capab    Capability
-		wantDevs int
+		name    string
+		board   board
+		model   string
+		vramMiB uint64
+		capab   Capability
 	}{
-		{"dgxh200", dgxh200.New(), "NVIDIA H200 141GB HBM3e", 144384, Capability{9, 0}, 8},
-		{"dgxa100", dgxa100.New(), gpus.A100_SXM4_40GB.Name, gpus.A100_SXM4_40GB.MemoryMB, Capability{8, 0}, 8},
+		{"h200x8", newBoard(eight(h200)...), h200.name, h200.memMiB, Capability{9, 0}},
+		{"a100x80x8", newBoard(eight(a100x80)...), a100x80.name, a100x80.memMiB, Capability{8, 0}},
+		{"go-nvml dgxa100", stockDGXA100(), "Mock NVIDIA A100-SXM4-40GB", 40960, Capability{8, 0}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			fillLive(t, tt.server, map[int][]uint32{0: {4242, 4343}, 3: {777}})
-			inv, err := newNVMLWith(tt.server).Discover(context.Background())
+			b := tt.board
+			fillLive(b, map[int][]uint32{0: {4242, 4343}, 3: {777}})
+			inv, err := newNVMLWith(b.lib).Discover(context.Background())
 			if err != nil {
 				t.Fatalf("Discover: %v", err)
 			}
 			if inv.Source != SourceNVML {
 				t.Errorf("source: got %q, want %q", inv.Source, SourceNVML)
 			}
-			if len(inv.Devices) != tt.wantDevs {
-				t.Fatalf("devices: got %d, want %d", len(inv.Devices), tt.wantDevs)
+			if len(inv.Devices) != 8 {
+				t.Fatalf("devices: got %d, want 8", len(inv.Devices))
 			}
 			for i, d := range inv.Devices {
-				mock := tt.server.Devices[i].(*server.Device)
-				if d.Index != i || d.UUID != mock.UUID || d.Model != tt.model {
-					t.Errorf("device %d: got index %d uuid %q model %q, want %d %q %q", i, d.Index, d.UUID, d.Model, i, mock.UUID, tt.model)
+				if d.Index != i || d.UUID != b.uuid(i) || d.Model != tt.model {
+					t.Errorf("device %d: got index %d uuid %q model %q, want %d %q %q", i, d.Index, d.UUID, d.Model, i, b.uuid(i), tt.model)
 				}
 				if want := int64(tt.vramMiB) << 20; d.VRAMTotal != want {
 					t.Errorf("device %d total: got %d, want %d", i, d.VRAMTotal, want)
@@ -100,33 +175,35 @@ func TestNVMLMockServers(t *testing.T) {
 			if got := gotPIDs(inv.Devices[0]); !slices.Equal(got, []int{4242, 4343}) {
 				t.Errorf("device 0 processes: got %v, want [4242 4343] (graphics duplicate counted once)", got)
 			}
-			if got := inv.Devices[3].Processes; len(got) != 1 || got[0].PID != 777 || got[0].UsedMemory != 777<<20 || got[0].DeviceIndex != 3 {
+			if got := inv.Devices[3].Processes; len(got) != 1 || got[0].PID != 777 || got[0].UsedMemory != 777<<20 || got[0].DeviceIndex != 3 || got[0].DeviceUUID != b.uuid(3) {
 				t.Errorf("device 3 processes: got %+v, want pid 777 using %d bytes on device 3", got, 777<<20)
 			}
 			if got := gotPIDs(inv.Devices[1]); len(got) != 0 {
 				t.Errorf("device 1 processes: got %v, want none", got)
 			}
-			if n, want := len(tt.server.ShutdownCalls()), len(tt.server.InitCalls()); n != want {
-				t.Errorf("Shutdown calls: got %d, want one per Init (%d)", n, want)
+			if n, want := len(b.calls.ShutdownCalls()), len(b.calls.InitCalls()); n != want || want != 1 {
+				t.Errorf("Init/Shutdown calls: got %d/%d, want 1/1", want, n)
 			}
 			g, n := inv.Summary()
-			if n != tt.wantDevs || g.Model != tt.model || g.Capability != tt.capab.Float() {
-				t.Errorf("Summary: got %+v x%d, want %s cap %v x%d", g, n, tt.model, tt.capab.Float(), tt.wantDevs)
+			if n != 8 || g.Model != tt.model || g.VRAM != int64(tt.vramMiB)<<20 || g.Capability != tt.capab.Float() {
+				t.Errorf("Summary: got %+v x%d, want %s cap %v x8", g, n, tt.model, tt.capab.Float())
 			}
 		})
 	}
 }
 
 func TestNVMLHeterogeneousSummary(t *testing.T) {
-	s := server.NewServerWithGPUs("550.54.15", "12.550.54.15", 12040, gpus.H200_SXM5_141GB, gpus.A100_SXM4_80GB, gpus.A100_SXM4_40GB)
-	fillLive(t, s, nil)
-	inv, err := newNVMLWith(s).Discover(context.Background())
-	if err != nil {
-		t.Fatalf("Discover: %v", err)
-	}
-	g, n := inv.Summary()
-	if n != 3 || g.Model != gpus.A100_SXM4_40GB.Name || g.VRAM != int64(gpus.A100_SXM4_40GB.MemoryMB)<<20 || g.Capability != 8.0 {
-		t.Errorf("Summary: got %+v x%d, want the smallest device %s x3", g, n, gpus.A100_SXM4_40GB.Name)
+	for _, order := range [][]gpuModel{{h200, a100x80, a100x40}, {a100x40, h200, a100x80}} {
+		b := newBoard(order...)
+		fillLive(b, nil)
+		inv, err := newNVMLWith(b.lib).Discover(context.Background())
+		if err != nil {
+			t.Fatalf("Discover: %v", err)
+		}
+		g, n := inv.Summary()
+		if n != 3 || g.Model != a100x40.name || g.VRAM != int64(a100x40.memMiB)<<20 || g.Capability != 8.0 {
+			t.Errorf("Summary of %v: got %+v x%d, want the smallest device %s x3", order, g, n, a100x40.name)
+		}
 	}
 }
 
@@ -163,12 +240,12 @@ func TestNVMLInitFailureIsGated(t *testing.T) {
 
 func TestNVMLDeviceErrors(t *testing.T) {
 	t.Run("utilization not supported is unknown", func(t *testing.T) {
-		s := dgxh200.NewWithGPUs(gpus.H200_SXM5_141GB)
-		fillLive(t, s, nil)
-		s.Devices[0].(*server.Device).GetUtilizationRatesFunc = func() (nvml.Utilization, nvml.Return) {
+		b := newBoard(h200)
+		fillLive(b, nil)
+		b.devs[0].GetUtilizationRatesFunc = func() (nvml.Utilization, nvml.Return) {
 			return nvml.Utilization{}, nvml.ERROR_NOT_SUPPORTED
 		}
-		inv, err := newNVMLWith(s).Discover(context.Background())
+		inv, err := newNVMLWith(b.lib).Discover(context.Background())
 		if err != nil {
 			t.Fatalf("Discover: %v", err)
 		}
@@ -177,26 +254,26 @@ func TestNVMLDeviceErrors(t *testing.T) {
 		}
 	})
 	t.Run("lost gpu is an error naming the device", func(t *testing.T) {
-		s := dgxh200.NewWithGPUs(gpus.H200_SXM5_141GB, gpus.H200_SXM5_141GB)
-		fillLive(t, s, nil)
-		s.Devices[1].(*server.Device).GetMemoryInfoFunc = func() (nvml.Memory, nvml.Return) {
+		b := newBoard(h200, h200)
+		fillLive(b, nil)
+		b.devs[1].GetMemoryInfoFunc = func() (nvml.Memory, nvml.Return) {
 			return nvml.Memory{}, nvml.ERROR_GPU_IS_LOST
 		}
-		_, err := newNVMLWith(s).Discover(context.Background())
+		_, err := newNVMLWith(b.lib).Discover(context.Background())
 		if !errors.Is(err, nvml.ERROR_GPU_IS_LOST) || !strings.Contains(err.Error(), "device 1 memory") || errors.Is(err, ErrUnavailable) {
 			t.Errorf("Discover: got %v, want ERROR_GPU_IS_LOST for device 1 memory, not unavailable", err)
 		}
-		if n, want := len(s.ShutdownCalls()), len(s.InitCalls()); n != want {
+		if n, want := len(b.calls.ShutdownCalls()), len(b.calls.InitCalls()); n != want || want != 1 {
 			t.Errorf("Shutdown calls after an error: got %d, want %d", n, want)
 		}
 	})
 	t.Run("process memory not available is unknown", func(t *testing.T) {
-		s := dgxh200.NewWithGPUs(gpus.H200_SXM5_141GB)
-		fillLive(t, s, nil)
-		s.Devices[0].(*server.Device).GetComputeRunningProcessesFunc = func() ([]nvml.ProcessInfo, nvml.Return) {
+		b := newBoard(h200)
+		fillLive(b, nil)
+		b.devs[0].GetComputeRunningProcessesFunc = func() ([]nvml.ProcessInfo, nvml.Return) {
 			return []nvml.ProcessInfo{{Pid: 9, UsedGpuMemory: nvmlValueNotAvailable}}, nvml.SUCCESS
 		}
-		ps, err := newNVMLWith(s).Processes(context.Background())
+		ps, err := newNVMLWith(b.lib).Processes(context.Background())
 		if err != nil || len(ps) != 1 || ps[0].UsedMemory != Unknown {
 			t.Errorf("Processes: got %+v, %v; want pid 9 with Unknown memory", ps, err)
 		}
@@ -205,9 +282,9 @@ func TestNVMLDeviceErrors(t *testing.T) {
 
 func TestProcessesGoneNVML(t *testing.T) {
 	procs := map[int][]uint32{0: {100, 200}, 1: {300}}
-	s := dgxa100.NewWithGPUs(gpus.A100_SXM4_80GB, gpus.A100_SXM4_80GB)
-	fillLive(t, s, procs)
-	src := newNVMLWith(s)
+	b := newBoard(a100x80, a100x80)
+	fillLive(b, procs)
+	src := newNVMLWith(b.lib)
 	left, err := ProcessesGone(context.Background(), src, []int{200, 300, 999})
 	if err != nil {
 		t.Fatalf("ProcessesGone: %v", err)

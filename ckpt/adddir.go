@@ -1,10 +1,8 @@
 package ckpt
 
 import (
-	"crypto/sha256"
 	"fmt"
 	"io/fs"
-	"os"
 	"path/filepath"
 	"time"
 )
@@ -14,30 +12,14 @@ import (
 // a read error) the chunks it wrote that nothing else uses are removed and
 // nothing is committed.
 func (s *Store) AddDir(job string, version uint64, dir string, now time.Time) (*Manifest, error) {
-	if err := ValidJobID(job); err != nil {
-		return nil, err
-	}
-	m := &Manifest{JobID: job, Version: version, Created: time.Unix(0, now.UnixNano()).UTC()}
-	var written []ChunkRef
-	var pinnedHere []Hash
-	unpin := func() {
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		for _, h := range pinnedHere {
-			if s.inflight[h]--; s.inflight[h] <= 0 {
-				delete(s.inflight, h)
-			}
-		}
-		pinnedHere = nil
-	}
-	defer unpin()
-	fail := func(err error) (*Manifest, error) {
-		unpin()
-		s.mu.Lock()
-		s.removeUnreferencedLocked(written)
-		s.mu.Unlock()
-		return nil, fmt.Errorf("add %s v%d: %w", job, version, err)
-	}
+	return s.AddCheckpoint(job, version, dir, "", now)
+}
+
+// checkpointSources lists the regular files under dir; anything else but
+// a directory is refused, and so is a top-level OutputDir (that name holds
+// the outputs).
+func checkpointSources(dir string) ([]source, error) {
+	var srcs []source
 	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
@@ -52,50 +34,16 @@ func (s *Store) AddDir(job string, version uint64, dir string, now time.Time) (*
 		if err != nil {
 			return err
 		}
+		rel = filepath.ToSlash(rel)
+		if rel == OutputDir || len(rel) > len(OutputDir) && rel[:len(OutputDir)+1] == OutputDir+"/" {
+			return fmt.Errorf("%s: the name %s is reserved for the outputs", p, OutputDir)
+		}
 		info, err := d.Info()
 		if err != nil {
 			return err
 		}
-		f := File{Path: filepath.ToSlash(rel), Mode: uint32(info.Mode().Perm())}
-		r, err := os.Open(p)
-		if err != nil {
-			return err
-		}
-		defer r.Close()
-		whole := sha256.New()
-		err = s.chunker.Split(r, func(chunk []byte) error {
-			whole.Write(chunk)
-			h := Sum(chunk)
-			s.mu.Lock()
-			s.inflight[h]++
-			_, had := s.chunks[h]
-			s.mu.Unlock()
-			pinnedHere = append(pinnedHere, h)
-			if !had {
-				if err := s.putVerified(h, chunk); err != nil {
-					return err
-				}
-				written = append(written, ChunkRef{h, int64(len(chunk))})
-			} else {
-				s.touch(h)
-			}
-			f.Chunks = append(f.Chunks, ChunkRef{Hash: h, Size: int64(len(chunk))})
-			f.Size += int64(len(chunk))
-			return nil
-		})
-		if err != nil {
-			return fmt.Errorf("%s: %w", rel, err)
-		}
-		copy(f.Hash[:], whole.Sum(nil))
-		m.Files = append(m.Files, f)
+		srcs = append(srcs, source{file: File{Path: rel, Mode: uint32(info.Mode().Perm())}, abs: p})
 		return nil
 	})
-	if err != nil {
-		return fail(err)
-	}
-	sortFiles(m.Files)
-	if err := s.Commit(m); err != nil {
-		return fail(err)
-	}
-	return m, nil
+	return srcs, err
 }

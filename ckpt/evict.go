@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"time"
 )
 
 // removeUnreferencedLocked deletes those of refs that no committed or pending
@@ -48,6 +49,10 @@ func (s *Store) SetLive(job string, live bool) error {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	return s.setLiveLocked(job, live)
+}
+
+func (s *Store) setLiveLocked(job string, live bool) error {
 	p := filepath.Join(s.root, "live", job)
 	if live {
 		if err := s.writeFile(p, nil, 0o644); err != nil {
@@ -64,7 +69,8 @@ func (s *Store) SetLive(job string, live bool) error {
 }
 
 // pinnedLocked returns the chunks eviction must keep: the newest committed
-// version of each live job, every pending version, AddDirs in progress.
+// version of each live job, versions held by a pin without expiry, every
+// pending version, AddDirs in progress.
 func (s *Store) pinnedLocked() map[Hash]bool {
 	pinned := map[Hash]bool{}
 	add := func(m *Manifest) {
@@ -81,6 +87,11 @@ func (s *Store) pinnedLocked() map[Hash]bool {
 	}
 	for _, m := range s.pending {
 		add(m)
+	}
+	for k, until := range s.pins {
+		if m, ok := s.committed[versionKey{k.job, k.version}]; ok && until.IsZero() {
+			add(m)
+		}
 	}
 	for h, n := range s.inflight {
 		if n > 0 {
@@ -100,23 +111,49 @@ func (s *Store) Evict() error {
 	return s.evictLocked(s.max)
 }
 
-// evictLocked removes least recently used unpinned chunks until total <=
-// target, and drops every committed version that needed a removed chunk. If
-// the target cannot be reached it evicts nothing and returns ErrQuota.
+// retainedLocked returns, for each chunk of a version held by a pin that
+// has an expiry not reached yet, the latest such expiry.
+func (s *Store) retainedLocked() map[Hash]time.Time {
+	now := s.now()
+	out := map[Hash]time.Time{}
+	for k, until := range s.pins {
+		if until.IsZero() || !now.Before(until) {
+			continue
+		}
+		m, ok := s.committed[versionKey{k.job, k.version}]
+		if !ok {
+			continue
+		}
+		for _, c := range m.Chunks() {
+			if t, ok := out[c.Hash]; !ok || until.After(t) {
+				out[c.Hash] = until
+			}
+		}
+	}
+	return out
+}
+
+// evictLocked removes unpinned chunks until total <= target: first the
+// least recently used of those no pin holds, then those only pins with an
+// expiry hold (earliest expiry first). It drops every committed version
+// that needed a removed chunk. If the target cannot be reached it evicts
+// nothing and returns ErrQuota.
 func (s *Store) evictLocked(target int64) error {
 	if s.total <= target {
 		return nil
 	}
 	pinned := s.pinnedLocked()
+	retained := s.retainedLocked()
 	type cand struct {
 		h Hash
 		*chunkInfo
+		until time.Time // zero: no pin holds it
 	}
 	var cands []cand
 	var free int64
 	for h, ci := range s.chunks {
 		if !pinned[h] {
-			cands = append(cands, cand{h, ci})
+			cands = append(cands, cand{h, ci, retained[h]})
 			free += ci.size
 		}
 	}
@@ -124,10 +161,17 @@ func (s *Store) evictLocked(target int64) error {
 		return fmt.Errorf("%w: %d bytes pinned, %d wanted under cap %d", ErrQuota, s.total-free, target, s.max)
 	}
 	sort.Slice(cands, func(i, j int) bool {
-		if !cands[i].used.Equal(cands[j].used) {
-			return cands[i].used.Before(cands[j].used)
+		a, b := cands[i], cands[j]
+		if a.until.IsZero() != b.until.IsZero() {
+			return a.until.IsZero()
 		}
-		return bytes.Compare(cands[i].h[:], cands[j].h[:]) < 0
+		if !a.until.Equal(b.until) {
+			return a.until.Before(b.until)
+		}
+		if !a.used.Equal(b.used) {
+			return a.used.Before(b.used)
+		}
+		return bytes.Compare(a.h[:], b.h[:]) < 0
 	})
 	gone := map[Hash]bool{}
 	for _, c := range cands {
@@ -146,7 +190,16 @@ func (s *Store) evictLocked(target int64) error {
 			if gone[c.Hash] {
 				os.Remove(filepath.Join(s.root, "versions", k.job, versionFile(k.version)))
 				delete(s.committed, k)
-				s.log.Info("ckpt: evicted version", "job", k.job, "version", k.version)
+				if s.dropPinsLocked(k.job, k.version) {
+					s.log.Warn("ckpt: store full: evicted a retained version before its time", "job", k.job, "version", k.version)
+					if len(s.versionsLocked(k.job)) == 0 {
+						if err := s.markPurgedLocked(k.job, s.now()); err != nil {
+							s.log.Warn("ckpt: marking an evicted job purged", "err", err)
+						}
+					}
+				} else {
+					s.log.Info("ckpt: evicted version", "job", k.job, "version", k.version)
+				}
 				break
 			}
 		}

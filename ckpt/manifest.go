@@ -48,17 +48,42 @@ type ChunkRef struct {
 	Size int64
 }
 
-// File is one file of a checkpoint.
+// File is one entry of a checkpoint or a bundle: a regular file, or (in
+// bundles and outputs) a directory or a symbolic link.
 type File struct {
 	// Path is slash-separated and relative to the checkpoint directory.
 	Path string
 	Size int64
-	// Mode holds the permission bits (0o644, 0o755, ...).
+	// Mode holds the permission bits (0o644, 0o755, ...) and, for a
+	// directory or a symlink, its type (ModeDir, ModeSymlink); a regular
+	// file has no type bits.
 	Mode uint32
-	// Hash is the SHA-256 of the whole file.
+	// Hash is the SHA-256 of the whole file (of a symlink: of its target;
+	// of a directory: zero).
 	Hash   Hash
 	Chunks []ChunkRef
+	// Target is a symlink's target (relative, resolving inside the tree);
+	// empty for other entries.
+	Target string
 }
+
+// Entry types in File.Mode, as in POSIX st_mode; a symlink's
+// permission bits are always 0o777. A directory has no size or chunks;
+// a symlink has no chunks, its size is its target's length.
+const (
+	ModeType    uint32 = 0o170000
+	ModeDir     uint32 = 0o040000
+	ModeSymlink uint32 = 0o120000
+)
+
+// IsDir reports whether f is a directory entry.
+func (f *File) IsDir() bool { return f.Mode&ModeType == ModeDir }
+
+// IsSymlink reports whether f is a symbolic link.
+func (f *File) IsSymlink() bool { return f.Mode&ModeType == ModeSymlink }
+
+// IsRegular reports whether f is a regular file.
+func (f *File) IsRegular() bool { return f.Mode&ModeType == 0 }
 
 // Manifest is one version of one job's checkpoint.
 type Manifest struct {
@@ -120,6 +145,7 @@ func (m *Manifest) Hash() Hash { return Sum(m.Encode()) }
 //	files <count>
 //	file "<path>" <size> <mode octal> <sha256 hex> <chunk count>
 //	<chunk sha256 hex> <chunk size>      (one line per chunk)
+//	target "<symlink target>"            (symlinks only, no chunks)
 //	...
 //	end
 //
@@ -132,6 +158,9 @@ func (m *Manifest) Encode() []byte {
 		fmt.Fprintf(&b, "file %s %d %o %s %d\n", strconv.Quote(f.Path), f.Size, f.Mode, f.Hash, len(f.Chunks))
 		for _, c := range f.Chunks {
 			fmt.Fprintf(&b, "%s %d\n", c.Hash, c.Size)
+		}
+		if f.IsSymlink() {
+			fmt.Fprintf(&b, "target %s\n", strconv.Quote(f.Target))
 		}
 	}
 	b.WriteString("end\n")
@@ -153,8 +182,27 @@ func (m *Manifest) Validate() error {
 		if i > 0 && m.Files[i-1].Path >= f.Path {
 			return fmt.Errorf("%w: files not sorted/unique at %q", ErrBadManifest, f.Path)
 		}
-		if f.Mode&^0o7777 != 0 {
-			return fmt.Errorf("%w: file %q mode %o has non-permission bits", ErrBadManifest, f.Path, f.Mode)
+		switch f.Mode & ModeType {
+		case 0:
+			if f.Mode&^0o7777 != 0 {
+				return fmt.Errorf("%w: file %q mode %o has unknown bits", ErrBadManifest, f.Path, f.Mode)
+			}
+		case ModeDir:
+			if f.Mode&^(ModeDir|0o7777) != 0 || f.Size != 0 || len(f.Chunks) != 0 || !f.Hash.IsZero() {
+				return fmt.Errorf("%w: directory %q must have mode %o|perm, no size, chunks or hash", ErrBadManifest, f.Path, ModeDir)
+			}
+		case ModeSymlink:
+			if f.Mode != ModeSymlink|0o777 || len(f.Chunks) != 0 || f.Size != int64(len(f.Target)) || f.Hash != Sum([]byte(f.Target)) {
+				return fmt.Errorf("%w: symlink %q must have mode %o, no chunks, its target's size and hash", ErrBadManifest, f.Path, ModeSymlink|0o777)
+			}
+			if err := validTarget(f.Target); err != nil {
+				return fmt.Errorf("%w: symlink %q: %w", ErrBadManifest, f.Path, err)
+			}
+		default:
+			return fmt.Errorf("%w: file %q mode %o: unknown type", ErrBadManifest, f.Path, f.Mode)
+		}
+		if !f.IsSymlink() && f.Target != "" {
+			return fmt.Errorf("%w: %q has a target but is no symlink", ErrBadManifest, f.Path)
 		}
 		var sum int64
 		for _, c := range f.Chunks {
@@ -163,20 +211,29 @@ func (m *Manifest) Validate() error {
 			}
 			sum += c.Size
 		}
-		if sum != f.Size {
+		if !f.IsSymlink() && sum != f.Size {
 			return fmt.Errorf("%w: file %q size %d but chunks sum to %d", ErrBadManifest, f.Path, f.Size, sum)
 		}
 	}
-	// A file that is also a parent directory of another would clash on restore.
-	files := make(map[string]bool, len(m.Files))
+	// A file or symlink that is also a parent directory of another entry
+	// would clash on restore (and a symlink there would redirect it).
+	kinds := make(map[string]uint32, len(m.Files))
 	for _, f := range m.Files {
-		files[f.Path] = true
+		kinds[f.Path] = f.Mode & ModeType
 	}
 	for _, f := range m.Files {
 		for dir := path.Dir(f.Path); dir != "."; dir = path.Dir(dir) {
-			if files[dir] {
+			if k, ok := kinds[dir]; ok && k != ModeDir {
 				return fmt.Errorf("%w: %q is both a file and a directory", ErrBadManifest, dir)
 			}
+		}
+	}
+	if err := CheckLinks(m.Files); err != nil {
+		return fmt.Errorf("%w: %w", ErrBadManifest, err)
+	}
+	if id, ok := IsBundleKey(m.JobID); ok {
+		if err := validBundle(m, id); err != nil {
+			return fmt.Errorf("%w: %w", ErrBadManifest, err)
 		}
 	}
 	return nil
@@ -306,6 +363,16 @@ func ParseManifest(b []byte) (*Manifest, error) {
 				return nil, bad("chunk size %q", trunc(ss))
 			}
 			f.Chunks = append(f.Chunks, c)
+		}
+		if f.IsSymlink() {
+			l, ok = p.next()
+			rest, ok2 := strings.CutPrefix(l, "target ")
+			if !ok || !ok2 {
+				return nil, bad("want target")
+			}
+			if f.Target, err = strconv.Unquote(rest); err != nil {
+				return nil, bad("target: %v", err)
+			}
 		}
 		m.Files = append(m.Files, f)
 	}

@@ -77,6 +77,8 @@ func FuzzParseManifest(f *testing.F) {
 	f.Add((&Manifest{JobID: "j", Version: 1}).Encode())
 	f.Add([]byte("reclaimnet-manifest v1\njob \"x\"\nversion 1\ncreated 0\nfiles 1\nfile \"a\" 1 644 " + Sum(nil).String() + " 1\n"))
 	f.Add([]byte{})
+	tree := &Manifest{JobID: "j", Version: 1, Files: []File{{Path: "d", Mode: ModeDir | 0o755}, linkEntry("d/l", ".."), linkEntry("l", "d/l/d")}}
+	f.Add(tree.Encode())
 	f.Fuzz(func(t *testing.T, b []byte) {
 		m, err := ParseManifest(b)
 		if err != nil {
@@ -92,4 +94,47 @@ func FuzzParseManifest(f *testing.F) {
 			t.Fatalf("accepted invalid manifest: %v", err)
 		}
 	})
+}
+
+func linkEntry(p, target string) File {
+	return File{Path: p, Mode: ModeSymlink | 0o777, Size: int64(len(target)), Hash: Sum([]byte(target)), Target: target}
+}
+
+func TestManifestEntryKinds(t *testing.T) {
+	d := []byte("data")
+	file := func(p string) File {
+		return File{Path: p, Size: 4, Mode: 0o644, Hash: Sum(d), Chunks: []ChunkRef{{Sum(d), 4}}}
+	}
+	ok := &Manifest{JobID: "j", Version: 1, Files: []File{
+		file("a/f"), linkEntry("a/l", "f"), {Path: "d", Mode: ModeDir | 0o700}, linkEntry("d/up", "../a/f"), linkEntry("top", "a"),
+	}}
+	sortFiles(ok.Files)
+	m, err := ParseManifest(ok.Encode())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Hash() != ok.Hash() || m.Files[1].Target != "f" || !m.Files[2].IsDir() {
+		t.Fatalf("round trip changed the manifest: %+v", m.Files)
+	}
+	bad := map[string][]File{
+		"absolute target":        {linkEntry("l", "/etc/passwd")},
+		"target climbing out":    {linkEntry("l", "../x")},
+		"dangling target":        {linkEntry("l", "nothere")},
+		"loop":                   {linkEntry("a", "b"), linkEntry("b", "a")},
+		"through a file":         {file("f"), linkEntry("l", "f/x")},
+		"out through a link":     {linkEntry("l", "self/.."), linkEntry("self", ".")},
+		"entry under a symlink":  {linkEntry("a", "b"), file("a/x"), {Path: "b", Mode: ModeDir | 0o755}},
+		"symlink with chunks":    {{Path: "l", Mode: ModeSymlink | 0o777, Size: 4, Hash: Sum(d), Target: "data", Chunks: []ChunkRef{{Sum(d), 4}}}},
+		"symlink hash wrong":     {{Path: "l", Mode: ModeSymlink | 0o777, Size: 1, Hash: Sum(d), Target: "x"}},
+		"directory with a size":  {{Path: "d", Mode: ModeDir | 0o755, Size: 1}},
+		"unknown type":           {{Path: "p", Mode: 0o010644}},
+		"target on a plain file": {{Path: "f", Mode: 0o644, Target: "x"}},
+	}
+	for name, files := range bad {
+		m := &Manifest{JobID: "j", Version: 1, Files: files}
+		sortFiles(m.Files)
+		if err := m.Validate(); !errors.Is(err, ErrBadManifest) {
+			t.Errorf("%s: got %v, want ErrBadManifest", name, err)
+		}
+	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"time"
 )
 
 // Restore writes committed version of job into dst (created if absent; files
@@ -21,24 +22,71 @@ func (s *Store) Restore(job string, version uint64, dst string) error {
 	return s.RestoreManifest(m, dst)
 }
 
-// RestoreManifest writes the files of m into dst, verifying every chunk.
+// RestoreManifest writes the checkpoint files of m into dst, verifying
+// every chunk; the outputs stay out (RestoreCheckpoint restores them).
 func (s *Store) RestoreManifest(m *Manifest, dst string) error {
+	return s.RestoreCheckpoint(m, dst, "")
+}
+
+// restoreEntries writes files (paths relative to dst) into dst, created if
+// absent: regular files verified chunk by chunk and whole, directories,
+// symlinks. Directory modes are set last, without their write bits when
+// readOnly (files lose theirs as they are written). It returns what it
+// wrote, parents first, also on failure.
+func (s *Store) restoreEntries(files []File, dst string, readOnly bool) ([]string, error) {
 	if err := os.MkdirAll(dst, 0o755); err != nil {
-		return fmt.Errorf("restore %s v%d: %w", m.JobID, m.Version, err)
+		return nil, diskErr(err)
 	}
-	var done []string
-	fail := func(err error) error {
-		for _, p := range done {
-			os.Remove(p)
-		}
-		return fmt.Errorf("restore %s v%d: %w", m.JobID, m.Version, err)
-	}
-	for _, f := range m.Files {
+	var written []string
+	var dirs []File
+	for _, f := range files {
 		p := filepath.Join(dst, filepath.FromSlash(f.Path))
-		if err := s.restoreFile(f, p); err != nil {
-			return fail(err)
+		switch {
+		case f.IsDir():
+			if err := os.MkdirAll(p, 0o755); err != nil {
+				return written, diskErr(err)
+			}
+			dirs = append(dirs, f)
+		case f.IsSymlink():
+			if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+				return written, diskErr(err)
+			}
+			if err := replaceSymlink(f.Target, p); err != nil {
+				return written, diskErr(err)
+			}
+		default:
+			if readOnly {
+				f.Mode &^= 0o222
+			}
+			if err := s.restoreFile(f, p); err != nil {
+				return written, err
+			}
 		}
-		done = append(done, p)
+		written = append(written, p)
+	}
+	// Deepest first, so a parent's mode never stands in the way.
+	for i := len(dirs) - 1; i >= 0; i-- {
+		mode := dirs[i].Mode & 0o7777
+		if readOnly {
+			mode &^= 0o222
+		}
+		if err := os.Chmod(filepath.Join(dst, filepath.FromSlash(dirs[i].Path)), os.FileMode(mode)); err != nil {
+			return written, err
+		}
+	}
+	return written, nil
+}
+
+// replaceSymlink makes p a symlink to target, replacing what is there
+// atomically.
+func replaceSymlink(target, p string) error {
+	tmp := filepath.Join(filepath.Dir(p), fmt.Sprintf(".restore-link-%d", time.Now().UnixNano()))
+	if err := os.Symlink(target, tmp); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, p); err != nil {
+		os.Remove(tmp)
+		return err
 	}
 	return nil
 }

@@ -86,6 +86,10 @@ type Store struct {
 	// TouchPending, or this process opening the store), for ExpirePending.
 	touched map[versionKey]time.Time
 	live    map[string]bool
+	// pins are the named holds on committed versions (zero time: no
+	// expiry); purged is when each job's last version was purged.
+	pins   map[pinKey]time.Time
+	purged map[string]time.Time
 	// inflight pins chunks that an AddDir in progress has written.
 	inflight map[Hash]int
 	// verified holds chunks hashed since this process opened the store, so a
@@ -131,7 +135,7 @@ func Open(cfg Config) (*Store, error) {
 	s := &Store{
 		root: cfg.Root, max: cfg.MaxBytes, chunker: cfg.Chunker, log: cfg.Logger, now: cfg.Now,
 		chunks: map[Hash]*chunkInfo{}, committed: map[versionKey]*Manifest{}, pending: map[versionKey]*Manifest{},
-		touched: map[versionKey]time.Time{}, live: map[string]bool{}, inflight: map[Hash]int{}, verified: map[Hash]bool{}, writing: map[Hash]chan struct{}{},
+		touched: map[versionKey]time.Time{}, live: map[string]bool{}, pins: map[pinKey]time.Time{}, purged: map[string]time.Time{}, inflight: map[Hash]int{}, verified: map[Hash]bool{}, writing: map[Hash]chan struct{}{},
 		syncSlots: make(chan struct{}, maxUnsynced), fsync: (*os.File).Sync,
 	}
 	s.syncIdle = sync.NewCond(&s.syncMu)
@@ -141,7 +145,7 @@ func Open(cfg Config) (*Store, error) {
 	if s.now == nil {
 		s.now = time.Now
 	}
-	for _, d := range []string{"chunks", "versions", "pending", "live", "tmp"} {
+	for _, d := range []string{"chunks", "versions", "pending", "live", "pins", "purged", "tmp"} {
 		if err := os.MkdirAll(filepath.Join(s.root, d), 0o755); err != nil {
 			return nil, fmt.Errorf("open store: %w", err)
 		}
@@ -220,6 +224,18 @@ func (s *Store) load() error {
 	}
 	for _, l := range lives {
 		s.live[l.Name()] = true
+	}
+	if err := s.loadPins(); err != nil {
+		return err
+	}
+	// A pin whose version is gone (dropped by a process that stopped
+	// before it removed the pin) holds nothing.
+	for k := range s.pins {
+		if _, ok := s.committed[versionKey{k.job, k.version}]; !ok {
+			if err := s.unpinLocked(k); err != nil {
+				return err
+			}
+		}
 	}
 	return nil
 }

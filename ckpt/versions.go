@@ -71,6 +71,11 @@ func (s *Store) Commit(m *Manifest) error {
 		}
 	}
 	s.committed[k] = m
+	if _, ok := s.purged[m.JobID]; ok {
+		// The job has a version again: it is no longer purged.
+		delete(s.purged, m.JobID)
+		os.Remove(filepath.Join(s.root, "purged", m.JobID))
+	}
 	now := s.now()
 	for _, c := range m.Chunks() {
 		if ci := s.chunks[c.Hash]; ci != nil {
@@ -148,10 +153,15 @@ func (s *Store) Jobs() []string {
 	return out
 }
 
-// DropVersion removes committed version v of job and the chunks only it used.
+// DropVersion removes committed version v of job, its pins and the chunks
+// only it used.
 func (s *Store) DropVersion(job string, version uint64) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	return s.dropVersionLocked(job, version)
+}
+
+func (s *Store) dropVersionLocked(job string, version uint64) error {
 	k := versionKey{job, version}
 	m, ok := s.committed[k]
 	if !ok {
@@ -161,6 +171,7 @@ func (s *Store) DropVersion(job string, version uint64) error {
 		return fmt.Errorf("drop %s v%d: %w", job, version, err)
 	}
 	delete(s.committed, k)
+	s.dropPinsLocked(job, version)
 	s.removeUnreferencedLocked(m.Chunks())
 	return nil
 }

@@ -25,9 +25,10 @@ type Client struct {
 	log   *slog.Logger
 }
 
-// NewClient validates cfg and returns a Client; Close it when done.
+// NewClient validates cfg and returns a Client; Close it when done. A
+// Client without a Store can only fetch.
 func NewClient(cfg Config) (*Client, error) {
-	if err := cfg.Validate(); err != nil {
+	if err := cfg.validateNet(); err != nil {
 		return nil, err
 	}
 	cd, err := newCodec(cfg.Streams)
@@ -90,25 +91,38 @@ type Stats struct {
 
 // Transfer is one send in progress.
 type Transfer struct {
-	c       *Client
-	req     Request
-	m       *ckpt.Manifest
-	udp     *net.UDPConn
-	tr      *quic.Transport
-	limiter *rate.Limiter
-	cancel  context.CancelCauseFunc
-	done    chan struct{}
-	err     error // set before done closes
+	c      *Client
+	req    Request
+	m      *ckpt.Manifest
+	udp    *net.UDPConn
+	tr     *quic.Transport
+	cancel context.CancelCauseFunc
+	done   chan struct{}
+	err    error // set before done closes
 
-	chunks, raw, wire, resent, shuffled, compressed atomic.Int64
-	attempts                                        atomic.Int64
+	chunkSender
+	resent, attempts atomic.Int64
+	// quic-go's counters of the ended connections.
+	quicBytes, quicPackets, quicLost atomic.Int64
+}
+
+// chunkSender sends chunks read from a store as CHUNK frames, each on a
+// data stream it opens: a Transfer's sender and a server answering a
+// fetch both use one.
+type chunkSender struct {
+	store   *ckpt.Store
+	codec   *codec
+	mode    Compression
+	limiter *rate.Limiter
+	// corrupt is Config.corruptChunk (tests).
+	corrupt func(h ckpt.Hash, payload []byte)
+	chooser chooser
+
+	chunks, raw, wire, shuffled, compressed atomic.Int64
 	// writeNanos is the time spent inside stream writes (blocked by QUIC
 	// flow or congestion control, i.e. by the path or the receiver), as
 	// opposed to waiting for the pacer: it tells a pacing dip's cause.
 	writeNanos atomic.Int64
-	// quic-go's counters of the ended connections.
-	quicBytes, quicPackets, quicLost atomic.Int64
-	chooser                          chooser
 }
 
 // Send runs a transfer to completion.
@@ -125,6 +139,9 @@ func (c *Client) Send(ctx context.Context, req Request) (Stats, error) {
 // background. LocalPort is valid as soon as Start returns, before the first
 // packet.
 func (c *Client) Start(ctx context.Context, req Request) (*Transfer, error) {
+	if c.cfg.Store == nil {
+		return nil, errors.New("start transfer: the client has no store")
+	}
 	m, err := c.cfg.Store.Manifest(req.JobID, req.Version)
 	if err != nil {
 		return nil, fmt.Errorf("start transfer: %w", err)
@@ -142,10 +159,8 @@ func (c *Client) Start(ctx context.Context, req Request) (*Transfer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("start transfer: socket: %w", err)
 	}
-	t := &Transfer{
-		c: c, req: req, m: m, udp: udp, tr: &quic.Transport{Conn: udp},
-		limiter: rate.NewLimiter(rate.Inf, 4*pieceSize), done: make(chan struct{}),
-	}
+	t := &Transfer{c: c, req: req, m: m, udp: udp, tr: &quic.Transport{Conn: udp}, done: make(chan struct{})}
+	t.chunkSender.init(c.cfg.Store, c.codec, c.cfg.Compression, c.cfg.corruptChunk)
 	t.SetRate(req.Rate)
 	ctx, t.cancel = context.WithCancelCause(ctx)
 	go t.run(ctx)
@@ -396,6 +411,10 @@ func failError(p []byte) error {
 	}
 	var base error
 	switch f.code {
+	case failUnknown:
+		base = ErrUnknownJob
+	case failPurged:
+		base = ErrPurged
 	case failQuota:
 		base = ErrRemoteQuota
 	case failDiskFull:
@@ -408,11 +427,16 @@ func failError(p []byte) error {
 	return permanent{fmt.Errorf("%w: %s", base, f.msg)}
 }
 
+func (cs *chunkSender) init(store *ckpt.Store, cd *codec, mode Compression, corrupt func(ckpt.Hash, []byte)) {
+	cs.store, cs.codec, cs.mode, cs.corrupt = store, cd, mode, corrupt
+	cs.limiter = rate.NewLimiter(rate.Inf, 4*pieceSize)
+}
+
 // worker sends queued chunks on its own data stream. It opens the stream
 // before it takes a chunk from the queue: a receiver that grants fewer
 // streams than Config.Streams leaves the extra workers waiting here, holding
 // nothing the granted streams could send.
-func (t *Transfer) worker(ctx context.Context, conn *quic.Conn, queue *workQueue, sizes map[ckpt.Hash]int64) error {
+func (cs *chunkSender) worker(ctx context.Context, conn *quic.Conn, queue *workQueue, sizes map[ckpt.Hash]int64) error {
 	st, err := conn.OpenUniStreamSync(ctx)
 	if err != nil {
 		if ctx.Err() != nil {
@@ -431,50 +455,50 @@ func (t *Transfer) worker(ctx context.Context, conn *quic.Conn, queue *workQueue
 		if _, known := sizes[h]; !known {
 			continue // not ours to send
 		}
-		raw, err := t.c.cfg.Store.ReadChunkInto(h, rawBuf)
+		raw, err := cs.store.ReadChunkInto(h, rawBuf)
 		rawBuf = raw[:0]
 		if err != nil {
 			return permanent{fmt.Errorf("read local chunk: %w", err)}
 		}
-		enc, payload := t.c.codec.encode(t.c.cfg.Compression, raw, buf, &t.chooser)
+		enc, payload := cs.codec.encode(cs.mode, raw, buf, &cs.chooser)
 		if enc != encRaw {
 			buf = payload[:0]
-			t.compressed.Add(1)
+			cs.compressed.Add(1)
 			if enc == encShuffle {
-				t.shuffled.Add(1)
+				cs.shuffled.Add(1)
 			}
 		}
 		head := appendFrameHeader(make([]byte, 0, frameHeaderLen+chunkHeaderLen), frameChunk, chunkHeaderLen+len(payload))
 		head = appendChunkHeader(head, h, len(raw), enc)
-		if t.c.cfg.corruptChunk != nil {
+		if cs.corrupt != nil {
 			payload = append([]byte(nil), payload...)
-			t.c.cfg.corruptChunk(h, payload)
+			cs.corrupt(h, payload)
 		}
-		if err := t.pacedWrite(ctx, st, head); err != nil {
+		if err := cs.pacedWrite(ctx, st, head); err != nil {
 			return err
 		}
-		if err := t.pacedWrite(ctx, st, payload); err != nil {
+		if err := cs.pacedWrite(ctx, st, payload); err != nil {
 			return err
 		}
-		t.chunks.Add(1)
-		t.raw.Add(int64(len(raw)))
+		cs.chunks.Add(1)
+		cs.raw.Add(int64(len(raw)))
 	}
 }
 
 // pacedWrite writes b in pieces, waiting for the rate limiter before each.
-func (t *Transfer) pacedWrite(ctx context.Context, st *quic.SendStream, b []byte) error {
+func (cs *chunkSender) pacedWrite(ctx context.Context, st *quic.SendStream, b []byte) error {
 	for len(b) > 0 {
 		n := min(len(b), pieceSize)
-		if err := t.limiter.WaitN(ctx, n); err != nil {
+		if err := cs.limiter.WaitN(ctx, n); err != nil {
 			return fmt.Errorf("pace: %w", err)
 		}
 		w0 := time.Now()
 		_, err := st.Write(b[:n])
-		t.writeNanos.Add(int64(time.Since(w0)))
+		cs.writeNanos.Add(int64(time.Since(w0)))
 		if err != nil {
 			return fmt.Errorf("write data stream: %w", err)
 		}
-		t.wire.Add(int64(n))
+		cs.wire.Add(int64(n))
 		b = b[n:]
 	}
 	return nil

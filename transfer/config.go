@@ -19,7 +19,8 @@ type Config struct {
 	// TLS is this node's certificate bundle (cluster CA, node cert and key).
 	TLS *pki.Bundle
 	// Store is the local checkpoint store: the sender reads chunks from it,
-	// the receiver writes into it. Its MaxBytes is the receiver's disk quota.
+	// the receiver writes into it. Its MaxBytes is the receiver's disk
+	// quota. A Client that only fetches needs none.
 	Store *ckpt.Store
 	// Streams is how many data streams a sender uses in parallel and how
 	// many a receiver accepts per connection.
@@ -52,9 +53,12 @@ type Config struct {
 	// after the sender built them, before encryption: end-to-end check of the
 	// receiver's per-chunk hash verification and re-request.
 	corruptChunk func(h ckpt.Hash, payload []byte)
-	// chunkStored, when set (figures only), is called by a receiver after
-	// it stored a verified chunk of rawSize bytes: it times delivery.
+	// chunkStored, when set (figures and tests), is called by a receiver
+	// (or a fetch) after it stored a verified chunk of rawSize bytes.
 	chunkStored func(rawSize int)
+	// fetchAttempt, when set (tests), is called as each connection of a
+	// fetch begins, with its number.
+	fetchAttempt func(n int)
 }
 
 // DefaultPendingMaxAge is the default Config.PendingMaxAge: far longer than
@@ -95,11 +99,17 @@ func DefaultLocalConfig() Config {
 // Validate checks the configuration.
 func (c Config) Validate() error {
 	var errs []error
-	if c.TLS == nil {
-		errs = append(errs, errors.New("transfer: no TLS bundle"))
-	}
 	if c.Store == nil {
 		errs = append(errs, errors.New("transfer: no checkpoint store"))
+	}
+	return errors.Join(append(errs, c.validateNet())...)
+}
+
+// validateNet checks all but the store.
+func (c Config) validateNet() error {
+	var errs []error
+	if c.TLS == nil {
+		errs = append(errs, errors.New("transfer: no TLS bundle"))
 	}
 	if c.Streams < 1 || c.Streams > 64 {
 		errs = append(errs, fmt.Errorf("transfer: streams %d outside 1..64", c.Streams))

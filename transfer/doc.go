@@ -25,6 +25,8 @@
 //	DONE    (0x03) manifest-hash[32]                     receiver → sender, control stream
 //	FAIL    (0x04) code:u8 message(utf-8)                either way, control stream
 //	CHUNK   (0x05) hash[32] rawsize:u32be enc:u8 data    sender → receiver, data streams
+//	FETCH   (0x06) proto:u8(=1) flags:u8 job-id          requester → holder, control stream
+//	MANIFEST(0x07) manifest                              holder → requester, control stream
 //
 // The sender opens one bidirectional control stream and sends OFFER: the
 // protocol version, the traffic class (policy.TrafficClass) and the canonical
@@ -52,6 +54,20 @@
 // A connection that breaks (timeout, reset) leaves the pending version in
 // place; the sender retries (Config.Attempts) and the new NEED lists only what
 // is still missing.
+//
+// # Fetch
+//
+// A fetch ([Client.Fetch]) pulls a job's outputs (flag 1: and its
+// checkpoint files) from a holder. The requester opens the control stream
+// with FETCH; the holder asks Hooks.AuthorizeFetch (none: refused) and
+// answers MANIFEST with its newest version of the job, or FAIL (unknown
+// job, purged, refused). The requester answers NEED with the chunks of the
+// parts it asked for that its staging directory lacks (the holder refuses
+// any other chunk), the holder sends them as CHUNK frames on data streams
+// it opens, the requester verifies and stages each, asks again for a
+// corrupt one with NEED, and sends DONE with the manifest hash when it
+// holds them all. A broken connection is retried and asks only for the
+// rest; the files are renamed into the destination only when complete.
 //
 // # Limits, concurrent connections and stale versions
 //

@@ -24,6 +24,10 @@ const (
 	frameDone  frameType = 0x03
 	frameFail  frameType = 0x04
 	frameChunk frameType = 0x05
+	// A fetch: the requester asks for a job's outputs, the holder answers
+	// with the manifest it serves.
+	frameFetch    frameType = 0x06
+	frameManifest frameType = 0x07
 )
 
 func (t frameType) String() string {
@@ -38,6 +42,10 @@ func (t frameType) String() string {
 		return "FAIL"
 	case frameChunk:
 		return "CHUNK"
+	case frameFetch:
+		return "FETCH"
+	case frameManifest:
+		return "MANIFEST"
 	}
 	return fmt.Sprintf("frame(%#x)", uint8(t))
 }
@@ -73,6 +81,8 @@ const (
 	failBad      failCode = 4
 	failCorrupt  failCode = 5
 	failInternal failCode = 6
+	failUnknown  failCode = 7 // fetch: no version of the job here
+	failPurged   failCode = 8 // fetch: the job's last version was purged
 )
 
 type frame struct {
@@ -222,4 +232,38 @@ func appendChunkHeader(b []byte, h ckpt.Hash, rawSize int, enc uint8) []byte {
 	b = append(b, h[:]...)
 	b = binary.BigEndian.AppendUint32(b, uint32(rawSize))
 	return append(b, enc)
+}
+
+// fetchWithCheckpoint is the FETCH flag that asks for the checkpoint files
+// too.
+const fetchWithCheckpoint = 1
+
+type fetchReq struct {
+	job        string
+	checkpoint bool
+}
+
+func encodeFetch(job string, checkpoint bool) []byte {
+	var flags byte
+	if checkpoint {
+		flags |= fetchWithCheckpoint
+	}
+	return append([]byte{protoVersion, flags}, job...)
+}
+
+func parseFetch(p []byte) (fetchReq, error) {
+	if len(p) < 2 {
+		return fetchReq{}, fmt.Errorf("%w: FETCH of %d bytes", ErrProtocol, len(p))
+	}
+	if p[0] != protoVersion {
+		return fetchReq{}, fmt.Errorf("%w: protocol version %d, want %d", ErrProtocol, p[0], protoVersion)
+	}
+	if p[1]&^fetchWithCheckpoint != 0 {
+		return fetchReq{}, fmt.Errorf("%w: unknown FETCH flags %#x", ErrProtocol, p[1])
+	}
+	job := string(p[2:])
+	if err := ckpt.ValidJobID(job); err != nil {
+		return fetchReq{}, fmt.Errorf("%w: %w", ErrProtocol, err)
+	}
+	return fetchReq{job: job, checkpoint: p[1]&fetchWithCheckpoint != 0}, nil
 }

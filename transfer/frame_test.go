@@ -226,3 +226,40 @@ func TestProbeBacksOffOnIncompressibleData(t *testing.T) {
 		}
 	}
 }
+
+func TestFetchFrame(t *testing.T) {
+	for _, ck := range []bool{false, true} {
+		r, err := parseFetch(encodeFetch("job-1", ck))
+		if err != nil || r.job != "job-1" || r.checkpoint != ck {
+			t.Errorf("round trip (checkpoint %v): %+v %v", ck, r, err)
+		}
+	}
+	for name, p := range map[string][]byte{
+		"empty":         {},
+		"no job":        {protoVersion, 0},
+		"version":       append([]byte{9, 0}, "j"...),
+		"unknown flags": append([]byte{protoVersion, 2}, "j"...),
+		"bad job id":    append([]byte{protoVersion, 0}, "../x"...),
+	} {
+		if _, err := parseFetch(p); !errors.Is(err, ErrProtocol) {
+			t.Errorf("%s: got %v, want ErrProtocol", name, err)
+		}
+	}
+}
+
+func FuzzParseFetch(f *testing.F) {
+	f.Add(encodeFetch("job", true))
+	f.Add([]byte{protoVersion, 0})
+	f.Fuzz(func(t *testing.T, p []byte) {
+		r, err := parseFetch(p)
+		if err != nil {
+			if !errors.Is(err, ErrProtocol) {
+				t.Fatalf("error does not wrap ErrProtocol: %v", err)
+			}
+			return
+		}
+		if !bytes.Equal(encodeFetch(r.job, r.checkpoint), p) {
+			t.Fatalf("accepted %q, which does not encode back", p)
+		}
+	})
+}

@@ -15,7 +15,7 @@ import (
 	"github.com/reclaimnet/reclaimnet/policy"
 )
 
-// Hooks let the agent take part in receiving. Both may be nil.
+// Hooks let the agent take part in receiving and serving. Each may be nil.
 type Hooks struct {
 	// Authorize may refuse an offer (for example a job this node was not
 	// chosen for). peer is the sender's node name from its certificate.
@@ -23,6 +23,11 @@ type Hooks struct {
 	// OnCommit is called after a version is committed locally, before DONE
 	// is sent: the place to record "replica complete" in the catalogue.
 	OnCommit func(peer string, class policy.TrafficClass, m *ckpt.Manifest)
+	// AuthorizeFetch decides whether peer may download job's outputs (and,
+	// with checkpoint, its last checkpoint); its error is sent back as the
+	// refusal. Nil refuses every fetch: a node serves outputs only once
+	// the agent says whose they are.
+	AuthorizeFetch func(peer, job string, checkpoint bool) error
 }
 
 // Server receives checkpoints on a fixed UDP port.
@@ -292,8 +297,12 @@ func (s *Server) handle(conn *quic.Conn) {
 		log.Debug("transfer: no offer", "err", err)
 		return
 	}
+	if f.typ == frameFetch {
+		s.serveFetch(ctx, conn, ctl, f.payload, peer, log, fail)
+		return
+	}
 	if f.typ != frameOffer {
-		fail(failBad, fmt.Errorf("%w: want OFFER, got %v", ErrProtocol, f.typ))
+		fail(failBad, fmt.Errorf("%w: want OFFER or FETCH, got %v", ErrProtocol, f.typ))
 		return
 	}
 	off, err := parseOffer(f.payload)
@@ -355,7 +364,15 @@ func (s *Server) handle(conn *quic.Conn) {
 			if err != nil {
 				return
 			}
-			readers.Go(func() { s.readChunks(ctx, st, wanted, g, results) })
+			readers.Go(func() {
+				readChunks(ctx, st, wanted, s.codec, func(h ckpt.Hash, raw []byte) error {
+					err := g.put(store, h, raw)
+					if err == nil && s.cfg.chunkStored != nil {
+						s.cfg.chunkStored(len(raw))
+					}
+					return err
+				}, results)
+			})
 		}
 	})
 
@@ -437,9 +454,10 @@ func (s *Server) failStore(fail func(failCode, error), err error) {
 	}
 }
 
-// readChunks decodes CHUNK frames from one data stream, verifies and stores
-// them, and reports each on results.
-func (s *Server) readChunks(ctx context.Context, st *quic.ReceiveStream, wanted map[ckpt.Hash]int64, g *gate, results chan<- rxResult) {
+// readChunks decodes CHUNK frames from one data stream, hands each chunk
+// of the size wanted names to put (which verifies its hash and stores it)
+// and reports each on results.
+func readChunks(ctx context.Context, st *quic.ReceiveStream, wanted map[ckpt.Hash]int64, cd *codec, put func(ckpt.Hash, []byte) error, results chan<- rxResult) {
 	report := func(r rxResult) bool {
 		select {
 		case results <- r:
@@ -479,13 +497,10 @@ func (s *Server) readChunks(ctx context.Context, st *quic.ReceiveStream, wanted 
 		r.hash = c.hash
 		if int64(c.rawSize) != size {
 			r.err = fmt.Errorf("chunk size %d, manifest says %d: %w", c.rawSize, size, ckpt.ErrHashMismatch)
-		} else if raw, err := s.codec.decode(c.enc, c.data, c.rawSize); err != nil {
+		} else if raw, err := cd.decode(c.enc, c.data, c.rawSize); err != nil {
 			r.err = fmt.Errorf("decode: %w", err)
 		} else {
-			r.err = g.put(s.cfg.Store, c.hash, raw)
-			if r.err == nil && s.cfg.chunkStored != nil {
-				s.cfg.chunkStored(len(raw))
-			}
+			r.err = put(c.hash, raw)
 		}
 		if !report(r) {
 			return

@@ -384,7 +384,7 @@ func (s *Store) VerifyLayout(id BundleID, dir string) error {
 				return mismatch(rel, "content differs")
 			}
 		}
-		if got, wantMode := uint32(info.Mode().Perm()), f.Mode&0o777&^0o222; got != wantMode {
+		if got, wantMode := uint32(info.Mode().Perm()), layoutMode(f.Mode); got != wantMode {
 			return mismatch(rel, fmt.Sprintf("mode %o, want %o", got, wantMode))
 		}
 		return nil

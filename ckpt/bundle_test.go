@@ -275,8 +275,10 @@ func TestLayoutBundleReadOnly(t *testing.T) {
 	if st, _ := os.Stat(filepath.Join(dst, "train.py")); st.Mode().Perm() != 0o555 {
 		t.Errorf("train.py mode %v, want r-xr-xr-x (exec bits kept)", st.Mode().Perm())
 	}
-	// A job running as another user reads everything and changes nothing.
-	if err := runAs(t, "cat "+filepath.Join(dst, "train.py")+" "+filepath.Join(dst, "input")+" >/dev/null && ls "+filepath.Join(dst, "data")); err != nil {
+	// A job running as another user reads everything (a file private to
+	// its submitter, data/labels.txt 0600, too: the job is the submitter's)
+	// and changes nothing.
+	if err := runAs(t, "cat "+filepath.Join(dst, "train.py")+" "+filepath.Join(dst, "input")+" "+filepath.Join(dst, "data", "labels.txt")+" >/dev/null && ls "+filepath.Join(dst, "data")); err != nil {
 		t.Fatalf("an unprivileged user cannot read the layout: %v", err)
 	}
 	for _, probe := range []string{

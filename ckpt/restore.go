@@ -56,7 +56,7 @@ func (s *Store) restoreEntries(files []File, dst string, readOnly bool) ([]strin
 			}
 		default:
 			if readOnly {
-				f.Mode &^= 0o222
+				f.Mode = layoutMode(f.Mode)
 			}
 			if err := s.restoreFile(f, p); err != nil {
 				return written, err
@@ -66,9 +66,9 @@ func (s *Store) restoreEntries(files []File, dst string, readOnly bool) ([]strin
 	}
 	// Deepest first, so a parent's mode never stands in the way.
 	for i := len(dirs) - 1; i >= 0; i-- {
-		mode := dirs[i].Mode & 0o7777
+		mode := dirs[i].Mode & 0o777
 		if readOnly {
-			mode &^= 0o222
+			mode = layoutMode(mode)
 		}
 		if err := os.Chmod(filepath.Join(dst, filepath.FromSlash(dirs[i].Path)), os.FileMode(mode)); err != nil {
 			return written, err
@@ -121,7 +121,7 @@ func (s *Store) restoreFile(f File, p string) error {
 	if sum != f.Hash {
 		return fail(fmt.Errorf("%s: whole-file hash mismatch: %w", f.Path, ErrCorruptChunk))
 	}
-	if err := out.Chmod(os.FileMode(f.Mode & 0o7777)); err != nil {
+	if err := out.Chmod(os.FileMode(f.Mode & 0o777)); err != nil {
 		return fail(err)
 	}
 	if err := out.Sync(); err != nil {
@@ -163,4 +163,17 @@ func (s *Store) RestoreNewest(job, dst string) (m *Manifest, skipped []error, er
 		skipped = append(skipped, err)
 	}
 	return nil, skipped, fmt.Errorf("restore %s: no version verifies: %w", job, errors.Join(skipped...))
+}
+
+// layoutMode is the mode of a file or directory laid out read-only for a
+// job: no write bits, readable by everyone (the job runs as its own uid,
+// not the agent's) and executable by everyone where its owner could
+// execute it. Set-id and sticky bits never come from a manifest: a peer
+// must not make the agent, as root, create a set-uid file.
+func layoutMode(m uint32) uint32 {
+	m = m&0o777&^0o222 | 0o444
+	if m&0o100 != 0 {
+		m |= 0o111
+	}
+	return m
 }

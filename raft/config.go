@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/reclaimnet/reclaimnet/pki"
+	"github.com/reclaimnet/reclaimnet/pki/enroll"
 	"github.com/reclaimnet/reclaimnet/policy"
 )
 
@@ -34,6 +35,9 @@ type Config struct {
 	// TLS is the node's certificate and the cluster CA: Raft and forwarded
 	// commands use mutual TLS 1.3 with it. Required.
 	TLS *pki.Bundle
+	// Enroll, when set, serves join, renewal and voter-key requests on the
+	// coordinator port (docs/trust.md); nil refuses them.
+	Enroll *enroll.Handler
 
 	// Bootstrap makes this node a one-voter cluster when it has no Raft
 	// state yet. Joiners leave it false: they are added by the leader.

@@ -2,6 +2,7 @@ package raft
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -21,6 +22,8 @@ import (
 	raftboltdb "github.com/hashicorp/raft-boltdb"
 
 	"github.com/reclaimnet/reclaimnet/internal/hclogslog"
+	"github.com/reclaimnet/reclaimnet/pki"
+	"github.com/reclaimnet/reclaimnet/pki/enroll"
 	"github.com/reclaimnet/reclaimnet/policy"
 )
 
@@ -58,6 +61,9 @@ type Coordinator struct {
 	lastTick atomic.Int64  // unix nanos of the last tick (Clock time)
 
 	reconcileMu sync.Mutex // one reconcile at a time
+	// denySeen is the deny list the admissions were verified against
+	// (guarded by reconcileMu).
+	denySeen []pki.DenyEntry
 
 	mu sync.Mutex
 	// The following are guarded by mu.
@@ -65,6 +71,7 @@ type Coordinator struct {
 	failedSince   map[policy.NodeID]time.Time
 	hazardsPublAt time.Time
 	health        map[policy.NodeID]*peerHealth
+	admissions    map[policy.NodeID]admissionCheck
 }
 
 // Open starts a coordinator: it opens (or creates) the Raft log under
@@ -77,6 +84,7 @@ func Open(cfg Config) (*Coordinator, error) {
 	c := &Coordinator{
 		cfg: cfg, store: state.NewStore(), notify: make(chan bool, 16), kick: make(chan struct{}, 1),
 		stop: make(chan struct{}), failedSince: map[policy.NodeID]time.Time{}, health: map[policy.NodeID]*peerHealth{},
+		admissions: map[policy.NodeID]admissionCheck{},
 	}
 	c.logger = cfg.Logger
 	if c.logger == nil {
@@ -149,7 +157,14 @@ func Open(cfg Config) (*Coordinator, error) {
 			return fail(fmt.Errorf("raft listener bound to %s: set an advertise address peers can reach", c.addr))
 		}
 	}
-	c.mux = newMux(ln, advertiseAddr(c.addr), cfg.TLS.ServerTLS(alpnRaft), cfg.TLS.ClientTLS("", alpnRaft), c.cfg.Dial, c.logger)
+	serverTLS := cfg.TLS.ServerTLS(alpnRaft)
+	if cfg.Enroll != nil {
+		serverTLS = enroll.ServerTLS(serverTLS, cfg.Enroll.Identity)
+	}
+	c.mux = newMux(ln, advertiseAddr(c.addr), serverTLS, cfg.TLS.ClientTLS("", alpnRaft), c.cfg.Dial, c.logger)
+	if h := cfg.Enroll; h != nil {
+		c.mux.enroll = func(conn *tls.Conn) { h.ServeConn(context.Background(), conn) }
+	}
 	c.trans = hraft.NewNetworkTransportWithConfig(&hraft.NetworkTransportConfig{
 		Stream:  streamLayer{m: c.mux},
 		MaxPool: 3,

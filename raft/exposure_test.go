@@ -79,7 +79,7 @@ func TestLeaderOrdersCheckpointWhenCopyIsGone(t *testing.T) {
 			acc := "acc-" + string(id)
 			tel.nodes = append(tel.nodes, NodeTelemetry{ID: id, FreeGPUs: 4, AccessLink: acc})
 			tel.links = append(tel.links, policy.Link{ID: acc, A: string(id), B: "sw-b", Capacity: 125e6, Available: 125e6, AvailableLow: 100e6})
-			must(state.UpsertNode{Node: state.NodeRecord{ID: id, Building: "b", GPUs: 4, GPU: policy.GPU{Model: "A100", VRAM: 80 << 30, Capability: 8}, Joined: at.Add(-3 * time.Hour)}})
+			must(state.UpsertNode{Node: state.NodeRecord{ID: id, Admitted: true, Building: "b", GPUs: 4, GPU: policy.GPU{Model: "A100", VRAM: 80 << 30, Capability: 8}, Joined: at.Add(-3 * time.Hour)}})
 		}
 		must(state.SubmitJob{Job: state.JobRecord{Job: policy.Job{ID: "j", GPUs: 1, CheckpointBytes: 1 << 30, LossBudget: 5 * time.Minute, Remaining: 10 * time.Hour},
 			Spec: state.JobSpec{Command: []string{"x"}}, Submitted: at.Add(-2 * time.Hour)}})

@@ -11,6 +11,7 @@ import (
 	"net"
 	"time"
 
+	"github.com/reclaimnet/reclaimnet/pki/enroll"
 	"github.com/reclaimnet/reclaimnet/state"
 
 	"github.com/reclaimnet/reclaimnet/policy"
@@ -43,6 +44,15 @@ var sentinelCodes = map[string]error{
 	"too-large":       state.ErrCommandTooLarge,
 	"not-leader":      ErrNotLeader,
 	"forbidden":       ErrForbidden,
+	// A join's commit refused by the registry: the joiner hears why.
+	"wrong-token":     enroll.ErrWrongToken,
+	"token-expired":   enroll.ErrTokenExpired,
+	"token-revoked":   enroll.ErrTokenRevoked,
+	"token-used-up":   enroll.ErrTokenUsedUp,
+	"foreign-cluster": enroll.ErrForeignCluster,
+	"name-taken":      enroll.ErrNameTaken,
+	"unknown-token":   enroll.ErrUnknownToken,
+	"not-enrolled":    enroll.ErrNotEnrolled,
 }
 
 // forwardReply is the leader's answer to one forwarded command.

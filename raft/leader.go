@@ -288,8 +288,8 @@ func buildSnapshot(st *state.State, hz map[policy.NodeID]policy.HazardEstimate, 
 	}
 	for _, id := range sortedIDs(st.Nodes) {
 		n := st.Nodes[id]
-		if n.State != state.NodeActive {
-			continue
+		if n.State != state.NodeActive || !n.Admitted {
+			continue // only nodes whose certificate the leader verified get work
 		}
 		free := max(n.GPUs-used[id], 0)
 		pn := policy.Node{ID: id, Building: n.Building, GPU: n.GPU, GPUs: n.GPUs, FreeGPUs: free}

@@ -52,7 +52,7 @@ func TestHazardRebuildMatchesIncremental(t *testing.T) {
 	start := time.Date(2026, 1, 5, 0, 0, 0, 0, time.UTC)
 	ids := []policy.NodeID{"a", "b", "c", "d"}
 	for _, id := range ids {
-		if _, err := st.Apply(state.UpsertNode{Node: state.NodeRecord{ID: id, Joined: start}}); err != nil {
+		if _, err := st.Apply(state.UpsertNode{Node: state.NodeRecord{ID: id, Admitted: true, Joined: start}}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -79,7 +79,7 @@ func TestHazardRebuildMatchesIncremental(t *testing.T) {
 				t.Fatal(err)
 			}
 			// Back ten minutes later.
-			if _, err := st.Apply(state.UpsertNode{Node: state.NodeRecord{ID: id, Joined: now.Add(10 * time.Minute)}}); err != nil {
+			if _, err := st.Apply(state.UpsertNode{Node: state.NodeRecord{ID: id, Admitted: true, Joined: now.Add(10 * time.Minute)}}); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -123,7 +123,7 @@ func TestBuildSnapshot(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	for _, n := range []state.NodeRecord{{ID: "a", GPUs: 4, Joined: at}, {ID: "b", GPUs: 2, Joined: at}, {ID: "c", GPUs: 1, Joined: at}} {
+	for _, n := range []state.NodeRecord{{ID: "a", GPUs: 4, Joined: at, Admitted: true}, {ID: "b", GPUs: 2, Joined: at, Admitted: true}, {ID: "c", GPUs: 1, Joined: at, Admitted: true}} {
 		must(state.UpsertNode{Node: n})
 	}
 	must(state.SubmitJob{Job: state.JobRecord{Job: policy.Job{ID: "j", GPUs: 3, CheckpointBytes: 1000}, Spec: state.JobSpec{Command: []string{"x"}}}})
@@ -258,7 +258,7 @@ func TestLeaderKeepsAdmittedHandoff(t *testing.T) {
 			}
 		}
 		for _, id := range []policy.NodeID{"a", "b"} {
-			must(state.UpsertNode{Node: state.NodeRecord{ID: id, GPUs: 2, Joined: at.Add(-time.Hour)}})
+			must(state.UpsertNode{Node: state.NodeRecord{ID: id, Admitted: true, GPUs: 2, Joined: at.Add(-time.Hour)}})
 		}
 		// 200 MB at 10 MB/s: 20 s of the 60 s notice.
 		must(state.SubmitJob{Job: state.JobRecord{Job: policy.Job{ID: "j", GPUs: 1, CheckpointBytes: 200e6}, Spec: state.JobSpec{Command: []string{"x"}}}})

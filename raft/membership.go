@@ -230,9 +230,41 @@ func (c *Coordinator) reconcile(members []Member, now time.Time) error {
 	failedSince := maps.Clone(c.failedSince)
 	c.mu.Unlock()
 
-	// 3. New members join as non-voters; a changed address is re-added.
+	// 3. Admission: only members whose certificate the leader verified
+	// over mutual TLS enter the Raft configuration (and, through the
+	// registry, the policy); a refused non-voter leaves it.
+	if !slices.Equal(c.denySeen, st.Enrollment.Deny) {
+		if d := c.cfg.TLS.Deny; d != nil {
+			d.Replace(st.Enrollment.Deny)
+		}
+		c.denySeen = slices.Clone(st.Enrollment.Deny)
+		c.forgetAdmissions() // a removal takes back an admission at once
+	}
+	admitted := map[policy.NodeID]string{}
+	refused := map[policy.NodeID]string{}
 	for _, m := range members {
-		if m.ID == self || m.RaftAddr == "" || (m.Status != MemberAlive && m.Status != MemberSuspect) {
+		if m.Status != MemberAlive && m.Status != MemberSuspect {
+			continue
+		}
+		if ok, why := c.admit(m, now); ok {
+			admitted[m.ID] = ""
+		} else {
+			refused[m.ID] = why
+		}
+	}
+	for id := range refused {
+		if s, ok := servers[id]; ok && s.Suffrage != hraft.Voter {
+			if err := c.await(c.raft.RemoveServer(s.ID, 0, timeout)); err != nil {
+				errs = append(errs, fmt.Errorf("remove refused %s: %w", id, err))
+				continue
+			}
+			delete(servers, id)
+		}
+	}
+
+	// New members join as non-voters; a changed address is re-added.
+	for _, m := range members {
+		if _, ok := admitted[m.ID]; m.ID == self || m.RaftAddr == "" || !ok {
 			continue
 		}
 		s, ok := servers[m.ID]
@@ -263,6 +295,9 @@ func (c *Coordinator) reconcile(members []Member, now time.Time) error {
 			continue
 		}
 		if _, reclaiming := st.Reclaims[id]; reclaiming {
+			continue
+		}
+		if _, ok := admitted[id]; !ok && id != self {
 			continue
 		}
 		if !c.votable(id, s.Suffrage == hraft.Voter, now) {
@@ -382,6 +417,11 @@ func (c *Coordinator) reconcile(members []Member, now time.Time) error {
 			ID: m.ID, Building: m.Building, RaftAddr: m.RaftAddr, GossipAddr: m.GossipAddr, TransferAddr: m.TransferAddr,
 			GPU: m.GPU, GPUs: m.GPUs, Role: role, State: state.NodeActive, Joined: m.Since.UTC().Round(0),
 		}
+		_, rec.Admitted = admitted[m.ID]
+		rec.Refused = refused[m.ID]
+		if _, denied := st.Denied(m.ID); denied && !rec.Admitted && known && old.State == state.NodeLeft {
+			continue // a removed node stays gone, however long it gossips
+		}
 		switch {
 		case known && old.State == state.NodeLeft && !rec.Joined.After(old.Left):
 			// Back after a logged departure, but gossip's join time is
@@ -469,7 +509,7 @@ func (c *Coordinator) forgetHeartbeats() {
 func sameNode(a, b state.NodeRecord) bool {
 	return a.ID == b.ID && a.Building == b.Building && a.RaftAddr == b.RaftAddr && a.GossipAddr == b.GossipAddr &&
 		a.TransferAddr == b.TransferAddr && a.GPU == b.GPU && a.GPUs == b.GPUs && a.Role == b.Role &&
-		a.State == b.State && a.Joined.Equal(b.Joined)
+		a.State == b.State && a.Joined.Equal(b.Joined) && a.Admitted == b.Admitted && a.Refused == b.Refused
 }
 
 func upTime(since, now time.Time) time.Duration {

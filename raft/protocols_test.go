@@ -98,7 +98,7 @@ func TestP2OffSpreadsPlacements(t *testing.T) {
 		acc := "acc-" + string(id)
 		tel.nodes = append(tel.nodes, NodeTelemetry{ID: id, FreeGPUs: 64, AccessLink: acc})
 		tel.links = append(tel.links, policy.Link{ID: acc, A: string(id), B: "sw-b", Capacity: 125e6, Available: 125e6, AvailableLow: 100e6})
-		must(state.UpsertNode{Node: state.NodeRecord{ID: id, Building: "b", GPUs: 64, GPU: policy.GPU{Model: "A100", VRAM: 80 << 30, Capability: 8}, Joined: at.Add(-time.Hour)}})
+		must(state.UpsertNode{Node: state.NodeRecord{ID: id, Admitted: true, Building: "b", GPUs: 64, GPU: policy.GPU{Model: "A100", VRAM: 80 << 30, Capability: 8}, Joined: at.Add(-time.Hour)}})
 		rate := 1e-3
 		if i == 3 {
 			rate = 1e-7

@@ -63,7 +63,7 @@ func recoveryFSM(t *testing.T) (*state.Store, uint64) {
 	f := state.NewStore()
 	cmds := []state.Command{}
 	for _, id := range []policy.NodeID{"a", "b", "c", "d"} {
-		cmds = append(cmds, state.UpsertNode{Node: state.NodeRecord{ID: id, Building: "north", GPUs: 1, State: state.NodeActive, Joined: t0}})
+		cmds = append(cmds, state.UpsertNode{Node: state.NodeRecord{ID: id, Admitted: true, Building: "north", GPUs: 1, State: state.NodeActive, Joined: t0}})
 	}
 	cmds = append(cmds,
 		state.SubmitJob{Job: state.JobRecord{Job: policy.Job{ID: "j", CheckpointBytes: 1 << 30, GPUs: 1}, Spec: state.JobSpec{Command: []string{"train"}}, Owner: "alice", Submitted: t0}},

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	hraft "github.com/hashicorp/raft"
+
+	"github.com/reclaimnet/reclaimnet/pki/enroll"
 )
 
 // The first byte a dialer writes after the TLS handshake says what the
@@ -38,6 +40,9 @@ type mux struct {
 	clientTLS *tls.Config
 	dial      func(network, addr string, timeout time.Duration) (net.Conn, error)
 	forward   func(net.Conn) // serves one forwarded-command connection
+	// enroll serves one enrollment connection (ALPN reclaimnet-enroll/1,
+	// possibly without a client certificate); nil refuses them.
+	enroll func(*tls.Conn)
 	logger    *slog.Logger
 
 	raftConns chan net.Conn
@@ -112,6 +117,15 @@ func (m *mux) serve(raw net.Conn) {
 	var kind [1]byte
 	if err := conn.Handshake(); err != nil {
 		m.logger.Warn("raft listener: TLS handshake failed", "remote", raw.RemoteAddr(), "err", err)
+		m.drop(raw)
+		return
+	}
+	if enroll.IsEnrollment(conn.ConnectionState()) {
+		// Never Raft or a forwarded command: this peer may hold no
+		// certificate at all.
+		if m.enroll != nil {
+			m.enroll(conn)
+		}
 		m.drop(raw)
 		return
 	}

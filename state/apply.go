@@ -180,6 +180,9 @@ func (s *State) Apply(cmd Command) (bool, error) {
 	case RecordReclaimReport:
 		return applyReclaimReport(s, c.Report), nil
 	}
+	if changed, ok, err := applyEnrollment(s, cmd); ok {
+		return changed, err
+	}
 	return false, fmt.Errorf("%w: %T", ErrUnknownCommand, cmd)
 }
 

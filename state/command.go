@@ -56,6 +56,11 @@ const (
 	KindPublishHazards
 	KindSetDecisions
 	KindRecordReclaimReport
+	KindAddToken
+	KindRevokeToken
+	KindEnrollNode
+	KindRenewCert
+	KindRemoveNode
 )
 
 var kindNames = map[Kind]string{
@@ -72,6 +77,11 @@ var kindNames = map[Kind]string{
 	KindSetDecisions:    "set-decisions",
 
 	KindRecordReclaimReport: "record-reclaim-report",
+	KindAddToken:            "add-token",
+	KindRevokeToken:         "revoke-token",
+	KindEnrollNode:          "enroll-node",
+	KindRenewCert:           "renew-cert",
+	KindRemoveNode:          "remove-node",
 }
 
 func (k Kind) String() string {
@@ -385,6 +395,16 @@ func DecodeCommand(b []byte) (Command, error) {
 		cmd = decodeAs[SetDecisions]()
 	case KindRecordReclaimReport:
 		cmd = decodeAs[RecordReclaimReport]()
+	case KindAddToken:
+		cmd = decodeAs[AddToken]()
+	case KindRevokeToken:
+		cmd = decodeAs[RevokeToken]()
+	case KindEnrollNode:
+		cmd = decodeAs[EnrollNode]()
+	case KindRenewCert:
+		cmd = decodeAs[RenewCert]()
+	case KindRemoveNode:
+		cmd = decodeAs[RemoveNode]()
 	default:
 		return nil, fmt.Errorf("%w: %d", ErrUnknownCommand, b[1])
 	}

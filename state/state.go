@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/reclaimnet/reclaimnet/pki/enroll"
 	"github.com/reclaimnet/reclaimnet/policy"
 )
 
@@ -73,6 +74,13 @@ type NodeRecord struct {
 	// exposure the hazard estimator needs). The state machine keeps them;
 	// an UpsertNode's own value is ignored.
 	Stretches []Interval `json:",omitempty"`
+	// Admitted is set once the leader has verified the node's certificate
+	// over mutual TLS (the chain to the cluster CA, the node's name, the
+	// deny list): only an admitted node receives work, holds replicas or
+	// votes. Refused says why a node is not admitted (empty while the
+	// check has not run).
+	Admitted bool   `json:",omitempty"`
+	Refused  string `json:",omitempty"`
 }
 
 // JobSpec is what a host needs to run a job.
@@ -293,6 +301,9 @@ type State struct {
 	// Counters count what the cluster did since its state began (older
 	// snapshots lack them: they count from the upgrade).
 	Counters Counters `json:",omitzero"`
+	// Enrollment holds the join tokens (hashed), the nodes that joined
+	// with them and the deny list (docs/trust.md).
+	Enrollment enroll.Registry `json:",omitzero"`
 }
 
 // Counters are cumulative counts kept by the state machine, so every node
@@ -416,6 +427,7 @@ func (s *State) clone() *State {
 	}
 	c.Decisions = s.Decisions.clone()
 	c.Counters = s.Counters
+	c.Enrollment = cloneRegistry(s.Enrollment)
 	if s.ReclaimReports != nil {
 		c.ReclaimReports = make([]ReclaimReport, len(s.ReclaimReports))
 		for i, r := range s.ReclaimReports {

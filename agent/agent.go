@@ -59,6 +59,9 @@ type Agent struct {
 	lock       *dirLock
 	tmpDir     string // removed at shutdown (--dev)
 	tls        *pki.Bundle
+	// voterKeys are the CA and secrets keys, held by voters only (nil
+	// elsewhere); set at start or when this voter fetches them.
+	voterKeys  atomic.Pointer[pki.VoterKeys]
 	gossipKeys [][]byte
 	mesh       *mesh.Mesh
 	enforce    *enforce.Subsystem // kernel enforcement; first of Subsystems
@@ -120,15 +123,11 @@ func New(cfg Config, logger *slog.Logger) (_ *Agent, err error) {
 			a.closeAll()
 		}
 	}()
-	if a.cfg.GossipKeyFile != "" {
-		if a.cfg.GossipKey != "" {
-			return nil, errors.New("config: give the gossip key or the gossip key file, not both")
-		}
-		key, err := ReadGossipKeyFile(a.cfg.GossipKeyFile, logger)
-		if err != nil {
-			return nil, fmt.Errorf("config: %w", err)
-		}
-		a.cfg.GossipKey = key
+	if a.cfg.GossipKeyFile != "" && a.cfg.GossipKey != "" {
+		return nil, errors.New("config: give the gossip key or the gossip key file, not both")
+	}
+	if err := a.cfg.identityDefaults(); err != nil {
+		return nil, fmt.Errorf("config: %w", err)
 	}
 	if err := a.cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("config: %w", err)
@@ -148,6 +147,16 @@ func New(cfg Config, logger *slog.Logger) (_ *Agent, err error) {
 	if a.lock, err = lockDataDir(a.cfg.DataDir); err != nil {
 		return nil, err
 	}
+	if err := a.prepareIdentity(); err != nil {
+		return nil, err
+	}
+	if a.cfg.GossipKeyFile != "" {
+		key, err := ReadGossipKeyFile(a.cfg.GossipKeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("config: %w", err)
+		}
+		a.cfg.GossipKey = key
+	}
 	if a.tls == nil {
 		if a.tls, err = pki.LoadNode(a.cfg.TLSDir); err != nil {
 			return nil, fmt.Errorf("load TLS material from %s: %w", a.cfg.TLSDir, err)
@@ -155,6 +164,12 @@ func New(cfg Config, logger *slog.Logger) (_ *Agent, err error) {
 	}
 	if a.tls.Node != a.cfg.Name {
 		return nil, fmt.Errorf("certificate in %s is for node %q, not %q (issue one with 'reclaimnet tls cert create --node %s')", a.cfg.TLSDir, a.tls.Node, a.cfg.Name, a.cfg.Name)
+	}
+	// Every TLS configuration made from the bundle (Raft, forwarding,
+	// transfers) consults the deny list, which follows the replicated one.
+	a.tls.Deny = pki.NewDenyList()
+	if err := a.loadVoterKeys(); err != nil {
+		return nil, err
 	}
 	if a.gossipKeys == nil {
 		k, _ := DecodeGossipKey(a.cfg.GossipKey)
@@ -265,6 +280,7 @@ func (a *Agent) Run(ctx context.Context, ready func(localapi.Info)) error {
 	a.wg.Go(func() { a.eventLoop(runCtx) })
 	a.wg.Go(func() { a.watchProtocols(runCtx) })
 	a.wg.Go(func() { a.view.Run(runCtx) })
+	a.wg.Go(func() { a.identityLoop(runCtx) })
 	if len(a.cfg.Join) > 0 {
 		a.wg.Go(func() { a.retryJoin(runCtx) })
 	}

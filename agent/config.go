@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"log/slog"
 	"maps"
 	"math"
 	"net"
@@ -20,6 +19,7 @@ import (
 	"github.com/reclaimnet/reclaimnet/localapi"
 
 	"github.com/reclaimnet/reclaimnet/gpu"
+	"github.com/reclaimnet/reclaimnet/pki"
 	"github.com/reclaimnet/reclaimnet/policy"
 	"github.com/reclaimnet/reclaimnet/state"
 )
@@ -50,8 +50,21 @@ type Config struct {
 	// GossipKeyFile names a file holding the key instead (so it is not in
 	// the process list or the config file); exclusive with GossipKey.
 	GossipKeyFile string `json:"gossip_key_file"`
-	// TLSDir holds ca.pem, node.pem, node-key.pem (reclaimnet tls ...).
+	// TLSDir holds ca.pem, node.pem, node-key.pem (reclaimnet tls ...);
+	// with Bootstrap or Token it defaults to DATA_DIR/tls.
 	TLSDir string `json:"tls_dir"`
+	// Bootstrap starts a new cluster: the first start creates its CA, this
+	// node's certificate, the secrets key and the gossip key (0600) in the
+	// data dir; later starts use them.
+	Bootstrap bool `json:"bootstrap"`
+	// Token is a join token ('reclaimnet token create'): the first start
+	// enrolls through a Join peer's coordinator port (the CA pinned by the
+	// token) and keeps the certificate and gossip key it receives.
+	Token string `json:"token"`
+	// Admins may create and revoke join tokens and remove nodes through
+	// this node's control socket: user names, or "%group" for a Unix
+	// group's members. Root and the agent's own user always may.
+	Admins []string `json:"admins"`
 	// Dev runs a throwaway single node: temporary data dir, generated key
 	// and CA, loopback, fast timings.
 	Dev bool `json:"dev"`
@@ -379,17 +392,11 @@ func (c Config) Validate() error {
 }
 
 // ReadGossipKeyFile reads a base64 gossip key from path (surrounding
-// white space ignored) and checks it. A file others may read is accepted
-// with a warning: the key admits anyone to the cluster's gossip.
-func ReadGossipKeyFile(path string, logger *slog.Logger) (string, error) {
-	fi, err := os.Stat(path)
-	if err != nil {
-		return "", fmt.Errorf("gossip key file: %w", err)
-	}
-	if fi.Mode().Perm()&0o077 != 0 && logger != nil {
-		logger.Warn("the gossip key file can be read by others than its owner (chmod 600 it)", "file", path, "mode", fi.Mode().Perm().String())
-	}
-	b, err := os.ReadFile(path)
+// white space ignored) and checks it. A file other users may read or
+// write, or owned by another user, is refused with the command that fixes
+// it: the key admits anyone to the cluster's gossip.
+func ReadGossipKeyFile(path string) (string, error) {
+	b, err := pki.ReadSecretFile(path)
 	if err != nil {
 		return "", fmt.Errorf("gossip key file: %w", err)
 	}

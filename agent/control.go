@@ -57,16 +57,20 @@ func (a *Agent) handleControl(conn net.Conn) {
 	var req localapi.Request
 	dec := json.NewDecoder(io.LimitReader(bufio.NewReader(conn), 64<<10))
 	resp := localapi.Response{}
-	if err := dec.Decode(&req); err != nil {
+	if who, err := peerCaller(conn); err != nil {
+		resp = localapi.Response{Error: fmt.Sprintf("identify the caller: %v", err), Kind: localapi.KindInternal}
+	} else if err := dec.Decode(&req); err != nil {
 		resp = localapi.Response{Error: fmt.Sprintf("bad request: %v", err), Kind: localapi.KindBadRequest}
 	} else {
-		resp = a.control(req)
+		resp = a.control(req, who)
 	}
 	json.NewEncoder(conn).Encode(resp)
 }
 
-func (a *Agent) control(req localapi.Request) localapi.Response {
+func (a *Agent) control(req localapi.Request, who caller) localapi.Response {
 	switch req.Op {
+	case localapi.OpTokenCreate, localapi.OpTokenList, localapi.OpTokenRevoke, localapi.OpNodeRemove:
+		return a.identityControl(req, who)
 	case localapi.OpMembers:
 		st := a.Status()
 		return localapi.Response{Status: &st}

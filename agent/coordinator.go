@@ -42,6 +42,7 @@ func (a *Agent) startCoordinator(ln net.Listener) error {
 	}
 	rc.AdvertiseAddr = net.JoinHostPort(adv, strconv.Itoa(ln.Addr().(*net.TCPAddr).Port))
 	rc.TLS = a.tls
+	rc.Enroll = a.enrollHandler()
 	rc.Bootstrap = len(a.cfg.Join) == 0
 	rc.Telemetry = a.telemetry
 	rc.Logger = a.logger.With("subsystem", "raft")

@@ -43,6 +43,13 @@ type Request struct {
 	Tail  int64       `json:"tail,omitempty"`
 	// Notice is a scheduled reclaim's notice (OpReclaim).
 	Notice time.Duration `json:"notice,omitempty"`
+	// TTL and Uses are a new token's lifetime (0: a day) and number of
+	// joins (0: any until it expires) (OpTokenCreate); TokenID the token
+	// of OpTokenRevoke; Node the node of OpNodeRemove.
+	TTL     time.Duration `json:"ttl,omitempty"`
+	Uses    int           `json:"uses,omitempty"`
+	TokenID string        `json:"token_id,omitempty"`
+	Node    string        `json:"node,omitempty"`
 }
 
 // Error kinds in Response.Kind, so the CLI can explain a failure.
@@ -74,6 +81,10 @@ type Response struct {
 	Note  string    `json:"note,omitempty"`
 	// Reclaim is the reclaim's progress (the reclaim operations).
 	Reclaim *ReclaimStatus `json:"reclaim,omitempty"`
+	// Token is a new join token, shown once (OpTokenCreate); Tokens the
+	// list (OpTokenList).
+	Token  string      `json:"token,omitempty"`
+	Tokens []TokenInfo `json:"tokens,omitempty"`
 }
 
 // Info is what the agent writes to InfoFile.

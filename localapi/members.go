@@ -49,6 +49,10 @@ type MemberView struct {
 	// KillSwitch is off, soft, hard, disabled (no kernel enforcement on
 	// the node) or unknown (not reported).
 	KillSwitch string `json:"kill_switch"`
+	// Refused is why the leader did not admit the member (State is then
+	// "refused"): its certificate did not verify over mutual TLS. Nothing
+	// is placed on a refused member and it has no vote.
+	Refused string `json:"refused,omitempty"`
 }
 
 // GossipStats are the node's gossip counters (the mesh's).

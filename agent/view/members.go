@@ -5,6 +5,7 @@ import (
 	"strconv"
 
 	"github.com/reclaimnet/reclaimnet/localapi"
+	"github.com/reclaimnet/reclaimnet/policy"
 	"github.com/reclaimnet/reclaimnet/raft"
 	"github.com/reclaimnet/reclaimnet/state"
 )
@@ -26,7 +27,12 @@ func (v *View) Members() localapi.Status {
 		Raft:         raftStatus(v.cfg.Coord, v.cfg.Node),
 	}
 	roles := raftRoles(v.cfg.Coord)
+	reg := v.cfg.Coord.State()
 	for _, m := range v.cfg.Mesh.Members() {
+		rec, known := reg.Nodes[policy.NodeID(m.Name)]
+		if _, denied := reg.Denied(policy.NodeID(m.Name)); denied && known && rec.State == state.NodeLeft {
+			continue // removed: it may still gossip, but it is no member
+		}
 		role := roles[m.Name]
 		if role == "" {
 			role = "-"
@@ -40,6 +46,9 @@ func (v *View) Members() localapi.Status {
 			GPUs:       int(m.Meta.GPUs),
 			GPUModel:   m.Meta.GPUModel,
 			KillSwitch: m.Telemetry.KillSwitch.String(), // unknown without a report
+		}
+		if known && !rec.Admitted && rec.Refused != "" {
+			mv.State, mv.Refused = "refused", rec.Refused
 		}
 		if m.HasTelemetry {
 			mv.FreeGPUs = int(m.Telemetry.FreeGPUs)

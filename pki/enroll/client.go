@@ -32,6 +32,9 @@ type Client struct {
 type Result struct {
 	Cert       *pki.NodeCert
 	GossipKeys [][]byte
+	// GossipAddr is the gossip address of the member that answered
+	// (empty if it did not say).
+	GossipAddr string
 }
 
 // Join enrolls node through the peer at addr with tok. It makes the node's
@@ -73,7 +76,7 @@ func (c *Client) Join(ctx context.Context, addr string, tok Token, node string, 
 	if len(resp.GossipKeys) == 0 {
 		return nil, fmt.Errorf("join via %s: the answer has no gossip key", addr)
 	}
-	return &Result{Cert: nc, GossipKeys: resp.GossipKeys}, nil
+	return &Result{Cert: nc, GossipKeys: resp.GossipKeys, GossipAddr: resp.GossipAddr}, nil
 }
 
 // Renew asks the peer at addr, over mutual TLS with the node's current

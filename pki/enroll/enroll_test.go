@@ -103,6 +103,7 @@ func newCluster(t *testing.T, name string) *cluster {
 			return c.reg.Admit(a, cert)
 		},
 		GossipKeys: func(context.Context) ([][]byte, error) { return c.gossip, nil },
+		GossipAddr: func() string { return "192.0.2.1:7946" },
 		Renewed: func(_ context.Context, node string, cert CertInfo) error {
 			c.mu.Lock()
 			defer c.mu.Unlock()
@@ -232,6 +233,9 @@ func TestJoin(t *testing.T) {
 	}
 	if !bytes.Equal(res.GossipKeys[0], c.gossip[0]) || len(res.GossipKeys) != 1 {
 		t.Error("the joiner did not receive the gossip keyring")
+	}
+	if res.GossipAddr != "192.0.2.1:7946" {
+		t.Errorf("gossip address %q, want the serving member's 192.0.2.1:7946", res.GossipAddr)
 	}
 	// The key is the joiner's: the certificate is over the key it kept.
 	b, err := res.Cert.Bundle(time.Now())

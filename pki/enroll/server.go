@@ -134,6 +134,9 @@ type Handler struct {
 	// GossipKeys returns the gossip keyring, primary key first, that a
 	// joiner receives. Required for joins.
 	GossipKeys func(ctx context.Context) ([][]byte, error)
+	// GossipAddr returns this member's gossip address, which a joiner
+	// joins gossip through. Optional.
+	GossipAddr func() string
 	// Renewed records a renewed certificate (see [Registry.Renewed]); nil
 	// refuses renewals.
 	Renewed func(ctx context.Context, node string, cert CertInfo) error
@@ -266,7 +269,11 @@ func (h *Handler) join(ctx context.Context, req *request) (*response, string, er
 	if err := h.Admit(ctx, a, certInfo(cert)); err != nil {
 		return nil, csr.node, err
 	}
-	return &response{Cert: pemCert(cert), CA: pemCert(b.CA), GossipKeys: keys}, csr.node, nil
+	resp := &response{Cert: pemCert(cert), CA: pemCert(b.CA), GossipKeys: keys}
+	if h.GossipAddr != nil {
+		resp.GossipAddr = h.GossipAddr()
+	}
+	return resp, csr.node, nil
 }
 
 func (h *Handler) renew(ctx context.Context, req *request, peer []*x509.Certificate) (*response, string, error) {

@@ -44,6 +44,9 @@ type response struct {
 	Cert       []byte   `json:"cert,omitempty"` // PEM
 	CA         []byte   `json:"ca,omitempty"`   // PEM
 	GossipKeys [][]byte `json:"gossip_keys,omitempty"`
+	// GossipAddr is where the answering member gossips (a join's answer):
+	// the joiner was given its coordinator address and joins gossip there.
+	GossipAddr string `json:"gossip_addr,omitempty"`
 	Sealed     []byte   `json:"sealed,omitempty"` // voter keys sealed to the asker
 }
 

@@ -1,0 +1,353 @@
+package agent
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/x509"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/reclaimnet/reclaimnet/localapi"
+	"github.com/reclaimnet/reclaimnet/pki"
+	"github.com/reclaimnet/reclaimnet/pki/enroll"
+	"github.com/reclaimnet/reclaimnet/policy"
+	"github.com/reclaimnet/reclaimnet/raft"
+	"github.com/reclaimnet/reclaimnet/state"
+)
+
+// Files --bootstrap and --join with a token keep in the data dir.
+const (
+	// tlsDirName holds ca.pem, node.pem, node-key.pem and, on voters,
+	// ca-key.pem and secrets-key.pem.
+	tlsDirName = "tls"
+	// gossipKeyName is the gossip key (base64, 0600).
+	gossipKeyName = "gossip.key"
+	// enrolledName records where a node that joined by token gossips
+	// next time it starts (the peer it was given is a coordinator port).
+	enrolledName = "enrolled.json"
+)
+
+// enrolled is what enrolledName holds.
+type enrolled struct {
+	GossipPeers []string `json:"gossip_peers"`
+}
+
+// identityDefaults points TLSDir and the gossip key file into the data dir
+// for --bootstrap and --join with a token, unless they were given.
+func (c *Config) identityDefaults() error {
+	if !c.Bootstrap && c.Token == "" {
+		return nil
+	}
+	if c.Bootstrap && c.Token != "" {
+		return errors.New("--bootstrap starts a new cluster, --token joins one: give one of them")
+	}
+	if c.Dev {
+		return errors.New("--dev makes a throwaway identity: it does not take --bootstrap or --token")
+	}
+	if c.DataDir == "" {
+		return errors.New("data dir is empty (set --data-dir): the cluster's keys are kept there")
+	}
+	if c.Token != "" && len(c.Join) == 0 {
+		return errors.New("--token needs --join PEER: a member's coordinator address (host or host:port, default port 7947)")
+	}
+	if c.TLSDir == "" {
+		c.TLSDir = filepath.Join(c.DataDir, tlsDirName)
+	}
+	if c.GossipKey == "" && c.GossipKeyFile == "" {
+		c.GossipKeyFile = filepath.Join(c.DataDir, gossipKeyName)
+	}
+	return nil
+}
+
+// prepareIdentity creates the cluster (--bootstrap) or joins one with a
+// token, once: a node that already has its certificate starts with it.
+func (a *Agent) prepareIdentity() error {
+	c := &a.cfg
+	_, err := os.Stat(filepath.Join(c.TLSDir, pki.NodeFile))
+	have := err == nil
+	switch {
+	case c.Bootstrap && !have:
+		return a.bootstrap()
+	case c.Token != "" && !have:
+		return a.joinByToken()
+	case c.Token != "":
+		// Joined before: gossip through the peers recorded then.
+		b, err := os.ReadFile(filepath.Join(c.DataDir, enrolledName))
+		if err == nil {
+			var e enrolled
+			if json.Unmarshal(b, &e) == nil && len(e.GossipPeers) > 0 {
+				c.Join = e.GossipPeers
+			}
+		}
+	}
+	return nil
+}
+
+// bootstrap creates a new cluster's CA, this node's certificate, the
+// secrets key and the gossip key, each key 0600 in the data dir.
+func (a *Agent) bootstrap() error {
+	c := &a.cfg
+	now := time.Now()
+	ca, err := pki.NewCA("ReclaimNet cluster CA (bootstrapped by "+c.Name+")", now)
+	if err != nil {
+		return fmt.Errorf("bootstrap: %w", err)
+	}
+	nc, err := ca.Issue(c.Name, certHosts(c), pki.DefaultValidity, now)
+	if err != nil {
+		return fmt.Errorf("bootstrap: %w", err)
+	}
+	sk, err := pki.NewSecretsKey()
+	if err != nil {
+		return fmt.Errorf("bootstrap: %w", err)
+	}
+	vk := &pki.VoterKeys{CA: ca, Secrets: sk}
+	if err := vk.Write(c.TLSDir); err != nil {
+		return fmt.Errorf("bootstrap: %w", err)
+	}
+	if err := nc.Write(c.TLSDir); err != nil {
+		return fmt.Errorf("bootstrap: %w", err)
+	}
+	if c.GossipKeyFile != "" {
+		if _, err := os.Stat(c.GossipKeyFile); errors.Is(err, os.ErrNotExist) {
+			k := make([]byte, 32)
+			rand.Read(k)
+			if err := pki.CreateSecretFile(c.GossipKeyFile, []byte(base64.StdEncoding.EncodeToString(k)+"\n")); err != nil {
+				return fmt.Errorf("bootstrap: gossip key: %w", err)
+			}
+		}
+	}
+	a.logger.Info("bootstrapped a new cluster", "ca", pki.Fingerprint(ca.Cert), "tls_dir", c.TLSDir, "gossip_key_file", c.GossipKeyFile)
+	return nil
+}
+
+// joinByToken enrolls this node through the first peer that answers: its
+// own key, a signing request, the peer's CA pinned by the token; it keeps
+// the certificate and the gossip key it receives. A refusal ends it with
+// the peer's reason; an unreachable peer moves on to the next.
+func (a *Agent) joinByToken() error {
+	c := &a.cfg
+	tok, err := enroll.ParseToken(c.Token)
+	if err != nil {
+		return fmt.Errorf("--token: %w", err)
+	}
+	var ips []net.IP
+	for _, h := range certHosts(c) {
+		if ip := net.ParseIP(h); ip != nil {
+			ips = append(ips, ip)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	var errs []error
+	for _, peer := range c.Join {
+		addr := enrollAddr(peer)
+		res, err := (&enroll.Client{}).Join(ctx, addr, tok, c.Name, ips)
+		if err != nil {
+			var refused *enroll.RefusedError
+			if errors.As(err, &refused) || errors.Is(err, enroll.ErrPeerCA) {
+				return fmt.Errorf("join by token via %s refused: %w", addr, err)
+			}
+			errs = append(errs, err)
+			continue
+		}
+		if err := res.Cert.Write(c.TLSDir); err != nil {
+			return fmt.Errorf("join by token: %w", err)
+		}
+		if c.GossipKeyFile != "" {
+			key := base64.StdEncoding.EncodeToString(res.GossipKeys[0]) + "\n"
+			if err := pki.WriteSecretFile(c.GossipKeyFile, []byte(key)); err != nil {
+				return fmt.Errorf("join by token: gossip key: %w", err)
+			}
+		}
+		if res.GossipAddr != "" {
+			c.Join = []string{res.GossipAddr}
+			b, _ := json.Marshal(enrolled{GossipPeers: c.Join})
+			if err := os.WriteFile(filepath.Join(c.DataDir, enrolledName), b, 0o600); err != nil {
+				return fmt.Errorf("join by token: %w", err)
+			}
+		}
+		a.logger.Info("joined by token", "via", addr, "token", tok.ID, "ca", tok.CA, "gossip", res.GossipAddr)
+		return nil
+	}
+	return fmt.Errorf("join by token: no peer answered: %w", errors.Join(errs...))
+}
+
+// enrollAddr is a peer's coordinator address: host:port as given, the
+// default coordinator port for a bare host.
+func enrollAddr(peer string) string {
+	if _, _, err := net.SplitHostPort(peer); err == nil {
+		return peer
+	}
+	return net.JoinHostPort(peer, strconv.Itoa(localapi.DefaultRaftPort))
+}
+
+// certHosts are the addresses a node certificate names besides the
+// loopback ones the CA adds: the advertise and bind addresses when they
+// are specific.
+func certHosts(c *Config) []string {
+	var out []string
+	for _, h := range []string{c.AdvertiseAddr, c.BindAddr} {
+		if ip := net.ParseIP(h); ip != nil && !ip.IsUnspecified() && !ip.IsLoopback() && !slices.Contains(out, h) {
+			out = append(out, h)
+		}
+	}
+	return out
+}
+
+// loadVoterKeys reads the voter keys from the TLS dir, if this node holds
+// them (the bootstrap node, or a voter that fetched them).
+func (a *Agent) loadVoterKeys() error {
+	if a.cfg.TLSDir == "" {
+		return nil
+	}
+	if _, err := os.Stat(filepath.Join(a.cfg.TLSDir, pki.SecretsKeyFile)); errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	vk, err := pki.LoadVoterKeys(a.cfg.TLSDir)
+	if err != nil {
+		return fmt.Errorf("voter keys in %s: %w", a.cfg.TLSDir, err)
+	}
+	if vk.CA != nil && !vk.CA.Cert.Equal(a.tls.CA) {
+		return fmt.Errorf("voter keys in %s belong to another CA than %s", a.cfg.TLSDir, pki.CAFile)
+	}
+	a.voterKeys.Store(vk)
+	return nil
+}
+
+// enrollHandler serves joins, renewals and voter keys on the coordinator
+// port, backed by the replicated state and the voter keys this node holds.
+func (a *Agent) enrollHandler() *enroll.Handler {
+	return &enroll.Handler{
+		Identity: pki.NewIdentity(a.tls),
+		Sign: func(ctx context.Context, r enroll.SignRequest) (*x509.Certificate, error) {
+			vk := a.voterKeys.Load()
+			if vk == nil || vk.CA == nil {
+				return nil, fmt.Errorf("%w: node %s holds no CA key (only voters do); join through a voter ('reclaimnet members' shows them)", enroll.ErrNotServed, a.cfg.Name)
+			}
+			return enroll.CASigner(vk.CA, 0)(ctx, r)
+		},
+		CheckJoin: func(_ context.Context, adm enroll.Admission) error {
+			c := a.coord
+			if c == nil {
+				return fmt.Errorf("%w: coordinator not running", enroll.ErrNotServed)
+			}
+			st := c.State()
+			return st.Enrollment.CheckJoin(adm)
+		},
+		Admit: func(ctx context.Context, adm enroll.Admission, cert enroll.CertInfo) error {
+			_, err := a.coord.Submit(ctx, state.EnrollNode{Admission: adm, Cert: cert})
+			return err
+		},
+		GossipKeys: func(context.Context) ([][]byte, error) { return a.gossipKeys, nil },
+		GossipAddr: func() string {
+			ip, port := a.mesh.LocalAddr()
+			adv := ip.String()
+			if a.cfg.AdvertiseAddr != "" {
+				adv = a.cfg.AdvertiseAddr
+			}
+			return net.JoinHostPort(adv, strconv.Itoa(int(port)))
+		},
+		Renewed: func(ctx context.Context, node string, cert enroll.CertInfo) error {
+			_, err := a.coord.Submit(ctx, state.RenewCert{Node: node, Cert: cert, At: time.Now()})
+			return err
+		},
+		VoterKeys: func(_ context.Context, peer *x509.Certificate) ([]byte, error) {
+			vk := a.voterKeys.Load()
+			if vk == nil {
+				return nil, fmt.Errorf("%w: node %s holds no voter keys", enroll.ErrNotServed, a.cfg.Name)
+			}
+			servers, err := a.coord.Servers()
+			if err != nil {
+				return nil, err
+			}
+			for _, s := range servers {
+				if string(s.ID) == peer.Subject.CommonName && s.Role == state.RoleVoter {
+					return vk.SealFor(peer)
+				}
+			}
+			return nil, fmt.Errorf("%w: %q is not a voter in the Raft configuration", enroll.ErrNotVoter, peer.Subject.CommonName)
+		},
+		Logger: a.logger.With("subsystem", "enroll"),
+	}
+}
+
+// identityLoop keeps the node's deny list equal to the replicated one and,
+// on a voter without them, fetches the voter keys from another voter.
+func (a *Agent) identityLoop(ctx context.Context) {
+	var seen []pki.DenyEntry
+	var lastTry time.Time
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for {
+		st := a.coord.State()
+		if !slices.Equal(seen, st.Enrollment.Deny) {
+			a.tls.Deny.Replace(st.Enrollment.Deny)
+			seen = slices.Clone(st.Enrollment.Deny)
+		}
+		if a.voterKeys.Load() == nil && st.Nodes[policy.NodeID(a.cfg.Name)].Role == state.RoleVoter && time.Since(lastTry) >= voterKeysRetry {
+			lastTry = time.Now()
+			if err := a.fetchVoterKeys(ctx, st); err != nil {
+				a.logger.Warn("voter keys not fetched yet", "err", err)
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-a.coord.Store().Changed():
+		case <-t.C:
+		}
+	}
+}
+
+// voterKeysRetry is the pause between attempts to fetch the voter keys (a
+// campus with its own PKI has none to give).
+const voterKeysRetry = 5 * time.Second
+
+// fetchVoterKeys asks the other voters, the leader first, for the voter
+// keys and keeps them 0600 in the TLS dir.
+func (a *Agent) fetchVoterKeys(ctx context.Context, st *state.State) error {
+	servers, err := a.coord.Servers()
+	if err != nil {
+		return err
+	}
+	slices.SortFunc(servers, func(x, y raft.Server) int {
+		if x.Leader != y.Leader {
+			if x.Leader {
+				return -1
+			}
+			return 1
+		}
+		return 0
+	})
+	var errs []error
+	for _, s := range servers {
+		if string(s.ID) == a.cfg.Name || s.Role != state.RoleVoter {
+			continue
+		}
+		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		vk, err := (&enroll.Client{}).VoterKeys(cctx, s.Addr, a.tls)
+		cancel()
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if err := vk.Write(a.cfg.TLSDir); err != nil {
+			return err
+		}
+		a.voterKeys.Store(vk)
+		a.logger.Info("voter keys received", "from", s.ID, "ca_key", vk.CA != nil)
+		return nil
+	}
+	if len(errs) == 0 {
+		return errors.New("no other voter to ask")
+	}
+	return errors.Join(errs...)
+}

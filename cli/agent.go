@@ -92,7 +92,10 @@ trusted lab only; it is logged and shown too.`,
 	fs.StringVar(&fc.HTTPAddr, "http", fc.HTTPAddr, "`address` of the status page, /v1 and /metrics (empty: off)")
 	fs.StringVar(&fc.GossipKey, "gossip-key", fc.GossipKey, "base64 gossip `key` (reclaimnet keygen); visible in the process list, prefer --gossip-key-file")
 	fs.StringVar(&fc.GossipKeyFile, "gossip-key-file", fc.GossipKeyFile, "`file` holding the base64 gossip key (reclaimnet keygen > FILE; chmod 600)")
-	fs.StringVar(&fc.TLSDir, "tls-dir", fc.TLSDir, "`directory` with ca.pem, node.pem, node-key.pem")
+	fs.StringVar(&fc.TLSDir, "tls-dir", fc.TLSDir, "`directory` with ca.pem, node.pem, node-key.pem (default with --bootstrap or --token: DATA_DIR/tls)")
+	fs.BoolVar(&fc.Bootstrap, "bootstrap", false, "start a new cluster: the first start creates its CA, this node's certificate and the gossip key (0600) in the data dir")
+	fs.StringVar(&fc.Token, "token", "", "join `token` ('reclaimnet token create'): the first start enrolls through --join PEER, a member's coordinator address (host[:7947])")
+	fs.StringSliceVar(&fc.Admins, "admins", nil, "cluster admins on this node: user `names`, or %group (comma-separated); root and the agent's user always are")
 	fs.StringVar(&fc.Enforce, "enforce", fc.Enforce, "kernel enforcement `mode`: auto, on or off")
 	fs.StringVar(&fc.Iface, "iface", fc.Iface, "`interface` the kernel programs attach to (default: the one holding the advertise or bind address)")
 	fs.Var(&fc.LinkCapacity, "link-capacity", "this node's access link capacity, e.g. 1Gbit, 10Gbit, 125MB (bytes/s)")
@@ -263,6 +266,12 @@ func applyAgentFlag(cfg, fc *agent.Config, name string) {
 		cfg.GossipKeyFile = fc.GossipKeyFile
 	case "tls-dir":
 		cfg.TLSDir = fc.TLSDir
+	case "bootstrap":
+		cfg.Bootstrap = fc.Bootstrap
+	case "token":
+		cfg.Token = fc.Token
+	case "admins":
+		cfg.Admins = fc.Admins
 	case "enforce":
 		cfg.Enforce = fc.Enforce
 	case "iface":

@@ -36,6 +36,7 @@ var jsonOutputs = []struct {
 	{"gpus --json", reflect.TypeFor[gpu.Inventory](), ""},
 	{"killswitch status --json", reflect.TypeFor[KillSwitchView](), ""},
 	{"trace export --out FILE --json", reflect.TypeFor[TraceSummary](), ""},
+	{"token list --json", reflect.TypeFor[TokenList](), ""},
 }
 
 // TestJSONSchemas: the --json documents' schemas (field paths and JSON

@@ -66,6 +66,11 @@ func printMembers(w io.Writer, members []localapi.MemberView) {
 			formatHazard(m.Hazard), formatBandwidth(m.Bandwidth), m.Addr)
 	}
 	tw.Flush()
+	for _, m := range members {
+		if m.Refused != "" {
+			fmt.Fprintf(w, "%s refused (no work, no vote): %s\n", m.Name, m.Refused)
+		}
+	}
 }
 
 // formatHazard shows a rate in 1/s as events per hour, the unit people

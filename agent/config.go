@@ -65,6 +65,10 @@ type Config struct {
 	// this node's control socket: user names, or "%group" for a Unix
 	// group's members. Root and the agent's own user always may.
 	Admins []string `json:"admins"`
+	// Owners are the machine's owners, who may reclaim it, lend it and
+	// flip its kill-switch: user names, or "%group" for a Unix group's
+	// members. Root and the agent's own user always may.
+	Owners []string `json:"owners"`
 	// Dev runs a throwaway single node: temporary data dir, generated key
 	// and CA, loopback, fast timings.
 	Dev bool `json:"dev"`

@@ -22,7 +22,7 @@ import (
 	"github.com/reclaimnet/reclaimnet/state"
 )
 
-// listenControl creates the Unix socket with mode 0600. A socket file left
+// listenControl creates the Unix socket with mode 0666. A socket file left
 // by a dead agent is removed (the data-dir lock proves no agent uses it).
 func listenControl(dir string) (net.Listener, error) {
 	path := filepath.Join(dir, localapi.SocketFile)
@@ -33,7 +33,9 @@ func listenControl(dir string) (net.Listener, error) {
 	if err != nil {
 		return nil, fmt.Errorf("control socket: %w", err)
 	}
-	if err := os.Chmod(path, 0o600); err != nil {
+	// Any local user may connect: the agent identifies each caller by
+	// SO_PEERCRED and checks what they ask for (docs/trust.md).
+	if err := os.Chmod(path, 0o666); err != nil {
 		ln.Close()
 		return nil, fmt.Errorf("control socket permissions: %w", err)
 	}
@@ -82,6 +84,9 @@ func (a *Agent) control(req localapi.Request, who caller) localapi.Response {
 		}
 		return localapi.Response{Status: &st, Document: doc}
 	case localapi.OpJoin:
+		if !a.isMachineOwner(who) {
+			return forbidden("join: user %s is not an owner of machine %s (root, or a user named by the agent's --owners)", who.Name, a.cfg.Name)
+		}
 		if len(req.Peers) == 0 {
 			return localapi.Response{Error: "join: no peers", Kind: localapi.KindBadRequest}
 		}
@@ -98,7 +103,7 @@ func (a *Agent) control(req localapi.Request, who caller) localapi.Response {
 		}
 		return localapi.Response{Joined: n}
 	case localapi.OpRun, localapi.OpJobs, localapi.OpLogs, localapi.OpCancel:
-		return a.jobControl(req)
+		return a.jobControl(req, who)
 	case localapi.OpTraceExport:
 		doc, err := a.view.TraceDocument(time.Now())
 		if err != nil {
@@ -106,12 +111,18 @@ func (a *Agent) control(req localapi.Request, who caller) localapi.Response {
 		}
 		return localapi.Response{Trace: string(doc)}
 	case localapi.OpReclaim, localapi.OpReclaimStatus, localapi.OpReclaimCancel, localapi.OpReclaimNow:
+		if req.Node != "" && req.Node != a.cfg.Name {
+			return forbidden("%s: this agent is node %s, not %s: a node speaks for its own machine only; run the command on %s", req.Op, a.cfg.Name, req.Node, req.Node)
+		}
+		if req.Op != localapi.OpReclaimStatus && !a.isMachineOwner(who) {
+			return forbidden("%s: user %s is not an owner of machine %s (root, or a user named by the agent's --owners)", req.Op, who.Name, a.cfg.Name)
+		}
 		return a.reclaim.Handle(req)
 	}
 	return localapi.Response{Error: fmt.Sprintf("unknown operation %q", req.Op), Kind: localapi.KindBadRequest}
 }
 
-func (a *Agent) jobControl(req localapi.Request) localapi.Response {
+func (a *Agent) jobControl(req localapi.Request, who caller) localapi.Response {
 	c := a.Coordinator()
 	if c == nil {
 		return localapi.Response{Error: "coordinator not running", Kind: localapi.KindInternal}
@@ -120,17 +131,24 @@ func (a *Agent) jobControl(req localapi.Request) localapi.Response {
 	defer cancel()
 	switch req.Op {
 	case localapi.OpRun:
-		return a.runJob(ctx, c, req.Job)
+		return a.runJob(ctx, c, req.Job, who)
 	case localapi.OpJobs:
 		return localapi.Response{Jobs: jobInfos(c.State())}
 	case localapi.OpLogs:
+		if j, ok := c.Store().Job(policy.JobID(req.JobID)); ok && !a.mayManage(who, j) {
+			return forbidden("logs: job %s belongs to %s; user %s@%s is neither its owner nor a cluster admin", req.JobID, j.Owner, who.Name, a.cfg.Name)
+		}
 		return a.jobLog(c, req.JobID, req.Tail)
 	case localapi.OpCancel:
 		if req.JobID == "" {
 			return localapi.Response{Error: "cancel: no job", Kind: localapi.KindBadRequest}
 		}
-		if _, ok := c.Store().Job(policy.JobID(req.JobID)); !ok {
+		j, ok := c.Store().Job(policy.JobID(req.JobID))
+		if !ok {
 			return localapi.Response{Error: fmt.Sprintf("no job %q", req.JobID), Kind: localapi.KindUnknownJob}
+		}
+		if !a.mayManage(who, j) {
+			return forbidden("cancel: job %s belongs to %s; user %s@%s is neither its owner nor a cluster admin", req.JobID, j.Owner, who.Name, a.cfg.Name)
 		}
 		if _, err := c.Submit(ctx, state.CancelJob{Job: policy.JobID(req.JobID)}); err != nil {
 			return submitError("cancel", err)
@@ -153,7 +171,7 @@ func submitError(what string, err error) localapi.Response {
 	return localapi.Response{Error: fmt.Sprintf("%s: %v", what, err), Kind: kind}
 }
 
-func (a *Agent) runJob(ctx context.Context, c *raft.Coordinator, jr *localapi.JobRequest) localapi.Response {
+func (a *Agent) runJob(ctx context.Context, c *raft.Coordinator, jr *localapi.JobRequest, who caller) localapi.Response {
 	if jr == nil || len(jr.Command) == 0 || jr.Command[0] == "" {
 		return localapi.Response{Error: "run: no command", Kind: localapi.KindBadRequest}
 	}
@@ -192,7 +210,7 @@ func (a *Agent) runJob(ctx context.Context, c *raft.Coordinator, jr *localapi.Jo
 		Job: policy.Job{ID: policy.JobID(jr.Name), GPUs: gpus, VRAM: jr.VRAM, Capability: jr.Capability,
 			LossBudget: jr.LossBudget, CheckpointBytes: jr.SizeHint, Remaining: jr.RuntimeHint},
 		Spec:      spec,
-		Owner:     jr.Owner,
+		Owner:     a.ownerName(who),
 		Submitted: time.Now().UTC().Truncate(time.Second),
 	}
 	if _, err := c.Submit(ctx, state.SubmitJob{Job: rec}); err != nil {
@@ -210,7 +228,7 @@ func jobInfos(st *state.State) []localapi.JobInfo {
 	out := []localapi.JobInfo{}
 	for id, j := range st.Jobs {
 		ji := localapi.JobInfo{ID: string(id), State: j.State.String(), Node: string(j.Node), Command: j.Spec.Command,
-			Restarts: j.Restarts, RestartTime: j.RestartTime, Submitted: j.Submitted}
+			Restarts: j.Restarts, RestartTime: j.RestartTime, Submitted: j.Submitted, Owner: j.Owner}
 		if d, ok := intervals[id]; ok {
 			ji.Interval, ji.Standby = d.Interval, string(d.Standby)
 		}

@@ -28,7 +28,7 @@ func TestRunRejectsBadSignalAndGrace(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			jr := tc.jr
 			jr.Name, jr.Command = "j", []string{"true"}
-			resp := (&Agent{}).runJob(context.Background(), nil, &jr)
+			resp := (&Agent{}).runJob(context.Background(), nil, &jr, caller{Name: "root"})
 			if resp.Kind != localapi.KindBadRequest || !strings.Contains(resp.Error, tc.want) {
 				t.Fatalf("got kind %q error %q, want %q mentioning %q", resp.Kind, resp.Error, localapi.KindBadRequest, tc.want)
 			}

@@ -16,6 +16,20 @@ import (
 // agent's user, or a user or group given with --admins.
 func (a *Agent) isAdmin(c caller) bool { return c.privileged() || c.in(a.cfg.Admins) }
 
+// isMachineOwner reports whether c may reclaim this machine, lend it and
+// flip its kill-switch: root, the agent's user, or a user or group given
+// with --owners.
+func (a *Agent) isMachineOwner(c caller) bool { return c.privileged() || c.in(a.cfg.Owners) }
+
+// ownerName is how a job submitted by c records its owner: user@node.
+func (a *Agent) ownerName(c caller) string { return c.Name + "@" + a.cfg.Name }
+
+// mayManage reports whether c may cancel job j or read its logs: its
+// owner (the same user on the node it was submitted on) or an admin.
+func (a *Agent) mayManage(c caller, j state.JobRecord) bool {
+	return j.Owner == a.ownerName(c) || a.isAdmin(c)
+}
+
 func forbidden(format string, args ...any) localapi.Response {
 	return localapi.Response{Error: fmt.Sprintf(format, args...), Kind: localapi.KindForbidden}
 }

@@ -21,8 +21,8 @@ const LockFile = "agent.lock"
 type dirLock struct{ f *os.File }
 
 func lockDataDir(dir string) (*dirLock, error) {
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nil, fmt.Errorf("create data dir: %w", err)
+	if err := openDataDir(dir); err != nil {
+		return nil, err
 	}
 	path := filepath.Join(dir, LockFile)
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
@@ -53,4 +53,31 @@ func (l *dirLock) release() {
 	syscall.Flock(int(l.f.Fd()), syscall.LOCK_UN)
 	l.f.Close()
 	l.f = nil
+}
+
+// privateDirs are the data dir's subdirectories no other user may enter:
+// the Raft log, checkpoints, jobs' files and the TLS keys.
+var privateDirs = []string{"raft", ckptDirName, jobsDirName, tlsDirName}
+
+// openDataDir creates the data dir so that any local user can reach the
+// control socket in it (mode 0711: enter, not list) while everything else
+// stays the agent's: the private subdirectories are 0700 and the files at
+// the top are 0600, except the socket (0666).
+func openDataDir(dir string) error {
+	if err := os.MkdirAll(dir, 0o711); err != nil {
+		return fmt.Errorf("create data dir: %w", err)
+	}
+	for _, d := range privateDirs {
+		p := filepath.Join(dir, d)
+		if err := os.MkdirAll(p, 0o700); err != nil {
+			return fmt.Errorf("create data dir: %w", err)
+		}
+		if err := os.Chmod(p, 0o700); err != nil {
+			return fmt.Errorf("data dir: %w", err)
+		}
+	}
+	if err := os.Chmod(dir, 0o711); err != nil {
+		return fmt.Errorf("data dir: %w", err)
+	}
+	return nil
 }

@@ -95,6 +95,7 @@ trusted lab only; it is logged and shown too.`,
 	fs.StringVar(&fc.TLSDir, "tls-dir", fc.TLSDir, "`directory` with ca.pem, node.pem, node-key.pem (default with --bootstrap or --token: DATA_DIR/tls)")
 	fs.BoolVar(&fc.Bootstrap, "bootstrap", false, "start a new cluster: the first start creates its CA, this node's certificate and the gossip key (0600) in the data dir")
 	fs.StringVar(&fc.Token, "token", "", "join `token` ('reclaimnet token create'): the first start enrolls through --join PEER, a member's coordinator address (host[:7947])")
+	fs.StringSliceVar(&fc.Owners, "owners", nil, "owners of this machine, who may reclaim it and flip its kill-switch: user `names`, or %group (comma-separated); root and the agent's user always are")
 	fs.StringSliceVar(&fc.Admins, "admins", nil, "cluster admins on this node: user `names`, or %group (comma-separated); root and the agent's user always are")
 	fs.StringVar(&fc.Enforce, "enforce", fc.Enforce, "kernel enforcement `mode`: auto, on or off")
 	fs.StringVar(&fc.Iface, "iface", fc.Iface, "`interface` the kernel programs attach to (default: the one holding the advertise or bind address)")
@@ -272,6 +273,8 @@ func applyAgentFlag(cfg, fc *agent.Config, name string) {
 		cfg.Token = fc.Token
 	case "admins":
 		cfg.Admins = fc.Admins
+	case "owners":
+		cfg.Owners = fc.Owners
 	case "enforce":
 		cfg.Enforce = fc.Enforce
 	case "iface":

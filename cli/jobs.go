@@ -60,7 +60,7 @@ func printJobTable(w io.Writer, jobs []localapi.JobInfo) {
 		return
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "JOB\tSTATE\tNODE\tINTERVAL\tCHECKPOINT\tHOLDERS\tRESTARTS\tCOMMAND")
+	fmt.Fprintln(tw, "JOB\tSTATE\tOWNER\tNODE\tINTERVAL\tCHECKPOINT\tHOLDERS\tRESTARTS\tCOMMAND")
 	for _, j := range jobs {
 		node, interval, ckpt, holders := dash(j.Node), "-", "-", "-"
 		if j.Interval > 0 {
@@ -77,7 +77,11 @@ func printJobTable(w io.Writer, jobs []localapi.JobInfo) {
 		if len(cmd) > 40 {
 			cmd = cmd[:37] + "..."
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\n", j.ID, j.State, node, interval, ckpt, holders, j.Restarts, cmd)
+		owner := j.Owner
+		if owner == "" {
+			owner = "-"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\n", j.ID, j.State, owner, node, interval, ckpt, holders, j.Restarts, cmd)
 	}
 	tw.Flush()
 }

@@ -67,7 +67,7 @@ func newReclaimCmd(env *Env) *cobra.Command {
 	fs.BoolVar(&o.status, "status", false, "show the reclaim's progress")
 	fs.BoolVar(&o.cancel, "cancel", false, "withdraw the pending reclaim")
 	fs.BoolVar(&o.detach, "detach", false, "with --notice or --now: return once the agent accepted, without following")
-	fs.StringVar(&o.node, "node", "", "node `name` for the pinned kill-switch (--now; default: the agent's)")
+	fs.StringVar(&o.node, "node", "", "the node to reclaim: it must be the local agent's (a node speaks for its own machine only); with --now it also names the pinned kill-switch (default: the agent's)")
 	fs.StringVar(&o.pinDir, "pin-dir", "", "bpffs `directory` of the pinned kill-switch (--now)")
 	fs.BoolVar(&o.asJSON, "json", false, "print JSON (following: one object a line, as the progress changes)")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
@@ -101,9 +101,9 @@ func runReclaim(ctx context.Context, env *Env, o reclaimOptions) error {
 	case o.now:
 		return reclaimNow(ctx, env, o)
 	case o.status:
-		return reclaimStatus(ctx, env, o.dataDir, o.asJSON)
+		return reclaimStatus(ctx, env, o.dataDir, o.node, o.asJSON)
 	case o.cancel:
-		resp, err := callAgent(ctx, o.dataDir, localapi.Request{Op: localapi.OpReclaimCancel})
+		resp, err := callAgent(ctx, o.dataDir, localapi.Request{Op: localapi.OpReclaimCancel, Node: o.node})
 		if err != nil {
 			return err
 		}
@@ -113,7 +113,7 @@ func runReclaim(ctx context.Context, env *Env, o reclaimOptions) error {
 		fmt.Fprintf(env.Stdout, "reclaim cancelled; kill-switch %s\n", killSwitchWord(resp.Reclaim))
 		return nil
 	}
-	resp, err := callAgent(ctx, o.dataDir, localapi.Request{Op: localapi.OpReclaim, Notice: o.notice})
+	resp, err := callAgent(ctx, o.dataDir, localapi.Request{Op: localapi.OpReclaim, Notice: o.notice, Node: o.node})
 	if err != nil {
 		return err
 	}
@@ -142,8 +142,8 @@ func killSwitchWord(st *localapi.ReclaimStatus) string {
 	return st.KillSwitch
 }
 
-func reclaimStatus(ctx context.Context, env *Env, dataDir string, asJSON bool) error {
-	resp, err := callAgent(ctx, dataDir, localapi.Request{Op: localapi.OpReclaimStatus})
+func reclaimStatus(ctx context.Context, env *Env, dataDir, node string, asJSON bool) error {
+	resp, err := callAgent(ctx, dataDir, localapi.Request{Op: localapi.OpReclaimStatus, Node: node})
 	if err != nil {
 		if !errors.Is(err, localapi.ErrNoAgent) {
 			return err
@@ -249,7 +249,7 @@ func reclaimNow(ctx context.Context, env *Env, o reclaimOptions) error {
 
 	actx, cancel := context.WithTimeout(ctx, nowAgentTimeout)
 	defer cancel()
-	resp, err := localapi.Call(actx, dataDir, localapi.Request{Op: localapi.OpReclaimNow})
+	resp, err := localapi.Call(actx, dataDir, localapi.Request{Op: localapi.OpReclaimNow, Node: o.node})
 	if err == nil && resp.Error != "" {
 		err = errors.New(resp.Error)
 	}

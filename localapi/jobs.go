@@ -37,7 +37,9 @@ type JobRequest struct {
 	// RuntimeHint the expected runtime (Trem).
 	SizeHint    int64         `json:"size_hint,omitempty"`
 	RuntimeHint time.Duration `json:"runtime_hint,omitempty"`
-	Owner       string        `json:"owner,omitempty"`
+	// Owner is ignored: the agent records the caller it identified on
+	// its socket (SO_PEERCRED), never a name the client claims.
+	Owner string `json:"owner,omitempty"`
 	// Signal requests checkpoints ("USR2"; empty: USR1) and Grace is the
 	// time between SIGTERM and SIGKILL at stop (0: 30 s), on every node
 	// that runs the job.
@@ -66,6 +68,10 @@ type JobInfo struct {
 	Restarts      int           `json:"restarts"`
 	RestartTime   time.Duration `json:"restart_time_ns"`
 	Submitted     time.Time     `json:"submitted"`
+	// Owner is who submitted the job, user@node (the user as the node's
+	// kernel identified them); only they and cluster admins cancel it or
+	// read its logs.
+	Owner string `json:"owner,omitempty"`
 }
 
 var jobNameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)

@@ -67,7 +67,7 @@ func runRun(ctx context.Context, env *Env, o runOptions, command []string) error
 		return usagef("no command (put it after --)")
 	}
 	jr := &localapi.JobRequest{Name: o.name, Command: command, Env: o.env, Dir: o.workDir, GPUs: o.gpus,
-		LossBudget: o.lossBudget, RuntimeHint: o.runtimeHint, Owner: env.Getenv("USER")}
+		LossBudget: o.lossBudget, RuntimeHint: o.runtimeHint}
 	if o.name != "" {
 		if err := localapi.ValidJobName(o.name); err != nil {
 			return usagef("--name: %v", err)

@@ -22,7 +22,8 @@ const (
 	KindNoLeader   = "no_leader"
 )
 
-// JobRequest is a job to submit (OpRun).
+// JobRequest is a job to submit (OpRun). It names no owner: the agent
+// records the caller it identified on its socket (SO_PEERCRED).
 type JobRequest struct {
 	// Name is the job's ID; empty makes one up.
 	Name       string        `json:"name,omitempty"`
@@ -37,9 +38,6 @@ type JobRequest struct {
 	// RuntimeHint the expected runtime (Trem).
 	SizeHint    int64         `json:"size_hint,omitempty"`
 	RuntimeHint time.Duration `json:"runtime_hint,omitempty"`
-	// Owner is ignored: the agent records the caller it identified on
-	// its socket (SO_PEERCRED), never a name the client claims.
-	Owner string `json:"owner,omitempty"`
 	// Signal requests checkpoints ("USR2"; empty: USR1) and Grace is the
 	// time between SIGTERM and SIGKILL at stop (0: 30 s), on every node
 	// that runs the job.

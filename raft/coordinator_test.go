@@ -146,8 +146,9 @@ func TestRestartRestoresState(t *testing.T) {
 }
 
 // TestForeignCertificateCannotJoin adds a node whose certificate comes from
-// another CA: the leader lists it (gossip said so) but cannot replicate to
-// it, it never receives the state, it cannot forward a command, and a client
+// another CA: the leader registers it as refused (gossip said it is there,
+// its certificate did not verify), never adds it to the Raft configuration,
+// it never receives the state, it cannot forward a command, and a client
 // presenting a foreign certificate is refused by the listener.
 func TestForeignCertificateCannotJoin(t *testing.T) {
 	tc := newTestCluster(t, 2, localConfig(), false)
@@ -176,18 +177,20 @@ func TestForeignCertificateCannotJoin(t *testing.T) {
 		t.Fatal(err)
 	}
 	tc.waitJob("secret", 10*time.Second)
-	wait.For(tc.t, 10*time.Second, "the intruder in the leader's configuration", func() bool {
-		servers, _ := l.Servers()
-		for _, s := range servers {
-			if s.ID == "intruder" {
-				return true
-			}
-		}
-		return false
+	wait.For(tc.t, 10*time.Second, "the intruder registered as refused", func() bool {
+		n, ok := l.Store().Node("intruder")
+		return ok && !n.Admitted && strings.Contains(n.Refused, "certificate")
 	})
-	// Let replication try for a while (many heartbeats).
+	// Let the leader reconcile for a while (many ticks): the intruder
+	// never enters the Raft configuration.
 	ticks := l.Ticks()
 	wait.For(tc.t, 10*time.Second, "ten more ticks", func() bool { return l.Ticks() >= ticks+10 })
+	servers, _ := l.Servers()
+	for _, s := range servers {
+		if s.ID == "intruder" {
+			t.Fatalf("the intruder is in the Raft configuration as %v", s.Role)
+		}
+	}
 	if _, ok := evil.Store().Job("secret"); ok || evil.Store().Index() != 0 {
 		t.Fatalf("intruder received replicated state (index %d)", evil.Store().Index())
 	}

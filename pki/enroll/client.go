@@ -119,6 +119,20 @@ func (c *Client) VoterKeys(ctx context.Context, addr string, b *pki.Bundle) (*pk
 	return v, nil
 }
 
+// JobSecret asks the voter at addr, over mutual TLS with b, for job's
+// secret name, which arrives resealed to b's certificate, and opens it.
+func (c *Client) JobSecret(ctx context.Context, addr string, b *pki.Bundle, job, name string) ([]byte, error) {
+	resp, err := c.do(ctx, addr, b.ClientTLS("", ALPN), &request{V: wireVersion, Op: opJobSecret, Job: job, Name: name})
+	if err != nil {
+		return nil, err
+	}
+	v, err := b.OpenJobSecret(job, name, resp.Sealed)
+	if err != nil {
+		return nil, fmt.Errorf("secret %s of job %s from %s: %w", name, job, addr, err)
+	}
+	return v, nil
+}
+
 // do sends one request and reads its answer; a refusal becomes a
 // *RefusedError.
 func (c *Client) do(ctx context.Context, addr string, cfg *tls.Config, req *request) (*response, error) {

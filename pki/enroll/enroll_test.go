@@ -8,6 +8,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -36,8 +37,10 @@ type cluster struct {
 	handler *Handler
 	logs    *syncBuffer
 
-	mu  sync.Mutex
-	reg *Registry
+	mu      sync.Mutex
+	reg     *Registry
+	hosts   map[string]string // job → the node that runs it; guarded by mu
+	secrets map[string][]byte // job/name → sealed value; guarded by mu
 	now time.Time // the registry's clock; guarded by mu
 
 	checks, admits atomic.Int32 // callback calls
@@ -76,7 +79,7 @@ func newCluster(t *testing.T, name string) *cluster {
 		t.Fatal(err)
 	}
 	c := &cluster{t: t, ca: ca, deny: pki.NewDenyList(), reg: NewRegistry(), now: time.Now(),
-		voters: map[string]bool{}, logs: &syncBuffer{}}
+		voters: map[string]bool{}, logs: &syncBuffer{}, hosts: map[string]string{}, secrets: map[string][]byte{}}
 	b.Deny = c.deny
 	c.member = pki.NewIdentity(b)
 	key := make([]byte, 32)
@@ -117,6 +120,15 @@ func newCluster(t *testing.T, name string) *cluster {
 				return nil, ErrNotVoter
 			}
 			return c.keys.SealFor(peer)
+		},
+		JobSecret: func(_ context.Context, peer *x509.Certificate, job, name string) ([]byte, error) {
+			c.mu.Lock()
+			host, sealed := c.hosts[job], c.secrets[job+"/"+name]
+			c.mu.Unlock()
+			if host != peer.Subject.CommonName {
+				return nil, fmt.Errorf("%w: %s runs on %q", ErrNotHost, job, host)
+			}
+			return c.keys.Secrets.ResealSecret(job, name, sealed, peer)
 		},
 		Now: func() time.Time {
 			c.mu.Lock()
@@ -582,6 +594,45 @@ func TestVoterKeys(t *testing.T) {
 	// With the CA key, the new voter can sign joins itself.
 	if _, _, err := keys.CA.IssueFor(b.Leaf.PublicKey.(*ecdsa.PublicKey), "lab-c", nil, time.Hour, time.Now()); err != nil {
 		t.Errorf("signing with the received CA key: %v", err)
+	}
+}
+
+// TestJobSecret: a voter releases a job's secret, resealed, only to the
+// node that runs the job; another member, or a stranger without a
+// certificate, gets nothing.
+func TestJobSecret(t *testing.T) {
+	c := newCluster(t, "lab-cluster")
+	var cl Client
+	ctx := context.Background()
+	bundle := func(node string) *pki.Bundle {
+		res, err := cl.Join(ctx, c.addr, c.token(time.Hour, 0), node, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := res.Cert.Bundle(time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	host, other := bundle("lab-b"), bundle("lab-c")
+	sealed, err := pki.SealSecret(c.keys.Secrets.PublicKey(), "train", "API_KEY", []byte("s3cret"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.mu.Lock()
+	c.hosts["train"], c.secrets["train/API_KEY"] = "lab-b", sealed
+	c.mu.Unlock()
+	v, err := cl.JobSecret(ctx, c.addr, host, "train", "API_KEY")
+	if err != nil || string(v) != "s3cret" {
+		t.Fatalf("host: got %q, %v", v, err)
+	}
+	if _, err := cl.JobSecret(ctx, c.addr, other, "train", "API_KEY"); !errors.Is(err, ErrNotHost) {
+		t.Errorf("another member: got %v, want ErrNotHost", err)
+	}
+	stranger := &tls.Config{InsecureSkipVerify: true, NextProtos: []string{ALPN}, MinVersion: tls.VersionTLS13}
+	if _, err := cl.do(ctx, c.addr, stranger, &request{V: wireVersion, Op: opJobSecret, Job: "train", Name: "API_KEY"}); !errors.Is(err, ErrNotEnrolled) {
+		t.Errorf("a client without a certificate: got %v, want ErrNotEnrolled", err)
 	}
 }
 

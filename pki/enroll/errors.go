@@ -30,6 +30,9 @@ var (
 	ErrNotEnrolled = errors.New("enroll: node not enrolled")
 	// ErrNotVoter: voter keys asked for by a node that is not a voter.
 	ErrNotVoter = errors.New("enroll: node is not a voter")
+	// ErrNotHost: a job's secret asked for by a node that does not run
+	// the job.
+	ErrNotHost = errors.New("enroll: node does not run the job")
 	// ErrPeerCA: the peer's certificate does not end in the CA the token
 	// pins, so the joiner refused it before sending the token.
 	ErrPeerCA = errors.New("enroll: peer is not in the cluster the token pins")
@@ -56,6 +59,7 @@ var wireCodes = []struct {
 	{"name-taken", ErrNameTaken},
 	{"not-enrolled", ErrNotEnrolled},
 	{"not-voter", ErrNotVoter},
+	{"not-host", ErrNotHost},
 	{"revoked", pki.ErrRevoked},
 	{"bad-request", ErrBadRequest},
 	{"not-served", ErrNotServed},

@@ -144,6 +144,10 @@ type Handler struct {
 	// [pki.VoterKeys.SealFor]) after checking that peer's node is a voter;
 	// nil refuses voter-keys requests.
 	VoterKeys func(ctx context.Context, peer *x509.Certificate) ([]byte, error)
+	// JobSecret returns job's sealed secret name resealed to peer (see
+	// [pki.SecretsKey.ResealSecret]) after checking that peer's node hosts
+	// the job; nil refuses job-secret requests.
+	JobSecret func(ctx context.Context, peer *x509.Certificate, job, name string) ([]byte, error)
 	// Now is the clock (nil: time.Now).
 	Now func() time.Time
 	// Timeout bounds a connection (0: DefaultTimeout).
@@ -229,6 +233,8 @@ func (h *Handler) serve(ctx context.Context, req *request, peer []*x509.Certific
 		return h.join(ctx, req)
 	case opRenew:
 		return h.renew(ctx, req, peer)
+	case opJobSecret:
+		return h.jobSecret(ctx, req, peer)
 	default:
 		return h.voterKeys(ctx, peer)
 	}
@@ -312,6 +318,22 @@ func (h *Handler) voterKeys(ctx context.Context, peer []*x509.Certificate) (*res
 		return nil, node, fmt.Errorf("%w: this node does not hand out voter keys", ErrNotServed)
 	}
 	sealed, err := h.VoterKeys(ctx, cur)
+	if err != nil {
+		return nil, node, err
+	}
+	return &response{Sealed: sealed}, node, nil
+}
+
+func (h *Handler) jobSecret(ctx context.Context, req *request, peer []*x509.Certificate) (*response, string, error) {
+	cur, err := h.member(peer, "a job's secret")
+	if err != nil {
+		return nil, "", err
+	}
+	node := cur.Subject.CommonName
+	if h.JobSecret == nil {
+		return nil, node, fmt.Errorf("%w: this node does not release job secrets", ErrNotServed)
+	}
+	sealed, err := h.JobSecret(ctx, cur, req.Job, req.Name)
 	if err != nil {
 		return nil, node, err
 	}

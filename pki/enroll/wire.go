@@ -26,6 +26,7 @@ const (
 	opJoin      = "join"       // token + CSR → certificate, CA, gossip keys
 	opRenew     = "renew"      // CSR, over the node's current certificate → certificate
 	opVoterKeys = "voter-keys" // over a voter's certificate → sealed voter keys
+	opJobSecret = "job-secret" // job + name, over the host's certificate → the secret resealed to it
 )
 
 // request is what a joining or renewing node sends: one per connection.
@@ -34,6 +35,9 @@ type request struct {
 	Op    string `json:"op"`
 	Token string `json:"token,omitempty"`
 	CSR   []byte `json:"csr,omitempty"` // PKCS#10 DER
+	// Job and Name name a job's secret (job-secret).
+	Job  string `json:"job,omitempty"`
+	Name string `json:"name,omitempty"`
 }
 
 // response is the one answer: a refusal (Code set) or what was asked for.
@@ -47,7 +51,7 @@ type response struct {
 	// GossipAddr is where the answering member gossips (a join's answer):
 	// the joiner was given its coordinator address and joins gossip there.
 	GossipAddr string `json:"gossip_addr,omitempty"`
-	Sealed     []byte   `json:"sealed,omitempty"` // voter keys sealed to the asker
+	Sealed     []byte   `json:"sealed,omitempty"` // voter keys or a job's secret, sealed to the asker
 }
 
 // writeFrame sends v as JSON after a 4-byte big-endian length.
@@ -108,7 +112,14 @@ func decodeRequest(b []byte) (*request, error) {
 	if req.V != wireVersion {
 		return nil, fmt.Errorf("%w: message version %d (this node reads %d)", ErrBadRequest, req.V, wireVersion)
 	}
+	if req.Op != opJobSecret && (req.Job != "" || req.Name != "") {
+		return nil, fmt.Errorf("%w: only a job-secret request names a job", ErrBadRequest)
+	}
 	switch req.Op {
+	case opJobSecret:
+		if req.Token != "" || len(req.CSR) != 0 || req.Job == "" || req.Name == "" {
+			return nil, fmt.Errorf("%w: a job-secret request names a job and a variable, and carries nothing else", ErrBadRequest)
+		}
 	case opJoin:
 		if req.Token == "" || len(req.CSR) == 0 {
 			return nil, fmt.Errorf("%w: a join needs a token and a CSR", ErrBadRequest)

@@ -73,6 +73,10 @@ func TestDecodeRequestRefuses(t *testing.T) {
 		"renew with token":  `{"v":1,"op":"renew","token":"t","csr":"AA=="}`,
 		"renew no CSR":      `{"v":1,"op":"renew"}`,
 		"voter keys w/ CSR": `{"v":1,"op":"voter-keys","csr":"AA=="}`,
+		"secret no name":    `{"v":1,"op":"job-secret","job":"j"}`,
+		"secret no job":     `{"v":1,"op":"job-secret","name":"K"}`,
+		"secret with CSR":   `{"v":1,"op":"job-secret","job":"j","name":"K","csr":"AA=="}`,
+		"join naming a job": `{"v":1,"op":"join","token":"t","csr":"AA==","job":"j"}`,
 		"array":             `[1]`,
 	} {
 		if _, err := decodeRequest([]byte(in)); !errors.Is(err, ErrBadRequest) {

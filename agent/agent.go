@@ -59,9 +59,6 @@ type Agent struct {
 	lock       *dirLock
 	tmpDir     string // removed at shutdown (--dev)
 	tls        *pki.Bundle
-	// voterKeys are the CA and secrets keys, held by voters only (nil
-	// elsewhere); set at start or when this voter fetches them.
-	voterKeys  atomic.Pointer[pki.VoterKeys]
 	gossipKeys [][]byte
 	mesh       *mesh.Mesh
 	enforce    *enforce.Subsystem // kernel enforcement; first of Subsystems
@@ -101,6 +98,10 @@ type Agent struct {
 
 	// reclaim is the owner's reclaim of this node (set by Run).
 	reclaim *reclaim.Flow
+
+	// voterKeys are the CA and secrets keys, held by voters only (nil
+	// elsewhere); set at start or when this voter fetches them.
+	voterKeys atomic.Pointer[pki.VoterKeys]
 
 	mu     sync.Mutex
 	joined bool // a join (or a join by a peer) succeeded

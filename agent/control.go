@@ -17,6 +17,7 @@ import (
 
 	"github.com/reclaimnet/reclaimnet/localapi"
 	"github.com/reclaimnet/reclaimnet/mesh"
+	"github.com/reclaimnet/reclaimnet/pki"
 	"github.com/reclaimnet/reclaimnet/policy"
 	"github.com/reclaimnet/reclaimnet/raft"
 	"github.com/reclaimnet/reclaimnet/state"
@@ -213,6 +214,16 @@ func (a *Agent) runJob(ctx context.Context, c *raft.Coordinator, jr *localapi.Jo
 		Owner:     a.ownerName(who),
 		Submitted: time.Now().UTC().Truncate(time.Second),
 	}
+	for k := range jr.Secrets {
+		if err := pki.ValidEnvName(k); err != nil {
+			return localapi.Response{Error: "run: secret: " + err.Error(), Kind: localapi.KindBadRequest}
+		}
+	}
+	sealed, err := sealSecrets(c.State(), jr.Name, jr.Secrets)
+	if err != nil {
+		return localapi.Response{Error: "run: " + err.Error(), Kind: localapi.KindBadRequest}
+	}
+	rec.Spec.Secrets = sealed
 	if _, err := c.Submit(ctx, state.SubmitJob{Job: rec}); err != nil {
 		return submitError("submit job "+jr.Name, err)
 	}

@@ -275,6 +275,9 @@ func (a *Agent) enrollHandler() *enroll.Handler {
 			}
 			return nil, fmt.Errorf("%w: %q is not a voter in the Raft configuration", enroll.ErrNotVoter, peer.Subject.CommonName)
 		},
+		JobSecret: func(_ context.Context, peer *x509.Certificate, job, name string) ([]byte, error) {
+			return a.releaseSecret(peer, job, name)
+		},
 		Logger: a.logger.With("subsystem", "enroll"),
 	}
 }
@@ -292,9 +295,17 @@ func (a *Agent) identityLoop(ctx context.Context) {
 			a.tls.Deny.Replace(st.Enrollment.Deny)
 			seen = slices.Clone(st.Enrollment.Deny)
 		}
+		if vk := a.voterKeys.Load(); vk != nil && vk.Secrets != nil && len(st.SecretsKey) == 0 && a.coord.IsLeader() {
+			// The bootstrap node publishes the key every node seals to.
+			sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			if _, err := a.coord.Submit(sctx, state.SetSecretsKey{Public: vk.Secrets.PublicKey()}); err != nil {
+				a.logger.Warn("publish the secrets key", "err", err)
+			}
+			cancel()
+		}
 		if a.voterKeys.Load() == nil && st.Nodes[policy.NodeID(a.cfg.Name)].Role == state.RoleVoter && time.Since(lastTry) >= voterKeysRetry {
 			lastTry = time.Now()
-			if err := a.fetchVoterKeys(ctx, st); err != nil {
+			if err := a.fetchVoterKeys(ctx); err != nil {
 				a.logger.Warn("voter keys not fetched yet", "err", err)
 			}
 		}
@@ -307,29 +318,36 @@ func (a *Agent) identityLoop(ctx context.Context) {
 	}
 }
 
+// votersLeaderFirst lists the voters of the Raft configuration, the
+// leader first: who holds the voter keys.
+func (a *Agent) votersLeaderFirst() []raft.Server {
+	servers, err := a.coord.Servers()
+	if err != nil {
+		return nil
+	}
+	servers = slices.DeleteFunc(servers, func(s raft.Server) bool { return s.Role != state.RoleVoter })
+	slices.SortStableFunc(servers, func(x, y raft.Server) int {
+		switch {
+		case x.Leader == y.Leader:
+			return 0
+		case x.Leader:
+			return -1
+		}
+		return 1
+	})
+	return servers
+}
+
 // voterKeysRetry is the pause between attempts to fetch the voter keys (a
 // campus with its own PKI has none to give).
 const voterKeysRetry = 5 * time.Second
 
 // fetchVoterKeys asks the other voters, the leader first, for the voter
 // keys and keeps them 0600 in the TLS dir.
-func (a *Agent) fetchVoterKeys(ctx context.Context, st *state.State) error {
-	servers, err := a.coord.Servers()
-	if err != nil {
-		return err
-	}
-	slices.SortFunc(servers, func(x, y raft.Server) int {
-		if x.Leader != y.Leader {
-			if x.Leader {
-				return -1
-			}
-			return 1
-		}
-		return 0
-	})
+func (a *Agent) fetchVoterKeys(ctx context.Context) error {
 	var errs []error
-	for _, s := range servers {
-		if string(s.ID) == a.cfg.Name || s.Role != state.RoleVoter {
+	for _, s := range a.votersLeaderFirst() {
+		if string(s.ID) == a.cfg.Name {
 			continue
 		}
 		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)

@@ -107,4 +107,3 @@ func tokenInfo(r enroll.Record, now time.Time) localapi.TokenInfo {
 	return localapi.TokenInfo{ID: r.ID, State: string(r.State(now)), Created: r.Created, Expires: r.Expires,
 		MaxUses: r.MaxUses, Used: r.Used, Nodes: r.Nodes, Revoked: r.Revoked, CA: r.CA}
 }
-

@@ -10,6 +10,7 @@ import (
 
 	"github.com/reclaimnet/reclaimnet/gpu"
 	"github.com/reclaimnet/reclaimnet/localapi"
+	"github.com/reclaimnet/reclaimnet/pki"
 	"github.com/reclaimnet/reclaimnet/state"
 )
 
@@ -21,7 +22,7 @@ type runOptions struct {
 	gpus                                                               int
 	cpus                                                               float64
 	lossBudget, runtimeHint, grace                                     time.Duration
-	env                                                                []string
+	env, secretEnv                                                     []string
 	// signalSet and graceSet say whether the flag was given: only those
 	// go into the job's record.
 	signalSet, graceSet bool
@@ -54,6 +55,7 @@ CMD: what follows belongs to the job.`,
 	fs.Float64Var(&o.cpus, "cpus", 0, "the job's CPU limit in CPUs, e.g. 4 or 0.5 (default: none of its own; the node's --guest-cpus bounds all guest jobs)")
 	fs.StringVar(&o.workDir, "dir", "", "working `directory` on the node that runs the job (default: the job's own directory)")
 	fs.StringArrayVar(&o.env, "env", nil, "`KEY=VALUE` added to the job's environment (repeatable)")
+	fs.StringArrayVar(&o.secretEnv, "secret-env", nil, "environment variable `KEY` passed to the job with its value from this command's environment, sealed: never in the cluster's log or on a disk in the clear (repeatable)")
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		o.dataDir = resolveDataDir(env, *dir)
 		o.signalSet, o.graceSet = fs.Changed("signal"), fs.Changed("grace")
@@ -68,6 +70,19 @@ func runRun(ctx context.Context, env *Env, o runOptions, command []string) error
 	}
 	jr := &localapi.JobRequest{Name: o.name, Command: command, Env: o.env, Dir: o.workDir, GPUs: o.gpus,
 		LossBudget: o.lossBudget, RuntimeHint: o.runtimeHint}
+	for _, k := range o.secretEnv {
+		if err := pki.ValidEnvName(k); err != nil {
+			return usagef("--secret-env: %v", err)
+		}
+		v := env.Getenv(k)
+		if v == "" {
+			return usagef("--secret-env %s: the variable is not set (or empty) in this environment", k)
+		}
+		if jr.Secrets == nil {
+			jr.Secrets = map[string]string{}
+		}
+		jr.Secrets[k] = v
+	}
 	if o.name != "" {
 		if err := localapi.ValidJobName(o.name); err != nil {
 			return usagef("--name: %v", err)

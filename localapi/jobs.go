@@ -48,6 +48,10 @@ type JobRequest struct {
 	// beyond the node's caps on all guest jobs together.
 	Memory int64   `json:"memory,omitempty"`
 	CPUs   float64 `json:"cpus,omitempty"`
+	// Secrets are environment variables the agent seals to the cluster
+	// secrets key before anything is written (reclaimnet run
+	// --secret-env); their values cross only this socket in the clear.
+	Secrets map[string]string `json:"secrets,omitempty"`
 }
 
 // JobInfo is one job as 'reclaimnet jobs' shows it.

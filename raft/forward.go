@@ -209,7 +209,7 @@ func peerNode(conn net.Conn) policy.NodeID {
 func checkForwarder(peer policy.NodeID, cmd state.Command) error {
 	var claimed policy.NodeID
 	switch c := cmd.(type) {
-	case state.UpsertNode, state.RecordDeparture, state.PublishHazards, state.SetDecisions:
+	case state.UpsertNode, state.RecordDeparture, state.PublishHazards, state.SetDecisions, state.SetSecretsKey:
 		return fmt.Errorf("%w: %s is applied by the leader only, not forwarded (from %q)", ErrForbidden, cmd.Kind(), peer)
 	case state.JobReport:
 		claimed = c.Node

@@ -43,7 +43,7 @@ type mux struct {
 	// enroll serves one enrollment connection (ALPN reclaimnet-enroll/1,
 	// possibly without a client certificate); nil refuses them.
 	enroll func(*tls.Conn)
-	logger    *slog.Logger
+	logger *slog.Logger
 
 	raftConns chan net.Conn
 	closed    chan struct{}

@@ -61,6 +61,7 @@ const (
 	KindEnrollNode
 	KindRenewCert
 	KindRemoveNode
+	KindSetSecretsKey
 )
 
 var kindNames = map[Kind]string{
@@ -82,6 +83,7 @@ var kindNames = map[Kind]string{
 	KindEnrollNode:          "enroll-node",
 	KindRenewCert:           "renew-cert",
 	KindRemoveNode:          "remove-node",
+	KindSetSecretsKey:       "set-secrets-key",
 }
 
 func (k Kind) String() string {
@@ -405,6 +407,8 @@ func DecodeCommand(b []byte) (Command, error) {
 		cmd = decodeAs[RenewCert]()
 	case KindRemoveNode:
 		cmd = decodeAs[RemoveNode]()
+	case KindSetSecretsKey:
+		cmd = decodeAs[SetSecretsKey]()
 	default:
 		return nil, fmt.Errorf("%w: %d", ErrUnknownCommand, b[1])
 	}

@@ -1,6 +1,7 @@
 package state
 
 import (
+	"bytes"
 	"fmt"
 	"maps"
 	"slices"
@@ -49,6 +50,20 @@ type RenewCert struct {
 type RemoveNode struct {
 	Node policy.NodeID
 	At   time.Time
+}
+
+// SetSecretsKey records the cluster secrets key's public half, once: a
+// different key later is refused (secrets sealed to the first would no
+// longer open).
+type SetSecretsKey struct{ Public []byte }
+
+func (SetSecretsKey) Kind() Kind { return KindSetSecretsKey }
+
+func (c SetSecretsKey) validate() error {
+	if len(c.Public) == 0 {
+		return invalid("set-secrets-key without a key")
+	}
+	return nil
 }
 
 func (AddToken) Kind() Kind    { return KindAddToken }
@@ -129,6 +144,15 @@ func applyEnrollment(s *State, cmd Command) (changed, ok bool, err error) {
 			s.Nodes[c.Node] = n
 		}
 		return true, true, nil
+	case SetSecretsKey:
+		if len(s.SecretsKey) == 0 {
+			s.SecretsKey = slices.Clone(c.Public)
+			return true, true, nil
+		}
+		if !bytes.Equal(s.SecretsKey, c.Public) {
+			return false, true, invalid("the cluster already has another secrets key")
+		}
+		return false, true, nil
 	default:
 		return false, false, nil
 	}

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/reclaimnet/reclaimnet/pki"
 	"github.com/reclaimnet/reclaimnet/pki/enroll"
 	"github.com/reclaimnet/reclaimnet/policy"
 )
@@ -102,6 +103,17 @@ type JobSpec struct {
 	// together still bound it).
 	Memory int64   `json:",omitempty"`
 	CPUs   float64 `json:",omitempty"`
+	// Secrets are environment variables whose values are sealed to the
+	// cluster secrets key (reclaimnet run --secret-env): the log holds
+	// only ciphertext; the host receives each value from a voter,
+	// resealed to its certificate, into the job's environment alone.
+	Secrets []SealedSecret `json:",omitempty"`
+}
+
+// SealedSecret is one secret environment variable of a job.
+type SealedSecret struct {
+	Name   string
+	Sealed []byte
 }
 
 // Bounds of a job's own limits: below them no process starts, or the
@@ -164,6 +176,16 @@ func (s JobSpec) validate() error {
 		if err := ValidStopGrace(s.Grace); err != nil {
 			return err
 		}
+	}
+	seen := map[string]bool{}
+	for _, sec := range s.Secrets {
+		if err := pki.ValidEnvName(sec.Name); err != nil {
+			return fmt.Errorf("secret: %w", err)
+		}
+		if seen[sec.Name] || len(sec.Sealed) == 0 {
+			return fmt.Errorf("secret %s: given twice or empty", sec.Name)
+		}
+		seen[sec.Name] = true
 	}
 	return ValidJobLimits(s.Memory, s.CPUs)
 }
@@ -301,6 +323,9 @@ type State struct {
 	// Counters count what the cluster did since its state began (older
 	// snapshots lack them: they count from the upgrade).
 	Counters Counters `json:",omitzero"`
+	// SecretsKey is the cluster secrets key's public half (X-Wing), which
+	// every node seals job secrets to; empty in a cluster without one.
+	SecretsKey []byte `json:",omitempty"`
 	// Enrollment holds the join tokens (hashed), the nodes that joined
 	// with them and the deny list (docs/trust.md).
 	Enrollment enroll.Registry `json:",omitzero"`
@@ -428,6 +453,7 @@ func (s *State) clone() *State {
 	c.Decisions = s.Decisions.clone()
 	c.Counters = s.Counters
 	c.Enrollment = cloneRegistry(s.Enrollment)
+	c.SecretsKey = slices.Clone(s.SecretsKey)
 	if s.ReclaimReports != nil {
 		c.ReclaimReports = make([]ReclaimReport, len(s.ReclaimReports))
 		for i, r := range s.ReclaimReports {
@@ -441,6 +467,13 @@ func (j JobRecord) clone() JobRecord {
 	j.Replicas = slices.Clone(j.Replicas)
 	j.Spec.Command = slices.Clone(j.Spec.Command)
 	j.Spec.Env = slices.Clone(j.Spec.Env)
+	if j.Spec.Secrets != nil {
+		secrets := make([]SealedSecret, len(j.Spec.Secrets))
+		for i, sec := range j.Spec.Secrets {
+			secrets[i] = SealedSecret{Name: sec.Name, Sealed: slices.Clone(sec.Sealed)}
+		}
+		j.Spec.Secrets = secrets
+	}
 	return j
 }
 

@@ -51,6 +51,10 @@ type Config struct {
 	Logger *slog.Logger
 	// Now is the clock for catalogue times; nil means time.Now.
 	Now func() time.Time
+	// SecretEnv returns a job's secret variables (KEY=VALUE) for its
+	// environment, opened for this node (run --secret-env); nil: a job
+	// with secrets does not start.
+	SecretEnv func(ctx context.Context, job state.JobRecord) ([]string, error)
 	// Since is when this node's current membership began as gossip
 	// announces it (the agent's start, mesh.Meta.Started). When set, the
 	// manager starts no job and no push before the replicated registry

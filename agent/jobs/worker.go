@@ -2,6 +2,7 @@ package jobs
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -113,12 +114,24 @@ func (w *worker) run(ctx context.Context) {
 		w.set(func() { w.state, w.result.reason = StateFailed, reasonFailed })
 		return
 	}
+	env := j.Spec.Env
+	if len(j.Spec.Secrets) > 0 {
+		secrets, err := w.secretEnv(ctx, j)
+		if err != nil {
+			if ctx.Err() == nil {
+				w.noteErr(fmt.Errorf("start: %w", err))
+				w.set(func() { w.state, w.result.reason = StateFailed, reasonFailed })
+			}
+			return
+		}
+		env = append(slices.Clone(env), secrets...)
+	}
 	gpus := w.takeGPUs(j.GPUs)
 	defer w.set(func() { m.gpus.give(gpus) })
 	// The per-job signal, grace and limits come from the replicated spec,
 	// so every start and restart, on any node, uses the same ones.
 	job, err := m.cfg.Supervisor.Start(ctx, supervisor.Spec{
-		JobID: string(w.id), Command: j.Spec.Command, Env: j.Spec.Env, Dir: j.Spec.Dir,
+		JobID: string(w.id), Command: j.Spec.Command, Env: env, Dir: j.Spec.Dir,
 		WorkDir: filepath.Join(w.dir(), "run"), RestoreDir: restoreDir, RestartCount: j.Restarts, Deadline: deadline,
 		Signal: sig, Grace: j.Spec.Grace, GPUs: gpus,
 		Limits: sandbox.Limits{MemoryBytes: j.Spec.Memory, CPUs: j.Spec.CPUs},
@@ -187,4 +200,14 @@ func jobDecision(st *state.State, id policy.JobID) policy.JobDecision {
 func holdersOf(st *state.State, id policy.JobID, v uint64) []policy.NodeID {
 	cp, _ := st.CheckpointVersion(id, v)
 	return cp.Holders
+}
+
+// secretEnv fetches the job's secret variables, for at most a minute.
+func (w *worker) secretEnv(ctx context.Context, j state.JobRecord) ([]string, error) {
+	if w.m.cfg.SecretEnv == nil {
+		return nil, errors.New("this node cannot open job secrets")
+	}
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	return w.m.cfg.SecretEnv(ctx, j)
 }

@@ -41,7 +41,7 @@ type cluster struct {
 	reg     *Registry
 	hosts   map[string]string // job → the node that runs it; guarded by mu
 	secrets map[string][]byte // job/name → sealed value; guarded by mu
-	now time.Time // the registry's clock; guarded by mu
+	now     time.Time         // the registry's clock; guarded by mu
 
 	checks, admits atomic.Int32 // callback calls
 	raftConns      atomic.Int32 // connections handed to the non-enrollment path

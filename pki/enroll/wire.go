@@ -51,7 +51,7 @@ type response struct {
 	// GossipAddr is where the answering member gossips (a join's answer):
 	// the joiner was given its coordinator address and joins gossip there.
 	GossipAddr string `json:"gossip_addr,omitempty"`
-	Sealed     []byte   `json:"sealed,omitempty"` // voter keys or a job's secret, sealed to the asker
+	Sealed     []byte `json:"sealed,omitempty"` // voter keys or a job's secret, sealed to the asker
 }
 
 // writeFrame sends v as JSON after a 4-byte big-endian length.

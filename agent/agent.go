@@ -99,6 +99,9 @@ type Agent struct {
 	// reclaim is the owner's reclaim of this node (set by Run).
 	reclaim *reclaim.Flow
 
+	// identity is the node's certificate as it renews (a.tls is the one
+	// it started with); every listener and dialer presents its current one.
+	identity *pki.Identity
 	// voterKeys are the CA and secrets keys, held by voters only (nil
 	// elsewhere); set at start or when this voter fetches them.
 	voterKeys atomic.Pointer[pki.VoterKeys]
@@ -169,6 +172,7 @@ func New(cfg Config, logger *slog.Logger) (_ *Agent, err error) {
 	// Every TLS configuration made from the bundle (Raft, forwarding,
 	// transfers) consults the deny list, which follows the replicated one.
 	a.tls.Deny = pki.NewDenyList()
+	a.identity = pki.NewIdentity(a.tls)
 	if err := a.loadVoterKeys(); err != nil {
 		return nil, err
 	}
@@ -282,6 +286,9 @@ func (a *Agent) Run(ctx context.Context, ready func(localapi.Info)) error {
 	a.wg.Go(func() { a.watchProtocols(runCtx) })
 	a.wg.Go(func() { a.view.Run(runCtx) })
 	a.wg.Go(func() { a.identityLoop(runCtx) })
+	if a.cfg.TLSDir != "" { // --dev's throwaway certificate is not renewed
+		a.wg.Go(func() { a.renewLoop(runCtx) })
+	}
 	if len(a.cfg.Join) > 0 {
 		a.wg.Go(func() { a.retryJoin(runCtx) })
 	}

@@ -41,7 +41,7 @@ func (a *Agent) startCoordinator(ln net.Listener) error {
 		adv = ip.String()
 	}
 	rc.AdvertiseAddr = net.JoinHostPort(adv, strconv.Itoa(ln.Addr().(*net.TCPAddr).Port))
-	rc.TLS = a.tls
+	rc.TLS, rc.Identity = a.tls, a.identity
 	rc.Enroll = a.enrollHandler()
 	rc.Bootstrap = len(a.cfg.Join) == 0
 	rc.Telemetry = a.telemetry

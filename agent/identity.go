@@ -226,7 +226,7 @@ func (a *Agent) loadVoterKeys() error {
 // port, backed by the replicated state and the voter keys this node holds.
 func (a *Agent) enrollHandler() *enroll.Handler {
 	return &enroll.Handler{
-		Identity: pki.NewIdentity(a.tls),
+		Identity: a.identity,
 		Sign: func(ctx context.Context, r enroll.SignRequest) (*x509.Certificate, error) {
 			vk := a.voterKeys.Load()
 			if vk == nil || vk.CA == nil {
@@ -256,6 +256,12 @@ func (a *Agent) enrollHandler() *enroll.Handler {
 			return net.JoinHostPort(adv, strconv.Itoa(int(port)))
 		},
 		Renewed: func(ctx context.Context, node string, cert enroll.CertInfo) error {
+			if _, enrolled := a.coord.State().Enrollment.Nodes[node]; !enrolled {
+				// Not joined by token (the bootstrap node, or a certificate
+				// made with 'tls cert create' and the cluster's CA key):
+				// its current certificate verified; there is no record.
+				return nil
+			}
 			_, err := a.coord.Submit(ctx, state.RenewCert{Node: node, Cert: cert, At: time.Now()})
 			return err
 		},
@@ -351,7 +357,7 @@ func (a *Agent) fetchVoterKeys(ctx context.Context) error {
 			continue
 		}
 		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		vk, err := (&enroll.Client{}).VoterKeys(cctx, s.Addr, a.tls)
+		vk, err := (&enroll.Client{}).VoterKeys(cctx, s.Addr, a.identity.Bundle())
 		cancel()
 		if err != nil {
 			errs = append(errs, err)

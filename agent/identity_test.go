@@ -1,6 +1,9 @@
 package agent
 
 import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/tls"
 	"errors"
 	"os"
 	"path/filepath"
@@ -293,5 +296,76 @@ func TestForeignCertificateRefused(t *testing.T) {
 		if d.To == "intruder" {
 			t.Errorf("a placement on the intruder: %+v", d)
 		}
+	}
+}
+
+// TestCertificateRenewal: a node renews its certificate through a voter
+// on a fresh key; its listeners present the new one without a restart,
+// the file on disk and the registry follow.
+func TestCertificateRenewal(t *testing.T) {
+	c := newTestCluster(t)
+	a := c.bootstrap("lab-a")
+	b := c.start(c.tokenConfig("lab-b", createToken(t, a, time.Hour, 0), a))
+	wait.For(t, 30*time.Second, "lab-b admitted", func() bool {
+		r, ok := nodeRecord(a, "lab-b")
+		return ok && r.Admitted
+	})
+	old := b.agent.identity.Bundle().Leaf
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := b.agent.renewCertificate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	cur := b.agent.identity.Bundle().Leaf
+	if cur.SerialNumber.Cmp(old.SerialNumber) == 0 || cur.Subject.CommonName != "lab-b" || cur.PublicKey.(*ecdsa.PublicKey).Equal(old.PublicKey) {
+		t.Fatalf("renewed certificate %s for %s: want a new serial and key for lab-b", pki.Serial(cur), cur.Subject.CommonName)
+	}
+	onDisk, err := pki.LoadNode(filepath.Join(b.agent.DataDir(), "tls"))
+	if err != nil || !onDisk.Leaf.Equal(cur) {
+		t.Errorf("node.pem on disk is not the renewed certificate (%v)", err)
+	}
+	wait.For(t, 10*time.Second, "the registry records the renewal", func() bool {
+		return a.agent.Coordinator().State().Enrollment.Nodes["lab-b"].Serial == pki.Serial(cur)
+	})
+	// The coordinator listener presents the new certificate at once.
+	conn, err := tls.Dial("tcp", b.info.RaftAddr, a.agent.identity.ClientTLS("lab-b", "reclaimnet-raft/1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	presented := conn.ConnectionState().PeerCertificates[0]
+	conn.Close()
+	if !presented.Equal(cur) {
+		t.Errorf("lab-b's listener presents %s, want the renewed %s", pki.Serial(presented), pki.Serial(cur))
+	}
+	// The bootstrap node, which joined by no token, renews too.
+	if err := a.agent.renewCertificate(ctx); err != nil {
+		t.Errorf("lab-a: %v", err)
+	}
+}
+
+// TestInsecureKeyFilesRefused: a gossip key or node key other users may
+// read stops the agent at start with the command that fixes it.
+func TestInsecureKeyFilesRefused(t *testing.T) {
+	c := newTestCluster(t)
+	a := c.bootstrap("lab-a")
+	dir := a.agent.DataDir()
+	a.stop(t, false)
+	cfg := c.identityConfig("lab-a")
+	cfg.DataDir, cfg.Bootstrap = dir, true
+	for _, f := range []string{gossipKeyName, "tls/node-key.pem"} {
+		p := filepath.Join(dir, f)
+		if err := os.Chmod(p, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		_, err := New(cfg, testLogger())
+		if !errors.Is(err, pki.ErrInsecureFile) || !strings.Contains(err.Error(), "chmod 600 "+p) {
+			t.Errorf("%s readable by others: got %v, want pki.ErrInsecureFile naming 'chmod 600 %s'", f, err, p)
+		}
+		os.Chmod(p, 0o600)
+	}
+	// Fixed, it starts again with the same cluster.
+	n := c.start(cfg)
+	if !n.agent.tls.CA.Equal(a.agent.tls.CA) {
+		t.Error("the restarted bootstrap node made a new CA")
 	}
 }

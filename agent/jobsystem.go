@@ -81,7 +81,7 @@ func (a *Agent) newJobSystem() (_ *jobSystem, err error) {
 	if a.cfg.LocalTimings {
 		js.tcfg = transfer.DefaultLocalConfig()
 	}
-	js.tcfg.TLS, js.tcfg.Store, js.tcfg.Logger = a.tls, js.store, log.With("part", "transfer")
+	js.tcfg.TLS, js.tcfg.Store, js.tcfg.Logger = a.identity, js.store, log.With("part", "transfer")
 	if js.client, err = transfer.NewClient(js.tcfg); err != nil {
 		return nil, fmt.Errorf("transfer client: %w", err)
 	}

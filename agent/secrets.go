@@ -89,7 +89,7 @@ func (a *Agent) openSecret(ctx context.Context, job string, sec state.SealedSecr
 				continue
 			}
 			cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-			v, err := (&enroll.Client{}).JobSecret(cctx, s.Addr, a.tls, job, sec.Name)
+			v, err := (&enroll.Client{}).JobSecret(cctx, s.Addr, a.identity.Bundle(), job, sec.Name)
 			cancel()
 			if err == nil {
 				return v, nil

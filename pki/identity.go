@@ -71,3 +71,16 @@ func (id *Identity) ClientTLS(serverNode string, nextProtos ...string) *tls.Conf
 	}
 	return cfg
 }
+
+// TLSSource makes a node's TLS configurations: a [Bundle] (the
+// certificate it was made with) or an [Identity] (the current one, as it
+// renews).
+type TLSSource interface {
+	ServerTLS(nextProtos ...string) *tls.Config
+	ClientTLS(serverNode string, nextProtos ...string) *tls.Config
+}
+
+var (
+	_ TLSSource = (*Bundle)(nil)
+	_ TLSSource = (*Identity)(nil)
+)

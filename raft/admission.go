@@ -71,7 +71,7 @@ func (c *Coordinator) verifyPeer(node policy.NodeID, addr string) error {
 		return fmt.Errorf("cannot reach its coordinator port %s to verify its certificate: %v", addr, err)
 	}
 	defer raw.Close()
-	conn := tls.Client(raw, c.cfg.TLS.ClientTLS(string(node), alpnRaft))
+	conn := tls.Client(raw, c.tlsSource().ClientTLS(string(node), alpnRaft))
 	_ = conn.SetDeadline(time.Now().Add(admissionTimeout))
 	if err := conn.Handshake(); err != nil {
 		return fmt.Errorf("certificate not verified over mutual TLS: %v", err)

@@ -35,6 +35,9 @@ type Config struct {
 	// TLS is the node's certificate and the cluster CA: Raft and forwarded
 	// commands use mutual TLS 1.3 with it. Required.
 	TLS *pki.Bundle
+	// Identity, when set, is TLS's certificate as it renews: Raft,
+	// forwarding and admission handshakes present the current one.
+	Identity *pki.Identity
 	// Enroll, when set, serves join, renewal and voter-key requests on the
 	// coordinator port (docs/trust.md); nil refuses them.
 	Enroll *enroll.Handler
@@ -145,6 +148,9 @@ func (c Config) Validate() error {
 		errs = append(errs, errors.New("no TLS bundle: raft runs over mutual TLS only"))
 	} else if c.NodeID != "" && c.TLS.Node != string(c.NodeID) {
 		errs = append(errs, fmt.Errorf("certificate is for node %q, not %q", c.TLS.Node, c.NodeID))
+	}
+	if c.Identity != nil && c.Identity.Node() != string(c.NodeID) {
+		errs = append(errs, fmt.Errorf("identity is for node %q, not %q", c.Identity.Node(), c.NodeID))
 	}
 	if c.Listener == nil && c.BindAddr == "" {
 		errs = append(errs, errors.New("no bind address"))

@@ -157,11 +157,11 @@ func Open(cfg Config) (*Coordinator, error) {
 			return fail(fmt.Errorf("raft listener bound to %s: set an advertise address peers can reach", c.addr))
 		}
 	}
-	serverTLS := cfg.TLS.ServerTLS(alpnRaft)
+	serverTLS := c.tlsSource().ServerTLS(alpnRaft)
 	if cfg.Enroll != nil {
 		serverTLS = enroll.ServerTLS(serverTLS, cfg.Enroll.Identity)
 	}
-	c.mux = newMux(ln, advertiseAddr(c.addr), serverTLS, cfg.TLS.ClientTLS("", alpnRaft), c.cfg.Dial, c.logger)
+	c.mux = newMux(ln, advertiseAddr(c.addr), serverTLS, c.tlsSource().ClientTLS("", alpnRaft), c.cfg.Dial, c.logger)
 	if h := cfg.Enroll; h != nil {
 		c.mux.enroll = func(conn *tls.Conn) { h.ServeConn(context.Background(), conn) }
 	}
@@ -239,6 +239,15 @@ func Open(cfg Config) (*Coordinator, error) {
 
 // ID is the node's ID.
 func (c *Coordinator) ID() policy.NodeID { return c.cfg.NodeID }
+
+// tlsSource makes the coordinator's TLS configurations: from the renewing
+// identity when there is one.
+func (c *Coordinator) tlsSource() pki.TLSSource {
+	if c.cfg.Identity != nil {
+		return c.cfg.Identity
+	}
+	return c.cfg.TLS
+}
 
 // Addr is the address peers dial to reach this coordinator.
 func (c *Coordinator) Addr() string { return c.addr }

@@ -16,8 +16,10 @@ const DefaultPort = 7948
 
 // Config configures a Client or a Server.
 type Config struct {
-	// TLS is this node's certificate bundle (cluster CA, node cert and key).
-	TLS *pki.Bundle
+	// TLS makes this node's TLS configurations: its certificate bundle, or
+	// its pki.Identity so that a renewed certificate is presented without
+	// a restart.
+	TLS pki.TLSSource
 	// Store is the local checkpoint store: the sender reads chunks from it,
 	// the receiver writes into it. Its MaxBytes is the receiver's disk
 	// quota. A Client that only fetches needs none.

@@ -29,6 +29,20 @@ func TestKeygen(t *testing.T) {
 	if out2 == out {
 		t.Errorf("two keygen runs printed the same key")
 	}
+	// --out: a new file of mode 0600 the agent reads; never replaced.
+	path := filepath.Join(t.TempDir(), "gossip.key")
+	if code, _, errOut := runCLI(t, "keygen", "--out", path); code != ExitOK {
+		t.Fatalf("keygen --out: exit %d: %s", code, errOut)
+	}
+	if fi, err := os.Stat(path); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("keygen --out wrote %v (%v), want mode 0600", fi, err)
+	}
+	if _, err := agent.ReadGossipKeyFile(path); err != nil {
+		t.Errorf("the agent refuses keygen's key file: %v", err)
+	}
+	if code, _, errOut := runCLI(t, "keygen", "--out", path); code != ExitError || !strings.Contains(errOut, path) {
+		t.Errorf("keygen --out onto an existing key: exit %d, stderr %q; want exit 1 naming the file", code, errOut)
+	}
 }
 
 func TestTLSCommands(t *testing.T) {

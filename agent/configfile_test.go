@@ -18,6 +18,8 @@ func fullConfig() Config {
 		Name: "gpu-07", DataDir: "/srv/reclaimnet", BindAddr: "10.0.0.7", AdvertiseAddr: "192.0.2.7", Building: "physics",
 		Join: []string{"10.0.0.1", "10.0.0.2:8000"}, GossipPort: 8001, RaftPort: 8002, TransferPort: 8003, HTTPAddr: "127.0.0.1:9000",
 		GossipKey: "a2V5a2V5a2V5a2V5a2V5a2V5a2V5a2V5a2V5a2V5a2U=", GossipKeyFile: "/etc/reclaimnet/gossip.key", TLSDir: "/etc/reclaimnet/tls",
+		Bootstrap: true, Token: "rn1.0123456789abcdef.0123456789abcdef0123456789abcdef." + strings.Repeat("ab", 32),
+		Admins: []string{"alice", "%labadmins"}, Owners: []string{"bob"},
 		Dev: true, GPUs: []string{"A100-80GB:80GiB:8.0:x4"}, LeaveTimeout: Duration(7 * time.Second), TelemetryInterval: Duration(1500 * time.Millisecond),
 		Enforce: "on", Iface: "eth1", LinkCapacity: Rate(10e9 / 8), BPFPinDir: "/sys/fs/bpf/x", CacheSize: Size(1536 << 20),
 		LocalTimings: true, FixedLoad: &load, RaftHeartbeat: Duration(750 * time.Millisecond), Protocols: "p1,p3",

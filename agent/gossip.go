@@ -3,12 +3,14 @@ package agent
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/reclaimnet/reclaimnet/gpu"
 	"github.com/reclaimnet/reclaimnet/mesh"
 	"github.com/reclaimnet/reclaimnet/policy"
+	"github.com/reclaimnet/reclaimnet/state"
 )
 
 func (a *Agent) startMesh() error {
@@ -95,11 +97,15 @@ func (a *Agent) Join(peers []string) (int, error) {
 }
 
 // retryJoin joins the configured peers, retrying every 2 s until one
-// answers (a node restarted before its peers, or peers not up yet).
+// answers (a node restarted before its peers, or peers not up yet). After
+// a failed round it also tries the members its replicated state knows, so
+// a restarted node finds the cluster when the peer it first joined
+// through is gone.
 func (a *Agent) retryJoin(ctx context.Context) {
 	delay := 2 * time.Second
+	peers := a.cfg.Join
 	for {
-		n, err := a.Join(a.cfg.Join)
+		n, err := a.Join(peers)
 		if err == nil {
 			a.logger.Info("joined cluster", "contacted", n)
 			return
@@ -110,7 +116,21 @@ func (a *Agent) retryJoin(ctx context.Context) {
 			return
 		case <-time.After(delay):
 		}
+		peers = append(slices.Clone(a.cfg.Join), a.knownPeers()...)
 	}
+}
+
+// knownPeers are the gossip addresses of the other active nodes in the
+// replicated state.
+func (a *Agent) knownPeers() []string {
+	var out []string
+	for id, n := range a.coord.State().Nodes {
+		if string(id) != a.cfg.Name && n.State == state.NodeActive && n.GossipAddr != "" && !slices.Contains(a.cfg.Join, n.GossipAddr) {
+			out = append(out, n.GossipAddr)
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 // eventLoop takes gossip events off memberlist's goroutines; the leader

@@ -2,10 +2,14 @@ package raft
 
 import (
 	"crypto/tls"
+	"errors"
 	"fmt"
+	"net"
+	"sync"
 	"time"
 
 	"github.com/reclaimnet/reclaimnet/policy"
+	"github.com/reclaimnet/reclaimnet/state"
 )
 
 // Admission: the leader verifies a member's certificate over mutual TLS
@@ -32,24 +36,63 @@ type admissionCheck struct {
 	checked time.Time
 }
 
-// admit returns whether m is admitted and, if not, why; it dials the
+// admitMembers returns the alive and suspect members admitted and those
+// refused, with the reason, verifying the ones that need it in parallel.
+func (c *Coordinator) admitMembers(members []Member, st *state.State, now time.Time) (admitted, refused map[policy.NodeID]string) {
+	admitted, refused = map[policy.NodeID]string{}, map[policy.NodeID]string{}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for _, m := range members {
+		if m.Status != MemberAlive && m.Status != MemberSuspect {
+			continue
+		}
+		wg.Go(func() {
+			ok, why := c.admit(m, st, now)
+			mu.Lock()
+			defer mu.Unlock()
+			if ok {
+				admitted[m.ID] = ""
+			} else {
+				refused[m.ID] = why
+			}
+		})
+	}
+	wg.Wait()
+	return admitted, refused
+}
+
+// admit returns whether m is admitted and, if not, why. It dials the
 // member's coordinator port unless a verdict for this incarnation and
-// address is fresh (a success holds until the member changes or the deny
-// list does: revocations reset the cache).
-func (c *Coordinator) admit(m Member, now time.Time) (bool, string) {
+// address stands: a fresh one of this leader's (a success holds until
+// the member or the deny list changes), or the admission the registry
+// records, which a new leader keeps while no removal names the node. A
+// member verified before that cannot be reached now keeps its admission
+// (a partition is failure detection's business, not admission's).
+func (c *Coordinator) admit(m Member, st *state.State, now time.Time) (bool, string) {
 	if m.ID == c.cfg.NodeID {
 		return true, ""
 	}
 	if m.RaftAddr == "" {
 		return false, "gossip gives no coordinator address to verify its certificate at"
 	}
+	rec, known := st.Nodes[m.ID]
+	_, denied := st.Denied(m.ID)
+	recorded := known && rec.Admitted && rec.State == state.NodeActive && rec.RaftAddr == m.RaftAddr &&
+		!m.Since.UTC().Round(0).After(rec.Joined) && !denied // the same incarnation: Joined only moves forward
 	c.mu.Lock()
 	prev, seen := c.admissions[m.ID]
 	c.mu.Unlock()
 	if seen && prev.addr == m.RaftAddr && prev.since.Equal(m.Since) && (prev.ok || now.Sub(prev.checked) < admissionRecheck) {
 		return prev.ok, prev.reason
 	}
-	err := c.verifyPeer(m.ID, m.RaftAddr)
+	if !seen && recorded {
+		return true, ""
+	}
+	unreachable, err := c.verifyPeer(m.ID, m.RaftAddr)
+	wasOK := (seen && prev.ok && prev.addr == m.RaftAddr && prev.since.Equal(m.Since)) || recorded
+	if unreachable && wasOK {
+		return true, "" // verified before; unreachable now
+	}
 	v := admissionCheck{addr: m.RaftAddr, since: m.Since, ok: err == nil, checked: now}
 	if err != nil {
 		v.reason = err.Error()
@@ -65,18 +108,24 @@ func (c *Coordinator) admit(m Member, now time.Time) (bool, string) {
 
 // verifyPeer completes a mutual-TLS handshake with the coordinator at addr
 // that accepts only a certificate of the cluster CA for node, not denied.
-func (c *Coordinator) verifyPeer(node policy.NodeID, addr string) error {
+// unreachable reports a failure to connect at all, before any certificate
+// was seen.
+func (c *Coordinator) verifyPeer(node policy.NodeID, addr string) (unreachable bool, err error) {
 	raw, err := c.cfg.Dial("tcp", addr, admissionTimeout)
 	if err != nil {
-		return fmt.Errorf("cannot reach its coordinator port %s to verify its certificate: %v", addr, err)
+		return true, fmt.Errorf("cannot reach its coordinator port %s to verify its certificate: %v", addr, err)
 	}
 	defer raw.Close()
 	conn := tls.Client(raw, c.tlsSource().ClientTLS(string(node), alpnRaft))
 	_ = conn.SetDeadline(time.Now().Add(admissionTimeout))
 	if err := conn.Handshake(); err != nil {
-		return fmt.Errorf("certificate not verified over mutual TLS: %v", err)
+		var ne net.Error
+		if errors.As(err, &ne) && ne.Timeout() {
+			return true, fmt.Errorf("no TLS answer from its coordinator port %s: %v", addr, err)
+		}
+		return false, fmt.Errorf("certificate not verified over mutual TLS: %v", err)
 	}
-	return nil
+	return false, nil
 }
 
 // forgetAdmissions drops every cached verdict, so the next reconcile

@@ -240,18 +240,7 @@ func (c *Coordinator) reconcile(members []Member, now time.Time) error {
 		c.denySeen = slices.Clone(st.Enrollment.Deny)
 		c.forgetAdmissions() // a removal takes back an admission at once
 	}
-	admitted := map[policy.NodeID]string{}
-	refused := map[policy.NodeID]string{}
-	for _, m := range members {
-		if m.Status != MemberAlive && m.Status != MemberSuspect {
-			continue
-		}
-		if ok, why := c.admit(m, now); ok {
-			admitted[m.ID] = ""
-		} else {
-			refused[m.ID] = why
-		}
-	}
+	admitted, refused := c.admitMembers(members, st, now)
 	for id := range refused {
 		if s, ok := servers[id]; ok && s.Suffrage != hraft.Voter {
 			if err := c.await(c.raft.RemoveServer(s.ID, 0, timeout)); err != nil {

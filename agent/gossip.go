@@ -116,16 +116,21 @@ func (a *Agent) retryJoin(ctx context.Context) {
 			return
 		case <-time.After(delay):
 		}
-		peers = append(slices.Clone(a.cfg.Join), a.knownPeers()...)
+		peers = slices.Clone(a.cfg.Join)
+		for _, p := range a.knownPeers() {
+			if !slices.Contains(peers, p) {
+				peers = append(peers, p)
+			}
+		}
 	}
 }
 
-// knownPeers are the gossip addresses of the other active nodes in the
-// replicated state.
+// knownPeers are the gossip addresses of the other active, admitted nodes
+// in the replicated state.
 func (a *Agent) knownPeers() []string {
 	var out []string
 	for id, n := range a.coord.State().Nodes {
-		if string(id) != a.cfg.Name && n.State == state.NodeActive && n.GossipAddr != "" && !slices.Contains(a.cfg.Join, n.GossipAddr) {
+		if string(id) != a.cfg.Name && n.State == state.NodeActive && n.Admitted && n.GossipAddr != "" {
 			out = append(out, n.GossipAddr)
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
@@ -41,9 +42,19 @@ type enrolled struct {
 }
 
 // identityDefaults points TLSDir and the gossip key file into the data dir
-// for --bootstrap and --join with a token, unless they were given.
+// for --bootstrap and --join with a token, unless they were given; without
+// either, it does so where an earlier bootstrap or join left them there.
 func (c *Config) identityDefaults() error {
 	if !c.Bootstrap && c.Token == "" {
+		if c.DataDir == "" || c.Dev {
+			return nil
+		}
+		if _, err := os.Stat(filepath.Join(c.DataDir, tlsDirName, pki.NodeFile)); c.TLSDir == "" && err == nil {
+			c.TLSDir = filepath.Join(c.DataDir, tlsDirName)
+		}
+		if _, err := os.Stat(filepath.Join(c.DataDir, gossipKeyName)); c.GossipKey == "" && c.GossipKeyFile == "" && err == nil {
+			c.GossipKeyFile = filepath.Join(c.DataDir, gossipKeyName)
+		}
 		return nil
 	}
 	if c.Bootstrap && c.Token != "" {
@@ -78,8 +89,9 @@ func (a *Agent) prepareIdentity() error {
 		return a.bootstrap()
 	case c.Token != "" && !have:
 		return a.joinByToken()
-	case c.Token != "":
-		// Joined before: gossip through the peers recorded then.
+	case c.Token != "" || len(c.Join) == 0:
+		// Joined by token before (a --join given with the token names a
+		// coordinator port): gossip through the peers recorded then.
 		b, err := os.ReadFile(filepath.Join(c.DataDir, enrolledName))
 		if err == nil {
 			var e enrolled
@@ -89,6 +101,33 @@ func (a *Agent) prepareIdentity() error {
 		}
 	}
 	return nil
+}
+
+// Enroll joins a cluster by token into cfg.DataDir without starting the
+// agent ('reclaimnet join PEER --token T'): the certificate, the gossip
+// key and the peers to gossip through are left where a later
+// 'reclaimnet agent --data-dir DIR' finds them. It refuses a data dir an
+// agent runs on or one that already has a certificate.
+func Enroll(cfg Config, logger *slog.Logger) error {
+	if cfg.Token == "" || len(cfg.Join) == 0 {
+		return errors.New("enroll: needs a token and a peer")
+	}
+	if err := pki.ValidNodeName(cfg.Name); err != nil {
+		return err
+	}
+	a := &Agent{cfg: cfg, logger: logger}
+	if err := a.cfg.identityDefaults(); err != nil {
+		return err
+	}
+	lock, err := lockDataDir(a.cfg.DataDir)
+	if err != nil {
+		return fmt.Errorf("%w (a running agent keeps the identity it has)", err)
+	}
+	defer lock.release()
+	if _, err := os.Stat(filepath.Join(a.cfg.TLSDir, pki.NodeFile)); err == nil {
+		return fmt.Errorf("%s already holds a certificate; remove the node ('reclaimnet node remove %s') and its data dir to join again", a.cfg.TLSDir, cfg.Name)
+	}
+	return a.joinByToken()
 }
 
 // bootstrap creates a new cluster's CA, this node's certificate, the
@@ -178,6 +217,22 @@ func (a *Agent) joinByToken() error {
 		return nil
 	}
 	return fmt.Errorf("join by token: no peer answered: %w", errors.Join(errs...))
+}
+
+// recordPeers keeps, in a node that joined by token, the members it
+// gossips through at its next start: the peer it enrolled through may be
+// gone by then.
+func (a *Agent) recordPeers(peers []string) error {
+	path := filepath.Join(a.cfg.DataDir, enrolledName)
+	if _, err := os.Stat(path); err != nil {
+		return nil // not joined by token: its --join says where to go
+	}
+	b, _ := json.Marshal(enrolled{GossipPeers: peers})
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, b, 0o600); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
 }
 
 // enrollAddr is a peer's coordinator address: host:port as given, the
@@ -293,6 +348,7 @@ func (a *Agent) enrollHandler() *enroll.Handler {
 func (a *Agent) identityLoop(ctx context.Context) {
 	var seen []pki.DenyEntry
 	var lastTry time.Time
+	var recorded []string
 	t := time.NewTicker(time.Second)
 	defer t.Stop()
 	for {
@@ -308,6 +364,12 @@ func (a *Agent) identityLoop(ctx context.Context) {
 				a.logger.Warn("publish the secrets key", "err", err)
 			}
 			cancel()
+		}
+		if peers := a.knownPeers(); len(peers) > 0 && !slices.Equal(peers, recorded) {
+			if err := a.recordPeers(peers); err != nil {
+				a.logger.Warn("record gossip peers", "err", err)
+			}
+			recorded = peers
 		}
 		if a.voterKeys.Load() == nil && st.Nodes[policy.NodeID(a.cfg.Name)].Role == state.RoleVoter && time.Since(lastTry) >= voterKeysRetry {
 			lastTry = time.Now()

@@ -369,3 +369,32 @@ func TestInsecureKeyFilesRefused(t *testing.T) {
 		t.Error("the restarted bootstrap node made a new CA")
 	}
 }
+
+// TestEnrollThenStart: 'reclaimnet join PEER --token T' enrolls a data
+// dir with no agent running; the agent started later with that data dir
+// alone (no TLS dir, gossip key or peer given) is a member.
+func TestEnrollThenStart(t *testing.T) {
+	c := newTestCluster(t)
+	a := c.bootstrap("lab-a")
+	cfg := c.tokenConfig("lab-e", createToken(t, a, time.Hour, 1), a)
+	if err := Enroll(cfg, testLogger()); err != nil {
+		t.Fatal(err)
+	}
+	if err := Enroll(cfg, testLogger()); err == nil || !strings.Contains(err.Error(), "already holds a certificate") {
+		t.Errorf("enrolling twice: %v", err)
+	}
+	plain := c.identityConfig("lab-e")
+	plain.DataDir, plain.Join = cfg.DataDir, []string{} // no peer: the one recorded at enrollment
+	n := c.start(plain)
+	wait.For(t, 30*time.Second, "lab-e admitted", func() bool {
+		r, ok := nodeRecord(a, "lab-e")
+		return ok && r.Admitted && r.State == state.NodeActive
+	})
+	if n.agent.cfg.TLSDir != filepath.Join(cfg.DataDir, "tls") || !slices.Equal(n.agent.cfg.Join, []string{a.info.GossipAddr}) {
+		t.Errorf("TLS dir %q, join %v: want the data dir's and lab-a's gossip address %s", n.agent.cfg.TLSDir, n.agent.cfg.Join, a.info.GossipAddr)
+	}
+	// An agent running on the data dir keeps its identity.
+	if err := Enroll(cfg, testLogger()); !errors.Is(err, ErrDataDirLocked) {
+		t.Errorf("enrolling the data dir of a running agent: %v, want ErrDataDirLocked", err)
+	}
+}

@@ -3,19 +3,33 @@ package cli
 import (
 	"context"
 	"fmt"
+	"log/slog"
+	"os"
 
 	"github.com/spf13/cobra"
 
+	"github.com/reclaimnet/reclaimnet/agent"
 	"github.com/reclaimnet/reclaimnet/localapi"
 )
 
 func init() { register(newJoinCmd) }
 
+type joinOptions struct {
+	token, name, advertise string
+}
+
 func newJoinCmd(env *Env) *cobra.Command {
 	cmd := &cobra.Command{
-		Use:     "join PEER...",
-		Short:   "ask the local agent to join a cluster through a peer",
-		Long:    "Asks the local agent to join a cluster through any of its members.\nPEER is host or host:gossip-port.",
+		Use:   "join PEER...",
+		Short: "join a cluster through a peer: the local agent's gossip, or this machine by token",
+		Long: `Without --token: asks the local agent to join a cluster through any of its members (PEER is
+host or host:gossip-port).
+
+With --token (from 'reclaimnet token create'): enrolls this machine into the data dir while no
+agent runs on it: makes the node's key, sends a signing request to PEER (a member's coordinator
+address, host or host:port, default port 7947) after checking its CA against the token, and keeps
+the certificate and the gossip key it receives. 'reclaimnet agent --data-dir DIR' then starts
+the node as a member (the systemd unit does).`,
 		GroupID: groupNode,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) == 0 {
@@ -24,9 +38,20 @@ func newJoinCmd(env *Env) *cobra.Command {
 			return nil
 		},
 	}
-	dir := dataDirFlag(cmd.Flags())
+	fs := cmd.Flags()
+	dir := dataDirFlag(fs)
+	var o joinOptions
+	fs.StringVar(&o.token, "token", "", "join `token`: enroll this machine instead of asking a running agent")
+	fs.StringVar(&o.name, "name", "", "node `name` to enroll as, with --token (default: the host name)")
+	fs.StringVar(&o.advertise, "advertise", "", "`address` the certificate names besides loopback, with --token")
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
-		return runJoin(cmd.Context(), env, resolveDataDir(env, *dir), args)
+		if o.token == "" {
+			if o.name != "" || o.advertise != "" {
+				return usagef("--name and --advertise go with --token")
+			}
+			return runJoin(cmd.Context(), env, resolveDataDir(env, *dir), args)
+		}
+		return runEnroll(cmd.Context(), env, resolveDataDir(env, *dir), o, args)
 	}
 	return cmd
 }
@@ -37,5 +62,31 @@ func runJoin(ctx context.Context, env *Env, dataDir string, peers []string) erro
 		return err
 	}
 	fmt.Fprintf(env.Stdout, "Joined the cluster: %d peer(s) contacted.\n", resp.Joined)
+	return nil
+}
+
+func runEnroll(ctx context.Context, env *Env, dataDir string, o joinOptions, peers []string) error {
+	if _, err := localapi.Call(ctx, dataDir, localapi.Request{Op: localapi.OpStatus}); err == nil {
+		return fmt.Errorf("an agent runs with data dir %s and keeps the identity it has; join by token before it starts, or give another --data-dir", dataDir)
+	}
+	cfg := agent.DefaultConfig()
+	cfg.DataDir, cfg.Token, cfg.Join = dataDir, o.token, peers
+	if o.name != "" {
+		cfg.Name = o.name
+	}
+	if o.advertise != "" {
+		cfg.AdvertiseAddr = o.advertise
+	}
+	if cfg.Name == "" {
+		h, err := os.Hostname()
+		if err != nil {
+			return fmt.Errorf("node name: %w (give --name)", err)
+		}
+		cfg.Name = h
+	}
+	if err := agent.Enroll(cfg, slog.New(slog.NewTextHandler(env.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))); err != nil {
+		return err
+	}
+	fmt.Fprintf(env.Stdout, "Node %s enrolled into %s; start it with: reclaimnet agent --data-dir %s\n", cfg.Name, dataDir, dataDir)
 	return nil
 }

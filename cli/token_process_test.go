@@ -58,7 +58,8 @@ func (c *processCluster) voters(name string) []string {
 
 // TestTokenJoinProcesses: real agent processes: the first bootstraps the
 // cluster, two join with a token printed by 'token create' and become
-// voters; with the first stopped, a fourth joins through another, and a
+// voters; with the first stopped, a fourth enrolls through another with
+// 'join --token' and starts from its data dir alone, and a
 // wrong token stops an agent with the reason and exit 1. A member
 // restarted after the peer it joined through is gone finds the cluster
 // from its own state.
@@ -106,7 +107,15 @@ func TestTokenJoinProcesses(t *testing.T) {
 	}
 	var b localapi.Info
 	json.Unmarshal(binfo, &b)
-	c.startIdentityAgent("lab-d", "--join", b.RaftAddr, "--token", tok)
+	// lab-d enrolls with 'join --token' before its agent starts, which
+	// then needs nothing but its data dir.
+	if out, err := c.run("join", "--token", tok, "--name", "lab-d", "--data-dir", c.dataDir("lab-d"), b.RaftAddr); err != nil || !strings.Contains(out, "enrolled") {
+		t.Fatalf("join --token: %v: %s", err, out)
+	}
+	if _, err := c.run("join", "--token", tok, "--name", "lab-x", "--data-dir", c.dataDir("lab-b"), b.RaftAddr); err == nil || !strings.Contains(err.Error(), "keeps the identity") {
+		t.Errorf("join --token into a running agent's data dir: %v", err)
+	}
+	c.startIdentityAgent("lab-d")
 	wait.For(t, 90*time.Second, "lab-d a member seen by lab-c", func() bool {
 		out, err := c.run("members", "--data-dir", c.dataDir("lab-c"))
 		return err == nil && strings.Contains(out, "lab-d") && !strings.Contains(out, "refused")

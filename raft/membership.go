@@ -112,6 +112,10 @@ type peerHealth struct {
 	firstSeen    time.Time // first reconcile that found it in the configuration
 	failingSince time.Time // zero while heartbeats succeed
 	lastFailure  time.Time
+	// addedAt is when the server was last (re-)added at a new address;
+	// failures reported with a last contact before it come from the
+	// replication to its old address.
+	addedAt time.Time
 }
 
 // watchHeartbeats records Raft's heartbeat failures and recoveries.
@@ -126,6 +130,9 @@ func (c *Coordinator) watchHeartbeats(obs <-chan hraft.Observation) {
 			switch d := o.Data.(type) {
 			case hraft.FailedHeartbeatObservation:
 				h := c.healthLocked(policy.NodeID(d.PeerID), now)
+				if !h.addedAt.IsZero() && !d.LastContact.IsZero() && d.LastContact.Before(h.addedAt) {
+					break // the old address's replication, winding down
+				}
 				if h.failingSince.IsZero() {
 					h.failingSince = now
 				}
@@ -271,6 +278,12 @@ func (c *Coordinator) reconcile(members []Member, now time.Time) error {
 			continue
 		}
 		servers[m.ID] = hraft.Server{ID: hraft.ServerID(m.ID), Address: hraft.ServerAddress(m.RaftAddr), Suffrage: hraft.Nonvoter}
+		// Heartbeat failures to its old address say nothing about this
+		// one (Raft reports no recovery to a server it replicates to
+		// afresh), so its stabilization starts now.
+		c.mu.Lock()
+		c.health[m.ID] = &peerHealth{firstSeen: now, addedAt: now}
+		c.mu.Unlock()
 	}
 
 	// 4. Voters.

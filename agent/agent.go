@@ -105,6 +105,9 @@ type Agent struct {
 	// voterKeys are the CA and secrets keys, held by voters only (nil
 	// elsewhere); set at start or when this voter fetches them.
 	voterKeys atomic.Pointer[pki.VoterKeys]
+	// enrollCoord is coord for the enrollment handler, which runs on the
+	// coordinator's own listener and so may be called before coord is set.
+	enrollCoord atomic.Pointer[raft.Coordinator]
 
 	mu     sync.Mutex
 	joined bool // a join (or a join by a peer) succeeded

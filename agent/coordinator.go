@@ -67,6 +67,7 @@ func (a *Agent) startCoordinator(ln net.Listener) error {
 		return fmt.Errorf("coordinator: %w", err)
 	}
 	a.coord = c
+	a.enrollCoord.Store(c)
 	return nil
 }
 

@@ -290,15 +290,19 @@ func (a *Agent) enrollHandler() *enroll.Handler {
 			return enroll.CASigner(vk.CA, 0)(ctx, r)
 		},
 		CheckJoin: func(_ context.Context, adm enroll.Admission) error {
-			c := a.coord
-			if c == nil {
-				return fmt.Errorf("%w: coordinator not running", enroll.ErrNotServed)
+			c, err := a.enrollCoordinator()
+			if err != nil {
+				return err
 			}
 			st := c.State()
 			return st.Enrollment.CheckJoin(adm)
 		},
 		Admit: func(ctx context.Context, adm enroll.Admission, cert enroll.CertInfo) error {
-			_, err := a.coord.Submit(ctx, state.EnrollNode{Admission: adm, Cert: cert})
+			c, err := a.enrollCoordinator()
+			if err != nil {
+				return err
+			}
+			_, err = c.Submit(ctx, state.EnrollNode{Admission: adm, Cert: cert})
 			return err
 		},
 		GossipKeys: func(context.Context) ([][]byte, error) { return a.gossipKeys, nil },
@@ -311,13 +315,17 @@ func (a *Agent) enrollHandler() *enroll.Handler {
 			return net.JoinHostPort(adv, strconv.Itoa(int(port)))
 		},
 		Renewed: func(ctx context.Context, node string, cert enroll.CertInfo) error {
-			if _, enrolled := a.coord.State().Enrollment.Nodes[node]; !enrolled {
+			c, err := a.enrollCoordinator()
+			if err != nil {
+				return err
+			}
+			if _, enrolled := c.State().Enrollment.Nodes[node]; !enrolled {
 				// Not joined by token (the bootstrap node, or a certificate
 				// made with 'tls cert create' and the cluster's CA key):
 				// its current certificate verified; there is no record.
 				return nil
 			}
-			_, err := a.coord.Submit(ctx, state.RenewCert{Node: node, Cert: cert, At: time.Now()})
+			_, err = c.Submit(ctx, state.RenewCert{Node: node, Cert: cert, At: time.Now()})
 			return err
 		},
 		VoterKeys: func(_ context.Context, peer *x509.Certificate) ([]byte, error) {
@@ -325,7 +333,11 @@ func (a *Agent) enrollHandler() *enroll.Handler {
 			if vk == nil {
 				return nil, fmt.Errorf("%w: node %s holds no voter keys", enroll.ErrNotServed, a.cfg.Name)
 			}
-			servers, err := a.coord.Servers()
+			c, err := a.enrollCoordinator()
+			if err != nil {
+				return nil, err
+			}
+			servers, err := c.Servers()
 			if err != nil {
 				return nil, err
 			}
@@ -337,10 +349,23 @@ func (a *Agent) enrollHandler() *enroll.Handler {
 			return nil, fmt.Errorf("%w: %q is not a voter in the Raft configuration", enroll.ErrNotVoter, peer.Subject.CommonName)
 		},
 		JobSecret: func(_ context.Context, peer *x509.Certificate, job, name string) ([]byte, error) {
-			return a.releaseSecret(peer, job, name)
+			c, err := a.enrollCoordinator()
+			if err != nil {
+				return nil, err
+			}
+			return a.releaseSecret(c, peer, job, name)
 		},
 		Logger: a.logger.With("subsystem", "enroll"),
 	}
+}
+
+// enrollCoordinator is the coordinator for enrollment requests, which the
+// coordinator port accepts while raft.Open is still under way.
+func (a *Agent) enrollCoordinator() (*raft.Coordinator, error) {
+	if c := a.enrollCoord.Load(); c != nil {
+		return c, nil
+	}
+	return nil, fmt.Errorf("%w: node %s is starting; try again", enroll.ErrNotServed, a.cfg.Name)
 }
 
 // identityLoop keeps the node's deny list equal to the replicated one and,

@@ -13,6 +13,7 @@ import (
 	"github.com/reclaimnet/reclaimnet/pki"
 	"github.com/reclaimnet/reclaimnet/pki/enroll"
 	"github.com/reclaimnet/reclaimnet/policy"
+	"github.com/reclaimnet/reclaimnet/raft"
 	"github.com/reclaimnet/reclaimnet/state"
 )
 
@@ -47,12 +48,12 @@ func sealSecrets(st *state.State, job string, secrets map[string]string) ([]stat
 
 // releaseSecret is the voter's side: job's secret name, resealed to peer,
 // if the replicated state says peer runs the job.
-func (a *Agent) releaseSecret(peer *x509.Certificate, job, name string) ([]byte, error) {
+func (a *Agent) releaseSecret(c *raft.Coordinator, peer *x509.Certificate, job, name string) ([]byte, error) {
 	vk := a.voterKeys.Load()
 	if vk == nil || vk.Secrets == nil {
 		return nil, fmt.Errorf("%w: node %s holds no secrets key (only voters do)", enroll.ErrNotServed, a.cfg.Name)
 	}
-	j, ok := a.coord.Store().Job(policy.JobID(job))
+	j, ok := c.Store().Job(policy.JobID(job))
 	if !ok || j.State == policy.JobDone || string(j.Node) != peer.Subject.CommonName {
 		return nil, fmt.Errorf("%w: job %s does not run on %s", enroll.ErrNotHost, job, peer.Subject.CommonName)
 	}

@@ -351,3 +351,32 @@ func devDefaults(cfg *agent.Config, fs *pflag.FlagSet) {
 		cfg.Name, _ = os.Hostname()
 	}
 }
+
+// runEnroll is 'join PEER --token T': the agent's first start-up step with
+// a token (enrollment into its data dir), taken without starting it, so it
+// lives with the agent command, the one that links the node.
+func runEnroll(ctx context.Context, env *Env, dataDir string, o joinOptions, peers []string) error {
+	if _, err := localapi.Call(ctx, dataDir, localapi.Request{Op: localapi.OpStatus}); err == nil {
+		return fmt.Errorf("an agent runs with data dir %s and keeps the identity it has; join by token before it starts, or give another --data-dir", dataDir)
+	}
+	cfg := agent.DefaultConfig()
+	cfg.DataDir, cfg.Token, cfg.Join = dataDir, o.token, peers
+	if o.name != "" {
+		cfg.Name = o.name
+	}
+	if o.advertise != "" {
+		cfg.AdvertiseAddr = o.advertise
+	}
+	if cfg.Name == "" {
+		h, err := os.Hostname()
+		if err != nil {
+			return fmt.Errorf("node name: %w (give --name)", err)
+		}
+		cfg.Name = h
+	}
+	if err := agent.Enroll(cfg, slog.New(slog.NewTextHandler(env.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))); err != nil {
+		return err
+	}
+	fmt.Fprintf(env.Stdout, "Node %s enrolled into %s; start it with: reclaimnet agent --data-dir %s\n", cfg.Name, dataDir, dataDir)
+	return nil
+}

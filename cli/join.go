@@ -3,12 +3,9 @@ package cli
 import (
 	"context"
 	"fmt"
-	"log/slog"
-	"os"
 
 	"github.com/spf13/cobra"
 
-	"github.com/reclaimnet/reclaimnet/agent"
 	"github.com/reclaimnet/reclaimnet/localapi"
 )
 
@@ -62,31 +59,5 @@ func runJoin(ctx context.Context, env *Env, dataDir string, peers []string) erro
 		return err
 	}
 	fmt.Fprintf(env.Stdout, "Joined the cluster: %d peer(s) contacted.\n", resp.Joined)
-	return nil
-}
-
-func runEnroll(ctx context.Context, env *Env, dataDir string, o joinOptions, peers []string) error {
-	if _, err := localapi.Call(ctx, dataDir, localapi.Request{Op: localapi.OpStatus}); err == nil {
-		return fmt.Errorf("an agent runs with data dir %s and keeps the identity it has; join by token before it starts, or give another --data-dir", dataDir)
-	}
-	cfg := agent.DefaultConfig()
-	cfg.DataDir, cfg.Token, cfg.Join = dataDir, o.token, peers
-	if o.name != "" {
-		cfg.Name = o.name
-	}
-	if o.advertise != "" {
-		cfg.AdvertiseAddr = o.advertise
-	}
-	if cfg.Name == "" {
-		h, err := os.Hostname()
-		if err != nil {
-			return fmt.Errorf("node name: %w (give --name)", err)
-		}
-		cfg.Name = h
-	}
-	if err := agent.Enroll(cfg, slog.New(slog.NewTextHandler(env.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))); err != nil {
-		return err
-	}
-	fmt.Fprintf(env.Stdout, "Node %s enrolled into %s; start it with: reclaimnet agent --data-dir %s\n", cfg.Name, dataDir, dataDir)
 	return nil
 }

@@ -2,9 +2,8 @@ package raft
 
 import (
 	"crypto/tls"
-	"errors"
+	"crypto/x509"
 	"fmt"
-	"net"
 	"sync"
 	"time"
 
@@ -38,7 +37,7 @@ type admissionCheck struct {
 
 // admitMembers returns the alive and suspect members admitted and those
 // refused, with the reason, verifying the ones that need it in parallel.
-func (c *Coordinator) admitMembers(members []Member, st *state.State, now time.Time) (admitted, refused map[policy.NodeID]string) {
+func (c *Coordinator) admitMembers(members []Member, st *state.State, inConfig map[policy.NodeID]bool, now time.Time) (admitted, refused map[policy.NodeID]string) {
 	admitted, refused = map[policy.NodeID]string{}, map[policy.NodeID]string{}
 	var mu sync.Mutex
 	var wg sync.WaitGroup
@@ -47,7 +46,7 @@ func (c *Coordinator) admitMembers(members []Member, st *state.State, now time.T
 			continue
 		}
 		wg.Go(func() {
-			ok, why := c.admit(m, st, now)
+			ok, why := c.admit(m, st, inConfig[m.ID], now)
 			mu.Lock()
 			defer mu.Unlock()
 			if ok {
@@ -66,9 +65,12 @@ func (c *Coordinator) admitMembers(members []Member, st *state.State, now time.T
 // address stands: a fresh one of this leader's (a success holds until
 // the member or the deny list changes), or the admission the registry
 // records, which a new leader keeps while no removal names the node. A
-// member verified before that cannot be reached now keeps its admission
-// (a partition is failure detection's business, not admission's).
-func (c *Coordinator) admit(m Member, st *state.State, now time.Time) (bool, string) {
+// member verified before, or in the Raft configuration at this address
+// (only admitted members are added), that cannot be reached now keeps
+// its admission: a partition or a slow handshake is failure detection's
+// business, not admission's; only a certificate that fails verification
+// takes an admission back.
+func (c *Coordinator) admit(m Member, st *state.State, inConfig bool, now time.Time) (bool, string) {
 	if m.ID == c.cfg.NodeID {
 		return true, ""
 	}
@@ -89,7 +91,7 @@ func (c *Coordinator) admit(m Member, st *state.State, now time.Time) (bool, str
 		return true, ""
 	}
 	unreachable, err := c.verifyPeer(m.ID, m.RaftAddr)
-	wasOK := (seen && prev.ok && prev.addr == m.RaftAddr && prev.since.Equal(m.Since)) || recorded
+	wasOK := (seen && prev.ok && prev.addr == m.RaftAddr && prev.since.Equal(m.Since)) || recorded || inConfig
 	if unreachable && wasOK {
 		return true, "" // verified before; unreachable now
 	}
@@ -108,22 +110,29 @@ func (c *Coordinator) admit(m Member, st *state.State, now time.Time) (bool, str
 
 // verifyPeer completes a mutual-TLS handshake with the coordinator at addr
 // that accepts only a certificate of the cluster CA for node, not denied.
-// unreachable reports a failure to connect at all, before any certificate
-// was seen.
+// unreachable reports a failure that says nothing about the member's
+// certificate (no connection, a timeout, a reset, the member refusing
+// this leader's certificate); otherwise err is the verdict on it.
 func (c *Coordinator) verifyPeer(node policy.NodeID, addr string) (unreachable bool, err error) {
 	raw, err := c.cfg.Dial("tcp", addr, admissionTimeout)
 	if err != nil {
 		return true, fmt.Errorf("cannot reach its coordinator port %s to verify its certificate: %v", addr, err)
 	}
 	defer raw.Close()
-	conn := tls.Client(raw, c.tlsSource().ClientTLS(string(node), alpnRaft))
+	cfg := c.tlsSource().ClientTLS(string(node), alpnRaft)
+	check := cfg.VerifyPeerCertificate
+	var verdict error
+	cfg.VerifyPeerCertificate = func(raw [][]byte, chains [][]*x509.Certificate) error {
+		verdict = check(raw, chains)
+		return verdict
+	}
+	conn := tls.Client(raw, cfg)
 	_ = conn.SetDeadline(time.Now().Add(admissionTimeout))
 	if err := conn.Handshake(); err != nil {
-		var ne net.Error
-		if errors.As(err, &ne) && ne.Timeout() {
-			return true, fmt.Errorf("no TLS answer from its coordinator port %s: %v", addr, err)
+		if verdict != nil {
+			return false, fmt.Errorf("certificate not verified over mutual TLS: %v", verdict)
 		}
-		return false, fmt.Errorf("certificate not verified over mutual TLS: %v", err)
+		return true, fmt.Errorf("no TLS handshake with its coordinator port %s: %v", addr, err)
 	}
 	return false, nil
 }

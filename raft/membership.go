@@ -247,7 +247,13 @@ func (c *Coordinator) reconcile(members []Member, now time.Time) error {
 		c.denySeen = slices.Clone(st.Enrollment.Deny)
 		c.forgetAdmissions() // a removal takes back an admission at once
 	}
-	admitted, refused := c.admitMembers(members, st, now)
+	inConfig := map[policy.NodeID]bool{}
+	for _, m := range members {
+		if s, ok := servers[m.ID]; ok && string(s.Address) == m.RaftAddr {
+			inConfig[m.ID] = true
+		}
+	}
+	admitted, refused := c.admitMembers(members, st, inConfig, now)
 	for id := range refused {
 		if s, ok := servers[id]; ok && s.Suffrage != hraft.Voter {
 			if err := c.await(c.raft.RemoveServer(s.ID, 0, timeout)); err != nil {

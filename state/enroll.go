@@ -119,6 +119,9 @@ func (c RemoveNode) validate() error {
 	return nil
 }
 
+// removedReason is what a removed node's registry entry says.
+const removedReason = "removed from the cluster ('reclaimnet node remove')"
+
 // applyEnrollment applies the enrollment commands; ok is false for any
 // other command.
 func applyEnrollment(s *State, cmd Command) (changed, ok bool, err error) {
@@ -135,15 +138,16 @@ func applyEnrollment(s *State, cmd Command) (changed, ok bool, err error) {
 		err = reg.Renewed(c.Node, c.Cert, c.At)
 	case RemoveNode:
 		reg.RemoveNode(string(c.Node), c.At)
+		changed := !registryEqual(before, *reg)
 		if n, known := s.Nodes[c.Node]; known && n.State == NodeActive {
-			applyDeparture(s, Departure{Node: c.Node, At: c.At, Kind: DepartureEmergency})
+			changed = applyDeparture(s, Departure{Node: c.Node, At: c.At, Kind: DepartureEmergency}) || changed
 		}
-		if n, known := s.Nodes[c.Node]; known {
-			n.Refused = "removed from the cluster"
-			n.Admitted = false
+		if n, known := s.Nodes[c.Node]; known && (n.Admitted || n.Refused != removedReason) {
+			n.Admitted, n.Refused = false, removedReason
 			s.Nodes[c.Node] = n
+			changed = true
 		}
-		return true, true, nil
+		return changed, true, nil
 	case SetSecretsKey:
 		if len(s.SecretsKey) == 0 {
 			s.SecretsKey = slices.Clone(c.Public)

@@ -64,6 +64,9 @@ func TestEnrollmentCommands(t *testing.T) {
 	if _, err := apply(RemoveNode{Node: "lab-b", At: t0.Add(3 * time.Minute)}); err != nil {
 		t.Fatal(err)
 	}
+	if ch, err := apply(RemoveNode{Node: "lab-b", At: t0.Add(3 * time.Minute)}); err != nil || ch {
+		t.Errorf("the same removal again: %v, changed %v (want a no-op)", err, ch)
+	}
 	if e, ok := s.Denied("lab-b"); !ok || !e.IssuedBefore.Equal(t0.Add(3*time.Minute)) {
 		t.Errorf("deny entry %+v, %v", e, ok)
 	}

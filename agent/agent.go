@@ -98,6 +98,8 @@ type Agent struct {
 
 	// reclaim is the owner's reclaim of this node (set by Run).
 	reclaim *reclaim.Flow
+	// lending is the owner policy (set by New).
+	lending *lending
 
 	mu     sync.Mutex
 	joined bool // a join (or a join by a peer) succeeded
@@ -178,6 +180,9 @@ func New(cfg Config, logger *slog.Logger) (_ *Agent, err error) {
 	}
 	if err := a.startMesh(); err != nil {
 		return nil, err
+	}
+	if a.lending, err = openLending(a.cfg, a.gpuIndices, logger.With("subsystem", "owner")); err != nil {
+		return nil, fmt.Errorf("config: %w", err)
 	}
 	a.telemetry = view.Gossip{Mesh: a.mesh, Outgoing: a.flowProgress, Uplink: a.cfg.UplinkCapacity.Of}
 	a.registry = a.newRegistry()
@@ -278,6 +283,12 @@ func (a *Agent) Run(ctx context.Context, ready func(localapi.Info)) error {
 		startedSubs = append(startedSubs, s)
 	}
 	if startErr == nil {
+		if a.lending.lent() {
+			// A node that starts lent takes guests: a kill-switch its
+			// last reclaim left on goes off.
+			a.killSwitchOff()
+		}
+		a.wg.Go(func() { a.ownerLoop(runCtx) })
 		a.reconcile()
 		a.info = a.makeInfo()
 		if err := a.writeInfo(); err != nil {
@@ -372,6 +383,10 @@ func (a *Agent) shutdown(subs []Subsystem, cancelLoops context.CancelFunc) {
 // closeAll releases what New opened; safe after a partial New and after
 // shutdown.
 func (a *Agent) closeAll() {
+	if a.lending != nil {
+		a.lending.close()
+		a.lending = nil
+	}
 	if a.mesh != nil {
 		a.mesh.Shutdown()
 	}

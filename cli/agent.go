@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -39,8 +40,17 @@ func newAgentCmd(env *Env) *cobra.Command {
 		Use:   "agent",
 		Short: "run the node agent (gossip, coordinator, control socket, status page)",
 		Long: `Runs one node until SIGINT or SIGTERM, then leaves the cluster gracefully and exits 0. A
-reclaim of the node (its deadline, or --now) makes it leave too, and it exits 10, so that a
-service manager does not restart it. --dev runs a complete throwaway node: temporary data
+reclaim of the node (its deadline, or --now) makes it leave too; the agent then stays up,
+reclaimed: out of the cluster, kill-switch hard, no guests, until the owner lends it again
+('reclaimnet lend') or the next lending window opens. With --on-reclaim exit it exits 10
+instead, so that a service manager does not restart it (starting it again lends it).
+
+The owner's policy (docs/owner.md) says when the machine is lent and what takes it back:
+lending windows (--lend-window 'Mon-Fri 19:00-08:00' --lend-window 'Sat,Sun', --lend-tz),
+announced --lend-lead before a window ends as 'reclaim --notice' would; owner activity
+(--owner-gpu, --owner-input, --owner-cpu: off, now or 'notice 2m'); lent again only after the
+owner is idle --owner-idle, with at most --owner-max-reclaims automatic reclaims an hour.
+--dev runs a complete throwaway node: temporary data
 dir, generated gossip key and CA, loopback addresses. Flags override the --config file (JSON or HCL, chosen by the file's extension;
 'reclaimnet agent --print-config=hcl' prints every option with its value).
 
@@ -118,6 +128,7 @@ trusted lab only; it is logged and shown too.`,
 	fs.Var(&fc.GuestMemory, "guest-memory", "memory cap on all guest jobs together, e.g. 64GiB (default: three quarters of the machine's)")
 	fs.Float64Var(&fc.GuestCPUs, "guest-cpus", 0, "CPU cap on all guest jobs together, in CPUs (default: none)")
 	fs.StringArrayVar(&fc.GuestROPaths, "guest-ro-path", nil, "host `path` every guest job sees read-only, e.g. /datasets (repeatable)")
+	ownerFlags(fs, &fc)
 	fs.StringVar(&o.logLevel, "log-level", "info", "log `level`: debug, info, warn or error")
 	fs.StringVar(&o.logFormat, "log-format", logText, "log line `format`: text (key=value) or json (one object a line)")
 	fs.StringVar(&o.printConfig, "print-config", "", "print every option with its effective value, in `format` json or hcl, and exit")
@@ -180,20 +191,23 @@ func agentConfig(fs *pflag.FlagSet, fc *agent.Config, o agentOptions) (agent.Con
 			return agent.Config{}, err
 		}
 	}
-	fs.Visit(func(f *pflag.Flag) { applyAgentFlag(&cfg, fc, f.Name) })
+	fs.Visit(func(f *pflag.Flag) {
+		if !applyOwnerFlag(&cfg, fc, f.Name) {
+			applyAgentFlag(&cfg, fc, f.Name)
+		}
+	})
 	if cfg.Dev {
 		devDefaults(&cfg, fs)
+	}
+	if err := checkOwnerConfig(cfg); err != nil {
+		return agent.Config{}, err
 	}
 	return cfg, nil
 }
 
 func runAgent(ctx context.Context, env *Env, cfg agent.Config, logger *slog.Logger) error {
 	agent.Version = Version
-	a, err := agent.New(cfg, logger)
-	if err != nil {
-		return err
-	}
-	err = a.Run(ctx, func(info localapi.Info) {
+	err := agent.Serve(ctx, cfg, logger, func(a *agent.Agent, info localapi.Info) {
 		if cfg.Dev {
 			fmt.Fprintf(env.Stdout, "ReclaimNet dev agent %q is running (Ctrl-C stops it and deletes its state).\n", info.Node)
 		} else {
@@ -205,7 +219,7 @@ func runAgent(ctx context.Context, env *Env, cfg agent.Config, logger *slog.Logg
 		fmt.Fprintf(env.Stdout, "  gossip:      %s\n  data dir:    %s\n", info.GossipAddr, a.DataDir())
 		fmt.Fprintf(env.Stdout, "In another terminal:\n  export %s=%s\n  reclaimnet members\n", DataDirEnv, a.DataDir())
 	})
-	if err == nil && a.Reclaimed() {
+	if errors.Is(err, agent.ErrReclaimed) {
 		return errReclaimed
 	}
 	return err

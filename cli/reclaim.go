@@ -165,6 +165,14 @@ func reclaimStatus(ctx context.Context, env *Env, dataDir string, asJSON bool) e
 		return printJSON(env.Stdout, st)
 	}
 	w := env.Stdout
+	if st.Reclaimed {
+		fmt.Fprintf(w, "%s is reclaimed: out of the cluster until 'reclaimnet lend' (or its next lending window)\n", st.Node)
+		if st.Report != nil {
+			fmt.Fprintln(w, "last reclaim:")
+			printReport(w, st.Report)
+		}
+		return nil
+	}
 	if !st.Active {
 		fmt.Fprintf(w, "no reclaim under way on %s\n", st.Node)
 		if st.Report != nil {
@@ -197,6 +205,9 @@ func printReport(w io.Writer, rep *localapi.ReclaimReport) {
 		kind = "emergency"
 	}
 	fmt.Fprintf(w, "owner's report (%s reclaim of %s, %s):\n", kind, rep.Node, rep.Announced.UTC().Format(time.RFC3339))
+	if rep.Reason != "" {
+		fmt.Fprintf(w, "  why:               %s\n", rep.Reason)
+	}
 	if rep.Isolated {
 		fmt.Fprintf(w, "  time to isolate:   %s (kill-switch flip)\n", rep.Isolate)
 	} else {

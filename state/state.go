@@ -317,6 +317,9 @@ type Counters struct {
 type ReclaimReport struct {
 	Node      policy.NodeID
 	Kind      DepartureKind // scheduled or emergency
+	// Reason is why the owner's side took the machine back ("lending
+	// window ends 08:00"); empty when the report does not say.
+	Reason    string `json:",omitempty"`
 	Announced time.Time
 	Deadline  time.Time
 	// Completed is when every job had left the node (or the node left).

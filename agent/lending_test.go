@@ -1,0 +1,240 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/reclaimnet/reclaimnet/agent/owner"
+	"github.com/reclaimnet/reclaimnet/internal/wait"
+	"github.com/reclaimnet/reclaimnet/localapi"
+	"github.com/reclaimnet/reclaimnet/mesh"
+)
+
+// fakeOwner is a fake activity source: the owner's GPU processes as the
+// test sets them (no GPU here).
+type fakeOwner struct {
+	mu  sync.Mutex
+	gpu []owner.GPUProcess
+}
+
+func (f *fakeOwner) set(ps ...owner.GPUProcess) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.gpu = ps
+}
+
+func (f *fakeOwner) Observe(context.Context) owner.Observations {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return owner.Observations{GPU: append([]owner.GPUProcess(nil), f.gpu...), GPUKnown: true}
+}
+
+// servedNode is an agent run by Serve, as 'reclaimnet agent' runs it.
+type servedNode struct {
+	cfg    Config
+	cancel context.CancelFunc
+	done   chan error
+	ready  chan *Agent
+}
+
+func (c *testCluster) serve(cfg Config) *servedNode {
+	c.t.Helper()
+	if cfg.Join == nil {
+		cfg.Join = []string{c.nodes[0].info.GossipAddr}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	s := &servedNode{cfg: cfg, cancel: cancel, done: make(chan error, 1), ready: make(chan *Agent, 4)}
+	go func() {
+		s.done <- Serve(ctx, cfg, testLogger().With("node", cfg.Name), func(a *Agent, _ localapi.Info) { s.ready <- a })
+	}()
+	c.t.Cleanup(func() {
+		cancel()
+		select {
+		case <-s.done:
+		case <-time.After(60 * time.Second):
+			c.t.Errorf("%s: Serve did not return", cfg.Name)
+		}
+	})
+	return s
+}
+
+// incarnation waits for the next incarnation of s to serve.
+func (s *servedNode) incarnation(t *testing.T, within time.Duration) *Agent {
+	t.Helper()
+	select {
+	case a := <-s.ready:
+		return a
+	case err := <-s.done:
+		t.Fatalf("%s: Serve returned: %v", s.cfg.Name, err)
+	case <-time.After(within):
+		t.Fatalf("%s: no incarnation within %v", s.cfg.Name, within)
+	}
+	return nil
+}
+
+func (s *servedNode) call(t *testing.T, req localapi.Request) localapi.Response {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	resp, err := localapi.Call(ctx, s.cfg.DataDir, req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", s.cfg.Name, req.Op, err)
+	}
+	return resp
+}
+
+func (s *servedNode) lendState(t *testing.T) owner.NodeState {
+	t.Helper()
+	resp := s.call(t, localapi.Request{Op: localapi.OpLendStatus})
+	if resp.Lend == nil {
+		t.Fatalf("lend status: %+v", resp)
+	}
+	return resp.Lend.State
+}
+
+// alive reports whether node's gossip member is alive as c's first node
+// sees it.
+func (c *testCluster) alive(node string) bool {
+	for _, m := range c.nodes[0].agent.mesh.Members() {
+		if m.Name == node {
+			return m.State == mesh.StateAlive
+		}
+	}
+	return false
+}
+
+// TestLendAfterReclaim: an owner's reclaim --now makes the node leave, but
+// its agent stays up, reclaimed: it answers lend --status, refuses cluster
+// operations, and nothing (no window opening: there are none) lends it
+// again until the owner's lend, after which it rejoins as a new
+// incarnation.
+func TestLendAfterReclaim(t *testing.T) {
+	c := newTestCluster(t)
+	c.startN(1, nil)
+	cfg := c.config("owned")
+	cfg.OwnerCheck = Duration(100 * time.Millisecond)
+	cfg.OwnerSource = &fakeOwner{}
+	s := c.serve(cfg)
+	s.incarnation(t, 30*time.Second)
+	if st := s.lendState(t); st != owner.StateLent {
+		t.Fatalf("state %q at start, want lent", st)
+	}
+	wait.For(t, 30*time.Second, "owned alive in the cluster", func() bool { return c.alive("owned") })
+
+	if resp := s.call(t, localapi.Request{Op: localapi.OpReclaimNow}); resp.Error != "" {
+		t.Fatalf("reclaim now: %s", resp.Error)
+	}
+	wait.For(t, 30*time.Second, "owned reclaimed and out of the cluster", func() bool {
+		resp, err := localapi.Call(context.Background(), cfg.DataDir, localapi.Request{Op: localapi.OpLendStatus})
+		return err == nil && resp.Lend != nil && resp.Lend.State == owner.StateReclaimed && !c.alive("owned")
+	})
+	select {
+	case err := <-s.done:
+		t.Fatalf("Serve returned after the reclaim (%v); the agent must stay up", err)
+	default:
+	}
+	resp, err := localapi.Call(context.Background(), cfg.DataDir, localapi.Request{Op: localapi.OpMembers})
+	if err != nil || resp.Kind != localapi.KindReclaimed {
+		t.Errorf("members on a reclaimed node: %+v, %v; want a %q error", resp, err, localapi.KindReclaimed)
+	}
+	rs := s.call(t, localapi.Request{Op: localapi.OpReclaimStatus}).Reclaim
+	if rs == nil || !rs.Reclaimed || rs.Report == nil || !rs.Report.Emergency || rs.Report.Reason == "" {
+		t.Errorf("reclaim status while reclaimed: %+v", rs)
+	}
+	// Several checks later it is still out: only the owner lends it.
+	time.Sleep(time.Second)
+	if st := s.lendState(t); st != owner.StateReclaimed {
+		t.Fatalf("state %q a second after the reclaim, want reclaimed", st)
+	}
+
+	lent := s.call(t, localapi.Request{Op: localapi.OpLend})
+	if lent.Error != "" || lent.Lend == nil || !lent.Lend.Lent {
+		t.Fatalf("lend: %+v", lent)
+	}
+	a := s.incarnation(t, 60*time.Second)
+	wait.For(t, 30*time.Second, "owned back in the cluster", func() bool { return c.alive("owned") })
+	if st := s.lendState(t); st != owner.StateLent {
+		t.Errorf("state %q after lend, want lent", st)
+	}
+	if a.Reclaimed() {
+		t.Error("the new incarnation reports itself reclaimed")
+	}
+}
+
+// TestOwnerGPUProcessReclaims: an owner process on a lent GPU triggers the
+// mapped reclaim (a notice) through the reclaim path, with the reason in
+// the owner's report and the cluster's history; the node stays out while
+// the owner works and is lent again by itself once the owner has been idle
+// for the set time.
+func TestOwnerGPUProcessReclaims(t *testing.T) {
+	c := newTestCluster(t)
+	c.startN(1, nil)
+	cfg := c.config("owned")
+	cfg.OwnerCheck = Duration(100 * time.Millisecond)
+	cfg.Owner.GPU = "notice 2s"
+	cfg.Owner.Idle = owner.Duration(2 * time.Second)
+	src := &fakeOwner{}
+	cfg.OwnerSource = src
+	s := c.serve(cfg)
+	s.incarnation(t, 30*time.Second)
+	wait.For(t, 30*time.Second, "owned alive in the cluster", func() bool { return c.alive("owned") })
+
+	src.set(owner.GPUProcess{PID: 4242, GPU: 0, Name: "python3"})
+	const why = "owner process 4242 (python3) on GPU 0"
+	wait.For(t, 10*time.Second, "the reclaim announced", func() bool {
+		rs := s.call(t, localapi.Request{Op: localapi.OpReclaimStatus}).Reclaim
+		return rs != nil && rs.Active && !rs.Emergency
+	})
+	wait.For(t, 30*time.Second, "owned out of the cluster", func() bool {
+		resp, err := localapi.Call(context.Background(), cfg.DataDir, localapi.Request{Op: localapi.OpReclaimStatus})
+		return err == nil && resp.Reclaim != nil && resp.Reclaim.Reclaimed
+	})
+	rep, err := localapi.ReadReport(cfg.DataDir)
+	if err != nil || rep == nil || rep.Reason != why || rep.Emergency {
+		t.Errorf("owner's report %+v (%v); want a scheduled reclaim for %q", rep, err, why)
+	}
+	wait.For(t, 10*time.Second, "the reason in the cluster's history", func() bool {
+		for _, r := range c.nodes[0].agent.Coordinator().State().ReclaimReports {
+			if r.Node == "owned" && r.Reason == why {
+				return true
+			}
+		}
+		return false
+	})
+	// The owner still works: the node stays out, and says why.
+	time.Sleep(3 * time.Second)
+	st := s.call(t, localapi.Request{Op: localapi.OpLendStatus}).Lend
+	if st.State != owner.StateOwnerActive || !strings.Contains(st.Why, "4242") {
+		t.Errorf("while the owner works: %s: %s; want owner active naming the process", st.State, st.Why)
+	}
+	// The owner stops; after the idle time the policy lends it again.
+	src.set()
+	s.incarnation(t, 60*time.Second)
+	wait.For(t, 30*time.Second, "owned back in the cluster", func() bool { return c.alive("owned") })
+}
+
+// TestOnReclaimExit: with on_reclaim exit, Serve ends with ErrReclaimed
+// once a reclaim made the node leave.
+func TestOnReclaimExit(t *testing.T) {
+	c := newTestCluster(t)
+	c.startN(1, nil)
+	cfg := c.config("owned")
+	cfg.OnReclaim = OnReclaimExit
+	cfg.OwnerSource = &fakeOwner{}
+	s := c.serve(cfg)
+	s.incarnation(t, 30*time.Second)
+	s.call(t, localapi.Request{Op: localapi.OpReclaimNow})
+	select {
+	case err := <-s.done:
+		if !errors.Is(err, ErrReclaimed) {
+			t.Errorf("Serve: %v, want ErrReclaimed", err)
+		}
+		s.done <- err // for the cleanup
+	case <-time.After(30 * time.Second):
+		t.Fatal("Serve did not return after the reclaim")
+	}
+}

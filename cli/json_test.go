@@ -33,6 +33,7 @@ var jsonOutputs = []struct {
 	{"jobs --json", reflect.TypeFor[web.JobsResponse](), "/v1/jobs"},
 	{"logs JOB --json", reflect.TypeFor[LogsView](), ""},
 	{"reclaim --status --json", reflect.TypeFor[localapi.ReclaimStatus](), ""},
+	{"lend --status --json", reflect.TypeFor[localapi.LendStatus](), ""},
 	{"gpus --json", reflect.TypeFor[gpu.Inventory](), ""},
 	{"killswitch status --json", reflect.TypeFor[KillSwitchView](), ""},
 	{"trace export --out FILE --json", reflect.TypeFor[TraceSummary](), ""},

@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"strings"
 	"sync"
@@ -87,13 +88,27 @@ func (s *servedNode) call(t *testing.T, req localapi.Request) localapi.Response 
 	return resp
 }
 
+func (s *servedNode) lendStatus(t *testing.T, req localapi.Request) owner.Status {
+	t.Helper()
+	st, err := lendStatusOf(s.call(t, req))
+	if err != nil {
+		t.Fatalf("%s %s: %v", s.cfg.Name, req.Op, err)
+	}
+	return st
+}
+
 func (s *servedNode) lendState(t *testing.T) owner.NodeState {
 	t.Helper()
-	resp := s.call(t, localapi.Request{Op: localapi.OpLendStatus})
-	if resp.Lend == nil {
-		t.Fatalf("lend status: %+v", resp)
+	return s.lendStatus(t, localapi.Request{Op: localapi.OpLendStatus}).State
+}
+
+func lendStatusOf(resp localapi.Response) (owner.Status, error) {
+	var st owner.Status
+	if resp.Error != "" {
+		return st, errors.New(resp.Error)
 	}
-	return resp.Lend.State
+	err := json.Unmarshal(resp.Lend, &st)
+	return st, err
 }
 
 // alive reports whether node's gossip member is alive as c's first node
@@ -130,7 +145,8 @@ func TestLendAfterReclaim(t *testing.T) {
 	}
 	wait.For(t, 30*time.Second, "owned reclaimed and out of the cluster", func() bool {
 		resp, err := localapi.Call(context.Background(), cfg.DataDir, localapi.Request{Op: localapi.OpLendStatus})
-		return err == nil && resp.Lend != nil && resp.Lend.State == owner.StateReclaimed && !c.alive("owned")
+		st, serr := lendStatusOf(resp)
+		return err == nil && serr == nil && st.State == owner.StateReclaimed && !c.alive("owned")
 	})
 	select {
 	case err := <-s.done:
@@ -151,8 +167,7 @@ func TestLendAfterReclaim(t *testing.T) {
 		t.Fatalf("state %q a second after the reclaim, want reclaimed", st)
 	}
 
-	lent := s.call(t, localapi.Request{Op: localapi.OpLend})
-	if lent.Error != "" || lent.Lend == nil || !lent.Lend.Lent {
+	if lent := s.lendStatus(t, localapi.Request{Op: localapi.OpLend}); !lent.Lent {
 		t.Fatalf("lend: %+v", lent)
 	}
 	a := s.incarnation(t, 60*time.Second)
@@ -207,7 +222,7 @@ func TestOwnerGPUProcessReclaims(t *testing.T) {
 	})
 	// The owner still works: the node stays out, and says why.
 	time.Sleep(3 * time.Second)
-	st := s.call(t, localapi.Request{Op: localapi.OpLendStatus}).Lend
+	st := s.lendStatus(t, localapi.Request{Op: localapi.OpLendStatus})
 	if st.State != owner.StateOwnerActive || !strings.Contains(st.Why, "4242") {
 		t.Errorf("while the owner works: %s: %s; want owner active naming the process", st.State, st.Why)
 	}

@@ -2,7 +2,9 @@ package agent
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/reclaimnet/reclaimnet/agent/enforce"
@@ -93,7 +95,7 @@ func (a *Agent) ownerControl(req localapi.Request) localapi.Response {
 	switch req.Op {
 	case localapi.OpLendStatus:
 		st := a.lending.status(now)
-		return localapi.Response{Lend: &st}
+		return lendResponse(st)
 	case localapi.OpLend:
 		st, err := a.lending.lend(req.Until, now)
 		if err != nil {
@@ -101,13 +103,13 @@ func (a *Agent) ownerControl(req localapi.Request) localapi.Response {
 		}
 		if _, leaving := a.reclaim.Pending(); !leaving {
 			if err := a.lendNow(); err != nil {
-				return localapi.Response{Error: "lend: " + err.Error(), Kind: localapi.KindInternal, Lend: &st}
+				return localapi.Response{Error: "lend: " + err.Error(), Kind: localapi.KindInternal}
 			}
 		}
 		// A node already leaving comes back at once: the agent sees the
 		// lend when it has left.
 		st = a.lending.status(now)
-		return localapi.Response{Lend: &st}
+		return lendResponse(st)
 	case localapi.OpReclaimNow:
 		// Recorded first: the node leaves right after.
 		a.lending.ownerReclaimed(now, now)
@@ -126,4 +128,13 @@ func (a *Agent) ownerControl(req localapi.Request) localapi.Response {
 		return resp
 	}
 	return a.reclaim.Handle(req)
+}
+
+// lendResponse carries the owner policy's status to the CLI.
+func lendResponse(st owner.Status) localapi.Response {
+	b, err := json.Marshal(st)
+	if err != nil {
+		return localapi.Response{Error: fmt.Sprintf("lend status: %v", err), Kind: localapi.KindInternal}
+	}
+	return localapi.Response{Lend: b}
 }

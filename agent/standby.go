@@ -153,14 +153,14 @@ func (s *standbyNode) control(req localapi.Request) localapi.Response {
 	switch req.Op {
 	case localapi.OpLendStatus:
 		st := s.lending.status(now)
-		return localapi.Response{Lend: &st}
+		return lendResponse(st)
 	case localapi.OpLend:
 		st, err := s.lending.lend(req.Until, now)
 		if err != nil {
 			return localapi.Response{Error: "lend: " + err.Error(), Kind: localapi.KindBadRequest}
 		}
 		s.lentOnce.Do(func() { close(s.lent) })
-		return localapi.Response{Lend: &st}
+		return lendResponse(st)
 	case localapi.OpReclaimStatus, localapi.OpReclaim, localapi.OpReclaimNow:
 		if req.Op != localapi.OpReclaimStatus {
 			// Already out; the owner's reclaim still holds the node

@@ -2,10 +2,12 @@ package cli
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 
 	"github.com/spf13/cobra"
 
+	"github.com/reclaimnet/reclaimnet/agent/owner"
 	"github.com/reclaimnet/reclaimnet/localapi"
 )
 
@@ -71,15 +73,19 @@ func runLend(ctx context.Context, env *Env, o lendOptions) error {
 	if err != nil {
 		return err
 	}
-	if resp.Lend == nil {
+	var st owner.Status
+	if len(resp.Lend) == 0 {
 		return fmt.Errorf("the agent sent no lending status")
 	}
+	if err := json.Unmarshal(resp.Lend, &st); err != nil {
+		return fmt.Errorf("the agent's lending status: %w", err)
+	}
 	if o.asJSON {
-		return printJSON(env.Stdout, resp.Lend)
+		return printJSON(env.Stdout, st)
 	}
 	if !o.status {
 		fmt.Fprintln(env.Stdout, "lent; the node rejoins the cluster if it was reclaimed")
 	}
-	fmt.Fprint(env.Stdout, resp.Lend.String())
+	fmt.Fprint(env.Stdout, st.String())
 	return nil
 }

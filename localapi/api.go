@@ -77,8 +77,10 @@ type Response struct {
 	Note  string    `json:"note,omitempty"`
 	// Reclaim is the reclaim's progress (the reclaim operations).
 	Reclaim *ReclaimStatus `json:"reclaim,omitempty"`
-	// Lend is the owner policy's status (the lending operations).
-	Lend *LendStatus `json:"lend,omitempty"`
+	// Lend is the owner policy's status (the lending operations): an
+	// owner.Status document (agent/owner), kept raw so that clients link
+	// this package alone.
+	Lend json.RawMessage `json:"lend,omitempty"`
 }
 
 // Info is what the agent writes to InfoFile.

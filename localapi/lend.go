@@ -1,7 +1,5 @@
 package localapi
 
-import "github.com/reclaimnet/reclaimnet/agent/owner"
-
 // Lending operations (reclaimnet lend).
 const (
 	// OpLend lends the node now (after a reclaim: withdraws it, kill-switch
@@ -17,9 +15,6 @@ const (
 const KindReclaimed = "reclaimed"
 
 // OwnerStateFile, inside the data dir, keeps the owner policy's state
-// (owner.State as JSON): an owner's reclaim and the hourly cap survive a
+// (the owner policy's state as JSON): an owner's reclaim and the hourly cap survive a
 // restart of the agent.
 const OwnerStateFile = "owner-state.json"
-
-// LendStatus is the answer to the lending operations: owner.Status.
-type LendStatus = owner.Status

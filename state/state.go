@@ -315,8 +315,8 @@ type Counters struct {
 // ReclaimReport is the owner's report of one reclaim, as the reclaimed
 // node recorded it.
 type ReclaimReport struct {
-	Node      policy.NodeID
-	Kind      DepartureKind // scheduled or emergency
+	Node policy.NodeID
+	Kind DepartureKind // scheduled or emergency
 	// Reason is why the owner's side took the machine back ("lending
 	// window ends 08:00"); empty when the report does not say.
 	Reason    string `json:",omitempty"`

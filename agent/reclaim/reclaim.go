@@ -113,7 +113,7 @@ type run struct {
 	// reason is why the machine is taken back, in the owner's words
 	// ("lending window ends 08:00"); OwnerReason for the owner's command.
 	reason string
-	jobs                []policy.JobID
+	jobs   []policy.JobID
 	// isolate is how long the kill-switch flip took; isolated whether it
 	// was enforced at all.
 	isolate  time.Duration

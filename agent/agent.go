@@ -100,6 +100,10 @@ type Agent struct {
 	reclaim *reclaim.Flow
 	// lending is the owner policy (set by New).
 	lending *lending
+	// meta is the node's gossip metadata; metaMu orders its updates (the
+	// owner outlook).
+	metaMu sync.Mutex
+	meta   mesh.Meta
 
 	mu     sync.Mutex
 	joined bool // a join (or a join by a peer) succeeded
@@ -302,6 +306,9 @@ func (a *Agent) Run(ctx context.Context, ready func(localapi.Info)) error {
 		select {
 		case <-ctx.Done():
 		case <-a.reclaim.Leaving(): // a reclaim's deadline or emergency
+			// Peers remember a departed member's metadata: it says from
+			// when the node may be lent again.
+			a.publishOutlook(time.Now())
 		}
 		a.logger.Info("shutting down", "node", a.cfg.Name)
 	}

@@ -145,6 +145,10 @@ type Config struct {
 	// OwnerCheck is how often the owner policy looks at the machine
 	// (default 5s).
 	OwnerCheck Duration `json:"owner_check"`
+	// LentAhead is, when this node leads, how long a node must stay lent
+	// (its owner outlook) to be chosen as a job's destination, standby or
+	// holder; 0 means policy.DefaultParams' (15 min).
+	LentAhead Duration `json:"lent_ahead"`
 
 	// GPUDevDir is where the GPUs' device nodes are (/dev when empty); a
 	// test points it at fake nodes. Not part of the file format.
@@ -412,6 +416,9 @@ func (c Config) Validate() error {
 	case "", OnReclaimStay, OnReclaimExit:
 	default:
 		return fmt.Errorf("on reclaim %q: want stay or exit", c.OnReclaim)
+	}
+	if c.LentAhead < 0 {
+		return fmt.Errorf("lent ahead %v: must not be negative", time.Duration(c.LentAhead))
 	}
 	if c.OwnerCheck < 0 {
 		return fmt.Errorf("owner check %v: must not be negative", time.Duration(c.OwnerCheck))

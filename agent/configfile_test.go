@@ -29,7 +29,7 @@ func fullConfig() Config {
 		Owner: owner.Config{LendWindows: []string{"Mon-Fri 19:00-08:00", "Sat,Sun"}, LendTZ: "Europe/Berlin", LendLead: owner.Duration(20 * time.Minute),
 			GPU: "now", Input: "notice 5m", CPU: "notice 3m", InputSource: owner.InputLogind, CPUThreshold: 2.5,
 			CPUFor: owner.Duration(3 * time.Minute), Idle: owner.Duration(20 * time.Minute), MaxReclaimsPerHour: 2},
-		OnReclaim: OnReclaimExit, OwnerCheck: Duration(2 * time.Second),
+		OnReclaim: OnReclaimExit, OwnerCheck: Duration(2 * time.Second), LentAhead: Duration(20 * time.Minute),
 	}
 }
 

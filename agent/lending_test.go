@@ -253,3 +253,80 @@ func TestOnReclaimExit(t *testing.T) {
 		t.Fatal("Serve did not return after the reclaim")
 	}
 }
+
+// TestLendUntilPlannedReclaim: a node outside its lending windows stays
+// out of the cluster; lend --until lends it, its outlook (lent until that
+// time) reaches the leader's policy input and the members list, the
+// planned reclaim is announced the lead time before the end through the
+// reclaim path, with its reason, and the node leaves at the end and stays
+// out.
+func TestLendUntilPlannedReclaim(t *testing.T) {
+	c := newTestCluster(t)
+	c.startN(1, nil)
+	cfg := c.config("owned")
+	cfg.OwnerCheck = Duration(100 * time.Millisecond)
+	cfg.OwnerSource = &fakeOwner{}
+	far := time.Now().UTC().AddDate(0, 0, 3).Weekday().String()[:3]
+	cfg.Owner.LendWindows = []string{far + " 03:00-04:00"}
+	cfg.Owner.LendTZ = "UTC"
+	const lead = 4 * time.Second
+	cfg.Owner.LendLead = owner.Duration(lead)
+	s := c.serve(cfg)
+	wait.For(t, 30*time.Second, "the lending status of a node outside its windows", func() bool {
+		resp, err := localapi.Call(context.Background(), cfg.DataDir, localapi.Request{Op: localapi.OpLendStatus})
+		st, serr := lendStatusOf(resp)
+		return err == nil && serr == nil && st.State == owner.StateOutside
+	})
+	select {
+	case <-s.ready:
+		t.Fatal("a node outside its lending windows joined the cluster")
+	case <-time.After(time.Second):
+	}
+
+	until := time.Now().Add(lead + 6*time.Second).Truncate(time.Second)
+	if st := s.lendStatus(t, localapi.Request{Op: localapi.OpLend, Until: until.Format(time.RFC3339)}); !st.Lent {
+		t.Fatalf("lend --until: %+v", st)
+	}
+	s.incarnation(t, 30*time.Second)
+	leader := c.nodes[0]
+	wait.For(t, 10*time.Second, "the outlook at the leader", func() bool {
+		for _, n := range leader.agent.telemetry.Nodes() {
+			if n.ID == "owned" {
+				return n.LentUntil.Equal(until)
+			}
+		}
+		return false
+	})
+	members := call(t, leader, localapi.Request{Op: localapi.OpMembers}).Status.Members
+	for _, m := range members {
+		if m.Name == "owned" && (m.Lending == nil || m.Lending.State != string(owner.StateLent) || !m.Lending.Until.Equal(until) || !strings.Contains(m.Lending.Windows, far+" 03:00-04:00")) {
+			t.Errorf("members: owned's lending %+v, want lent until %v with its window", m.Lending, until)
+		}
+	}
+
+	var rs *localapi.ReclaimStatus
+	wait.For(t, 30*time.Second, "the planned reclaim announced", func() bool {
+		rs = s.call(t, localapi.Request{Op: localapi.OpReclaimStatus}).Reclaim
+		return rs != nil && rs.Active
+	})
+	if !rs.Deadline.Equal(until) || rs.Emergency {
+		t.Errorf("planned reclaim: deadline %v (emergency %v), want %v with notice", rs.Deadline, rs.Emergency, until)
+	}
+	if notice := rs.Deadline.Sub(rs.Announced); notice > lead || notice < lead-time.Second {
+		t.Errorf("notice %v, want the lead %v less at most a check or two", notice, lead)
+	}
+	wait.For(t, 30*time.Second, "owned out of the cluster after its lend", func() bool {
+		resp, err := localapi.Call(context.Background(), cfg.DataDir, localapi.Request{Op: localapi.OpReclaimStatus})
+		return err == nil && resp.Reclaim != nil && resp.Reclaim.Reclaimed
+	})
+	if left := time.Now(); left.Before(until) {
+		t.Errorf("left at %v, before the end %v", left, until)
+	}
+	rep, _ := localapi.ReadReport(cfg.DataDir)
+	if rep == nil || !strings.HasPrefix(rep.Reason, "lending ends ") || !strings.Contains(rep.Reason, "(reclaimnet lend --until)") {
+		t.Errorf("owner's report %+v: want the reason 'lending ends ... (reclaimnet lend --until)'", rep)
+	}
+	if st := s.lendState(t); st != owner.StateOutside {
+		t.Errorf("state %q after the lend ended, want %q", st, owner.StateOutside)
+	}
+}

@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -43,6 +44,7 @@ func (a *Agent) ownerLoop(ctx context.Context) {
 // ownerRound is one decision and what the agent does for it.
 func (a *Agent) ownerRound(ctx context.Context, now time.Time) {
 	d := a.lending.decide(ctx, now)
+	defer a.publishOutlook(now)
 	switch {
 	case d.Do == owner.Reclaim && d.Now:
 		a.logger.Warn("owner policy: reclaim now", "reason", d.Reason)
@@ -51,13 +53,37 @@ func (a *Agent) ownerRound(ctx context.Context, now time.Time) {
 		}
 	case d.Do == owner.Reclaim:
 		a.logger.Info("owner policy: reclaim", "notice", d.Notice, "reason", d.Reason)
-		if resp := a.reclaim.Announce(d.Notice, d.Reason); resp.Error != "" {
+		if resp := a.reclaim.Announce(d.Deadline, d.Reason); resp.Error != "" {
 			a.logger.Warn("owner policy: reclaim not announced", "err", resp.Error)
 		}
 	case d.Do == owner.Lend:
 		a.logger.Info("owner policy: lent", "reason", d.Reason)
 		a.lendNow()
 	}
+}
+
+// publishOutlook puts the owner policy's outlook at now (lent until when,
+// or lendable again from when) in the node's gossip metadata when it
+// changed: the leader keeps P2 off a node whose lending ends soon, and the
+// members list and the page show it.
+func (a *Agent) publishOutlook(now time.Time) {
+	b, err := a.lending.status(now).Outlook().Encode()
+	if err != nil {
+		a.logger.Warn("owner outlook", "err", err)
+		return
+	}
+	a.metaMu.Lock()
+	defer a.metaMu.Unlock()
+	if bytes.Equal(b, a.meta.Outlook) {
+		return
+	}
+	meta := a.meta
+	meta.Outlook = b
+	if err := a.mesh.UpdateMeta(meta, time.Second); err != nil {
+		a.logger.Warn("publish owner outlook", "err", err)
+		return
+	}
+	a.meta = meta
 }
 
 // lendNow makes the running node lent: a pending reclaim is withdrawn and
@@ -108,6 +134,7 @@ func (a *Agent) ownerControl(req localapi.Request) localapi.Response {
 		}
 		// A node already leaving comes back at once: the agent sees the
 		// lend when it has left.
+		a.publishOutlook(now)
 		st = a.lending.status(now)
 		return lendResponse(st)
 	case localapi.OpReclaimNow:

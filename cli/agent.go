@@ -371,6 +371,7 @@ func ownerFlags(fs *pflag.FlagSet, fc *agent.Config) {
 	fs.IntVar(&o.MaxReclaimsPerHour, "owner-max-reclaims", o.MaxReclaimsPerHour, "most automatic reclaims for owner activity in any hour")
 	fs.StringVar(&fc.OnReclaim, "on-reclaim", fc.OnReclaim, "once a reclaim made the node leave: stay (up, reclaimed, until 'reclaimnet lend' or the next window) or exit (status 10)")
 	fs.Var((*durationFlag)(&fc.OwnerCheck), "owner-check", "how often the owner policy looks at the machine (default 5s)")
+	fs.Var((*durationFlag)(&fc.LentAhead), "lent-ahead", "when this node leads: how long a node must stay lent to be given a job, a standby or a copy (default 15m)")
 }
 
 // applyOwnerFlag copies one explicitly set owner flag from fc over cfg;
@@ -404,6 +405,8 @@ func applyOwnerFlag(cfg, fc *agent.Config, name string) bool {
 		cfg.OnReclaim = fc.OnReclaim
 	case "owner-check":
 		cfg.OwnerCheck = fc.OwnerCheck
+	case "lent-ahead":
+		cfg.LentAhead = fc.LentAhead
 	default:
 		return false
 	}

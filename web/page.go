@@ -31,6 +31,7 @@ func newPageRenderer() (*pageRenderer, error) {
 		"durp":      fmtDurPtr,
 		"perhour":   fmtHazard,
 		"clock":     fmtClock,
+		"stamp":     fmtStamp,
 		"ago":       fmtAgo,
 		"pct":       fmtPct,
 		"secs":      fmtSeconds,

@@ -222,7 +222,7 @@ var stopping = localapi.Response{Error: "reclaim: the agent is stopping", Kind: 
 func (f *Flow) Handle(req localapi.Request) localapi.Response {
 	switch req.Op {
 	case localapi.OpReclaim:
-		return f.announce(req.Notice, OwnerReason)
+		return f.announce(req.Notice, time.Time{}, OwnerReason)
 	case localapi.OpReclaimStatus:
 		var st localapi.ReclaimStatus
 		if !f.do(func(o *owner) { st = o.status(f.cfg.Coord.State()) }) {
@@ -248,12 +248,12 @@ func submitError(what string, err error) localapi.Response {
 // OwnerReason is the reason of a reclaim the owner asked for by hand.
 const OwnerReason = "reclaimed by the owner (reclaimnet reclaim)"
 
-// Announce starts a scheduled reclaim with a notice, as 'reclaimnet reclaim
-// --notice' does, for the reason given (the owner policy's automatic
-// reclaims: "lending window ends 08:00"); the owner's report and the
-// history carry the reason.
-func (f *Flow) Announce(notice time.Duration, reason string) localapi.Response {
-	return f.announce(notice, reason)
+// Announce starts a scheduled reclaim with its deadline, as 'reclaimnet
+// reclaim --notice' does, for the reason given (the owner policy's
+// automatic reclaims: "lending window ends 08:00"); the owner's report and
+// the history carry the reason.
+func (f *Flow) Announce(deadline time.Time, reason string) localapi.Response {
+	return f.announce(time.Until(deadline), deadline, reason)
 }
 
 // Now is the emergency, as 'reclaimnet reclaim --now' (without the CLI's
@@ -268,8 +268,9 @@ func (f *Flow) Pending() (pending, leaving bool) {
 }
 
 // announce starts a scheduled reclaim: the soft kill-switch (no new
-// work), the announcement in the replicated state, the deadline.
-func (f *Flow) announce(notice time.Duration, reason string) localapi.Response {
+// work), the announcement in the replicated state, the deadline (at the
+// given one, else the notice from now).
+func (f *Flow) announce(notice time.Duration, at time.Time, reason string) localapi.Response {
 	if notice <= 0 {
 		return localapi.Response{Error: "reclaim: the notice must be positive (use reclaim-now for an emergency)", Kind: localapi.KindBadRequest}
 	}
@@ -290,7 +291,10 @@ func (f *Flow) announce(notice time.Duration, reason string) localapi.Response {
 			return
 		}
 		now := time.Now()
-		r = &run{announced: now, deadline: now.Add(notice), reason: reason, isolate: took, isolated: on, jobs: o.localJobs(f.cfg.Coord.State())}
+		if at.IsZero() {
+			at = now.Add(notice)
+		}
+		r = &run{announced: now, deadline: at, reason: reason, isolate: took, isolated: on, jobs: o.localJobs(f.cfg.Coord.State())}
 		o.busy = true
 	})
 	if !ok {

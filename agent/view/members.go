@@ -5,6 +5,7 @@ import (
 	"strconv"
 
 	"github.com/reclaimnet/reclaimnet/localapi"
+	"github.com/reclaimnet/reclaimnet/mesh"
 	"github.com/reclaimnet/reclaimnet/raft"
 	"github.com/reclaimnet/reclaimnet/state"
 )
@@ -41,6 +42,7 @@ func (v *View) Members() localapi.Status {
 			GPUModel:   m.Meta.GPUModel,
 			KillSwitch: m.Telemetry.KillSwitch.String(), // unknown without a report
 		}
+		mv.Lending = LendingOf(m.Meta)
 		if m.HasTelemetry {
 			mv.FreeGPUs = int(m.Telemetry.FreeGPUs)
 			mv.Load = m.Telemetry.Load
@@ -97,4 +99,17 @@ func roleName(s raft.Server) string {
 		return "leader"
 	}
 	return s.Role.String()
+}
+
+// LendingOf is the lending a member's metadata publishes (nil: none).
+func LendingOf(meta mesh.Meta) *localapi.Lending {
+	o, ok := Outlook(meta)
+	if meta.Lending == "" && !ok {
+		return nil
+	}
+	l := &localapi.Lending{Windows: meta.Lending}
+	if ok {
+		l.State, l.Until, l.From = string(o.State), o.Until, o.From
+	}
+	return l
 }

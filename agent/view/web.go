@@ -109,6 +109,9 @@ func (v *View) webMembers(now time.Time, cs *state.State, servers []raft.Server,
 			FreeGPUs:   int(gm.Meta.GPUs),
 			KillSwitch: web.KillSwitchMode(mesh.KillSwitchUnknown.String()),
 		}
+		if l := LendingOf(gm.Meta); l != nil {
+			m.Lending = (*web.Lending)(l)
+		}
 		if gm.HasTelemetry {
 			m.FreeGPUs = int(gm.Telemetry.FreeGPUs)
 			m.Load = gm.Telemetry.Load

@@ -28,7 +28,7 @@ func TestCampusLendingWindowEnds(t *testing.T) {
 		t.Skip("campus in a box: 8 agents in namespaces, minutes")
 	}
 	const (
-		node = "c2"
+		node = "a2" // placement fills a1 then a2: a2 runs the third job
 		lead = 20 * time.Second
 	)
 	// The window opened a minute ago and ends on a minute boundary four

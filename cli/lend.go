@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -58,6 +59,14 @@ func newLendCmd(env *Env) *cobra.Command {
 		}
 		if fs.Changed("until") && o.until == "" {
 			return usagef("--until needs a time: 18:00, 'Fri 18:00', 3h or an RFC 3339 time")
+		}
+		// The syntax does not depend on the agent's time zone (the agent
+		// reads the time in its policy's): a wrong one is the command
+		// line's fault.
+		if p, err := (owner.Config{}).Policy(); err == nil && o.until != "" {
+			if _, err := p.ParseUntil(o.until, time.Now()); err != nil {
+				return usagef("--until: %v", err)
+			}
 		}
 		return runLend(cmd.Context(), env, o)
 	}

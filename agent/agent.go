@@ -233,8 +233,11 @@ func (a *Agent) prepareDev() error {
 
 // Run serves until ctx is cancelled, then shuts down in the documented
 // order and returns. ready, if not nil, is called once the node serves.
+// Running the node lends it: the hold of an owner's earlier reclaim ends
+// (Serve runs it only once the owner policy lends it).
 func (a *Agent) Run(ctx context.Context, ready func(localapi.Info)) error {
 	defer a.closeAll()
+	a.lending.startedByOwner()
 	runCtx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 

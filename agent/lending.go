@@ -183,6 +183,25 @@ func (l *lending) status(now time.Time) owner.Status {
 	return st
 }
 
+// unfinished returns the reclaim the policy itself decided that the node
+// has not carried out yet: with its deadline while its notice runs, or
+// with now set once it is due at once (an emergency, or a notice that
+// ran out). The owner's own reclaims are the owner's commands' business.
+func (l *lending) unfinished() (deadline time.Time, now bool, reason string, ok bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	s := l.state
+	switch {
+	case s.Kind == owner.KindOwner || s.Kind == "":
+		return time.Time{}, false, "", false
+	case s.Phase == owner.PhaseReclaiming:
+		return s.Deadline, false, s.Reason, true
+	case s.Phase == owner.PhaseUnlent:
+		return time.Time{}, true, s.Reason, true
+	}
+	return time.Time{}, false, "", false
+}
+
 // lent reports whether guests may run here now (lent, not reclaiming).
 func (l *lending) lent() bool {
 	l.mu.Lock()

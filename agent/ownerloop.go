@@ -59,6 +59,29 @@ func (a *Agent) ownerRound(ctx context.Context, now time.Time) {
 	case d.Do == owner.Lend:
 		a.logger.Info("owner policy: lent", "reason", d.Reason)
 		a.lendNow()
+	default:
+		a.finishReclaim(now)
+	}
+}
+
+// finishReclaim carries out a reclaim the policy decided earlier that the
+// reclaim flow does not run (its announcement failed: no leader then): a
+// node the policy no longer lends must not stay in the cluster.
+func (a *Agent) finishReclaim(now time.Time) {
+	deadline, due, reason, ok := a.lending.unfinished()
+	if !ok {
+		return
+	}
+	if pending, leaving := a.reclaim.Pending(); pending || leaving {
+		return
+	}
+	if due || !now.Before(deadline) {
+		a.logger.Warn("owner policy: reclaim due, carrying it out now", "reason", reason)
+		a.reclaim.Now(reason)
+		return
+	}
+	if resp := a.reclaim.Announce(deadline, reason); resp.Error != "" {
+		a.logger.Warn("owner policy: reclaim not announced yet", "err", resp.Error)
 	}
 }
 

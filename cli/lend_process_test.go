@@ -68,6 +68,12 @@ func TestReclaimedAgentStaysUp(t *testing.T) {
 		t.Errorf("reclaim --status while reclaimed:\n%s", out)
 	}
 
+	if out := c.mustRun("reclaim", "--now", "--data-dir", dir, "--pin-dir", t.TempDir()); !strings.Contains(out, "solo is already reclaimed") {
+		t.Errorf("reclaim --now while reclaimed:\n%s", out)
+	}
+	if out := c.mustRun("reclaim", "--notice", "1m", "--data-dir", dir); !strings.Contains(out, "solo is already reclaimed") {
+		t.Errorf("reclaim --notice while reclaimed:\n%s", out)
+	}
 	if out := c.mustRun("lend", "--data-dir", dir); !strings.Contains(out, "state: lent: lent by the owner") {
 		t.Errorf("lend:\n%s", out)
 	}

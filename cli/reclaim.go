@@ -118,6 +118,9 @@ func runReclaim(ctx context.Context, env *Env, o reclaimOptions) error {
 		return err
 	}
 	st := resp.Reclaim
+	if st.Reclaimed {
+		return alreadyReclaimed(env.Stdout, st, o.asJSON)
+	}
 	if o.detach && o.asJSON {
 		return printJSON(env.Stdout, st)
 	}
@@ -133,6 +136,17 @@ func runReclaim(ctx context.Context, env *Env, o reclaimOptions) error {
 		return nil
 	}
 	return followReclaim(ctx, env, o.dataDir, o.asJSON)
+}
+
+// alreadyReclaimed answers a reclaim of a node that is out of the cluster
+// already: nothing runs there; the owner's reclaim now also holds it back
+// from its next lending window.
+func alreadyReclaimed(w io.Writer, st *localapi.ReclaimStatus, asJSON bool) error {
+	if asJSON {
+		return printJSON(w, st)
+	}
+	fmt.Fprintf(w, "%s is already reclaimed (out of the cluster, no jobs); it stays so until 'reclaimnet lend'\n", st.Node)
+	return nil
 }
 
 func killSwitchWord(st *localapi.ReclaimStatus) string {
@@ -268,6 +282,9 @@ func reclaimNow(ctx context.Context, env *Env, o reclaimOptions) error {
 		return fmt.Errorf("the agent did not stop the jobs (%w); the kill-switch step above is all that was done", err)
 	}
 	st := resp.Reclaim
+	if st.Reclaimed {
+		return alreadyReclaimed(w, st, asJSON)
+	}
 	rep := st.Report
 	if rep == nil {
 		rep = &localapi.ReclaimReport{Node: st.Node, Emergency: true, Announced: start}

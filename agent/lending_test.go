@@ -326,7 +326,20 @@ func TestLendUntilPlannedReclaim(t *testing.T) {
 	if rep == nil || !strings.HasPrefix(rep.Reason, "lending ends ") || !strings.Contains(rep.Reason, "(reclaimnet lend --until)") {
 		t.Errorf("owner's report %+v: want the reason 'lending ends ... (reclaimnet lend --until)'", rep)
 	}
-	if st := s.lendState(t); st != owner.StateOutside {
-		t.Errorf("state %q after the lend ended, want %q", st, owner.StateOutside)
+	after := s.lendStatus(t, localapi.Request{Op: localapi.OpLendStatus})
+	if after.State != owner.StateOutside || after.NextLend == nil {
+		t.Fatalf("state %q (next lend %+v) after the lend ended, want %q with the next window", after.State, after.NextLend, owner.StateOutside)
 	}
+	if rep.LendingAfter != string(owner.StateOutside) || !rep.LendableFrom.Equal(after.NextLend.At) {
+		t.Errorf("owner's report: lending after %q from %v; want %q from %v", rep.LendingAfter, rep.LendableFrom, owner.StateOutside, after.NextLend.At)
+	}
+	// The cluster's history keeps it after gossip forgets the member.
+	wait.For(t, 10*time.Second, "the lending after the reclaim in the cluster's history", func() bool {
+		for _, r := range leader.agent.Coordinator().State().ReclaimReports {
+			if r.Node == "owned" && r.LendingAfter == string(owner.StateOutside) && r.LendableFrom.Equal(after.NextLend.At) {
+				return true
+			}
+		}
+		return false
+	})
 }

@@ -109,6 +109,13 @@ func (a *Agent) publishOutlook(now time.Time) {
 	a.meta = meta
 }
 
+// lendingAfter is the owner policy's state once the node has left at at,
+// and when it may be lent again, for the owner's report and the history.
+func (a *Agent) lendingAfter(at time.Time) (string, time.Time) {
+	o := a.lending.status(at).Outlook()
+	return string(o.State), o.From
+}
+
 // lendNow makes the running node lent: a pending reclaim is withdrawn and
 // the kill-switch turned off.
 func (a *Agent) lendNow() error {

@@ -234,6 +234,13 @@ func printReport(w io.Writer, rep *localapi.ReclaimReport) {
 	}
 	fmt.Fprintf(w, "  bytes sent:        %d\n", rep.BytesSent)
 	fmt.Fprintf(w, "  machine used for:  %s after the command\n", rep.UsedFor.Round(time.Millisecond))
+	if rep.LendingAfter != "" {
+		again := "only by 'reclaimnet lend'"
+		if !rep.LendableFrom.IsZero() {
+			again = "from " + rep.LendableFrom.UTC().Format(time.RFC3339)
+		}
+		fmt.Fprintf(w, "  afterwards:        %s; lendable again %s\n", rep.LendingAfter, again)
+	}
 }
 
 // reclaimNow is the emergency: the kill-switch first, by this process,

@@ -50,6 +50,10 @@ type Config struct {
 	// Abandon makes the node's coming shutdown skip the graceful steps
 	// (an emergency: peers see a failure).
 	Abandon func()
+	// Afterwards, when set, says what becomes of the node's lending once
+	// it has left at a time (the owner policy's state and when it may be
+	// lent again), for the owner's report.
+	Afterwards func(at time.Time) (state string, from time.Time)
 	// RetryPeriod is how often a report file that never reached the
 	// cluster is offered to it again.
 	RetryPeriod time.Duration
@@ -582,6 +586,9 @@ func (o *owner) finish(now time.Time) *localapi.ReclaimReport {
 		o.report = o.buildReport(o.run, o.status(o.f.cfg.Coord.State()), now)
 	}
 	o.report.Left = now
+	if f := o.f.cfg.Afterwards; f != nil {
+		o.report.LendingAfter, o.report.LendableFrom = f(now)
+	}
 	o.save(o.report)
 	return o.report
 }

@@ -86,7 +86,8 @@ func replicatedReport(r *run, rep *localapi.ReclaimReport) state.ReclaimReport {
 		Completed: rep.Announced.Add(rep.UsedFor).UTC().Round(0),
 		Isolate:   rep.Isolate, Isolated: rep.Isolated,
 		Moved: ids(rep.Moved), Degraded: ids(rep.Degraded), Finished: ids(rep.Finished),
-		BytesSent: rep.BytesSent, UsedFor: rep.UsedFor, Left: rep.Left.UTC().Round(0)}
+		BytesSent: rep.BytesSent, UsedFor: rep.UsedFor, Left: rep.Left.UTC().Round(0),
+		LendingAfter: rep.LendingAfter, LendableFrom: rep.LendableFrom.UTC().Round(0)}
 }
 
 // replicatedFromFile is a stored owner's report as the replicated history

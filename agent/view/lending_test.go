@@ -6,6 +6,7 @@ import (
 
 	"github.com/reclaimnet/reclaimnet/agent/owner"
 	"github.com/reclaimnet/reclaimnet/mesh"
+	"github.com/reclaimnet/reclaimnet/state"
 )
 
 // TestLendingOf: a member's published outlook and windows reach the
@@ -33,5 +34,28 @@ func TestLendingOf(t *testing.T) {
 	}
 	if l := LendingOf(mesh.Meta{}); l != nil {
 		t.Errorf("lending %+v for a member that publishes none", l)
+	}
+}
+
+// TestLendingAfter: a node out of the cluster shows the lending its last
+// reclaim's report recorded, not an older one's; none when the last report
+// recorded none.
+func TestLendingAfter(t *testing.T) {
+	from := time.Date(2026, 3, 3, 19, 0, 0, 0, time.UTC)
+	cs := state.New()
+	cs.ReclaimReports = []state.ReclaimReport{
+		{Node: "n1", LendingAfter: "owner active", LendableFrom: from.Add(-time.Hour)},
+		{Node: "n2", LendingAfter: "reclaimed"},
+		{Node: "n1", LendingAfter: "outside window", LendableFrom: from},
+		{Node: "n2"},
+	}
+	if l := lendingAfter(cs, "n1"); l == nil || l.State != "outside window" || !l.From.Equal(from) {
+		t.Errorf("n1: %+v, want outside window from %v (its last report)", l, from)
+	}
+	if l := lendingAfter(cs, "n2"); l != nil {
+		t.Errorf("n2: %+v, want none (its last report records none)", l)
+	}
+	if l := lendingAfter(cs, "n3"); l != nil {
+		t.Errorf("n3: %+v, want none (no report)", l)
 	}
 }

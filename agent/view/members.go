@@ -6,6 +6,7 @@ import (
 
 	"github.com/reclaimnet/reclaimnet/localapi"
 	"github.com/reclaimnet/reclaimnet/mesh"
+	"github.com/reclaimnet/reclaimnet/policy"
 	"github.com/reclaimnet/reclaimnet/raft"
 	"github.com/reclaimnet/reclaimnet/state"
 )
@@ -43,6 +44,11 @@ func (v *View) Members() localapi.Status {
 			KillSwitch: m.Telemetry.KillSwitch.String(), // unknown without a report
 		}
 		mv.Lending = LendingOf(m.Meta)
+		if m.State != mesh.StateAlive && m.State != mesh.StateSuspect && (mv.Lending == nil || mv.Lending.State == "") {
+			if l := lendingAfter(v.cfg.Coord.State(), policy.NodeID(m.Name)); l != nil {
+				mv.Lending = (*localapi.Lending)(l)
+			}
+		}
 		if m.HasTelemetry {
 			mv.FreeGPUs = int(m.Telemetry.FreeGPUs)
 			mv.Load = m.Telemetry.Load

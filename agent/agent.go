@@ -256,7 +256,7 @@ func (a *Agent) Run(ctx context.Context, ready func(localapi.Info)) error {
 	a.reclaim = reclaim.New(reclaim.Config{Node: a.cfg.Name, DataDir: a.cfg.DataDir, Coord: a.coord, Jobs: a.Jobs(),
 		Switch: a.enforce, Abandon: a.Abandon, RetryPeriod: max(time.Duration(a.cfg.TelemetryInterval), 100*time.Millisecond),
 		Afterwards: a.lendingAfter,
-		Logger: a.logger.With("subsystem", "reclaim")})
+		Logger:     a.logger.With("subsystem", "reclaim")})
 	a.view = a.newView()
 	reclaimCtx, stopReclaim := context.WithCancel(context.Background())
 	reclaimDone := make(chan struct{})

@@ -162,6 +162,21 @@ func TestScheduledReclaimHandsOff(t *testing.T) {
 		}
 		return false
 	})
+	// The histograms saw it: the host wrote checkpoints and sent the
+	// final one as a migration; the destination measured the downtime.
+	if n, _ := histogramOf(t, host, "reclaimnet_checkpoint_write_duration_seconds", nil); n == 0 {
+		t.Errorf("%s: no checkpoint write recorded", host.info.Node)
+	}
+	if n, _ := histogramOf(t, host, "reclaimnet_transfer_duration_seconds", map[string]string{"class": "migration"}); n == 0 {
+		t.Errorf("%s: no migration transfer recorded", host.info.Node)
+	}
+	dest := byName[complete.Jobs[0].To]
+	if dest == nil {
+		t.Fatalf("destination %q is not a node of the cluster", complete.Jobs[0].To)
+	}
+	if n, sum := histogramOf(t, dest, "reclaimnet_handoff_downtime_seconds", nil); n != 1 || sum <= 0 || sum > notice.Seconds()+60 {
+		t.Errorf("%s: hand-off downtime %d samples, %.3f s in all; want one, above 0 and within the notice plus a minute", dest.info.Node, n, sum)
+	}
 	// At the deadline the node leaves on its own.
 	waitLeft(t, host, time.Until(deadline)+30*time.Second)
 	if time.Now().Before(deadline) {

@@ -285,8 +285,9 @@ func TestStatusPageInBrowser(t *testing.T) {
 }
 
 // TestAgentMetricsPromtool scrapes a real agent's /metrics (the agent's
-// own gauges, the Go collector and web's reclaimnet_* cluster metrics,
-// with a job running) and checks it with promtool.
+// own gauges and histograms, the Go collector and web's reclaimnet_*
+// cluster metrics, with a job running) and checks it with promtool and
+// against docs/metrics.md.
 func TestAgentMetricsPromtool(t *testing.T) {
 	promtool, err := exec.LookPath("promtool")
 	if err != nil {
@@ -329,6 +330,13 @@ func TestAgentMetricsPromtool(t *testing.T) {
 	if err != nil || len(bytes.TrimSpace(out)) > 0 {
 		t.Errorf("promtool check metrics: %v\n%s", err, out)
 	}
+	for _, want := range []string{`reclaimnet_build_info{`, `reclaimnet_handoff_downtime_seconds_count{node="node-00"} 0`,
+		`reclaimnet_transfer_duration_seconds_count{class="migration",node="node-00"} 0`} {
+		if !strings.Contains(string(body), want) {
+			t.Errorf("/metrics lacks %q", want)
+		}
+	}
+	checkScrapeAgainstDocs(t, string(body))
 
 	// /v1/status is the document the metrics came from: the same job.
 	resp, err = http.Get("http://" + n.info.HTTPAddr + "/v1/status")

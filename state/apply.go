@@ -130,7 +130,7 @@ func (s *State) Apply(cmd Command) (bool, error) {
 			s.Counters.Handoffs++
 		}
 		j.Node, j.State, j.Restore = c.To, policy.JobRunning, RestoreOrder{}
-		j.RunningSince = c.At
+		j.RunningSince, j.HandoffStopped = c.At, c.Stopped
 		j.Restarts++
 		if j.Standby == c.To {
 			j.Standby, j.StandbyHas = "", 0
@@ -383,7 +383,7 @@ func applyDecisions(s *State, d DecisionRecord) bool {
 			}
 		}
 		j.Node, j.State, j.Started = p.To, policy.JobRunning, true
-		j.RunningSince = d.At
+		j.RunningSince, j.HandoffStopped = d.At, time.Time{}
 		s.Jobs[p.Job] = j
 		changed = true
 	}

@@ -180,6 +180,9 @@ type JobRecord struct {
 	// placement's decision time, or a hand-off's MoveJob time); zero when
 	// unknown (records from before it was kept).
 	RunningSince time.Time `json:",omitzero"`
+	// HandoffStopped is MoveJob.Stopped of the hand-off that placed the
+	// job on its node; zero after any other placement or when unknown.
+	HandoffStopped time.Time `json:",omitzero"`
 	// Restore is set while the job, placed by a recovery, waits for its
 	// replica holder's push; the state machine clears it when the job's
 	// node records the version, and returns the job to recovery when the

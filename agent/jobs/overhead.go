@@ -124,3 +124,18 @@ func (w *worker) progress(ps *push, cp state.Checkpoint) int64 {
 	}
 	return max(cp.Size-tr.Stats().RawBytes, 0)
 }
+
+// observeHandoffDowntime records, when the job's first readiness on this
+// node follows a hand-off, how long it computed nowhere (source's clock
+// at the stop, this node's at readiness; a negative skew records nothing).
+func (w *worker) observeHandoffDowntime(j state.JobRecord) {
+	f := w.m.cfg.Observe.HandoffDowntime
+	if f == nil || j.HandoffStopped.IsZero() || j.Node != w.m.cfg.Node {
+		return
+	}
+	var first bool
+	w.set(func() { first, w.downtimeSeen = !w.downtimeSeen, true })
+	if d := w.m.cfg.Now().Sub(j.HandoffStopped); first && d >= 0 {
+		f(d)
+	}
+}

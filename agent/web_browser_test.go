@@ -206,6 +206,11 @@ func TestStatusPageInBrowser(t *testing.T) {
 	if row := domRow(dom, "job-train-a"); !strings.Contains(row, "running") || !strings.Contains(row, "<td>"+string(jobA.Node)+"</td>") {
 		t.Errorf("job train-a: got row %q, want running on %s", row, jobA.Node)
 	}
+	// No node measures bandwidth here (enforcement off) and no uplink is
+	// declared: every figure is a default, marked assumed and not coloured.
+	if cell := domRow(dom, "bw-physics-chemistry"); !strings.Contains(cell, `class="unmeasured"`) || !strings.Contains(cell, ">assumed</span>") {
+		t.Errorf("bandwidth physics → chemistry: got %q, want the default marked assumed", cell)
+	}
 	// Leadership may move while voters settle, so the page is checked
 	// against itself: the leader it names is a member marked leader.
 	if m := leaderRe.FindStringSubmatch(dom); m == nil {

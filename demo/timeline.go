@@ -363,7 +363,13 @@ func historyText(r web.ReclaimRecord) string {
 			s += " with a final checkpoint"
 		}
 		if o.WorkLost > 0 || o.Downtime > 0 {
-			s += fmt.Sprintf(", work lost %s, downtime %s", o.WorkLost.Round(time.Millisecond), o.Downtime.Round(time.Millisecond))
+			s += fmt.Sprintf(", work lost %s", o.WorkLost.Round(time.Millisecond))
+		}
+		switch {
+		case o.Downtime > 0:
+			s += fmt.Sprintf(", downtime %s", o.Downtime.Round(time.Millisecond))
+		case o.Resuming:
+			s += ", not running again yet"
 		}
 		jobs = append(jobs, s)
 	}
@@ -381,5 +387,11 @@ func historyText(r web.ReclaimRecord) string {
 	if !r.Released.IsZero() {
 		rel = fmt.Sprintf(" released %s after the announcement%s;", r.Released.Sub(r.Reclaim.Announced).Round(time.Millisecond), on)
 	}
-	return fmt.Sprintf("owner's report (replicated) for the %s reclaim of %s:%s jobs: %s", kind, r.Reclaim.Node, rel, strings.Join(jobs, "; "))
+	// The same words as the page's history: a record without the owner's
+	// report is the cluster's own.
+	what := "owner's report (replicated)"
+	if !r.OwnerReport {
+		what = "the cluster's record (the owner's report has not reached the cluster yet)"
+	}
+	return fmt.Sprintf("%s for the %s reclaim of %s:%s jobs: %s", what, kind, r.Reclaim.Node, rel, strings.Join(jobs, "; "))
 }

@@ -104,8 +104,9 @@ func (s *State) Apply(cmd Command) (bool, error) {
 		if c.Done {
 			j.State = policy.JobDone
 		}
+		resumed := !c.Ready.IsZero() && noteResumed(s, c.Job, c.Node, c.Ready)
 		if reflect.DeepEqual(old, j) {
-			return false, nil
+			return resumed, nil
 		}
 		s.Jobs[c.Job] = j
 		return true, nil

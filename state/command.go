@@ -101,7 +101,10 @@ type CancelJob struct{ Job policy.JobID }
 
 // JobReport is the host's report about its job: measured restart time,
 // checkpoint size, expected remaining time, and whether it finished. Values
-// are absolute, so a repeated report changes nothing.
+// are absolute, so a repeated report changes nothing. Ready, when set, is
+// when the job became ready on Node after a hand-off or a recovery (its
+// first step there); the reclaim history keeps it as the outcome's
+// Resumed, the end of the job's downtime.
 type JobReport struct {
 	Job             policy.JobID
 	Node            policy.NodeID // the reporting host
@@ -109,6 +112,7 @@ type JobReport struct {
 	RestartTime     time.Duration
 	Remaining       time.Duration
 	Done            bool
+	Ready           time.Time `json:",omitzero"`
 }
 
 // MoveJob records a finished hand-off: the job now runs on To, since At

@@ -372,6 +372,12 @@ type JobOutcome struct {
 	LostWork time.Duration `json:",omitempty"`
 	// At is when the job was placed or moved.
 	At time.Time `json:",omitzero"`
+	// Stopped is when a handed-off job stopped computing on the node
+	// (MoveJob.Stopped); Resumed when it became ready on To (its host's
+	// JobReport.Ready). Its downtime runs from Stopped, or from the
+	// departure for a recovery, to Resumed. Zero when not known (yet).
+	Stopped time.Time `json:",omitzero"`
+	Resumed time.Time `json:",omitzero"`
 }
 
 func (r ReclaimReport) clone() ReclaimReport {

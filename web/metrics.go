@@ -42,9 +42,9 @@ var (
 	mKillMode  = newMetric("killswitch_mode", "A node's kill-switch: 1 for its current mode (off, soft, hard), 0 for the others.", false, "node", "mode")
 	mKillDrops = newMetric("killswitch_drops_total", "Packets a node's kill-switch dropped since its agent started.", true, "node")
 
-	mBandwidth    = newMetric("bandwidth_available_bytes_per_second", "Smoothed bandwidth available to migration from one building to another, bytes per second.", false, "from_building", "to_building")
-	mBandwidthLow = newMetric("bandwidth_available_low_bytes_per_second", "Lower confidence bound of the bandwidth available to migration between buildings, bytes per second.", false, "from_building", "to_building")
-	mBandwidthCap = newMetric("bandwidth_capacity_bytes_per_second", "Configured or probed capacity between buildings, bytes per second (absent when unknown).", false, "from_building", "to_building")
+	mBandwidth    = newMetric("bandwidth_available_bytes_per_second", "Smoothed bandwidth available to migration from one building to another, bytes per second; basis measured, declared or assumed (a default nobody measured).", false, "from_building", "to_building", "basis")
+	mBandwidthLow = newMetric("bandwidth_available_low_bytes_per_second", "Lower confidence bound of the bandwidth available to migration between buildings, bytes per second.", false, "from_building", "to_building", "basis")
+	mBandwidthCap = newMetric("bandwidth_capacity_bytes_per_second", "Configured or probed capacity between buildings, bytes per second (absent when unknown).", false, "from_building", "to_building", "basis")
 	mCkptBudget   = newMetric("checkpoint_budget_bytes_per_second", "Checkpoint budget Bckpt that P3 left for P1 in the last control period, bytes per second.", false)
 
 	mJobs          = newMetric("jobs", "Jobs by state.", false, "state")
@@ -179,10 +179,10 @@ func collectCluster(ch chan<- prometheus.Metric, s *Status) {
 	}
 
 	for _, b := range s.Cluster.Bandwidth {
-		emit(ch, mBandwidth, b.Available, b.From, b.To)
-		emit(ch, mBandwidthLow, b.AvailableLow, b.From, b.To)
+		emit(ch, mBandwidth, b.Available, b.From, b.To, b.Basis)
+		emit(ch, mBandwidthLow, b.AvailableLow, b.From, b.To, b.Basis)
 		if b.Capacity > 0 {
-			emit(ch, mBandwidthCap, b.Capacity, b.From, b.To)
+			emit(ch, mBandwidthCap, b.Capacity, b.From, b.To, b.Basis)
 		}
 	}
 	emit(ch, mCkptBudget, s.Control.CheckpointBudget)

@@ -128,7 +128,7 @@ func (w *worker) loop(ctx context.Context, job *supervisor.Job, deadline time.Ti
 			case supervisor.EventReady:
 				w.set(func() { w.restartTime = ev.RestartTime })
 				w.reportRestart(ctx, j, true)
-				w.observeHandoffDowntime(j)
+				w.resumed(ctx, j)
 			case supervisor.EventCheckpointReady:
 				if ev.Checkpoint != nil && !ev.Checkpoint.Requested {
 					// The job checkpointed by itself (exit 85, or a deadline).

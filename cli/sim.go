@@ -37,7 +37,8 @@ trace (microsoft99, bamboo-p3, bamboo-g4dn) with a --workload (generator, alibab
 the Bamboo traces are built into the binary, the others are read from --traces DIR
 (docs/sim.md says where to download each). --gen-out writes the generated or imported trace
 so it can be inspected or replayed. --out receives results.json and SVG plots (cumulative
-work loss, downtime CDF, estimated vs true hazard). --frontier prints work loss against
+work loss and downtime CDF on log axes, the true and estimated hazard over the day). The
+tables print as aligned columns, or in Markdown with --format md. --frontier prints work loss against
 checkpoint traffic instead (ReclaimNet at several loss budgets, B1 at several refreshes):
 the comparison at equal traffic, and what a tighter loss budget costs the network.`,
 		GroupID: groupTools,

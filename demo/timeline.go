@@ -254,11 +254,13 @@ func bytesText(b int64) string {
 	return fmt.Sprintf("%d B", b)
 }
 
+// rateText shows a rate in bytes/s in Mbit/s, as the status page does
+// (sizes are binary, rates the network's bits).
 func rateText(bps float64) string {
 	if bps <= 0 || bps >= math.MaxFloat64/2 {
 		return "unknown"
 	}
-	return fmt.Sprintf("%.1f MB/s", bps/1e6)
+	return fmt.Sprintf("%.0f Mbit/s", bps*8/1e6)
 }
 
 func intervalText(j web.Job) string {

@@ -114,11 +114,11 @@ func TestDebPackage(t *testing.T) {
 		modes[strings.TrimPrefix(f[5], ".")] = f[0]
 	}
 	want := map[string]string{
-		binPath:                           "-rwxr-xr-x",
-		unitPath:                          "-rw-r--r--",
-		configPath:                        "-rw-r--r--",
-		docDir + "/copyright":             "-rw-r--r--",
-		docDir + "/README.md":             "-rw-r--r--",
+		binPath:               "-rwxr-xr-x",
+		unitPath:              "-rw-r--r--",
+		configPath:            "-rw-r--r--",
+		docDir + "/copyright": "-rw-r--r--",
+		docDir + "/README.md": "-rw-r--r--",
 	}
 	for _, p := range pageFiles {
 		want[manDir+"/"+filepath.Base(p)+".gz"] = "-rw-r--r--"

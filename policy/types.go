@@ -312,21 +312,21 @@ type Snapshot struct {
 type RejectReason string
 
 const (
-	RejectSource  RejectReason = "is the source"
-	RejectLeaving RejectReason = "is leaving"
-	// RejectLendingEnds: the node's lending ends within Params.LentAhead.
-	RejectLendingEnds RejectReason = "lending ends soon"
-	RejectVRAM        RejectReason = "not enough VRAM"
-	RejectCapability  RejectReason = "CUDA capability too low"
-	RejectGPUs        RejectReason = "not enough free GPUs"
-	RejectLoad        RejectReason = "load above threshold"
-	RejectDeadline    RejectReason = "cannot finish before the deadline"
-	RejectNoPath      RejectReason = "no path"
-	RejectLocality    RejectReason = "other building (enough local candidates)"
+	RejectSource     RejectReason = "is the source"
+	RejectLeaving    RejectReason = "is leaving"
+	RejectVRAM       RejectReason = "not enough VRAM"
+	RejectCapability RejectReason = "CUDA capability too low"
+	RejectGPUs       RejectReason = "not enough free GPUs"
+	RejectLoad       RejectReason = "load above threshold"
+	RejectDeadline   RejectReason = "cannot finish before the deadline"
+	RejectNoPath     RejectReason = "no path"
+	RejectLocality   RejectReason = "other building (enough local candidates)"
 	// RejectBandwidth: the path has no migration bandwidth left this period.
 	RejectBandwidth RejectReason = "no migration bandwidth on the path"
 	// RejectStorage: a storage node keeps checkpoints but hosts no jobs.
 	RejectStorage RejectReason = "storage node (hosts no jobs)"
+	// RejectLendingEnds: the node's lending ends within Params.LentAhead.
+	RejectLendingEnds RejectReason = "lending ends soon"
 )
 
 // Candidate is one node P2 scored, or rejected with a reason.

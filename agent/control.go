@@ -111,14 +111,15 @@ func (a *Agent) control(req localapi.Request, who caller) localapi.Response {
 			return localapi.Response{Error: err.Error(), Kind: localapi.KindInternal}
 		}
 		return localapi.Response{Trace: string(doc)}
-	case localapi.OpReclaim, localapi.OpReclaimStatus, localapi.OpReclaimCancel, localapi.OpReclaimNow:
+	case localapi.OpReclaim, localapi.OpReclaimStatus, localapi.OpReclaimCancel, localapi.OpReclaimNow,
+		localapi.OpLend, localapi.OpLendStatus:
 		if req.Node != "" && req.Node != a.cfg.Name {
 			return forbidden("%s: this agent is node %s, not %s: a node speaks for its own machine only; run the command on %s", req.Op, a.cfg.Name, req.Node, req.Node)
 		}
-		if req.Op != localapi.OpReclaimStatus && !a.isMachineOwner(who) {
+		if req.Op != localapi.OpReclaimStatus && req.Op != localapi.OpLendStatus && !a.isMachineOwner(who) {
 			return forbidden("%s: user %s is not an owner of machine %s (root, or a user named by the agent's --owners)", req.Op, who.Name, a.cfg.Name)
 		}
-		return a.reclaim.Handle(req)
+		return a.ownerControl(req)
 	}
 	return localapi.Response{Error: fmt.Sprintf("unknown operation %q", req.Op), Kind: localapi.KindBadRequest}
 }

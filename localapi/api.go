@@ -50,6 +50,9 @@ type Request struct {
 	Uses    int           `json:"uses,omitempty"`
 	TokenID string        `json:"token_id,omitempty"`
 	Node    string        `json:"node,omitempty"`
+	// Until is the end of a lend (OpLend): "18:00", "Fri 18:00", "3h" or
+	// an RFC 3339 time; empty follows the lending windows.
+	Until string `json:"until,omitempty"`
 }
 
 // Error kinds in Response.Kind, so the CLI can explain a failure.
@@ -85,6 +88,10 @@ type Response struct {
 	// list (OpTokenList).
 	Token  string      `json:"token,omitempty"`
 	Tokens []TokenInfo `json:"tokens,omitempty"`
+	// Lend is the owner policy's status (the lending operations): an
+	// owner.Status document (agent/owner), kept raw so that clients link
+	// this package alone.
+	Lend json.RawMessage `json:"lend,omitempty"`
 }
 
 // Info is what the agent writes to InfoFile.

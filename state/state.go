@@ -210,6 +210,9 @@ type JobRecord struct {
 	// placement's decision time, or a hand-off's MoveJob time); zero when
 	// unknown (records from before it was kept).
 	RunningSince time.Time `json:",omitzero"`
+	// HandoffStopped is MoveJob.Stopped of the hand-off that placed the
+	// job on its node; zero after any other placement or when unknown.
+	HandoffStopped time.Time `json:",omitzero"`
 	// Restore is set while the job, placed by a recovery, waits for its
 	// replica holder's push; the state machine clears it when the job's
 	// node records the version, and returns the job to recovery when the
@@ -351,10 +354,19 @@ type Counters struct {
 // ReclaimReport is the owner's report of one reclaim, as the reclaimed
 // node recorded it.
 type ReclaimReport struct {
-	Node      policy.NodeID
-	Kind      DepartureKind // scheduled or emergency
-	Announced time.Time
-	Deadline  time.Time
+	Node policy.NodeID
+	Kind DepartureKind // scheduled or emergency
+	// Reason is why the owner's side took the machine back ("lending
+	// window ends 08:00"); empty when the report does not say.
+	Reason string `json:",omitempty"`
+	// LendingAfter is the node's lending state as it left (reclaimed,
+	// owner active, outside window, ...) and LendableFrom the earliest
+	// time its owner policy may lend it again (zero: only the owner's
+	// lend): what the page shows of a node that is out of the cluster.
+	LendingAfter string    `json:",omitempty"`
+	LendableFrom time.Time `json:",omitzero"`
+	Announced    time.Time
+	Deadline     time.Time
 	// Completed is when every job had left the node (or the node left).
 	Completed time.Time `json:",omitzero"`
 	// Isolate is how long the kill-switch flip took; Isolated whether it
@@ -405,6 +417,12 @@ type JobOutcome struct {
 	LostWork time.Duration `json:",omitempty"`
 	// At is when the job was placed or moved.
 	At time.Time `json:",omitzero"`
+	// Stopped is when a handed-off job stopped computing on the node
+	// (MoveJob.Stopped); Resumed when it became ready on To (its host's
+	// JobReport.Ready). Its downtime runs from Stopped, or from the
+	// departure for a recovery, to Resumed. Zero when not known (yet).
+	Stopped time.Time `json:",omitzero"`
+	Resumed time.Time `json:",omitzero"`
 }
 
 func (r ReclaimReport) clone() ReclaimReport {

@@ -26,11 +26,13 @@ func newPageRenderer() (*pageRenderer, error) {
 	t, err := template.New("").Funcs(template.FuncMap{
 		"bytes":     fmtBytes,
 		"vram":      fmtGiB,
+		"building":  fmtBuilding,
 		"rate":      fmtRate,
 		"dur":       fmtDur,
 		"durp":      fmtDurPtr,
 		"perhour":   fmtHazard,
 		"clock":     fmtClock,
+		"stamp":     fmtStamp,
 		"ago":       fmtAgo,
 		"pct":       fmtPct,
 		"secs":      fmtSeconds,

@@ -28,7 +28,7 @@ func (v *View) Web(now time.Time) web.Status {
 	raftState := c.Status().RaftState
 	st.Cluster.Members = v.webMembers(now, cs, servers, raftState)
 	st.Cluster.Hazard = clusterHazard(cs)
-	st.Cluster.Bandwidth = buildingBandwidth(v.cfg.Gossip.Links(), v.cfg.Mesh.Members())
+	st.Cluster.Bandwidth = buildingBandwidth(v.cfg.Gossip.Links(), v.cfg.Mesh.Members(), v.cfg.Gossip.Uplink)
 	st.Cluster.Protocols = v.webProtocols(cs)
 	st.Jobs = webJobs(cs)
 	st.Reclaims = webReclaims(cs)
@@ -109,6 +109,14 @@ func (v *View) webMembers(now time.Time, cs *state.State, servers []raft.Server,
 			FreeGPUs:   int(gm.Meta.GPUs),
 			KillSwitch: web.KillSwitchMode(mesh.KillSwitchUnknown.String()),
 		}
+		if l := LendingOf(gm.Meta); l != nil {
+			m.Lending = (*web.Lending)(l)
+		}
+		if gm.State != mesh.StateAlive && gm.State != mesh.StateSuspect && (m.Lending == nil || m.Lending.State == "") {
+			if l := lendingAfter(cs, id); l != nil {
+				m.Lending = l
+			}
+		}
 		if gm.HasTelemetry {
 			m.FreeGPUs = int(gm.Telemetry.FreeGPUs)
 			m.Load = gm.Telemetry.Load
@@ -136,6 +144,7 @@ func (v *View) webMembers(now time.Time, cs *state.State, servers []raft.Server,
 		if n.State == state.NodeLeft {
 			m.State = web.MemberLeft
 		}
+		m.Lending = lendingAfter(cs, id)
 		hazard(&m)
 		out = append(out, m)
 	}
@@ -146,6 +155,21 @@ func (v *View) webMembers(now time.Time, cs *state.State, servers []raft.Server,
 		return out[i].ID < out[j].ID
 	})
 	return out
+}
+
+// lendingAfter is the lending of a node out of the cluster as its last
+// reclaim's report recorded it (nil: none recorded): gossip forgets a
+// departed member after a while, the replicated history does not.
+func lendingAfter(cs *state.State, id policy.NodeID) *web.Lending {
+	for i := len(cs.ReclaimReports) - 1; i >= 0; i-- {
+		if r := cs.ReclaimReports[i]; r.Node == id {
+			if r.LendingAfter == "" {
+				return nil
+			}
+			return &web.Lending{State: r.LendingAfter, From: r.LendableFrom}
+		}
+	}
+	return nil
 }
 
 // webKillSwitch is a member's kill-switch as its last report says:
@@ -193,7 +217,11 @@ func clusterHazard(cs *state.State) policy.HazardProfile {
 // one uplink per building; measured where reported, default capacity
 // where not). Between two buildings the path is both uplinks; within a
 // building it is two access links, taken conservatively as the smallest.
-func buildingBandwidth(links []policy.Link, members []mesh.Member) []web.BuildingBandwidth {
+// Each figure says what it rests on: an access link is measured when its
+// node reports bandwidth; an uplink is never measured, so a figure
+// between buildings is the operator's declared capacity (declared, when
+// both uplinks are) or a default (assumed).
+func buildingBandwidth(links []policy.Link, members []mesh.Member, declared func(string) (float64, bool)) []web.BuildingBandwidth {
 	uplink := map[string]policy.Link{}
 	access := map[string]policy.Link{}
 	for _, l := range links {
@@ -202,8 +230,18 @@ func buildingBandwidth(links []policy.Link, members []mesh.Member) []web.Buildin
 		}
 	}
 	nodeBuilding := map[string]string{}
+	measured := map[string]bool{} // access links by node
 	for _, m := range members {
 		nodeBuilding[m.Name] = m.Meta.Building
+		measured[m.Name] = m.HasTelemetry && len(m.Telemetry.Bandwidth) > 0
+	}
+	uplinkBasis := func(b string) string {
+		if declared != nil {
+			if _, ok := declared(b); ok {
+				return web.BandwidthDeclared
+			}
+		}
+		return web.BandwidthAssumed
 	}
 	for _, l := range links {
 		b, ok := nodeBuilding[l.A]
@@ -229,11 +267,17 @@ func buildingBandwidth(links []policy.Link, members []mesh.Member) []web.Buildin
 				if !ok {
 					continue
 				}
-				e = web.BuildingBandwidth{Available: l.Available, AvailableLow: l.AvailableLow, Capacity: l.Capacity}
+				e = web.BuildingBandwidth{Available: l.Available, AvailableLow: l.AvailableLow, Capacity: l.Capacity, Basis: web.BandwidthAssumed}
+				if measured[l.A] {
+					e.Basis = web.BandwidthMeasured
+				}
 			} else {
 				a, b := uplink[from], uplink[to]
 				e = web.BuildingBandwidth{Available: min(a.Available, b.Available),
-					AvailableLow: min(a.AvailableLow, b.AvailableLow), Capacity: min(a.Capacity, b.Capacity)}
+					AvailableLow: min(a.AvailableLow, b.AvailableLow), Capacity: min(a.Capacity, b.Capacity), Basis: web.BandwidthAssumed}
+				if uplinkBasis(strip(from)) == web.BandwidthDeclared && uplinkBasis(strip(to)) == web.BandwidthDeclared {
+					e.Basis = web.BandwidthDeclared
+				}
 			}
 			e.From, e.To = strip(from), strip(to)
 			out = append(out, e)
@@ -306,6 +350,30 @@ func webReclaims(cs *state.State) web.Reclaims {
 	return r
 }
 
+// outcomeDowntime is how long a job of a reclaim computed nowhere: from
+// a hand-off's stop on the node, or for a recovery from the departure
+// (the command, for an emergency reclaim: it stops the jobs at once), to
+// its readiness on the new node. With a destination but no readiness yet
+// the job is resuming.
+func outcomeDowntime(rep state.ReclaimReport, o state.JobOutcome) (time.Duration, bool) {
+	start := o.Stopped
+	if !o.HandedOff {
+		start = rep.Left
+		if rep.Kind == state.DepartureEmergency && !rep.Announced.IsZero() && (start.IsZero() || rep.Announced.Before(start)) {
+			start = rep.Announced
+		}
+	}
+	switch {
+	case o.To == "":
+		return 0, false
+	case o.Resumed.IsZero():
+		return 0, true
+	case start.IsZero() || o.Resumed.Before(start):
+		return 0, false // not known (an older node), or clocks apart
+	}
+	return o.Resumed.Sub(start), false
+}
+
 // webReclaimRecord maps one replicated reclaim report to the page's
 // record: the node was released when its jobs had all left (or when it
 // left, if that came first).
@@ -328,9 +396,7 @@ func webReclaimRecord(rep state.ReclaimReport) web.ReclaimRecord {
 	for _, o := range rep.Jobs {
 		seen[o.Job] = true
 		out := web.ReclaimOutcome{Job: o.Job, To: o.To, Replica: o.Replica, Version: o.Version, WorkLost: o.LostWork}
-		if !o.At.IsZero() && !rep.Left.IsZero() && o.At.After(rep.Left) {
-			out.Downtime = o.At.Sub(rep.Left) // departure to placement
-		}
+		out.Downtime, out.Resuming = outcomeDowntime(rep, o)
 		switch {
 		case o.HandedOff && o.NoFinalCheckpoint:
 			out.Degraded = true

@@ -19,7 +19,9 @@ func (a *Agent) isAdmin(c caller) bool { return c.privileged() || c.in(a.cfg.Adm
 // isMachineOwner reports whether c may reclaim this machine, lend it and
 // flip its kill-switch: root, the agent's user, or a user or group given
 // with --owners.
-func (a *Agent) isMachineOwner(c caller) bool { return c.privileged() || c.in(a.cfg.Owners) }
+func (a *Agent) isMachineOwner(c caller) bool { return a.cfg.isMachineOwner(c) }
+
+func (cfg *Config) isMachineOwner(c caller) bool { return c.privileged() || c.in(cfg.Owners) }
 
 // ownerName is how a job submitted by c records its owner: user@node.
 func (a *Agent) ownerName(c caller) string { return c.Name + "@" + a.cfg.Name }

@@ -36,6 +36,11 @@ func Serve(ctx context.Context, cfg Config, logger *slog.Logger, ready func(*Age
 	if logger == nil {
 		logger = slog.Default()
 	}
+	// The data dir's identity files, before the standby's check of the
+	// configuration (New applies the same defaults).
+	if err := cfg.identityDefaults(); err != nil {
+		return fmt.Errorf("config: %w", err)
+	}
 	exitOnReclaim := cfg.Dev || cfg.OnReclaim == OnReclaimExit
 	for first := true; ; first = false {
 		if !cfg.Dev {
@@ -138,8 +143,14 @@ func (s *standbyNode) serve(ln net.Listener, wg *sync.WaitGroup) {
 			conn.SetDeadline(time.Now().Add(30 * time.Second))
 			var req localapi.Request
 			resp := localapi.Response{}
-			if err := json.NewDecoder(io.LimitReader(bufio.NewReader(conn), 64<<10)).Decode(&req); err != nil {
+			if who, err := peerCaller(conn); err != nil {
+				resp = localapi.Response{Error: fmt.Sprintf("identify the caller: %v", err), Kind: localapi.KindInternal}
+			} else if err := json.NewDecoder(io.LimitReader(bufio.NewReader(conn), 64<<10)).Decode(&req); err != nil {
 				resp = localapi.Response{Error: fmt.Sprintf("bad request: %v", err), Kind: localapi.KindBadRequest}
+			} else if req.Node != "" && req.Node != s.cfg.Name {
+				resp = forbidden("%s: this agent is node %s, not %s: a node speaks for its own machine only; run the command on %s", req.Op, s.cfg.Name, req.Node, req.Node)
+			} else if req.Op != localapi.OpLendStatus && req.Op != localapi.OpReclaimStatus && !s.cfg.isMachineOwner(who) {
+				resp = forbidden("%s: user %s is not an owner of machine %s (root, or a user named by the agent's --owners)", req.Op, who.Name, s.cfg.Name)
 			} else {
 				resp = s.control(req)
 			}

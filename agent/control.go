@@ -164,6 +164,11 @@ func (a *Agent) runJob(ctx context.Context, c *raft.Coordinator, jr *localapi.Jo
 	if jr.GPUs < 0 || jr.VRAM < 0 || jr.Capability < 0 || jr.LossBudget < 0 || jr.SizeHint < 0 || jr.RuntimeHint < 0 {
 		return localapi.Response{Error: "run: negative resource or hint", Kind: localapi.KindBadRequest}
 	}
+	if jr.Replicas != 0 {
+		if err := state.ValidReplicas(jr.Replicas); err != nil {
+			return localapi.Response{Error: "run: " + err.Error(), Kind: localapi.KindBadRequest}
+		}
+	}
 	spec := state.JobSpec{Command: jr.Command, Env: jr.Env, Dir: jr.Dir, Grace: jr.Grace, Memory: jr.Memory, CPUs: jr.CPUs}
 	if err := state.ValidJobLimits(jr.Memory, jr.CPUs); err != nil {
 		return localapi.Response{Error: "run: " + err.Error(), Kind: localapi.KindBadRequest}
@@ -186,7 +191,7 @@ func (a *Agent) runJob(ctx context.Context, c *raft.Coordinator, jr *localapi.Jo
 	}
 	rec := state.JobRecord{
 		Job: policy.Job{ID: policy.JobID(jr.Name), GPUs: gpus, VRAM: jr.VRAM, Capability: jr.Capability,
-			LossBudget: jr.LossBudget, CheckpointBytes: jr.SizeHint, Remaining: jr.RuntimeHint},
+			LossBudget: jr.LossBudget, CheckpointBytes: jr.SizeHint, Remaining: jr.RuntimeHint, Copies: jr.Replicas},
 		Spec:      spec,
 		Owner:     jr.Owner,
 		Submitted: time.Now().UTC().Truncate(time.Second),

@@ -48,6 +48,10 @@ type JobRequest struct {
 	// beyond the node's caps on all guest jobs together.
 	Memory int64   `json:"memory,omitempty"`
 	CPUs   float64 `json:"cpus,omitempty"`
+	// Replicas is k, how many nodes other than the host keep the job's
+	// freshest committed checkpoint (reclaimnet run --replicas); 0: the
+	// cluster's default (2).
+	Replicas int `json:"replicas,omitempty"`
 }
 
 // JobInfo is one job as 'reclaimnet jobs' shows it.

@@ -202,6 +202,11 @@ func (c SubmitJob) validate() error {
 	case j.GPUs < 0 || j.VRAM < 0 || j.CheckpointBytes < 0:
 		return invalid("job %s: negative resource", j.ID)
 	}
+	if j.Copies != 0 {
+		if err := ValidReplicas(j.Copies); err != nil {
+			return invalid("job %s: %v", j.ID, err)
+		}
+	}
 	if err := j.Spec.validate(); err != nil {
 		return invalid("job %s: %v", j.ID, err)
 	}

@@ -122,7 +122,9 @@ func TestHolderPushesFollowTheLeader(t *testing.T) {
 		{"restore", policy.FlowDecision{ID: policy.RestorePrefix + "train", Job: "train", From: holder.id, To: dest.id,
 			Class: policy.ClassMigration, Rate: 100e3}, true, policy.ClassMigration, m.recoveryPushes},
 		{"evacuation", policy.FlowDecision{ID: policy.EvacuationPrefix + "train", Job: "train", From: holder.id, To: dest.id,
-			Class: policy.ClassPresync, Rate: 100e3}, false, policy.ClassPresync, m.evacuations},
+			Class: policy.ClassPresync, Rate: 100e3}, false, policy.ClassPresync, m.holderCopies},
+		{"replica copy", policy.FlowDecision{ID: policy.ReplicaPrefix + "train", Job: "train", From: holder.id, To: dest.id,
+			Class: policy.ClassPresync, Rate: 100e3}, false, policy.ClassPresync, m.holderCopies},
 	} {
 		locked(func() { tt.run(ctx, stateWith(tt.flow, tt.restore), &wg) })
 		wait.For(t, 10*time.Second, tt.name+" push under way", started)

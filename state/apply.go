@@ -188,7 +188,7 @@ func sameSubmission(a, b JobRecord) bool {
 	return a.ID == b.ID && a.Owner == b.Owner && reflect.DeepEqual(a.Spec, b.Spec) &&
 		a.CheckpointBytes == b.CheckpointBytes && a.LossBudget == b.LossBudget &&
 		a.GPUs == b.GPUs && a.VRAM == b.VRAM && a.Capability == b.Capability &&
-		a.WriteCap == b.WriteCap && a.Submitted.Equal(b.Submitted)
+		a.WriteCap == b.WriteCap && a.Copies == b.Copies && a.Submitted.Equal(b.Submitted)
 }
 
 // staleReclaim reports whether r was announced before the node's logged

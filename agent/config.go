@@ -38,6 +38,11 @@ type Config struct {
 	// set when BindAddr is 0.0.0.0 on a multi-homed host).
 	AdvertiseAddr string `json:"advertise_addr"`
 	Building      string `json:"building"`
+	// Role is what the node is for: RoleWorker (the default, also when
+	// empty) lends its GPUs and hosts jobs; RoleStorage keeps checkpoints
+	// only (a machine-room server or NAS with disk): it hosts no jobs, is
+	// never lent or reclaimed, and P2 prefers it as a holder (SPEC P2.7).
+	Role string `json:"role"`
 	// Join lists peers ("host" or "host:gossip-port") to join at start.
 	Join         []string `json:"join"`
 	GossipPort   int      `json:"gossip_port"`
@@ -292,8 +297,18 @@ func DefaultConfig() Config {
 		UplinkCapacity:    UplinkCapacities{},
 		Sandbox:           "on",
 		GuestUIDs:         "2100000000-2100000999",
+		Role:              RoleWorker,
 	}
 }
+
+// The node roles (Config.Role).
+const (
+	RoleWorker  = "worker"
+	RoleStorage = "storage"
+)
+
+// Storage reports whether the node runs in the storage role.
+func (c Config) Storage() bool { return c.Role == RoleStorage }
 
 // Validate reports the first problem with c. A Dev config may leave out
 // the gossip key and TLS dir.
@@ -340,6 +355,11 @@ func (c Config) Validate() error {
 		if p == "" {
 			return errors.New("empty --join address")
 		}
+	}
+	switch c.Role {
+	case "", RoleWorker, RoleStorage:
+	default:
+		return fmt.Errorf("role %q: want worker or storage", c.Role)
 	}
 	switch c.Enforce {
 	case "", enforce.ModeAuto, enforce.ModeOn, enforce.ModeOff:

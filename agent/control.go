@@ -101,7 +101,15 @@ func (a *Agent) control(req localapi.Request) localapi.Response {
 			return localapi.Response{Error: err.Error(), Kind: localapi.KindInternal}
 		}
 		return localapi.Response{Trace: string(doc)}
-	case localapi.OpReclaim, localapi.OpReclaimStatus, localapi.OpReclaimCancel, localapi.OpReclaimNow:
+	case localapi.OpReclaim, localapi.OpReclaimNow:
+		if a.cfg.Storage() {
+			// A storage node keeps other jobs' checkpoints and is never
+			// lent: nothing of its own to take back.
+			return localapi.Response{Error: "reclaim: this is a storage node (--role storage): it is never lent, so it cannot be reclaimed",
+				Kind: localapi.KindBadRequest}
+		}
+		return a.reclaim.Handle(req)
+	case localapi.OpReclaimStatus, localapi.OpReclaimCancel:
 		return a.reclaim.Handle(req)
 	}
 	return localapi.Response{Error: fmt.Sprintf("unknown operation %q", req.Op), Kind: localapi.KindBadRequest}

@@ -37,6 +37,7 @@ func (a *Agent) startMesh() error {
 		HTTPPort:      uint16(a.httpPort()),
 		Role:          role,
 		Started:       a.started,
+		Storage:       a.cfg.Storage(),
 	}
 	m, err := mesh.Create(mc)
 	if err != nil {

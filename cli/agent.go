@@ -84,6 +84,7 @@ trusted lab only; it is logged and shown too.`,
 	fs.StringVar(&fc.BindAddr, "bind", fc.BindAddr, "`address` gossip, Raft and transfers listen on")
 	fs.StringVar(&fc.AdvertiseAddr, "advertise", fc.AdvertiseAddr, "`address` peers use to reach this node (default: --bind)")
 	fs.StringVar(&fc.Building, "building", fc.Building, "`name` of the building this node is in")
+	fs.StringVar(&fc.Role, "role", fc.Role, "node `role`: worker (lends GPUs, hosts jobs) or storage (keeps checkpoints only: hosts no jobs, never lent or reclaimed, preferred as a holder)")
 	fs.StringArrayVar(&fc.Join, "join", nil, "`peer` to join, host or host:port (repeatable)")
 	fs.StringArrayVar(&fc.GPUs, "gpu", nil, "declare GPUs, `spec` MODEL:VRAM:CAP[:xN], e.g. A100-80GB:80GiB:8.0:x4 (repeatable; default: discover)")
 	fs.IntVar(&fc.GossipPort, "gossip-port", fc.GossipPort, "gossip port (TCP and UDP)")
@@ -245,6 +246,8 @@ func applyAgentFlag(cfg, fc *agent.Config, name string) {
 		cfg.AdvertiseAddr = fc.AdvertiseAddr
 	case "building":
 		cfg.Building = fc.Building
+	case "role":
+		cfg.Role = fc.Role
 	case "join":
 		cfg.Join = fc.Join
 	case "gpu":

@@ -15,7 +15,7 @@ func sampleMeta() Meta {
 	return Meta{
 		ID: "gpu-07", Building: "physics", RaftPort: 7947, TransferPort: 7948, HTTPPort: 7949,
 		Role: RoleNonVoter, GPUs: 4, GPUModel: "A100-80GB", GPUVRAMMiB: 81920, GPUCapability: 80,
-		Started: time.Unix(1_780_000_000, 0),
+		Started: time.Unix(1_780_000_000, 0), Storage: true,
 	}
 }
 
@@ -129,6 +129,27 @@ func TestMetaForwardCompatible(t *testing.T) {
 	}
 	if _, err := DecodeMeta(append(b, 0)); !errors.Is(err, ErrMalformed) {
 		t.Errorf("same version with trailing bytes: got %v, want ErrMalformed", err)
+	}
+}
+
+// A version 1 node (no flags byte) is read as a node that is not a
+// storage node; this version's unknown flags are malformed.
+func TestMetaVersion1(t *testing.T) {
+	m := sampleMeta()
+	b, _ := m.Encode()
+	v1 := append([]byte{1}, b[1:len(b)-1]...)
+	got, err := DecodeMeta(v1)
+	if err != nil {
+		t.Fatalf("DecodeMeta(version 1): %v", err)
+	}
+	m.Storage = false
+	if !reflect.DeepEqual(got, m) {
+		t.Errorf("version 1: got %+v, want %+v", got, m)
+	}
+	bad := append([]byte(nil), b...)
+	bad[len(bad)-1] = 0x81
+	if _, err := DecodeMeta(bad); !errors.Is(err, ErrMalformed) {
+		t.Errorf("unknown flags: got %v, want ErrMalformed", err)
 	}
 }
 

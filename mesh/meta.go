@@ -10,7 +10,11 @@ import (
 // MetaVersion is the metadata encoding this build writes. A decoder reads
 // the fields it knows from any version ≥ 1 and ignores fields appended by a
 // newer version, so nodes can be upgraded one by one.
-const MetaVersion = 1
+// Version 2 appends a flags byte (metaStorage).
+const MetaVersion = 2
+
+// metaStorage is the flag of a storage-role node.
+const metaStorage = 1 << 0
 
 // Limits on metadata strings; with them an encoded Meta always fits in
 // memberlist.MetaMaxSize (512 bytes).
@@ -58,6 +62,10 @@ type Meta struct {
 	GPUCapability uint8
 	// Started is when the agent started (uptime counts toward voter choice).
 	Started time.Time
+	// Storage is set on a storage-role node (reclaimnet agent --role
+	// storage): it keeps checkpoints, hosts no jobs and is never lent or
+	// reclaimed. Version 1 nodes are not storage nodes.
+	Storage bool
 }
 
 // Encode returns the compact encoding of m, or an error if a string is
@@ -84,6 +92,11 @@ func (m Meta) Encode() ([]byte, error) {
 	w.uvarint(uint64(m.GPUVRAMMiB))
 	w.byte(m.GPUCapability)
 	w.varint(m.Started.Unix())
+	var flags byte
+	if m.Storage {
+		flags |= metaStorage
+	}
+	w.byte(flags)
 	if len(w.buf) > memberlist.MetaMaxSize {
 		return nil, fmt.Errorf("node metadata is %d bytes, over memberlist's %d", len(w.buf), memberlist.MetaMaxSize)
 	}
@@ -113,9 +126,17 @@ func DecodeMeta(b []byte) (Meta, error) {
 	vram := r.uvarint("gpu vram")
 	m.GPUCapability = r.byte("gpu capability")
 	started := r.varint("start time")
+	var flags byte
+	if v >= 2 {
+		flags = r.byte("flags")
+	}
 	if r.err != nil {
 		return Meta{}, r.err
 	}
+	if v == MetaVersion && flags&^metaStorage != 0 {
+		return Meta{}, fmt.Errorf("%w: unknown flags %#x", ErrMalformed, flags)
+	}
+	m.Storage = flags&metaStorage != 0
 	if vram > 1<<32-1 {
 		return Meta{}, fmt.Errorf("%w: gpu vram %d MiB", ErrMalformed, vram)
 	}

@@ -9,20 +9,22 @@ import (
 	"github.com/reclaimnet/reclaimnet/state"
 )
 
-// coDepartureLog is the leader's co-departure estimator (SPEC P2.7), fed
-// from the replicated departure log and the nodes' membership stretches
-// (their returns), so a new leader starts where the old one stood.
-type coDepartureLog struct {
+// CoDepartureLog is a co-departure estimator (SPEC P2.7) fed from the
+// replicated departure log and the nodes' membership stretches (their
+// returns), so a new leader starts where the old one stood and every
+// node's status page shows the leader's figures. Not safe for concurrent
+// use.
+type CoDepartureLog struct {
 	est *policy.CoDepartureEstimator
 	// seen is the log the estimator was built from (departures, stretches
 	// and nodes counted): it is rebuilt when that changes.
 	seen [3]int
 }
 
-// estimate returns the co-departure table at now, rebuilding the estimator
-// from st when the departure log, a node's memberships or the registry
-// changed.
-func (l *coDepartureLog) estimate(st *state.State, now time.Time) *policy.CoDeparture {
+// Estimate returns the co-departure table at now, rebuilding the
+// estimator from st when the departure log, a node's memberships or the
+// registry changed.
+func (l *CoDepartureLog) Estimate(st *state.State, now time.Time) *policy.CoDeparture {
 	stretches := 0
 	for _, n := range st.Nodes {
 		stretches += len(n.Stretches)

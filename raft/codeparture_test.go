@@ -36,7 +36,7 @@ func TestCoDepartureFromLog(t *testing.T) {
 	leave := func(id policy.NodeID, at time.Time) {
 		must(state.RecordDeparture{Departure: state.Departure{Node: id, At: at, Kind: state.DepartureEmergency}})
 	}
-	var l coDepartureLog
+	var l CoDepartureLog
 	day := 24 * time.Hour
 	var last time.Time // the leader's last look at a changed log
 	for k := 1; k <= 12; k++ {
@@ -51,10 +51,10 @@ func TestCoDepartureFromLog(t *testing.T) {
 		up("c", "y", at.Add(7*time.Hour))
 		up("d", "y", at.Add(13*time.Hour))
 		last = at.Add(20 * time.Hour)
-		l.estimate(st, last) // the leader ticks through the log
+		l.Estimate(st, last) // the leader ticks through the log
 	}
 	now := t0.Add(14 * day)
-	co := l.estimate(st, now)
+	co := l.Estimate(st, now)
 	ab := co.Pair("a", "b")
 	if prior := co.Prior(policy.DomainBuilding); !(ab > 2*prior) {
 		t.Errorf("p(a,b) = %.3f, want well above the building figure %.3f after 12 joint departures", ab, prior)
@@ -68,17 +68,17 @@ func TestCoDepartureFromLog(t *testing.T) {
 		t.Errorf("top pair %+v, want a and b, sharing their building", top)
 	}
 	// (The table is the one made when the log last changed.)
-	var fresh coDepartureLog
-	if got := fresh.estimate(st, last); !reflect.DeepEqual(got.Top(6), co.Top(6)) {
+	var fresh CoDepartureLog
+	if got := fresh.Estimate(st, last); !reflect.DeepEqual(got.Top(6), co.Top(6)) {
 		t.Errorf("a new leader's table %+v, want the old leader's %+v", got.Top(6), co.Top(6))
 	}
 	// a leaves again: until b follows, b is likely to.
 	at := now.Add(time.Hour)
 	leave("a", at)
-	if f := l.estimate(st, at.Add(5*time.Second)).Following("b"); !(f > 0.5*ab) {
+	if f := l.Estimate(st, at.Add(5*time.Second)).Following("b"); !(f > 0.5*ab) {
 		t.Errorf("b's chance to follow a seconds after a left: %.3f, want about p(a,b) = %.3f", f, ab)
 	}
-	if f := l.estimate(st, at.Add(5*time.Second)).Following("d"); !(f < ab/2) {
+	if f := l.Estimate(st, at.Add(5*time.Second)).Following("d"); !(f < ab/2) {
 		t.Errorf("d's chance to follow a: %.3f, want small", f)
 	}
 }

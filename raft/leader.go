@@ -111,7 +111,7 @@ type leaderTicker struct {
 	est        *policy.HazardEstimator
 	departures uint64 // FSM departure counter the estimator has seen
 	lastUp     time.Time
-	co         coDepartureLog
+	co         CoDepartureLog
 }
 
 func (c *Coordinator) runTick(ctx context.Context, lt *leaderTicker) {
@@ -144,7 +144,7 @@ func (c *Coordinator) runTick(ctx context.Context, lt *leaderTicker) {
 	}
 	c.publishHazards(st, hazards, now)
 
-	dec := decide(st, hazards, lt.co.estimate(st, now), tel, c.cfg.Params, now)
+	dec := decide(st, hazards, lt.co.Estimate(st, now), tel, c.cfg.Params, now)
 	c.ticks.Add(1)
 	c.lastTick.Store(now.UnixNano())
 	trimCandidates(&dec)

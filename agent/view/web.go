@@ -37,7 +37,21 @@ func (v *View) Web(now time.Time) web.Status {
 	st.Counters = webCounters(cs.Counters)
 	st.Transfers = v.webTransfers(cs)
 	st.Sandbox = v.cfg.Sandbox
+	st.CoDeparture, st.CoDepartureWindow = v.coDeparture(cs, now)
 	return st
+}
+
+// coDeparture lists the node pairs most likely to leave together, from
+// the replicated departure log (the leader's estimator, replayed here).
+func (v *View) coDeparture(cs *state.State, now time.Time) ([]web.NodePair, time.Duration) {
+	v.coMu.Lock()
+	co := v.co.Estimate(cs, now)
+	v.coMu.Unlock()
+	var out []web.NodePair
+	for _, p := range co.Top(web.MaxNodePairs) {
+		out = append(out, web.NodePair{A: p.A, B: p.B, P: p.P, Domain: p.Domain.String()})
+	}
+	return out, co.Window
 }
 
 // webCounters maps the replicated counters to the page's and the metrics'.
@@ -268,6 +282,10 @@ func webJobs(cs *state.State) []web.Job {
 			Standby:         j.Standby,
 			StandbyHas:      j.StandbyHas,
 			Restarts:        j.Restarts,
+			Replicas:        j.Copies,
+		}
+		if wj.Replicas == 0 {
+			wj.Replicas = policy.DefaultCopies
 		}
 		if d, ok := decisions[j.ID]; ok {
 			wj.Decision = &d

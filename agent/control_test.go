@@ -23,6 +23,8 @@ func TestRunRejectsBadSignalAndGrace(t *testing.T) {
 		{"signal number", localapi.JobRequest{Signal: "10"}, "want one of"},
 		{"negative grace", localapi.JobRequest{Grace: -time.Second}, "stop grace"},
 		{"grace over an hour", localapi.JobRequest{Grace: 2 * time.Hour}, "at most 1h"},
+		{"no replicas", localapi.JobRequest{Replicas: -1}, "replicas -1: want 1 to 8"},
+		{"too many replicas", localapi.JobRequest{Replicas: 9}, "replicas 9: want 1 to 8"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -33,5 +35,17 @@ func TestRunRejectsBadSignalAndGrace(t *testing.T) {
 				t.Fatalf("got kind %q error %q, want %q mentioning %q", resp.Kind, resp.Error, localapi.KindBadRequest, tc.want)
 			}
 		})
+	}
+}
+
+// A storage node is never lent: both kinds of reclaim are refused with a
+// clear error before the reclaim flow sees them (it is nil here).
+func TestStorageNodeRefusesReclaim(t *testing.T) {
+	a := &Agent{cfg: Config{Role: RoleStorage}}
+	for _, op := range []string{localapi.OpReclaim, localapi.OpReclaimNow} {
+		resp := a.control(localapi.Request{Op: op})
+		if resp.Kind != localapi.KindBadRequest || !strings.Contains(resp.Error, "storage node") {
+			t.Errorf("%s on a storage node: kind %q error %q, want a bad request naming the storage role", op, resp.Kind, resp.Error)
+		}
 	}
 }

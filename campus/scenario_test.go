@@ -1336,6 +1336,18 @@ func TestCampusScenarios(t *testing.T) {
 		}
 	})
 
+	t.Run("five-of-eight-now", func(t *testing.T) {
+		for _, n := range b.fiveOfEightNow(t) {
+			b.restart(n)
+		}
+		wait.ForWhy(t, 2*time.Minute, "the five back in the cluster", func() (bool, string) {
+			if why := b.a.formed(ctx, b.a.Names()); why != "" {
+				return false, why
+			}
+			return true, ""
+		})
+	})
+
 	t.Run("simultaneous-departures", func(t *testing.T) {
 		// The "7 simultaneous departures" scaled to the box: 5 of
 		// the 8 nodes announce a reclaim in the same second (every node

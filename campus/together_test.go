@@ -1,0 +1,149 @@
+package campus
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/reclaimnet/reclaimnet/internal/wait"
+	"github.com/reclaimnet/reclaimnet/web"
+)
+
+// fiveOfEightNow is the scenario "five of eight nodes reclaimed at once"
+// (reclaim --now, in the same second): it waits until some job's freshest
+// committed checkpoint has two holders other than its host in different
+// buildings (P2.7's holder choice, the second copy made holder to holder),
+// then takes the job's host and four more nodes away, one holder among
+// them, keeping the other holder and two Raft voters. The job must resume
+// from a committed version at least as fresh as the one it had when the
+// nodes left: no committed checkpoint lost, nothing restarted from zero.
+// It returns the nodes that left.
+func (b *box) fiveOfEightNow(t *testing.T) []string {
+	b.t = t
+	ctx := context.Background()
+	b.waitCommitted(2*time.Minute, 1)
+	var job, host, keep, lost string
+	var version uint64
+	var gone []string
+	wait.ForWhy(t, 4*time.Minute, "a job with two holders in different buildings", func() (bool, string) {
+		st := b.h.status()
+		building, roles := map[string]string{}, map[string]web.RaftRole{}
+		for _, m := range st.Cluster.Members {
+			building[string(m.ID)], roles[string(m.ID)] = m.Building, m.RaftRole
+		}
+		why := "no job has two"
+		for _, j := range st.Jobs {
+			c := j.LastCheckpoint
+			if j.State != "running" || c == nil || !slices.Contains(b.jobs, string(j.ID)) {
+				continue
+			}
+			var hs []string
+			for _, h := range c.Holders {
+				if string(h) != string(j.Node) {
+					hs = append(hs, string(h))
+				}
+			}
+			why = fmt.Sprintf("%s v%d on %s: holders %v", j.ID, c.Version, j.Node, c.Holders)
+			for _, k := range hs {
+				for _, d := range hs {
+					if d == k || building[d] == building[k] {
+						continue
+					}
+					if left, ok := departing(b.a.Names(), string(j.Node), k, roles); ok && slices.Contains(left, d) {
+						job, host, keep, lost, version, gone = string(j.ID), string(j.Node), k, d, c.Version, left
+						return true, ""
+					}
+				}
+			}
+		}
+		return false, why
+	})
+	t.Logf("five-of-eight-now: %s v%d on %s, holders %s and %s (other building); %v leave at once, %s stays", job, version, host, keep, lost, gone, keep)
+	jobs := map[string][]string{}
+	for _, n := range gone {
+		jobs[n] = b.jobsOn(n)
+	}
+	t0 := time.Now()
+	errs := make([]error, len(gone))
+	var wg sync.WaitGroup
+	for i, n := range gone {
+		wg.Go(func() {
+			_, errs[i] = b.a.CLI(ctx, n, "reclaim", "--now")
+		})
+	}
+	wg.Wait()
+	for i, n := range gone {
+		select {
+		case <-b.a.Exited(n):
+		case <-time.After(time.Minute):
+			t.Fatalf("five-of-eight-now: %s still running a minute after reclaim --now (%v)", n, errs[i])
+		}
+	}
+	t.Logf("five-of-eight-now: all five gone %v after the first reclaim", time.Since(t0).Round(time.Millisecond))
+	// The job resumes elsewhere from a committed version at least as
+	// fresh as v(version): checkResume fails on any committed version
+	// newer than the restored one.
+	b.emergency("five-of-eight-now", host, []string{job}, t0)
+	wait.ForWhy(t, 2*time.Minute, "the reclaim history names "+job+"'s restore", func() (bool, string) {
+		for _, rec := range b.h.status().Reclaims.History {
+			if string(rec.Reclaim.Node) != host {
+				continue
+			}
+			for _, o := range rec.Jobs {
+				if string(o.Job) == job && o.To != "" {
+					if o.Replica == "" || o.Version < version {
+						t.Errorf("five-of-eight-now: %s restored from %q v%d, want a surviving holder's v%d or newer", job, o.Replica, o.Version, version)
+					}
+					return true, ""
+				}
+			}
+		}
+		return false, "not yet"
+	})
+	// The other jobs of the nodes that left run again.
+	for _, n := range gone {
+		for _, j := range jobs[n] {
+			if j != job && j != b.torch {
+				b.waitResumed(j, n, t0, 3*time.Minute)
+			}
+		}
+	}
+	return gone
+}
+
+// departing picks the five nodes that leave: the host and four others,
+// never keep, so that two of the three Raft voters stay (a quorum) with
+// keep among the three that stay. ok is false when no such choice exists.
+func departing(names []string, host, keep string, roles map[string]web.RaftRole) ([]string, bool) {
+	voter := func(n string) bool { return roles[n] == web.RaftLeader || roles[n] == web.RaftFollower }
+	stay := []string{keep}
+	for _, n := range names {
+		if len(stay) < 3 && n != host && n != keep && voter(n) {
+			stay = append(stay, n)
+		}
+	}
+	for _, n := range names {
+		if len(stay) < 3 && n != host && !slices.Contains(stay, n) {
+			stay = append(stay, n)
+		}
+	}
+	votes := 0
+	for _, n := range stay {
+		if voter(n) {
+			votes++
+		}
+	}
+	if len(stay) != 3 || votes < 2 || len(names) != 8 {
+		return nil, false
+	}
+	var out []string
+	for _, n := range names {
+		if !slices.Contains(stay, n) {
+			out = append(out, n)
+		}
+	}
+	return out, true
+}

@@ -332,17 +332,34 @@ func (m *Manager) recoveryPushes(ctx context.Context, st *state.State, wg *sync.
 // retried on the next state change until the destination holds it.
 func (m *Manager) holderCopies(ctx context.Context, st *state.State, wg *sync.WaitGroup) {
 	due := holderCopiesDue(st, m.cfg.Node)
+	type jobTo struct {
+		job policy.JobID
+		to  policy.NodeID
+	}
 	wanted := map[pushKey]bool{}
+	copyTo := map[jobTo]bool{} // decided replica copies, by job and target
 	for _, e := range due {
 		wanted[pushKey{e.cp.Job, e.cp.Version, e.to}] = true
-	}
-	for key, p := range m.pushes {
-		if !p.done && !wanted[key] && p.class == policy.ClassPresync {
-			// No longer decided (another standby or holder, or the job
-			// is being recovered): a copy the leader does not account
-			// for any more must not keep its share of the links.
-			p.cancel()
+		if strings.HasPrefix(e.flow, policy.ReplicaPrefix) {
+			copyTo[jobTo{e.cp.Job, e.to}] = true
 		}
+	}
+	older := map[jobTo]*push{} // replica copies of an older version still under way
+	for key, p := range m.pushes {
+		if p.done || wanted[key] || p.class != policy.ClassPresync {
+			continue
+		}
+		if jt := (jobTo{key.job, key.to}); strings.HasPrefix(p.flow, policy.ReplicaPrefix) && copyTo[jt] {
+			// A newer version was committed while the copy ran: the
+			// copy finishes first (it holds most of the newer one's
+			// chunks, which are not sent again), then the newer follows.
+			older[jt] = p
+			continue
+		}
+		// No longer decided (another standby or holder, or the job is
+		// being recovered): a copy the leader does not account for any
+		// more must not keep its share of the links.
+		p.cancel()
 	}
 	for _, e := range due {
 		key := pushKey{e.cp.Job, e.cp.Version, e.to}
@@ -356,6 +373,10 @@ func (m *Manager) holderCopies(ctx context.Context, st *state.State, wg *sync.Wa
 			}
 			continue
 		}
+		if p := older[jobTo{key.job, key.to}]; p != nil {
+			m.repaceLocked(p, rate)
+			continue
+		}
 		if !m.holds(e.cp.Job, e.cp) {
 			continue
 		}
@@ -364,7 +385,7 @@ func (m *Manager) holderCopies(ctx context.Context, st *state.State, wg *sync.Wa
 			m.holderPush(ctx, wg, st, e.cp, key, e.flow, policy.ClassPresync, rate, "replica evacuation failed")
 			continue
 		}
-		m.log.Info("copying a replica to another holder", "job", e.cp.Job, "version", e.cp.Version, "to", e.to)
+		m.log.Debug("copying a replica to another holder", "job", e.cp.Job, "version", e.cp.Version, "to", e.to)
 		m.holderPush(ctx, wg, st, e.cp, key, e.flow, policy.ClassPresync, rate, "replica copy failed")
 	}
 }

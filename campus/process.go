@@ -72,7 +72,8 @@ func (a *Agents) args(node string, join []string) []string {
 		args = append(args, "--join", j)
 	}
 	args = append(args, a.fixedArg...)
-	return append(args, cfg.ExtraArgs...)
+	args = append(args, cfg.ExtraArgs...)
+	return append(args, cfg.NodeArgs[node]...)
 }
 
 // command is the exec.Cmd running the reclaimnet binary with args in the

@@ -506,6 +506,7 @@ type box struct {
 	h       *history
 	jobs    []string // synthetic jobs
 	torch   string   // the PyTorch job ("" when torch is missing)
+	storage []string // nodes in the storage role
 	ledgers map[string]string
 	figures []figure
 	// measureOnly turns the research-flow floor into a figure, not an
@@ -531,6 +532,13 @@ type figure struct {
 // protocolsArgs is the --protocols flag set of a run.
 func startBox(t *testing.T, protocols string, synth int, withTorch bool) *box {
 	t.Helper()
+	return startBoxStorage(t, protocols, synth, withTorch)
+}
+
+// startBoxStorage is startBox with the named nodes in the storage role
+// (they keep checkpoints and host no jobs).
+func startBoxStorage(t *testing.T, protocols string, synth int, withTorch bool, storage ...string) *box {
+	t.Helper()
 	requireRoot(t)
 	// The jobs run in each agent's sandbox: their programs lie where the
 	// owner lets guests read (--guest-ro-path), as a dataset would.
@@ -547,8 +555,12 @@ func startBox(t *testing.T, protocols string, synth int, withTorch bool) *box {
 		t.Fatal(err)
 	}
 	extra := []string{"--protocols", protocols, "--fixed-interval", "8s", "--guest-ro-path", scripts, "--guest-ro-path", examples}
-	a := startAgentsForTest(t, AgentsConfig{Topology: DefaultTopology(), ExtraArgs: extra})
-	b := &box{t: t, a: a, dir: a.cfg.Dir, ledgers: map[string]string{}}
+	nodeArgs := map[string][]string{}
+	for _, n := range storage {
+		nodeArgs[n] = []string{"--role", "storage"}
+	}
+	a := startAgentsForTest(t, AgentsConfig{Topology: DefaultTopology(), ExtraArgs: extra, NodeArgs: nodeArgs})
+	b := &box{t: t, a: a, dir: a.cfg.Dir, ledgers: map[string]string{}, storage: storage}
 	ctx := context.Background()
 	submitter := a.Names()[0]
 	for i := 1; i <= synth; i++ {
@@ -1334,18 +1346,6 @@ func TestCampusScenarios(t *testing.T) {
 				b.checkSingleInstance(job, healed)
 			}
 		}
-	})
-
-	t.Run("five-of-eight-now", func(t *testing.T) {
-		for _, n := range b.fiveOfEightNow(t) {
-			b.restart(n)
-		}
-		wait.ForWhy(t, 2*time.Minute, "the five back in the cluster", func() (bool, string) {
-			if why := b.a.formed(ctx, b.a.Names()); why != "" {
-				return false, why
-			}
-			return true, ""
-		})
 	})
 
 	t.Run("simultaneous-departures", func(t *testing.T) {

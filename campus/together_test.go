@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -12,15 +13,40 @@ import (
 	"github.com/reclaimnet/reclaimnet/web"
 )
 
-// fiveOfEightNow is the scenario "five of eight nodes reclaimed at once"
-// (reclaim --now, in the same second): it waits until some job's freshest
-// committed checkpoint has two holders other than its host in different
-// buildings (P2.7's holder choice, the second copy made holder to holder),
-// then takes the job's host and four more nodes away, one holder among
-// them, keeping the other holder and two Raft voters. The job must resume
-// from a committed version at least as fresh as the one it had when the
-// nodes left: no committed checkpoint lost, nothing restarted from zero.
-// It returns the nodes that left.
+// TestCampusFiveOfEightNow is the scenario "five of eight nodes reclaimed
+// at once" (reclaim --now, in the same second) on its own campus, whose
+// node c2 is a storage node (--role storage: a machine-room server that
+// keeps checkpoints and is never lent). It waits until some job's
+// freshest committed checkpoint has two holders other than its host in
+// different buildings (P2.7: the standby, and the storage node, which the
+// standby copied it to), then takes the job's host and four more nodes
+// away, the standby among them, keeping the other holder and two Raft
+// voters. Every job of a node that left must resume from a committed
+// version at least as fresh as any committed before its restart: no
+// committed checkpoint lost, nothing restarted from zero.
+func TestCampusFiveOfEightNow(t *testing.T) {
+	requireScenarios(t)
+	if testing.Short() {
+		t.Skip("campus in a box: 8 agents in namespaces, minutes")
+	}
+	b := startBoxStorage(t, "p1,p2,p3", 3, false, "c2")
+	if out, err := b.a.CLI(context.Background(), "c2", "reclaim", "--now"); err == nil || !strings.Contains(out+err.Error(), "storage node") {
+		t.Errorf("reclaim --now on the storage node: %v, %q; want it refused, naming the storage role", err, out)
+	}
+	b.fiveOfEightNow(t)
+	for _, job := range b.jobs {
+		b.checkNoFreshStart(job)
+	}
+	for _, j := range b.h.status().Jobs {
+		if j.Node == "c2" {
+			t.Errorf("job %s runs on the storage node c2", j.ID)
+		}
+	}
+	b.logFigures()
+}
+
+// fiveOfEightNow runs the scenario of TestCampusFiveOfEightNow on b and
+// returns the nodes that left.
 func (b *box) fiveOfEightNow(t *testing.T) []string {
 	b.t = t
 	ctx := context.Background()
@@ -52,7 +78,7 @@ func (b *box) fiveOfEightNow(t *testing.T) []string {
 					if d == k || building[d] == building[k] {
 						continue
 					}
-					if left, ok := departing(b.a.Names(), string(j.Node), k, roles); ok && slices.Contains(left, d) {
+					if left, ok := departing(b.a.Names(), string(j.Node), k, b.storage, roles); ok && slices.Contains(left, d) {
 						job, host, keep, lost, version, gone = string(j.ID), string(j.Node), k, d, c.Version, left
 						return true, ""
 					}
@@ -83,10 +109,11 @@ func (b *box) fiveOfEightNow(t *testing.T) []string {
 		}
 	}
 	t.Logf("five-of-eight-now: all five gone %v after the first reclaim", time.Since(t0).Round(time.Millisecond))
-	// The job resumes elsewhere from a committed version at least as
-	// fresh as v(version): checkResume fails on any committed version
-	// newer than the restored one.
-	b.emergency("five-of-eight-now", host, []string{job}, t0)
+	// Every job of the nodes that left resumes elsewhere from a committed
+	// version at least as fresh as any committed before (checkResume).
+	for _, n := range gone {
+		b.emergency("five-of-eight-now", n, jobs[n], t0)
+	}
 	wait.ForWhy(t, 2*time.Minute, "the reclaim history names "+job+"'s restore", func() (bool, string) {
 		for _, rec := range b.h.status().Reclaims.History {
 			if string(rec.Reclaim.Node) != host {
@@ -103,23 +130,24 @@ func (b *box) fiveOfEightNow(t *testing.T) []string {
 		}
 		return false, "not yet"
 	})
-	// The other jobs of the nodes that left run again.
-	for _, n := range gone {
-		for _, j := range jobs[n] {
-			if j != job && j != b.torch {
-				b.waitResumed(j, n, t0, 3*time.Minute)
-			}
-		}
-	}
 	return gone
 }
 
 // departing picks the five nodes that leave: the host and four others,
-// never keep, so that two of the three Raft voters stay (a quorum) with
-// keep among the three that stay. ok is false when no such choice exists.
-func departing(names []string, host, keep string, roles map[string]web.RaftRole) ([]string, bool) {
+// never keep or a storage node (it cannot be reclaimed), so that two of
+// the three Raft voters stay (a quorum) with keep and the storage nodes
+// among the three that stay. ok is false when no such choice exists.
+func departing(names []string, host, keep string, storage []string, roles map[string]web.RaftRole) ([]string, bool) {
 	voter := func(n string) bool { return roles[n] == web.RaftLeader || roles[n] == web.RaftFollower }
 	stay := []string{keep}
+	for _, n := range storage {
+		if !slices.Contains(stay, n) {
+			stay = append(stay, n)
+		}
+	}
+	if slices.Contains(stay, host) {
+		return nil, false
+	}
 	for _, n := range names {
 		if len(stay) < 3 && n != host && n != keep && voter(n) {
 			stay = append(stay, n)

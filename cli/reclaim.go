@@ -217,10 +217,15 @@ func reclaimNow(ctx context.Context, env *Env, o reclaimOptions) error {
 	dataDir, node, pinDir, asJSON := o.dataDir, o.node, o.pinDir, o.asJSON
 	start := time.Now()
 	w := env.Stdout
-	if node == "" && pinDir == "" {
-		if b, err := os.ReadFile(filepath.Join(dataDir, localapi.InfoFile)); err == nil {
-			var info localapi.Info
-			if json.Unmarshal(b, &info) == nil {
+	if b, err := os.ReadFile(filepath.Join(dataDir, localapi.InfoFile)); err == nil {
+		var info localapi.Info
+		if json.Unmarshal(b, &info) == nil {
+			if info.Storage {
+				// Isolating it would cut every job's copies off; it is
+				// never lent, so there is nothing to take back.
+				return errors.New("this is a storage node (agent --role storage): it is never lent, so it cannot be reclaimed")
+			}
+			if node == "" && pinDir == "" {
 				node = info.Node
 			}
 		}

@@ -175,3 +175,40 @@ func departing(names []string, host, keep string, storage []string, roles map[st
 	}
 	return out, true
 }
+
+// TestDeparting: the five that leave hold the host, never the kept holder
+// or a storage node, and leave two voters of three behind; without such a
+// choice there is none.
+func TestDeparting(t *testing.T) {
+	names := []string{"a1", "a2", "a3", "b1", "b2", "b3", "c1", "c2"}
+	roles := map[string]web.RaftRole{"a1": web.RaftLeader, "b1": web.RaftFollower, "c1": web.RaftFollower}
+	for _, tt := range []struct {
+		host, keep string
+		storage    []string
+		ok         bool
+	}{
+		{"a2", "c2", []string{"c2"}, true},
+		{"a1", "c2", []string{"c2"}, true},  // the leader leaves: b1 and c1 stay
+		{"a2", "b1", []string{"c2"}, true},  // keep is a voter
+		{"a2", "b2", []string{"c2"}, false}, // b2, c2 and one voter: no quorum
+		{"c2", "b1", []string{"c2"}, false}, // the host is a storage node
+	} {
+		got, ok := departing(names, tt.host, tt.keep, tt.storage, roles)
+		if ok != tt.ok {
+			t.Errorf("host %s keep %s: ok %v (%v), want %v", tt.host, tt.keep, ok, got, tt.ok)
+			continue
+		}
+		if !ok {
+			continue
+		}
+		votes := 0
+		for _, n := range names {
+			if !slices.Contains(got, n) && roles[n] != "" {
+				votes++
+			}
+		}
+		if len(got) != 5 || !slices.Contains(got, tt.host) || slices.Contains(got, tt.keep) || slices.Contains(got, "c2") || votes < 2 {
+			t.Errorf("host %s keep %s: leaving %v, want five with the host, without %s or c2, two voters staying", tt.host, tt.keep, got, tt.keep)
+		}
+	}
+}

@@ -532,12 +532,12 @@ type figure struct {
 // protocolsArgs is the --protocols flag set of a run.
 func startBox(t *testing.T, protocols string, synth int, withTorch bool) *box {
 	t.Helper()
-	return startBoxStorage(t, protocols, synth, withTorch)
+	return startBoxStorage(t, protocols, synth, withTorch, 8*time.Second)
 }
 
-// startBoxStorage is startBox with the named nodes in the storage role
-// (they keep checkpoints and host no jobs).
-func startBoxStorage(t *testing.T, protocols string, synth int, withTorch bool, storage ...string) *box {
+// startBoxStorage is startBox with the synthetic jobs' loss budget and the
+// named nodes in the storage role (they keep checkpoints and host no jobs).
+func startBoxStorage(t *testing.T, protocols string, synth int, withTorch bool, lossBudget time.Duration, storage ...string) *box {
 	t.Helper()
 	requireRoot(t)
 	// The jobs run in each agent's sandbox: their programs lie where the
@@ -566,7 +566,7 @@ func startBoxStorage(t *testing.T, protocols string, synth int, withTorch bool, 
 	for i := 1; i <= synth; i++ {
 		job := fmt.Sprintf("syn%d", i)
 		b.ledgers[job] = filepath.Join(b.dir, "*", "data", "jobs", job, "run", "home", "ledger")
-		if _, err := a.CLI(ctx, submitter, "run", "--name", job, "--gpus", "1", "--loss-budget", "8s",
+		if _, err := a.CLI(ctx, submitter, "run", "--name", job, "--gpus", "1", "--loss-budget", lossBudget.String(),
 			"--size-hint", strconv.Itoa(synthCkptBytes)+"B", "--grace", "5s",
 			"--env", "CKPT_BYTES="+strconv.Itoa(synthCkptBytes), "--", "/bin/sh", script); err != nil {
 			t.Fatalf("submit %s: %v", job, err)

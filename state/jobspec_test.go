@@ -218,7 +218,7 @@ func TestJobReplicas(t *testing.T) {
 	}
 	// The same job with another replica count is another definition.
 	rec.Copies = 2
-	if res := applyEncoded(t, f, 2, SubmitJob{Job: rec}); !errors.Is(res.(error), ErrJobExists) {
-		t.Errorf("resubmission with 2 replicas: %v, want ErrJobExists", res)
+	if err, _ := applyEncoded(t, f, 2, SubmitJob{Job: rec}).(error); !errors.Is(err, ErrJobExists) {
+		t.Errorf("resubmission with 2 replicas: %v, want ErrJobExists", err)
 	}
 }

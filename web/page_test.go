@@ -64,6 +64,7 @@ func TestPageWithoutJavaScript(t *testing.T) {
 		{"member-n3", "17 dropped"},
 		{"member-n4", "suspect"},
 		{"member-n4", "nonvoter"},
+		{"member-n4", `<span class="badge storage"`},
 		{"job-llama-ft", "running"},
 		{"job-llama-ft", "<b>9m52s</b>"},
 		{"job-llama-ft", "hazard 0.99/h"},

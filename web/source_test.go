@@ -106,6 +106,8 @@ func scenarioA() Status {
 	now := scenarioNow
 	n3 := member("n3", "sci", MemberLeaving, RaftFollower, gpuA6k, 2, 1, 0.3)
 	n3.KillSwitch, n3.KillSwitchDrops = KillSwitchSoft, 17
+	n4 := member("n4", "sci", MemberSuspect, RaftNonvoter, gpuA6k, 1, 1, 0.4)
+	n4.Storage = true
 	decisionLlama := policy.JobDecision{Job: "llama-ft", Bandwidth: 12_500_000, Interval: 9*time.Minute + 52*time.Second, Hazard: 0.99 / 3600, Standby: "n2",
 		Bound: policy.BoundOptimum, Floor: 100 * time.Second, Ceiling: 20 * time.Minute, Holders: []policy.NodeID{"n2"}, Risk: 0.004}
 	decisionResnet := policy.JobDecision{Job: "resnet", Bandwidth: 4_000_000, Interval: 2000 * time.Second, Hazard: 1.8 / 3600, LossBudgetInfeasible: true,
@@ -128,7 +130,7 @@ func scenarioA() Status {
 				member("n1", "eng", MemberAlive, RaftLeader, gpuA100, 4, 2, 0.2),
 				member("n2", "eng", MemberAlive, RaftFollower, gpu4090, 2, 2, 0.25),
 				n3,
-				member("n4", "sci", MemberSuspect, RaftNonvoter, gpuA6k, 1, 1, 0.4),
+				n4,
 			},
 			Hazard: lunchProfile(0.25),
 			Bandwidth: []BuildingBandwidth{

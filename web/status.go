@@ -171,6 +171,9 @@ type Member struct {
 	// KillSwitchDrops counts packets the kill-switch dropped since the
 	// node's agent started.
 	KillSwitchDrops uint64 `json:"kill_switch_drops"`
+	// Storage is set on a storage-role node: it keeps checkpoints, hosts
+	// no jobs and is never lent or reclaimed.
+	Storage bool `json:"storage,omitempty"`
 }
 
 // BuildingBandwidth is the bandwidth available to migration from one

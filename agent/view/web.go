@@ -122,6 +122,7 @@ func (v *View) webMembers(now time.Time, cs *state.State, servers []raft.Server,
 			GPUs:       int(gm.Meta.GPUs),
 			FreeGPUs:   int(gm.Meta.GPUs),
 			KillSwitch: web.KillSwitchMode(mesh.KillSwitchUnknown.String()),
+			Storage:    gm.Meta.Storage,
 		}
 		if gm.HasTelemetry {
 			m.FreeGPUs = int(gm.Telemetry.FreeGPUs)
@@ -146,7 +147,7 @@ func (v *View) webMembers(now time.Time, cs *state.State, servers []raft.Server,
 			continue
 		}
 		m := web.Member{ID: id, Building: n.Building, Addr: n.GossipAddr, State: web.MemberDead,
-			RaftRole: role(id), GPU: n.GPU, GPUs: n.GPUs, KillSwitch: web.KillSwitchMode(mesh.KillSwitchUnknown.String())}
+			RaftRole: role(id), GPU: n.GPU, GPUs: n.GPUs, KillSwitch: web.KillSwitchMode(mesh.KillSwitchUnknown.String()), Storage: n.Storage}
 		if n.State == state.NodeLeft {
 			m.State = web.MemberLeft
 		}

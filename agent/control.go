@@ -222,6 +222,7 @@ func jobInfos(st *state.State) []localapi.JobInfo {
 			Restarts: j.Restarts, RestartTime: j.RestartTime, Submitted: j.Submitted}
 		if d, ok := intervals[id]; ok {
 			ji.Interval, ji.Standby = d.Interval, string(d.Standby)
+			ji.BudgetUnmet = d.Ceiling > 0 && d.Floor > d.Ceiling
 		}
 		if cp, ok := st.FreshestCommitted(id); ok {
 			ji.LastCommitted = cp.Version

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/reclaimnet/reclaimnet/localapi"
+	"github.com/reclaimnet/reclaimnet/policy"
+	"github.com/reclaimnet/reclaimnet/state"
 )
 
 // A run request with a signal or grace no node could use is refused
@@ -46,6 +48,25 @@ func TestStorageNodeRefusesReclaim(t *testing.T) {
 		resp := a.control(localapi.Request{Op: op})
 		if resp.Kind != localapi.KindBadRequest || !strings.Contains(resp.Error, "storage node") {
 			t.Errorf("%s on a storage node: kind %q error %q, want a bad request naming the storage role", op, resp.Kind, resp.Error)
+		}
+	}
+}
+
+// jobs marks a job whose interval floor is above its loss budget's
+// ceiling, and not one without a budget or within it.
+func TestJobInfosBudgetUnmet(t *testing.T) {
+	st := state.New()
+	for _, id := range []policy.JobID{"big", "fine", "nobudget"} {
+		st.Jobs[id] = state.JobRecord{Job: policy.Job{ID: id, State: policy.JobRunning}}
+	}
+	st.Decisions.Jobs = []policy.JobDecision{
+		{Job: "big", Floor: 83 * time.Second, Ceiling: 16 * time.Second},
+		{Job: "fine", Floor: 5 * time.Second, Ceiling: 16 * time.Second},
+		{Job: "nobudget", Floor: 83 * time.Second},
+	}
+	for _, ji := range jobInfos(st) {
+		if ji.BudgetUnmet != (ji.ID == "big") {
+			t.Errorf("%s: budget unmet %v, want %v", ji.ID, ji.BudgetUnmet, ji.ID == "big")
 		}
 	}
 }

@@ -178,3 +178,17 @@ func TestJobCommandsAgainstAgent(t *testing.T) {
 		return json.Unmarshal([]byte(out), &jobs) == nil && len(jobs.Jobs) == 1 && jobs.Jobs[0].State == "done"
 	})
 }
+
+// The jobs table says when a job's loss budget cannot be met at its
+// bandwidth (the interval's floor above 2·Lmax), and only then.
+func TestJobTableBudgetUnmet(t *testing.T) {
+	var b strings.Builder
+	printJobTable(&b, []localapi.JobInfo{
+		{ID: "big", State: "running", Interval: 83 * time.Second, BudgetUnmet: true, Command: []string{"train"}},
+		{ID: "small", State: "running", Interval: 16 * time.Second, Command: []string{"train"}},
+	})
+	lines := strings.Split(b.String(), "\n")
+	if len(lines) < 3 || !strings.Contains(lines[1], "1m23s (loss budget unmet)") || strings.Contains(lines[2], "unmet") {
+		t.Errorf("table:\n%s\nwant big's interval marked unmet and small's not", b.String())
+	}
+}

@@ -61,7 +61,11 @@ type JobInfo struct {
 	Node     string        `json:"node,omitempty"`
 	Command  []string      `json:"command"`
 	Interval time.Duration `json:"interval_ns"`
-	Standby  string        `json:"standby,omitempty"`
+	// BudgetUnmet: the interval's floor C/(β·b) is above the loss
+	// budget's ceiling 2·Lmax (docs/design.md P1.5): at its bandwidth the
+	// job cannot checkpoint often enough to meet its loss budget.
+	BudgetUnmet bool   `json:"budget_unmet,omitempty"`
+	Standby     string `json:"standby,omitempty"`
 	// LastCommitted is the freshest committed checkpoint version (0: none)
 	// and Holders the nodes holding it; LastVersion the newest recorded.
 	LastCommitted uint64        `json:"last_committed"`

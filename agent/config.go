@@ -20,6 +20,7 @@ import (
 	"github.com/reclaimnet/reclaimnet/localapi"
 
 	"github.com/reclaimnet/reclaimnet/gpu"
+	"github.com/reclaimnet/reclaimnet/mesh"
 	"github.com/reclaimnet/reclaimnet/policy"
 	"github.com/reclaimnet/reclaimnet/state"
 )
@@ -43,6 +44,12 @@ type Config struct {
 	// only (a machine-room server or NAS with disk): it hosts no jobs, is
 	// never lent or reclaimed, and P2 prefers it as a holder (SPEC P2.7).
 	Role string `json:"role"`
+	// Lab and Pool name failure domains the node shares with others
+	// besides its building (a lab's room that closes at night, a spot
+	// pool, a power circuit): the leader's priors of which nodes leave
+	// together (docs/policy.md, Durability). Empty: none.
+	Lab  string `json:"lab"`
+	Pool string `json:"pool"`
 	// Join lists peers ("host" or "host:gossip-port") to join at start.
 	Join         []string `json:"join"`
 	GossipPort   int      `json:"gossip_port"`
@@ -360,6 +367,9 @@ func (c Config) Validate() error {
 	case "", RoleWorker, RoleStorage:
 	default:
 		return fmt.Errorf("role %q: want worker or storage", c.Role)
+	}
+	if len(c.Lab) > mesh.MaxDomainLen || len(c.Pool) > mesh.MaxDomainLen {
+		return fmt.Errorf("lab %q or pool %q: longer than %d bytes", c.Lab, c.Pool, mesh.MaxDomainLen)
 	}
 	switch c.Enforce {
 	case "", enforce.ModeAuto, enforce.ModeOn, enforce.ModeOff:

@@ -48,6 +48,8 @@ var configDocs = map[string]string{
 	"advertise_addr":     "address peers use to reach this node (empty: bind_addr; needed when bind_addr is 0.0.0.0 on a host with several addresses)",
 	"building":           "building this node is in (destinations and bandwidth are per building)",
 	"role":               "worker (lends GPUs, hosts jobs) or storage (keeps checkpoints only: hosts no jobs, never lent or reclaimed, preferred as a holder)",
+	"lab":                "failure domain the node shares besides its building, e.g. a lab's room (prior of nodes leaving together)",
+	"pool":               "another such domain, e.g. a spot pool or a power circuit",
 	"join":               "peers to join at start, host or host:gossip-port",
 	"gossip_port":        "gossip port (TCP and UDP)",
 	"raft_port":          "Raft port (TCP)",

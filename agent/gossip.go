@@ -38,6 +38,8 @@ func (a *Agent) startMesh() error {
 		Role:          role,
 		Started:       a.started,
 		Storage:       a.cfg.Storage(),
+		Lab:           a.cfg.Lab,
+		Pool:          a.cfg.Pool,
 	}
 	m, err := mesh.Create(mc)
 	if err != nil {

@@ -15,7 +15,7 @@ func sampleMeta() Meta {
 	return Meta{
 		ID: "gpu-07", Building: "physics", RaftPort: 7947, TransferPort: 7948, HTTPPort: 7949,
 		Role: RoleNonVoter, GPUs: 4, GPUModel: "A100-80GB", GPUVRAMMiB: 81920, GPUCapability: 80,
-		Started: time.Unix(1_780_000_000, 0), Storage: true,
+		Started: time.Unix(1_780_000_000, 0), Storage: true, Lab: "optics-lab", Pool: "spot-a",
 	}
 }
 
@@ -92,6 +92,7 @@ func TestMetaLimits(t *testing.T) {
 	m.ID = strings.Repeat("n", MaxNodeNameLen)
 	m.Building = strings.Repeat("b", MaxBuildingLen)
 	m.GPUModel = strings.Repeat("g", MaxGPUModelLen)
+	m.Lab, m.Pool = strings.Repeat("l", MaxDomainLen), strings.Repeat("p", MaxDomainLen)
 	m.GPUVRAMMiB = math.MaxUint32
 	b, err := m.Encode()
 	if err != nil {
@@ -104,6 +105,8 @@ func TestMetaLimits(t *testing.T) {
 		"name":     func(m *Meta) { m.ID += "n" },
 		"building": func(m *Meta) { m.Building += "b" },
 		"model":    func(m *Meta) { m.GPUModel += "g" },
+		"lab":      func(m *Meta) { m.Lab += "l" },
+		"pool":     func(m *Meta) { m.Pool += "p" },
 		"empty id": func(m *Meta) { m.ID = "" },
 	} {
 		mm := m
@@ -137,17 +140,18 @@ func TestMetaForwardCompatible(t *testing.T) {
 func TestMetaVersion1(t *testing.T) {
 	m := sampleMeta()
 	b, _ := m.Encode()
-	v1 := append([]byte{1}, b[1:len(b)-1]...)
+	tail := 1 + 1 + len("optics-lab") + 1 + len("spot-a") // flags, lab, pool
+	v1 := append([]byte{1}, b[1:len(b)-tail]...)
 	got, err := DecodeMeta(v1)
 	if err != nil {
 		t.Fatalf("DecodeMeta(version 1): %v", err)
 	}
-	m.Storage = false
+	m.Storage, m.Lab, m.Pool = false, "", ""
 	if !reflect.DeepEqual(got, m) {
 		t.Errorf("version 1: got %+v, want %+v", got, m)
 	}
 	bad := append([]byte(nil), b...)
-	bad[len(bad)-1] = 0x81
+	bad[len(bad)-tail] = 0x81
 	if _, err := DecodeMeta(bad); !errors.Is(err, ErrMalformed) {
 		t.Errorf("unknown flags: got %v, want ErrMalformed", err)
 	}

@@ -10,7 +10,7 @@ import (
 // MetaVersion is the metadata encoding this build writes. A decoder reads
 // the fields it knows from any version ≥ 1 and ignores fields appended by a
 // newer version, so nodes can be upgraded one by one.
-// Version 2 appends a flags byte (metaStorage).
+// Version 2 appends a flags byte (metaStorage), the lab and the pool.
 const MetaVersion = 2
 
 // metaStorage is the flag of a storage-role node.
@@ -21,6 +21,8 @@ const metaStorage = 1 << 0
 const (
 	MaxNodeNameLen = 128
 	MaxBuildingLen = 64
+	// MaxDomainLen bounds Lab and Pool.
+	MaxDomainLen   = 64
 	MaxGPUModelLen = 64
 )
 
@@ -66,6 +68,10 @@ type Meta struct {
 	// storage): it keeps checkpoints, hosts no jobs and is never lent or
 	// reclaimed. Version 1 nodes are not storage nodes.
 	Storage bool
+	// Lab and Pool name failure domains the node shares with others
+	// besides its building (a lab's room, a spot pool, a power circuit):
+	// the priors of which nodes leave together. Empty: none.
+	Lab, Pool string
 }
 
 // Encode returns the compact encoding of m, or an error if a string is
@@ -78,6 +84,8 @@ func (m Meta) Encode() ([]byte, error) {
 		return nil, fmt.Errorf("building %q: longer than %d bytes", m.Building, MaxBuildingLen)
 	case len(m.GPUModel) > MaxGPUModelLen:
 		return nil, fmt.Errorf("gpu model %q: longer than %d bytes", m.GPUModel, MaxGPUModelLen)
+	case len(m.Lab) > MaxDomainLen || len(m.Pool) > MaxDomainLen:
+		return nil, fmt.Errorf("lab %q or pool %q: longer than %d bytes", m.Lab, m.Pool, MaxDomainLen)
 	}
 	w := writer{buf: make([]byte, 0, 64)}
 	w.byte(MetaVersion)
@@ -97,6 +105,8 @@ func (m Meta) Encode() ([]byte, error) {
 		flags |= metaStorage
 	}
 	w.byte(flags)
+	w.string(m.Lab)
+	w.string(m.Pool)
 	if len(w.buf) > memberlist.MetaMaxSize {
 		return nil, fmt.Errorf("node metadata is %d bytes, over memberlist's %d", len(w.buf), memberlist.MetaMaxSize)
 	}
@@ -129,6 +139,8 @@ func DecodeMeta(b []byte) (Meta, error) {
 	var flags byte
 	if v >= 2 {
 		flags = r.byte("flags")
+		m.Lab = r.string("lab", MaxDomainLen)
+		m.Pool = r.string("pool", MaxDomainLen)
 	}
 	if r.err != nil {
 		return Meta{}, r.err

@@ -41,7 +41,7 @@ func (l *CoDepartureLog) Estimate(st *state.State, now time.Time) *policy.CoDepa
 	return l.est.Estimate(now)
 }
 
-// replayDepartures declares every registered node with its building and
+// replayDepartures declares every registered node with its domains and
 // feeds the estimator the departure log and the returns (the start of
 // every membership after a node's first), in time order; a return and a
 // departure at the same time count the return first.
@@ -54,7 +54,7 @@ func replayDepartures(est *policy.CoDepartureEstimator, st *state.State) {
 	var evs []event
 	for _, id := range sortedIDs(st.Nodes) {
 		n := st.Nodes[id]
-		est.Node(id, n.Building, "", "")
+		est.Node(id, n.Building, n.Lab, n.Pool)
 		for k, s := range n.Stretches {
 			if k > 0 {
 				evs = append(evs, event{at: s.From, node: id})

@@ -1,6 +1,7 @@
 package raft
 
 import (
+	"math"
 	"reflect"
 	"slices"
 	"testing"
@@ -141,5 +142,35 @@ func TestSnapshotDurabilityInputs(t *testing.T) {
 	}
 	if !slices.Equal(j.Replicas, []policy.NodeID{"b"}) {
 		t.Errorf("j's replicas %v, want [b]", j.Replicas)
+	}
+}
+
+// A lab or pool the registry records (from the nodes' gossip metadata) is
+// the prior of two nodes that share it: before any departure, a pair in
+// one lab (different buildings) and a pair in one pool get their domain's
+// figure, above that of a pair sharing only a building.
+func TestCoDepartureDomainsFromRegistry(t *testing.T) {
+	st := state.New()
+	t0 := time.Date(2026, 3, 2, 8, 0, 0, 0, time.UTC)
+	for _, n := range []state.NodeRecord{
+		{ID: "a", Building: "x", Lab: "optics", Joined: t0},
+		{ID: "b", Building: "y", Lab: "optics", Joined: t0},
+		{ID: "c", Building: "x", Pool: "spot", Joined: t0},
+		{ID: "d", Building: "z", Pool: "spot", Joined: t0},
+	} {
+		if _, err := st.Apply(state.UpsertNode{Node: n}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var l CoDepartureLog
+	co := l.Estimate(st, t0.Add(time.Hour))
+	lab, pool, bldg := co.Pair("a", "b"), co.Pair("c", "d"), co.Pair("a", "c")
+	near := func(a, b float64) bool { return math.Abs(a-b) < 1e-6 } // the table keeps float32
+	if !near(lab, co.Prior(policy.DomainLab)) || !near(pool, co.Prior(policy.DomainPool)) || !near(bldg, co.Prior(policy.DomainBuilding)) || !(lab > bldg && pool > bldg) {
+		t.Errorf("p(lab pair) %.4f, p(pool pair) %.4f, p(building pair) %.4f; want the lab, pool and building priors, the first two above the last", lab, pool, bldg)
+	}
+	s := buildSnapshot(st, nil, nil, policy.DefaultParams(), t0)
+	if n := s.Nodes[0]; n.ID != "a" || n.Lab != "optics" || s.Nodes[2].Pool != "spot" {
+		t.Errorf("snapshot nodes %+v, want the registry's lab and pool", s.Nodes)
 	}
 }

@@ -295,7 +295,7 @@ func buildSnapshot(st *state.State, hz map[policy.NodeID]policy.HazardEstimate, 
 			continue
 		}
 		free := max(n.GPUs-used[id], 0)
-		pn := policy.Node{ID: id, Building: n.Building, GPU: n.GPU, GPUs: n.GPUs, FreeGPUs: free, Storage: n.Storage}
+		pn := policy.Node{ID: id, Building: n.Building, GPU: n.GPU, GPUs: n.GPUs, FreeGPUs: free, Storage: n.Storage, Lab: n.Lab, Pool: n.Pool}
 		if l, ok := live[id]; ok {
 			pn.FreeGPUs = min(free, l.FreeGPUs)
 			pn.Load, pn.AccessLink = l.Load, l.AccessLink

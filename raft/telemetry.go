@@ -69,6 +69,9 @@ type Member struct {
 	// Storage is set for a storage-role node (its gossip metadata says
 	// so): the registry records it and P2 prefers it as a holder.
 	Storage bool
+	// Lab and Pool are the node's failure domains besides its building
+	// (gossip metadata), the priors of co-departure.
+	Lab, Pool string
 }
 
 // NodeTelemetry are a node's live figures.

@@ -67,8 +67,12 @@ type NodeRecord struct {
 	// declared in its gossip metadata): it keeps checkpoints, hosts no
 	// jobs and is never lent or reclaimed (policy.Node.Storage).
 	Storage bool `json:",omitempty"`
-	Role    Role
-	State   NodeState
+	// Lab and Pool name the node's failure domains besides its building
+	// (policy.Node.Lab, Pool); empty: none.
+	Lab   string `json:",omitempty"`
+	Pool  string `json:",omitempty"`
+	Role  Role
+	State NodeState
 	// Joined is when the node's current membership began; Left when it
 	// ended (zero while active).
 	Joined time.Time

@@ -55,6 +55,8 @@ func (t Gossip) Members() []raft.Member {
 			GPUs:    int(m.Meta.GPUs),
 			Since:   m.Meta.Started,
 			Storage: m.Meta.Storage,
+			Lab:     m.Meta.Lab,
+			Pool:    m.Meta.Pool,
 		}
 		switch m.State {
 		case mesh.StateAlive:

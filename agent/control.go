@@ -101,16 +101,16 @@ func (a *Agent) control(req localapi.Request) localapi.Response {
 			return localapi.Response{Error: err.Error(), Kind: localapi.KindInternal}
 		}
 		return localapi.Response{Trace: string(doc)}
-	case localapi.OpReclaim, localapi.OpReclaimNow:
+	case localapi.OpReclaim, localapi.OpReclaimNow, localapi.OpLend:
 		if a.cfg.Storage() {
 			// A storage node keeps other jobs' checkpoints and is never
 			// lent: nothing of its own to take back.
-			return localapi.Response{Error: "reclaim: this is a storage node (--role storage): it is never lent, so it cannot be reclaimed",
+			return localapi.Response{Error: req.Op + ": this is a storage node (--role storage): it is never lent or reclaimed",
 				Kind: localapi.KindBadRequest}
 		}
-		return a.reclaim.Handle(req)
-	case localapi.OpReclaimStatus, localapi.OpReclaimCancel:
-		return a.reclaim.Handle(req)
+		return a.ownerControl(req)
+	case localapi.OpReclaimStatus, localapi.OpReclaimCancel, localapi.OpLendStatus:
+		return a.ownerControl(req)
 	}
 	return localapi.Response{Error: fmt.Sprintf("unknown operation %q", req.Op), Kind: localapi.KindBadRequest}
 }

@@ -51,8 +51,8 @@ type AgentsConfig struct {
 	// ExtraArgs are appended to every agent's command line (e.g. protocol
 	// switches); a flag given here overrides the one StartAgents sets.
 	ExtraArgs []string
-	// NodeArgs are appended to one node's command line after ExtraArgs
-	// (e.g. "--role storage" for a machine-room server).
+	// NodeArgs are appended to one node's command line, after ExtraArgs
+	// (an owner's own policy: lending windows; the storage role).
 	NodeArgs map[string][]string
 	// Log receives progress messages (nil: discard).
 	Log *slog.Logger

@@ -508,6 +508,9 @@ type box struct {
 	torch   string   // the PyTorch job ("" when torch is missing)
 	storage []string // nodes in the storage role
 	ledgers map[string]string
+	script  string // the synthetic job
+	// synthBudget is the synthetic jobs' loss budget.
+	synthBudget time.Duration
 	figures []figure
 	// measureOnly turns the research-flow floor into a figure, not an
 	// assertion (the ablation runs switch P3 off on purpose).
@@ -532,12 +535,18 @@ type figure struct {
 // protocolsArgs is the --protocols flag set of a run.
 func startBox(t *testing.T, protocols string, synth int, withTorch bool) *box {
 	t.Helper()
-	return startBoxStorage(t, protocols, synth, withTorch, 8*time.Second)
+	return startBoxWith(t, protocols, synth, withTorch, nil)
 }
 
-// startBoxStorage is startBox with the synthetic jobs' loss budget and the
-// named nodes in the storage role (they keep checkpoints and host no jobs).
-func startBoxStorage(t *testing.T, protocols string, synth int, withTorch bool, lossBudget time.Duration, storage ...string) *box {
+// startBoxWith is startBox with the agents' configuration adjusted first
+// (nil: as is).
+func startBoxWith(t *testing.T, protocols string, synth int, withTorch bool, adjust func(*AgentsConfig)) *box {
+	t.Helper()
+	return startBoxBudget(t, protocols, synth, withTorch, 8*time.Second, adjust)
+}
+
+// startBoxBudget is startBoxWith with the synthetic jobs' loss budget.
+func startBoxBudget(t *testing.T, protocols string, synth int, withTorch bool, budget time.Duration, adjust func(*AgentsConfig)) *box {
 	t.Helper()
 	requireRoot(t)
 	// The jobs run in each agent's sandbox: their programs lie where the
@@ -555,23 +564,16 @@ func startBoxStorage(t *testing.T, protocols string, synth int, withTorch bool, 
 		t.Fatal(err)
 	}
 	extra := []string{"--protocols", protocols, "--fixed-interval", "8s", "--guest-ro-path", scripts, "--guest-ro-path", examples}
-	nodeArgs := map[string][]string{}
-	for _, n := range storage {
-		nodeArgs[n] = []string{"--role", "storage"}
+	cfg := AgentsConfig{Topology: DefaultTopology(), ExtraArgs: extra}
+	if adjust != nil {
+		adjust(&cfg)
 	}
-	a := startAgentsForTest(t, AgentsConfig{Topology: DefaultTopology(), ExtraArgs: extra, NodeArgs: nodeArgs})
-	b := &box{t: t, a: a, dir: a.cfg.Dir, ledgers: map[string]string{}, storage: storage}
+	a := startAgentsForTest(t, cfg)
+	b := &box{t: t, a: a, dir: a.cfg.Dir, ledgers: map[string]string{}, script: script, synthBudget: budget}
 	ctx := context.Background()
 	submitter := a.Names()[0]
 	for i := 1; i <= synth; i++ {
-		job := fmt.Sprintf("syn%d", i)
-		b.ledgers[job] = filepath.Join(b.dir, "*", "data", "jobs", job, "run", "home", "ledger")
-		if _, err := a.CLI(ctx, submitter, "run", "--name", job, "--gpus", "1", "--loss-budget", lossBudget.String(),
-			"--size-hint", strconv.Itoa(synthCkptBytes)+"B", "--grace", "5s",
-			"--env", "CKPT_BYTES="+strconv.Itoa(synthCkptBytes), "--", "/bin/sh", script); err != nil {
-			t.Fatalf("submit %s: %v", job, err)
-		}
-		b.jobs = append(b.jobs, job)
+		b.submitSynth(submitter, fmt.Sprintf("syn%d", i))
 	}
 	if withTorch {
 		if err := exec.Command("/usr/bin/python3", "-c", "import torch").Run(); err != nil {
@@ -599,6 +601,18 @@ func startBoxStorage(t *testing.T, protocols string, synth int, withTorch bool, 
 	b.h = startHistory(a, b.allJobs())
 	t.Cleanup(b.h.close)
 	return b
+}
+
+// submitSynth submits one more synthetic job through node.
+func (b *box) submitSynth(node, job string) {
+	b.t.Helper()
+	b.ledgers[job] = filepath.Join(b.dir, "*", "data", "jobs", job, "run", "home", "ledger")
+	if _, err := b.a.CLI(context.Background(), node, "run", "--name", job, "--gpus", "1", "--loss-budget", b.synthBudget.String(),
+		"--size-hint", strconv.Itoa(synthCkptBytes)+"B", "--grace", "5s",
+		"--env", "CKPT_BYTES="+strconv.Itoa(synthCkptBytes), "--", "/bin/sh", b.script); err != nil {
+		b.t.Fatalf("submit %s: %v", job, err)
+	}
+	b.jobs = append(b.jobs, job)
 }
 
 func (b *box) allJobs() []string {

@@ -34,7 +34,10 @@ func TestCampusFiveOfEightNow(t *testing.T) {
 	// with the other jobs' copies) lands before the next version replaces
 	// it; at the other scenarios' 8 s each copy is overtaken by a newer
 	// version before it lands.
-	b := startBoxStorage(t, "p1,p2,p3", 3, false, 40*time.Second, "c2")
+	b := startBoxBudget(t, "p1,p2,p3", 3, false, 40*time.Second, func(cfg *AgentsConfig) {
+		cfg.NodeArgs = map[string][]string{"c2": {"--role", "storage"}}
+	})
+	b.storage = []string{"c2"}
 	if out, err := b.a.CLI(context.Background(), "c2", "reclaim", "--now"); err == nil || !strings.Contains(out+err.Error(), "storage node") {
 		t.Errorf("reclaim --now on the storage node: %v, %q; want it refused, naming the storage role", err, out)
 	}

@@ -9,9 +9,10 @@ import (
 
 // MetaVersion is the metadata encoding this build writes. A decoder reads
 // the fields it knows from any version ≥ 1 and ignores fields appended by a
-// newer version, so nodes can be upgraded one by one.
-// Version 2 appends a flags byte (metaStorage), the lab and the pool.
-const MetaVersion = 2
+// newer version, so nodes can be upgraded one by one. Version 2 appends
+// the lending fields, version 3 a flags byte (metaStorage), the lab and
+// the pool.
+const MetaVersion = 3
 
 // metaStorage is the flag of a storage-role node.
 const metaStorage = 1 << 0
@@ -21,9 +22,14 @@ const metaStorage = 1 << 0
 const (
 	MaxNodeNameLen = 128
 	MaxBuildingLen = 64
-	// MaxDomainLen bounds Lab and Pool.
-	MaxDomainLen   = 64
 	MaxGPUModelLen = 64
+	// MaxLendingLen bounds the lending windows' description (version 2).
+	MaxLendingLen = 160
+	// MaxOutlookLen bounds the encoded lending outlook (version 2).
+	MaxOutlookLen = 32
+	// MaxDomainLen bounds Lab and Pool (version 3): short names, so that
+	// every field at its limit still fits in MetaMaxSize.
+	MaxDomainLen = 16
 )
 
 // Role says what part of the control plane a node may take.
@@ -64,13 +70,21 @@ type Meta struct {
 	GPUCapability uint8
 	// Started is when the agent started (uptime counts toward voter choice).
 	Started time.Time
+	// Lending describes the owner's lending windows ("Mon-Fri 19:00-08:00;
+	// Sat,Sun (Europe/Berlin)"; version 2), for the members list and the
+	// page.
+	Lending string
+	// Outlook is the node's known future as its owner policy sees it: an
+	// encoded owner.Outlook (lent until when, or lendable again from
+	// when; version 2). Empty: none published.
+	Outlook []byte
 	// Storage is set on a storage-role node (reclaimnet agent --role
-	// storage): it keeps checkpoints, hosts no jobs and is never lent or
-	// reclaimed. Version 1 nodes are not storage nodes.
+	// storage, version 3): it keeps checkpoints, hosts no jobs and is
+	// never lent or reclaimed. Older nodes are not storage nodes.
 	Storage bool
 	// Lab and Pool name failure domains the node shares with others
-	// besides its building (a lab's room, a spot pool, a power circuit):
-	// the priors of which nodes leave together. Empty: none.
+	// besides its building (a lab's room, a spot pool, a power circuit;
+	// version 3): the priors of which nodes leave together. Empty: none.
 	Lab, Pool string
 }
 
@@ -84,6 +98,10 @@ func (m Meta) Encode() ([]byte, error) {
 		return nil, fmt.Errorf("building %q: longer than %d bytes", m.Building, MaxBuildingLen)
 	case len(m.GPUModel) > MaxGPUModelLen:
 		return nil, fmt.Errorf("gpu model %q: longer than %d bytes", m.GPUModel, MaxGPUModelLen)
+	case len(m.Lending) > MaxLendingLen:
+		return nil, fmt.Errorf("lending windows %q: longer than %d bytes", m.Lending, MaxLendingLen)
+	case len(m.Outlook) > MaxOutlookLen:
+		return nil, fmt.Errorf("lending outlook of %d bytes: longer than %d", len(m.Outlook), MaxOutlookLen)
 	case len(m.Lab) > MaxDomainLen || len(m.Pool) > MaxDomainLen:
 		return nil, fmt.Errorf("lab %q or pool %q: longer than %d bytes", m.Lab, m.Pool, MaxDomainLen)
 	}
@@ -100,6 +118,8 @@ func (m Meta) Encode() ([]byte, error) {
 	w.uvarint(uint64(m.GPUVRAMMiB))
 	w.byte(m.GPUCapability)
 	w.varint(m.Started.Unix())
+	w.string(m.Lending)
+	w.string(string(m.Outlook))
 	var flags byte
 	if m.Storage {
 		flags |= metaStorage
@@ -136,8 +156,12 @@ func DecodeMeta(b []byte) (Meta, error) {
 	vram := r.uvarint("gpu vram")
 	m.GPUCapability = r.byte("gpu capability")
 	started := r.varint("start time")
-	var flags byte
 	if v >= 2 {
+		m.Lending = r.string("lending windows", MaxLendingLen)
+		m.Outlook = r.bytes("lending outlook", MaxOutlookLen)
+	}
+	var flags byte
+	if v >= 3 {
 		flags = r.byte("flags")
 		m.Lab = r.string("lab", MaxDomainLen)
 		m.Pool = r.string("pool", MaxDomainLen)
@@ -158,7 +182,7 @@ func DecodeMeta(b []byte) (Meta, error) {
 	if len(m.ID) == 0 {
 		return Meta{}, fmt.Errorf("%w: empty node name", ErrMalformed)
 	}
-	if v == MetaVersion && len(r.buf) != 0 {
+	if v <= MetaVersion && len(r.buf) != 0 {
 		return Meta{}, fmt.Errorf("%w: %d trailing bytes", ErrMalformed, len(r.buf))
 	}
 	m.GPUVRAMMiB = uint32(vram)

@@ -511,7 +511,7 @@ type box struct {
 	script  string // the synthetic job
 	// synthBudget is the synthetic jobs' loss budget.
 	synthBudget time.Duration
-	figures []figure
+	figures     []figure
 	// measureOnly turns the research-flow floor into a figure, not an
 	// assertion (the ablation runs switch P3 off on purpose).
 	measureOnly bool

@@ -159,6 +159,10 @@ type Job struct {
 	// WriteCap is W_i, the cap on the job's checkpoint bandwidth (disk,
 	// NIC, admin), bytes/s; 0 means no cap beyond the network.
 	WriteCap float64
+	// WriteTime is how long the job took to write its last checkpoint
+	// locally (the final checkpoint's write, SPEC P3.8); 0 when not
+	// measured (CheckpointBytes/WriteCap is used then).
+	WriteTime time.Duration `json:",omitzero"`
 	// Copies is k, how many nodes other than the host should hold the
 	// job's freshest committed checkpoint (SPEC P2.7, `run --replicas K`);
 	// 0 means DefaultCopies.
@@ -250,6 +254,9 @@ type Params struct {
 	// (P2.3's d ≠ s), so the copy stays off the job's node (0.01; 0 keeps
 	// the standby while it can take the job and lets the holder host).
 	SoleCopyRisk float64
+	// HandoffMargin is the slack the final checkpoint's latest safe start
+	// keeps before the deadline (SPEC P3.8), at least one control period.
+	HandoffMargin time.Duration `json:",omitzero"`
 }
 
 // DefaultSoleCopyHorizon is the horizon of SoleCopyRisk for a job without
@@ -279,6 +286,7 @@ func DefaultParams() Params {
 		Switches:      Switches{P1: true, P2: true, P3: true},
 		MaxCandidates: 20,
 		SoleCopyRisk:  0.01,
+		HandoffMargin: DefaultHandoffMargin,
 	}
 }
 
@@ -370,6 +378,13 @@ type HandoffDecision struct {
 	// Bytes is what the destination still lacks.
 	Bytes    int64
 	Deadline time.Time
+	// FinalStart is when the job takes its final checkpoint (SPEC P3.8):
+	// its latest safe start for FinalRate; the job computes on the source
+	// until then. Zero: at once (P3 off, or not admitted).
+	FinalStart time.Time `json:",omitzero"`
+	// FinalRate is the final transfer's rate: r_min plus its max-min share
+	// of what the other admitted flows leave (P3.8), bytes/s.
+	FinalRate float64 `json:",omitzero"`
 	// Degraded is set when the job will recover from an older replica;
 	// Reason says why (no candidate, not admitted, not enough time).
 	Degraded   bool

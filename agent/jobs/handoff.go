@@ -12,9 +12,10 @@ import (
 	"github.com/reclaimnet/reclaimnet/state"
 )
 
-// handoff carries out a hand-off decision for this job (flow 3). The job
-// stops as soon as its final checkpoint is written: what it would compute
-// afterwards could not be kept.
+// handoff carries out a hand-off decision for this job (flow 3), at its
+// final checkpoint's start (SPEC P3.8). The job stops as soon as its final
+// checkpoint is written: what it would compute afterwards could not be
+// kept.
 func (w *worker) handoff(ctx context.Context, job *supervisor.Job, h policy.HandoffDecision) {
 	m := w.m
 	w.setState(StateHandingOff)

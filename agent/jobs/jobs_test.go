@@ -83,9 +83,35 @@ func TestPeriodicCheckpointsThenScheduledHandoff(t *testing.T) {
 		return false
 	})
 
-	// (c) Scheduled reclaim of the host: hand-off with a final checkpoint.
+	// (c) Scheduled reclaim of the host: hand-off with a final checkpoint,
+	// taken at its latest safe start (SPEC P3.8): the job computes on the
+	// source until then, and is down for a small part of the notice.
 	now := time.Now()
-	tc.submitVia(host, state.AnnounceReclaim{Reclaim: policy.Reclaim{Node: host, Announced: now, Deadline: now.Add(60 * time.Second)}})
+	const notice = 60 * time.Second
+	tc.submitVia(host, state.AnnounceReclaim{Reclaim: policy.Reclaim{Node: host, Announced: now, Deadline: now.Add(notice)}})
+	var finalStart, stopped, restarted time.Time
+	wait.For(t, notice+10*time.Second, "the hand-off's stop on the source and start on the destination", func() bool {
+		if finalStart.IsZero() {
+			if h, ok := handoffFrom(tc.state(), "train", host); ok && h.Admitted() {
+				finalStart = h.FinalStart
+			}
+		}
+		evs := readSteps(t, tc.stepLog)
+		s := starts(evs)
+		if stopped.IsZero() && len(s) > 0 && slices.ContainsFunc(evs, func(e stepEvent) bool { return e.pid == s[0].pid && e.kind == "term" }) {
+			stopped = time.Now()
+		}
+		if restarted.IsZero() && len(s) > 1 {
+			restarted = time.Now()
+		}
+		return !stopped.IsZero() && !restarted.IsZero()
+	})
+	if finalStart.IsZero() || stopped.Before(finalStart.Add(-time.Second)) {
+		t.Errorf("source stopped %v into the notice, before the final checkpoint's start %v", stopped.Sub(now), finalStart.Sub(now))
+	}
+	if down := restarted.Sub(stopped); down > notice/2 {
+		t.Errorf("downtime %v (stopped %v, restarted %v into the notice), want under half the %v notice", down, stopped.Sub(now), restarted.Sub(now), notice)
+	}
 	dest := tc.waitRunning("train", host)
 	if dest != other {
 		t.Fatalf("job moved to %s, want the standby %s", dest, other)

@@ -138,6 +138,8 @@ func (w *world) timeFinals(ts []finalTiming, d *Decisions) {
 	if len(ts) == 0 {
 		return
 	}
+	// The decision reaches the node up to a period late.
+	margin := max(w.p.HandoffMargin, ControlPeriod)
 	flows := make([]FinalFlow, len(ts))
 	for i, t := range ts {
 		m := t.m
@@ -146,7 +148,7 @@ func (w *world) timeFinals(ts []finalTiming, d *Decisions) {
 		// flow timed in an earlier period keeps its rate and its start
 		// (r_min alone, a little lower, would let the others take the
 		// difference and pull its start earlier every period).
-		if need, ok := MinRate(m.bytes, m.start.Add(writeTime(m.job)+w.p.HandoffMargin), m.deadline, m.job.RestartTime); t.waiting && ok && need > m.rate {
+		if need, ok := MinRate(m.bytes, m.start.Add(writeTime(m.job)+margin), m.deadline, m.job.RestartTime); t.waiting && ok && need > m.rate {
 			// As much of it as the links hold (rounding in the starts
 			// can make the sum a hair more than the share).
 			raise := need - m.rate
@@ -179,7 +181,7 @@ func (w *world) timeFinals(ts []finalTiming, d *Decisions) {
 		// earlier; one whose latest safe start has come starts now
 		// (earlier than admitted, so r_min only falls).
 		m.start = w.now
-		if start, ok := FinalStart(m.bytes, writeTime(j), m.deadline, m.rate, j.RestartTime, w.p.HandoffMargin); ok && start.After(w.now) {
+		if start, ok := FinalStart(m.bytes, writeTime(j), m.deadline, m.rate, j.RestartTime, margin); ok && start.After(w.now) {
 			m.start = start
 		}
 		m.minRate, _ = MinRate(m.bytes, m.start.Add(writeTime(j)), m.deadline, j.RestartTime)

@@ -104,8 +104,9 @@ func (s *State) Apply(cmd Command) (bool, error) {
 		if c.Done {
 			j.State = policy.JobDone
 		}
+		started := !c.Started.IsZero() && noteStart(s, c)
 		if reflect.DeepEqual(old, j) {
-			return false, nil
+			return started, nil
 		}
 		s.Jobs[c.Job] = j
 		return true, nil

@@ -109,6 +109,15 @@ type JobReport struct {
 	RestartTime     time.Duration
 	Remaining       time.Duration
 	Done            bool
+	// Started is when the job took its first step on this node after a
+	// hand-off or a recovery placed it here, Restored when the checkpoint
+	// it resumes from was restored here (zero: nothing to restore), and
+	// Limit the part of its downtime limit this node can tell (design
+	// P3.8d: bytes it fetched ÷ their flow's rate + Tr). The history's
+	// outcome of the move takes them (zero from an older node).
+	Started  time.Time     `json:",omitzero"`
+	Restored time.Time     `json:",omitzero"`
+	Limit    time.Duration `json:",omitzero"`
 }
 
 // MoveJob records a finished hand-off: the job now runs on To, since At
@@ -123,6 +132,11 @@ type MoveJob struct {
 	At                time.Time `json:",omitzero"`
 	Version           uint64    `json:",omitempty"`
 	NoFinalCheckpoint bool      `json:",omitempty"`
+	// Stopped is the job's last step on From (its final checkpoint's
+	// start) and Limit its downtime limit (design P3.8d: the bytes To
+	// lacked ÷ the final transfer's rate + Tr + one control period).
+	Stopped time.Time     `json:",omitzero"`
+	Limit   time.Duration `json:",omitzero"`
 }
 
 // ReplicaComplete says Holder has version Version of Job's checkpoint
@@ -219,8 +233,11 @@ func (c JobReport) validate() error {
 	if c.Job == "" || c.Node == "" {
 		return invalid("job report needs job and node")
 	}
-	if c.CheckpointBytes < 0 || c.RestartTime < 0 || c.Remaining < 0 {
+	if c.CheckpointBytes < 0 || c.RestartTime < 0 || c.Remaining < 0 || c.Limit < 0 {
 		return invalid("job report %s: negative value", c.Job)
+	}
+	if !c.Restored.IsZero() && (c.Started.IsZero() || c.Restored.After(c.Started)) {
+		return invalid("job report %s: restored after its start", c.Job)
 	}
 	return nil
 }
@@ -228,6 +245,9 @@ func (c JobReport) validate() error {
 func (c MoveJob) validate() error {
 	if c.Job == "" || c.From == "" || c.To == "" || c.From == c.To {
 		return invalid("move needs a job and two different nodes")
+	}
+	if c.Limit < 0 || !c.Stopped.IsZero() && !c.At.IsZero() && c.Stopped.After(c.At) {
+		return invalid("move %s: negative limit or stopped after the move", c.Job)
 	}
 	return nil
 }

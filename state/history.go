@@ -91,7 +91,8 @@ func noteHandoff(s *State, r policy.Reclaim, c MoveJob, j JobRecord) {
 	if r.Emergency() {
 		kind = DepartureEmergency
 	}
-	o := JobOutcome{Job: j.ID, To: c.To, HandedOff: true, Version: c.Version, NoFinalCheckpoint: c.NoFinalCheckpoint}
+	o := JobOutcome{Job: j.ID, To: c.To, HandedOff: true, Version: c.Version, NoFinalCheckpoint: c.NoFinalCheckpoint,
+		Stopped: c.Stopped, Limit: c.Limit}
 	if cp, ok := s.CheckpointVersion(j.ID, c.Version); ok && c.NoFinalCheckpoint && cp.Committed && !c.At.IsZero() {
 		// As for a recovery: the work since the version's commit.
 		o.LostWork = max(c.At.Sub(cp.CommittedAt), 0)
@@ -105,7 +106,10 @@ func noteHandoff(s *State, r policy.Reclaim, c MoveJob, j JobRecord) {
 // job's submission when nothing survived).
 func noteRecovery(s *State, j JobRecord, p policy.Placement, at time.Time) {
 	s.Counters.DegradedRecoveries++
-	o := JobOutcome{Job: j.ID, To: p.To, At: at}
+	o := JobOutcome{Job: j.ID, To: p.To, At: at, Stopped: j.Displaced.Announced, Detected: j.Displaced.At}
+	if o.Stopped.After(o.Detected) {
+		o.Stopped = o.Detected
+	}
 	lostSince := j.Submitted
 	if p.From != "" {
 		cps := s.Checkpoints[j.ID]
@@ -174,4 +178,35 @@ func rekeyDisplaced(s *State, node policy.NodeID, from, to time.Time) {
 			s.Jobs[id] = j
 		}
 	}
+}
+
+// noteStart records a job's first step on its new node in the outcome of
+// the move or recovery that put it there: the newest history outcome of
+// the job with To = node, placed or moved no later than started, that has
+// no start yet. A recovery's limit adds the detection time to the node's
+// part. It reports whether anything changed.
+func noteStart(s *State, c JobReport) bool {
+	for i := len(s.ReclaimReports) - 1; i >= 0; i-- {
+		e := s.ReclaimReports[i]
+		k := slices.IndexFunc(e.Jobs, func(o JobOutcome) bool { return o.Job == c.Job })
+		if k < 0 {
+			continue
+		}
+		o := e.Jobs[k]
+		if o.To != c.Node || !o.Started.IsZero() || !o.At.IsZero() && c.Started.Before(o.At) || c.Started.Before(o.Stopped) {
+			return false
+		}
+		o.Started, o.Restored = c.Started, c.Restored
+		if !o.HandedOff && c.Limit > 0 {
+			o.Limit = c.Limit
+			if !o.Detected.IsZero() {
+				o.Limit += o.Detected.Sub(o.Stopped)
+			}
+		}
+		e = e.clone()
+		e.Jobs[k] = o
+		s.ReclaimReports[i] = e
+		return true
+	}
+	return false
 }

@@ -369,6 +369,28 @@ type JobOutcome struct {
 	LostWork time.Duration `json:",omitempty"`
 	// At is when the job was placed or moved.
 	At time.Time `json:",omitzero"`
+	// Where its downtime went (design P3.8d), each zero when not known:
+	// Stopped is its last step on the node (a hand-off's final checkpoint
+	// start; a recovery's departure: the owner's announcement of an
+	// emergency, or its detection), Detected when the cluster recorded
+	// the departure (a recovery), Restored when its checkpoint was restored
+	// on To and Started its first step there. Limit is the downtime it
+	// cannot beat: bytes lacked ÷ path rate + Tr + one control period (a
+	// hand-off) or + the detection time (a recovery).
+	Stopped  time.Time     `json:",omitzero"`
+	Detected time.Time     `json:",omitzero"`
+	Restored time.Time     `json:",omitzero"`
+	Started  time.Time     `json:",omitzero"`
+	Limit    time.Duration `json:",omitzero"`
+}
+
+// Downtime is from the job's last step on the node to its first on To;
+// 0 until both are known.
+func (o JobOutcome) Downtime() time.Duration {
+	if o.Stopped.IsZero() || o.Started.IsZero() {
+		return 0
+	}
+	return max(o.Started.Sub(o.Stopped), 0)
 }
 
 func (r ReclaimReport) clone() ReclaimReport {

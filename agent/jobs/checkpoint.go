@@ -142,6 +142,7 @@ func (w *worker) loop(ctx context.Context, job *supervisor.Job, deadline time.Ti
 			case supervisor.EventReady:
 				w.set(func() { w.restartTime = ev.RestartTime })
 				w.reportRestart(ctx, j, true)
+				w.reportStart(ctx, j, ev.RestartTime)
 			case supervisor.EventCheckpointReady:
 				if ev.Checkpoint != nil && !ev.Checkpoint.Requested {
 					// The job checkpointed by itself (exit 85, or a deadline).

@@ -27,6 +27,7 @@ func (w *worker) handoff(ctx context.Context, job *supervisor.Job, h policy.Hand
 	}
 	var cp state.Checkpoint
 	have, final := false, false
+	stopped := m.cfg.Now() // the job's last step here: its final checkpoint's start
 	if h.FinalCheckpoint {
 		began := time.Now()
 		dir, err := job.RequestCheckpoint(hctx)
@@ -73,7 +74,16 @@ func (w *worker) handoff(ctx context.Context, job *supervisor.Job, h policy.Hand
 	}
 	// The history tells a move with its final checkpoint from one that
 	// lost the work since an older version (the owner's report too).
-	move := state.MoveJob{Job: w.id, From: m.cfg.Node, To: h.To, At: m.cfg.Now(), NoFinalCheckpoint: !final}
+	move := state.MoveJob{Job: w.id, From: m.cfg.Node, To: h.To, At: m.cfg.Now(), NoFinalCheckpoint: !final, Stopped: stopped}
+	// The limit at the rate the path gave the final transfer: P3.8's
+	// share, else (P3 off) the flow's decided rate.
+	rate := h.FinalRate
+	if _, f := flowRate(w.latest(), handoffFlow(w.id), m.cfg.Node, h.To); rate <= 0 && f != nil {
+		rate = f.Rate
+	}
+	if rate > 0 || h.Bytes == 0 {
+		move.Limit = policy.DowntimeLimit(h.Bytes, rate, w.latest().Jobs[w.id].RestartTime, policy.ControlPeriod)
+	}
 	if have {
 		move.Version = cp.Version
 	}

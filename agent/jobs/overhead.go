@@ -67,6 +67,28 @@ func (w *worker) reportRestart(ctx context.Context, j state.JobRecord, always bo
 	w.set(func() { w.reportedTr = tr })
 }
 
+// reportStart tells the leader when the job, moved or recovered here,
+// took its first step (its first readiness after the start), when its
+// checkpoint was restored, and this node's part of its downtime limit
+// (design P3.8d: the bytes fetched ÷ their flow's rate + Tr), for the
+// history's record of the move. A job's first start has no move to record.
+func (w *worker) reportStart(ctx context.Context, j state.JobRecord, tr time.Duration) {
+	if j.Restarts == 0 {
+		return
+	}
+	var restored time.Time
+	var fetched int64
+	var rate float64
+	w.set(func() { restored, fetched, rate = w.restoredAt, w.fetched, w.fetchRate })
+	c := state.JobReport{Job: w.id, Node: w.m.cfg.Node, Remaining: j.Remaining, Started: w.m.cfg.Now(), Restored: restored}
+	if fetched == 0 || rate > 0 {
+		c.Limit = policy.DowntimeLimit(fetched, rate, tr, 0)
+	}
+	if err := w.m.submit(ctx, c); err != nil {
+		w.noteErr(fmt.Errorf("report the start: %w", err))
+	}
+}
+
 // deadlineRepace is how often a hand-off's transfer re-checks its pace
 // against the deadline; deadlineMargin is kept after the last byte for the
 // receiver's commit and MoveJob.

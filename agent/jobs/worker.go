@@ -39,6 +39,11 @@ type worker struct {
 	result       finish          // set before the worker ends; reason empty when the job left
 	ckptTimes    []time.Duration // the last requested checkpoints' write + local commit (overhead.go)
 	reportedTr   time.Duration   // the Tr last reported to the leader
+	// What this start restored (restore.go): when, and the bytes fetched
+	// for it at their flow's rate, for the downtime limit (design P3.8d).
+	restoredAt time.Time
+	fetched    int64
+	fetchRate  float64
 }
 
 func newWorker(m *Manager, id policy.JobID, cancel context.CancelFunc, st *state.State) *worker {
@@ -102,6 +107,7 @@ func (w *worker) run(ctx context.Context) {
 	}
 	if restoreDir != "" {
 		defer os.RemoveAll(restoreDir)
+		w.set(func() { w.restoredAt = m.cfg.Now() })
 	}
 	var deadline time.Time
 	if r, ok := st.Reclaims[m.cfg.Node]; ok {

@@ -329,7 +329,11 @@ func webReclaimRecord(rep state.ReclaimReport) web.ReclaimRecord {
 		seen[o.Job] = true
 		out := web.ReclaimOutcome{Job: o.Job, To: o.To, Replica: o.Replica, Version: o.Version, WorkLost: o.LostWork}
 		if !o.At.IsZero() && !rep.Left.IsZero() && o.At.After(rep.Left) {
-			out.Downtime = o.At.Sub(rep.Left) // departure to placement
+			out.Downtime = o.At.Sub(rep.Left) // departure to placement, until the start is known
+		}
+		if d := o.Downtime(); d > 0 {
+			out.Downtime, out.DowntimeLimit = d, o.Limit
+			out.Detection, out.Placement, out.Restore, out.Start = downtimeParts(o)
 		}
 		switch {
 		case o.HandedOff && o.NoFinalCheckpoint:
@@ -419,4 +423,27 @@ func (v *View) webTransfers(cs *state.State) []web.Transfer {
 			BytesDone: tv.BytesDone, BytesTotal: tv.BytesTotal})
 	}
 	return out
+}
+
+// downtimeParts splits a move's downtime (design P3.8d): a recovery's from
+// its departure to detection, placement, restore and first step; a
+// hand-off's (no detection or placement) from its final checkpoint to the
+// restore on the destination and its first step.
+func downtimeParts(o state.JobOutcome) (detection, placement, restore, start time.Duration) {
+	mark := o.Stopped
+	step := func(t time.Time) time.Duration {
+		if t.IsZero() || t.Before(mark) {
+			return 0
+		}
+		d := t.Sub(mark)
+		mark = t
+		return d
+	}
+	if !o.HandedOff {
+		detection = step(o.Detected)
+		placement = step(o.At)
+	}
+	restore = step(o.Restored)
+	start = step(o.Started)
+	return detection, placement, restore, start
 }

@@ -41,7 +41,30 @@ func (o *owner) buildReport(r *run, st localapi.ReclaimStatus, now time.Time) *l
 	if m := o.f.cfg.Jobs; m != nil {
 		ts = m.TransfersSince(r.announced)
 	}
-	return buildReport(o.f.cfg.Node, r, st, ts, now)
+	rep := buildReport(o.f.cfg.Node, r, st, ts, now)
+	rep.Downtimes = moveDowntimes(o.f.cfg.Coord.State(), policy.NodeID(o.f.cfg.Node), r.announced, rep.Moved)
+	return rep
+}
+
+// moveDowntimes is each moved job's downtime and limit from the history's
+// outcome of its move off node (the reclaim announced at announced).
+func moveDowntimes(st *state.State, node policy.NodeID, announced time.Time, moved []string) []localapi.JobDowntime {
+	var out []localapi.JobDowntime
+	for _, id := range moved {
+		d := localapi.JobDowntime{Job: id}
+		for _, e := range st.ReclaimReports {
+			if e.Node != node || !e.Announced.Equal(announced.UTC().Round(0)) {
+				continue
+			}
+			for _, o := range e.Jobs {
+				if o.Job == policy.JobID(id) {
+					d.Downtime, d.Limit = o.Downtime(), o.Limit
+				}
+			}
+		}
+		out = append(out, d)
+	}
+	return out
 }
 
 func buildReport(node string, r *run, st localapi.ReclaimStatus, ts []jobs.TransferView, now time.Time) *localapi.ReclaimReport {

@@ -189,12 +189,11 @@ func (w *world) timeFinals(ts []finalTiming, d *Decisions) {
 	}
 }
 
-// writeTime is how long the job takes to write a checkpoint locally: as
-// measured, else its payload at its write cap, else 0.
+// writeTime is how long the job takes to write its final checkpoint
+// locally (SPEC P3.8): its payload at its write cap, else 0. (The agent
+// reports Tr with its checkpoints' write and commit time in it, so a
+// measured write is already counted there.)
 func writeTime(j *Job) time.Duration {
-	if j.WriteTime > 0 {
-		return j.WriteTime
-	}
 	if j.WriteCap > 0 {
 		return transferTime(j.CheckpointBytes, j.WriteCap)
 	}

@@ -159,10 +159,6 @@ type Job struct {
 	// WriteCap is W_i, the cap on the job's checkpoint bandwidth (disk,
 	// NIC, admin), bytes/s; 0 means no cap beyond the network.
 	WriteCap float64
-	// WriteTime is how long the job took to write its last checkpoint
-	// locally (the final checkpoint's write, SPEC P3.8); 0 when not
-	// measured (CheckpointBytes/WriteCap is used then).
-	WriteTime time.Duration `json:",omitzero"`
 	// Copies is k, how many nodes other than the host should hold the
 	// job's freshest committed checkpoint (SPEC P2.7, `run --replicas K`);
 	// 0 means DefaultCopies.

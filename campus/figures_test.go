@@ -93,7 +93,11 @@ func TestCampusFigures(t *testing.T) {
 		slices.Sort(ratio)
 		ratios := "—"
 		if len(ratio) > 0 {
-			ratios = fmt.Sprintf("%.2f / %.2f (%d)", ratio[(len(ratio)-1)/2], ratio[len(ratio)-1], len(ratio))
+			mid := ratio[len(ratio)/2]
+			if len(ratio)%2 == 0 {
+				mid = (ratio[len(ratio)/2-1] + mid) / 2
+			}
+			ratios = fmt.Sprintf("%.2f / %.2f (%d)", mid, ratio[len(ratio)-1], len(ratio))
 		}
 		fmt.Fprintf(&sb, "| %s (`--protocols %s`) | %d/%d | %d of %d | %v / %v | %v / %v | %s | %.1f %% |\n", cfg.name, cfg.protocols, moved, degraded,
 			crossed, moved+degraded, median(lost), maxOf(lost), median(down), maxOf(down), ratios, 100*mean(deg))

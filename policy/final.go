@@ -17,19 +17,47 @@ const DefaultHandoffMargin = 2 * time.Second
 // downtime limit (P3.8).
 const ControlPeriod = time.Second
 
+// FinalSafety is how many times its estimate the final phase of a
+// hand-off (write + transfer + restart) may take and still land before the
+// deadline (SPEC P3.8b). The estimates are measured on earlier runs: on a
+// loaded host a final checkpoint's write took twice the slowest of the
+// last three. Starting earlier costs no downtime (that is the final
+// phase's length, whenever it starts), only computing on the source
+// instead of the destination.
+const FinalSafety = 2
+
 // FinalStart returns the latest safe start of a hand-off's final
-// checkpoint (SPEC P3.8): deadline − (write + bytes/low + Tr + margin),
-// where bytes is what the destination lacks, write the time the job takes
-// to write its checkpoint locally and low the rate the flow is guaranteed
-// (its reserved share, never above the path's lower bound B̂⁻). Starting
-// then, the final transfer at low lands margin before the deadline; every
-// earlier start gives the same downtime and less computing on the source.
-// ok is false when no start is safe: bytes to move and no rate.
+// checkpoint (SPEC P3.8b):
+// deadline − (margin + FinalSafety·(write + bytes/low + Tr)), where bytes
+// is what the destination lacks, write the time the job takes to write its
+// checkpoint locally and low the rate the flow is guaranteed (its reserved
+// share, never above the path's lower bound B̂⁻). Starting then, the final
+// phase lands margin before the deadline even when it takes FinalSafety
+// times its estimate; every earlier start gives the same downtime and
+// less computing on the source. ok is false when no start is safe: bytes
+// to move and no rate.
 func FinalStart(bytes int64, write time.Duration, deadline time.Time, low float64, restart, margin time.Duration) (time.Time, bool) {
 	if bytes > 0 && !(low > 0) {
 		return time.Time{}, false
 	}
-	return deadline.Add(-(max(write, 0) + transferTime(bytes, low) + restart + max(margin, 0))), true
+	phase := max(write, 0) + transferTime(bytes, low) + restart
+	return deadline.Add(-(max(margin, 0) + FinalSafety*phase)), true
+}
+
+// finalRate is the rate a hand-off whose final checkpoint starts at start
+// needs to land by FinalStart's rule (the inverse of FinalStart): bytes
+// over what the window leaves for the transfer. ok is false when the
+// window leaves nothing.
+func finalRate(bytes int64, write time.Duration, start, deadline time.Time, restart, margin time.Duration) (float64, bool) {
+	window := deadline.Sub(start) - max(margin, 0)
+	transfer := window/FinalSafety - max(write, 0) - restart
+	if transfer <= 0 {
+		return 0, false
+	}
+	if bytes <= 0 {
+		return 0, true
+	}
+	return float64(bytes) / transfer.Seconds(), true
 }
 
 // DowntimeLimit is the downtime a hand-off or recovery cannot beat

@@ -10,10 +10,11 @@ import (
 )
 
 // TestFinalStartAgainstBruteForce: over a grid of start times and rates up
-// to the flow's share R, the least downtime a safe pair (one that lands
-// margin before the deadline at the guaranteed rate) reaches is
-// write + C/R + Tr, and FinalStart is the latest start that reaches it: no
-// earlier start gives less downtime, no later one is safe.
+// to the flow's share R, the least downtime a safe pair (one whose final
+// phase lands margin before the deadline even at FinalSafety times its
+// length) reaches is write + C/R + Tr, and FinalStart is the latest start
+// that reaches it: no earlier start gives less downtime, no later one is
+// safe. finalRate inverts it.
 func TestFinalStartAgainstBruteForce(t *testing.T) {
 	rng := rand.New(rand.NewPCG(23, 1))
 	for k := range 200 {
@@ -29,14 +30,14 @@ func TestFinalStartAgainstBruteForce(t *testing.T) {
 			t.Fatalf("case %d: no start for a positive rate", k)
 		}
 		// The grid spans twice the window a start needs, at 20,000 steps.
-		span := 2 * (write + transferTime(bytes, share) + restart + margin + time.Second)
+		span := 2 * (FinalSafety*(write+transferTime(bytes, share)+restart) + margin + time.Second)
 		step := span / 20000
 		best, latest := time.Duration(math.MaxInt64), time.Time{}
 		for s := deadline.Add(-span); !s.After(deadline); s = s.Add(step) {
 			for f := 1; f <= 8; f++ {
 				r := share * float64(f) / 8
 				down := write + transferTime(bytes, r) + restart
-				if s.Add(down + margin).After(deadline) {
+				if s.Add(FinalSafety*down + margin).After(deadline) {
 					continue // risks the deadline
 				}
 				if down < best {
@@ -54,15 +55,18 @@ func TestFinalStartAgainstBruteForce(t *testing.T) {
 			t.Fatalf("case %d: FinalStart %v, brute force's latest start with the least downtime %v (grid %v)",
 				k, got.Sub(testEpoch), latest.Sub(testEpoch), step)
 		}
-		if got.Add(want + margin).After(deadline) {
+		if got.Add(FinalSafety*want + margin).After(deadline) {
 			t.Fatalf("case %d: FinalStart %v lands after the deadline", k, got.Sub(testEpoch))
+		}
+		if r, ok := finalRate(bytes, write, got, deadline, restart, margin); !ok || math.Abs(r-share) > 1e-6*share {
+			t.Fatalf("case %d: finalRate from FinalStart %g (%v), want the share %g", k, r, ok, share)
 		}
 	}
 	if _, ok := FinalStart(1, 0, testEpoch, 0, 0, 0); ok {
 		t.Error("FinalStart with bytes to move and no rate: want no safe start")
 	}
-	if s, ok := FinalStart(0, time.Second, testEpoch, 0, 3*time.Second, time.Second); !ok || !s.Equal(testEpoch.Add(-5*time.Second)) {
-		t.Errorf("FinalStart with nothing to move: %v %v, want deadline − write − Tr − margin", s, ok)
+	if s, ok := FinalStart(0, time.Second, testEpoch, 0, 3*time.Second, time.Second); !ok || !s.Equal(testEpoch.Add(-9*time.Second)) {
+		t.Errorf("FinalStart with nothing to move: %v %v, want deadline − margin − 2·(write + Tr)", s, ok)
 	}
 }
 

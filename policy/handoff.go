@@ -143,12 +143,12 @@ func (w *world) timeFinals(ts []finalTiming, d *Decisions) {
 	flows := make([]FinalFlow, len(ts))
 	for i, t := range ts {
 		m := t.m
-		// A flow not yet under way holds the rate that lands it margin
-		// before the deadline from its start, when its links have it: a
-		// flow timed in an earlier period keeps its rate and its start
-		// (r_min alone, a little lower, would let the others take the
-		// difference and pull its start earlier every period).
-		if need, ok := MinRate(m.bytes, m.start.Add(writeTime(m.job)+margin), m.deadline, m.job.RestartTime); t.waiting && ok && need > m.rate {
+		// A flow not yet under way holds the rate its start needs by
+		// FinalStart's rule, when its links have it: a flow timed in an
+		// earlier period keeps its rate and its start (r_min alone, lower,
+		// would let the others take the difference and pull its start
+		// earlier every period).
+		if need, ok := finalRate(m.bytes, writeTime(m.job), m.start, m.deadline, m.job.RestartTime, margin); t.waiting && ok && need > m.rate {
 			// As much of it as the links hold (rounding in the starts
 			// can make the sum a hair more than the share).
 			raise := need - m.rate

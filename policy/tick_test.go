@@ -242,7 +242,7 @@ func TestTickMigrationBeforeCheckpoints(t *testing.T) {
 			s.Nodes[i].FreeGPUs = 0
 		}
 	}
-	s.Jobs[3].CheckpointBytes, s.Jobs[3].StandbyHas = 3e9, 0
+	s.Jobs[3].CheckpointBytes, s.Jobs[3].StandbyHas = 1e9, 0
 	s.Reclaims = []Reclaim{{Node: nodeName(0, 3), Announced: testEpoch, Deadline: testEpoch.Add(120 * time.Second)}}
 	d := Tick(s, testEpoch)
 	checkInvariants(t, s, d, testEpoch)
@@ -263,11 +263,11 @@ func TestTickMigrationBeforeCheckpoints(t *testing.T) {
 	if math.Abs(hd.FinalRate*1.1-share) > 1e-9*share || mig.Rate < hd.FinalRate*(1-1e-12) {
 		t.Errorf("final rate %g (flow %g), want the uplink's share %g at the ceiling", hd.FinalRate, mig.Rate, share/1.1)
 	}
-	wantStart := deadline.Add(-(transferTime(3e9, hd.FinalRate) + 30*time.Second + DefaultHandoffMargin))
+	wantStart := deadline.Add(-(FinalSafety*(transferTime(1e9, hd.FinalRate)+30*time.Second) + DefaultHandoffMargin))
 	if !hd.FinalStart.Equal(wantStart) || !mig.Start.Equal(wantStart) {
 		t.Errorf("final checkpoint at %v (flow %v), want the latest safe start %v", hd.FinalStart.Sub(testEpoch), mig.Start.Sub(testEpoch), wantStart.Sub(testEpoch))
 	}
-	rmin := 3e9 / (deadline.Sub(wantStart) - 30*time.Second).Seconds()
+	rmin := 1e9 / (deadline.Sub(wantStart) - 30*time.Second).Seconds()
 	if math.Abs(mig.MinRate-rmin) > 1e-6*rmin || mig.Rate < rmin {
 		t.Errorf("migration r_min %g rate %g, want r_min %g from the final start and rate ≥ it", mig.MinRate, mig.Rate, rmin)
 	}

@@ -111,7 +111,7 @@ func (w *world) handoffs(reqs []handoffReq, d *Decisions) []*migration {
 		w.takeGPUs(m.to, j.GPUs)
 		planned = append(planned, m)
 		if w.p.Switches.P3 {
-			timing = append(timing, finalTiming{m: m, decision: len(d.Handoffs), waiting: waiting})
+			timing = append(timing, finalTiming{m: m, decision: len(d.Handoffs), waiting: waiting, notice: notice})
 		}
 		d.Handoffs = append(d.Handoffs, hd)
 	}
@@ -125,6 +125,7 @@ type finalTiming struct {
 	m        *migration
 	decision int  // index of its HandoffDecision
 	waiting  bool // its final checkpoint is not taken yet
+	notice   time.Duration
 }
 
 // timeFinals is SPEC P3.8 (P3 on): the admitted hand-offs share what their
@@ -138,11 +139,12 @@ func (w *world) timeFinals(ts []finalTiming, d *Decisions) {
 	if len(ts) == 0 {
 		return
 	}
-	// The decision reaches the node up to a period late.
-	margin := max(w.p.HandoffMargin, ControlPeriod)
 	flows := make([]FinalFlow, len(ts))
+	margins := make([]time.Duration, len(ts))
 	for i, t := range ts {
 		m := t.m
+		margin := finalMargin(w.p.HandoffMargin, t.notice)
+		margins[i] = margin
 		// A flow not yet under way holds the rate its start needs by
 		// FinalStart's rule, when its links have it: a flow timed in an
 		// earlier period keeps its rate and its start (r_min alone, lower,
@@ -181,12 +183,24 @@ func (w *world) timeFinals(ts []finalTiming, d *Decisions) {
 		// earlier; one whose latest safe start has come starts now
 		// (earlier than admitted, so r_min only falls).
 		m.start = w.now
-		if start, ok := FinalStart(m.bytes, writeTime(j), m.deadline, m.rate, j.RestartTime, margin); ok && start.After(w.now) {
+		if start, ok := FinalStart(m.bytes, writeTime(j), m.deadline, m.rate, j.RestartTime, margins[i]); ok && start.After(w.now) {
 			m.start = start
 		}
 		m.minRate, _ = MinRate(m.bytes, m.start.Add(writeTime(j)), m.deadline, j.RestartTime)
 		hd.FinalStart = m.start
 	}
+}
+
+// finalMargin is the slack a hand-off's latest safe start keeps before
+// its deadline (SPEC P3.8b): the configured margin, at least one control
+// period (the decision reaches the node up to a period late), and at
+// least a quarter of the notice. On the loaded campus box a final
+// checkpoint's write took five times the one measured before it, and a
+// periodic checkpoint in flight delays the final one by its own length:
+// measured phases can be short by more than their estimate, and the notice
+// bounds what a hand-off may risk on them.
+func finalMargin(margin, notice time.Duration) time.Duration {
+	return max(margin, ControlPeriod, notice/4)
 }
 
 // writeTime is how long the job takes to write its final checkpoint

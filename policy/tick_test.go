@@ -263,7 +263,7 @@ func TestTickMigrationBeforeCheckpoints(t *testing.T) {
 	if math.Abs(hd.FinalRate*1.1-share) > 1e-9*share || mig.Rate < hd.FinalRate*(1-1e-12) {
 		t.Errorf("final rate %g (flow %g), want the uplink's share %g at the ceiling", hd.FinalRate, mig.Rate, share/1.1)
 	}
-	wantStart := deadline.Add(-(FinalSafety*(transferTime(1e9, hd.FinalRate)+30*time.Second) + DefaultHandoffMargin))
+	wantStart := deadline.Add(-(FinalSafety*(transferTime(1e9, hd.FinalRate)+30*time.Second) + 120*time.Second/4))
 	if !hd.FinalStart.Equal(wantStart) || !mig.Start.Equal(wantStart) {
 		t.Errorf("final checkpoint at %v (flow %v), want the latest safe start %v", hd.FinalStart.Sub(testEpoch), mig.Start.Sub(testEpoch), wantStart.Sub(testEpoch))
 	}

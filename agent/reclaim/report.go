@@ -35,15 +35,28 @@ func noteSent(r *run, ts []jobs.TransferView) {
 	}
 }
 
-// buildReport makes the owner's report of r from its progress st at now.
-func (o *owner) buildReport(r *run, st localapi.ReclaimStatus, now time.Time) *localapi.ReclaimReport {
+// buildReport makes the owner's report of r from its progress st at now,
+// with the moved jobs' downtimes as the cluster's state cs records them.
+func (o *owner) buildReport(r *run, cs *state.State, st localapi.ReclaimStatus, now time.Time) *localapi.ReclaimReport {
 	var ts []jobs.TransferView
 	if m := o.f.cfg.Jobs; m != nil {
 		ts = m.TransfersSince(r.announced)
 	}
 	rep := buildReport(o.f.cfg.Node, r, st, ts, now)
-	rep.Downtimes = moveDowntimes(o.f.cfg.Coord.State(), policy.NodeID(o.f.cfg.Node), r.announced, rep.Moved)
+	rep.Downtimes = moveDowntimes(cs, policy.NodeID(o.f.cfg.Node), r.announced, rep.Moved)
 	return rep
+}
+
+// withDowntimes returns a copy of rep whose moved jobs' downtimes are
+// read again from cs: a job starts on its new node after the report was
+// made (its move completed the reclaim), so its downtime comes later.
+func withDowntimes(rep *localapi.ReclaimReport, cs *state.State, node policy.NodeID) *localapi.ReclaimReport {
+	if rep == nil || len(rep.Moved) == 0 || cs == nil {
+		return rep
+	}
+	out := *rep
+	out.Downtimes = moveDowntimes(cs, node, rep.Announced, rep.Moved)
+	return &out
 }
 
 // moveDowntimes is each moved job's downtime and limit from the history's

@@ -101,7 +101,10 @@ type CancelJob struct{ Job policy.JobID }
 
 // JobReport is the host's report about its job: measured restart time,
 // checkpoint size, expected remaining time, and whether it finished. Values
-// are absolute, so a repeated report changes nothing.
+// are absolute, so a repeated report changes nothing. Ready, when set, is
+// when the job became ready on Node after a hand-off or a recovery (its
+// first step there); the reclaim history keeps it as the outcome's
+// Resumed, the end of the job's downtime.
 type JobReport struct {
 	Job             policy.JobID
 	Node            policy.NodeID // the reporting host
@@ -109,13 +112,12 @@ type JobReport struct {
 	RestartTime     time.Duration
 	Remaining       time.Duration
 	Done            bool
-	// Started is when the job took its first step on this node after a
-	// hand-off or a recovery placed it here, Restored when the checkpoint
-	// it resumes from was restored here (zero: nothing to restore), and
-	// Limit the part of its downtime limit this node can tell (design
-	// P3.8d: bytes it fetched ÷ their flow's rate + Tr). The history's
-	// outcome of the move takes them (zero from an older node).
-	Started  time.Time     `json:",omitzero"`
+	Ready           time.Time `json:",omitzero"`
+	// With Ready: Restored is when the checkpoint the job resumes from was
+	// restored on Node (zero: nothing to restore), and Limit the part of
+	// its downtime limit Node can tell (design P3.8d: the bytes it
+	// fetched ÷ their flow's rate + Tr). The history's outcome of the move
+	// keeps both (zero from an older node).
 	Restored time.Time     `json:",omitzero"`
 	Limit    time.Duration `json:",omitzero"`
 }
@@ -125,18 +127,20 @@ type JobReport struct {
 // the checkpoint version To starts from; NoFinalCheckpoint is set when it
 // is not a final checkpoint written for this hand-off (that failed, or
 // none was ordered), so the work since its commit is lost. Both zero from
-// an older node.
+// an older node. Stopped is when the job stopped computing on From (its
+// final checkpoint's request, or its stop without one); To measures the
+// hand-off's downtime from it.
 type MoveJob struct {
 	Job               policy.JobID
 	From, To          policy.NodeID
 	At                time.Time `json:",omitzero"`
+	Stopped           time.Time `json:",omitzero"`
 	Version           uint64    `json:",omitempty"`
 	NoFinalCheckpoint bool      `json:",omitempty"`
-	// Stopped is the job's last step on From (its final checkpoint's
-	// start) and Limit its downtime limit (design P3.8d: the bytes To
-	// lacked ÷ the final transfer's rate + Tr + one control period).
-	Stopped time.Time     `json:",omitzero"`
-	Limit   time.Duration `json:",omitzero"`
+	// Limit is the hand-off's downtime limit (design P3.8d: the bytes To
+	// lacked ÷ the final transfer's rate when it started + Tr + one
+	// control period); zero from an older node.
+	Limit time.Duration `json:",omitzero"`
 }
 
 // ReplicaComplete says Holder has version Version of Job's checkpoint
@@ -236,7 +240,7 @@ func (c JobReport) validate() error {
 	if c.CheckpointBytes < 0 || c.RestartTime < 0 || c.Remaining < 0 || c.Limit < 0 {
 		return invalid("job report %s: negative value", c.Job)
 	}
-	if !c.Restored.IsZero() && (c.Started.IsZero() || c.Restored.After(c.Started)) {
+	if !c.Restored.IsZero() && (c.Ready.IsZero() || c.Restored.After(c.Ready)) {
 		return invalid("job report %s: restored after its start", c.Job)
 	}
 	return nil
@@ -246,8 +250,11 @@ func (c MoveJob) validate() error {
 	if c.Job == "" || c.From == "" || c.To == "" || c.From == c.To {
 		return invalid("move needs a job and two different nodes")
 	}
-	if c.Limit < 0 || !c.Stopped.IsZero() && !c.At.IsZero() && c.Stopped.After(c.At) {
-		return invalid("move %s: negative limit or stopped after the move", c.Job)
+	if !c.Stopped.IsZero() && !c.At.IsZero() && c.Stopped.After(c.At) {
+		return invalid("move %s: stopped after the move", c.Job)
+	}
+	if c.Limit < 0 {
+		return invalid("move %s: negative limit", c.Job)
 	}
 	return nil
 }

@@ -85,6 +85,49 @@ func addOutcome(s *State, node policy.NodeID, announced, deadline time.Time, kin
 	s.ReclaimReports[i] = e
 }
 
+// noteResumed records c.Ready as the Resumed time of the job's newest
+// outcome in the history, when that outcome placed it on c.Node and has
+// none yet, with c's restore time and limit (a recovery's limit adds its
+// detection time: the departure to the cluster's record of it); it
+// reports whether it changed the history.
+func noteResumed(s *State, c JobReport) bool {
+	for i := len(s.ReclaimReports) - 1; i >= 0; i-- {
+		k := slices.IndexFunc(s.ReclaimReports[i].Jobs, func(o JobOutcome) bool { return o.Job == c.Job })
+		if k < 0 {
+			continue
+		}
+		if o := s.ReclaimReports[i].Jobs[k]; o.To != c.Node || !o.Resumed.IsZero() || c.Ready.Before(o.At) {
+			return false
+		}
+		e := s.ReclaimReports[i].clone()
+		o := &e.Jobs[k]
+		o.Resumed, o.Restored = c.Ready, c.Restored
+		if !o.HandedOff && c.Limit > 0 {
+			o.Limit = c.Limit
+			if start := e.DowntimeStart(*o); !start.IsZero() && o.Detected.After(start) {
+				o.Limit += o.Detected.Sub(start)
+			}
+		}
+		s.ReclaimReports[i] = e
+		return true
+	}
+	return false
+}
+
+// DowntimeStart is when job outcome o of this entry stopped computing: a
+// hand-off's Stopped; for a recovery, the departure (the command, for an
+// emergency reclaim: it stops the jobs at once). Zero when not known.
+func (r ReclaimReport) DowntimeStart(o JobOutcome) time.Time {
+	if o.HandedOff {
+		return o.Stopped
+	}
+	start := r.Left
+	if r.Kind == DepartureEmergency && !r.Announced.IsZero() && (start.IsZero() || r.Announced.Before(start)) {
+		start = r.Announced
+	}
+	return start
+}
+
 // noteHandoff records a finished hand-off off a node with a pending reclaim.
 func noteHandoff(s *State, r policy.Reclaim, c MoveJob, j JobRecord) {
 	kind := DepartureScheduled
@@ -106,10 +149,7 @@ func noteHandoff(s *State, r policy.Reclaim, c MoveJob, j JobRecord) {
 // job's submission when nothing survived).
 func noteRecovery(s *State, j JobRecord, p policy.Placement, at time.Time) {
 	s.Counters.DegradedRecoveries++
-	o := JobOutcome{Job: j.ID, To: p.To, At: at, Stopped: j.Displaced.Announced, Detected: j.Displaced.At}
-	if o.Stopped.After(o.Detected) {
-		o.Stopped = o.Detected
-	}
+	o := JobOutcome{Job: j.ID, To: p.To, At: at, Detected: j.Displaced.At}
 	lostSince := j.Submitted
 	if p.From != "" {
 		cps := s.Checkpoints[j.ID]
@@ -178,35 +218,4 @@ func rekeyDisplaced(s *State, node policy.NodeID, from, to time.Time) {
 			s.Jobs[id] = j
 		}
 	}
-}
-
-// noteStart records a job's first step on its new node in the outcome of
-// the move or recovery that put it there: the newest history outcome of
-// the job with To = node, placed or moved no later than started, that has
-// no start yet. A recovery's limit adds the detection time to the node's
-// part. It reports whether anything changed.
-func noteStart(s *State, c JobReport) bool {
-	for i := len(s.ReclaimReports) - 1; i >= 0; i-- {
-		e := s.ReclaimReports[i]
-		k := slices.IndexFunc(e.Jobs, func(o JobOutcome) bool { return o.Job == c.Job })
-		if k < 0 {
-			continue
-		}
-		o := e.Jobs[k]
-		if o.To != c.Node || !o.Started.IsZero() || !o.At.IsZero() && c.Started.Before(o.At) || c.Started.Before(o.Stopped) {
-			return false
-		}
-		o.Started, o.Restored = c.Started, c.Restored
-		if !o.HandedOff && c.Limit > 0 {
-			o.Limit = c.Limit
-			if !o.Detected.IsZero() {
-				o.Limit += o.Detected.Sub(o.Stopped)
-			}
-		}
-		e = e.clone()
-		e.Jobs[k] = o
-		s.ReclaimReports[i] = e
-		return true
-	}
-	return false
 }

@@ -1,6 +1,7 @@
 package state
 
 import (
+	"errors"
 	"testing"
 	"time"
 
@@ -53,7 +54,7 @@ func TestHistoryRecordsDetectedEmergency(t *testing.T) {
 	must(SetDecisions{Decisions: DecisionRecord{At: placed, Decisions: policy.Decisions{
 		Placements: []policy.Placement{{Job: "j", To: "c", From: "b", Recovery: true}}}}})
 	e = st.ReclaimReports[0]
-	want := JobOutcome{Job: "j", To: "c", Replica: "b", Version: 3, LostWork: 60 * time.Second, At: placed, Stopped: gone, Detected: gone}
+	want := JobOutcome{Job: "j", To: "c", Replica: "b", Version: 3, LostWork: 60 * time.Second, At: placed, Detected: gone}
 	if len(e.Jobs) != 1 || e.Jobs[0] != want {
 		t.Fatalf("outcomes %+v, want [%+v]", e.Jobs, want)
 	}
@@ -205,6 +206,40 @@ func TestCounters(t *testing.T) {
 	}
 }
 
+// TestHistoryRecordsResumed: the destination's readiness report ends the
+// hand-off's downtime in the history (with the source's stop from the
+// move); a repeated or foreign report changes nothing.
+func TestHistoryRecordsResumed(t *testing.T) {
+	t0 := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	st, must := historyState(t, t0)
+	announced, deadline := t0.Add(20*time.Second), t0.Add(80*time.Second)
+	must(AnnounceReclaim{Reclaim: policy.Reclaim{Node: "a", Announced: announced, Deadline: deadline}})
+	stopped, ready := t0.Add(30*time.Second), t0.Add(33*time.Second)
+	must(MoveJob{Job: "j", From: "a", To: "b", At: t0.Add(32 * time.Second), Stopped: stopped})
+	if o := st.ReclaimReports[0].Jobs[0]; !o.Stopped.Equal(stopped) || !o.Resumed.IsZero() {
+		t.Fatalf("outcome after the move %+v, want the stop and no readiness", o)
+	}
+	if j := st.Jobs["j"]; !j.HandoffStopped.Equal(stopped) {
+		t.Fatalf("job after the move: hand-off stop %v, want %v", j.HandoffStopped, stopped)
+	}
+	changed, err := st.Apply(JobReport{Job: "j", Node: "b", Ready: ready})
+	if err != nil || !changed {
+		t.Fatalf("readiness report: changed %v, err %v; want a change", changed, err)
+	}
+	if o := st.ReclaimReports[0].Jobs[0]; !o.Resumed.Equal(ready) {
+		t.Fatalf("outcome after the readiness %+v, want resumed at %v", o, ready)
+	}
+	if changed, err := st.Apply(JobReport{Job: "j", Node: "b", Ready: ready.Add(time.Second)}); err != nil || changed {
+		t.Errorf("a second readiness: changed %v, err %v; want nothing (the first one ends the downtime)", changed, err)
+	}
+	if _, err := st.Apply(JobReport{Job: "j", Node: "c", Ready: ready}); !errors.Is(err, ErrNotHost) {
+		t.Errorf("readiness from a node that does not host the job: err %v, want ErrNotHost", err)
+	}
+	if o := st.ReclaimReports[0].Jobs[0]; !o.Resumed.Equal(ready) {
+		t.Errorf("outcome %+v changed by the later reports", o)
+	}
+}
+
 // TestHistoryDowntimeParts: the history's outcome of a move takes where
 // the downtime went (design P3.8d): a recovery's departure (the owner's
 // announcement), detection, placement, restore and first step, with its
@@ -221,21 +256,22 @@ func TestHistoryDowntimeParts(t *testing.T) {
 	placed := detected.Add(time.Second)
 	must(SetDecisions{Decisions: DecisionRecord{At: placed, Decisions: policy.Decisions{
 		Placements: []policy.Placement{{Job: "j", To: "c", From: "b", Recovery: true}}}}})
-	must(JobReport{Job: "j", Node: "c", Started: placed.Add(-time.Second)}) // before the placement: ignored
-	if o := st.ReclaimReports[0].Jobs[0]; !o.Started.IsZero() {
+	must(JobReport{Job: "j", Node: "c", Ready: placed.Add(-time.Second)}) // before the placement: ignored
+	if o := st.ReclaimReports[0].Jobs[0]; !o.Resumed.IsZero() {
 		t.Fatalf("a start before the placement was recorded: %+v", o)
 	}
 	restored, started := placed.Add(4*time.Second), placed.Add(6*time.Second)
-	must(JobReport{Job: "j", Node: "c", Started: started, Restored: restored, Limit: 5 * time.Second})
+	must(JobReport{Job: "j", Node: "c", Ready: started, Restored: restored, Limit: 5 * time.Second})
 	o := st.ReclaimReports[0].Jobs[0]
-	if !o.Stopped.Equal(announced) || !o.Detected.Equal(detected) || !o.At.Equal(placed) || !o.Restored.Equal(restored) || !o.Started.Equal(started) {
-		t.Fatalf("recovery outcome %+v: want stopped at the announcement, detected, placed, restored and started", o)
+	e := st.ReclaimReports[0]
+	if !e.DowntimeStart(o).Equal(announced) || !o.Detected.Equal(detected) || !o.At.Equal(placed) || !o.Restored.Equal(restored) || !o.Resumed.Equal(started) {
+		t.Fatalf("recovery outcome %+v (from %v): want from the announcement, detected, placed, restored and resumed", o, e.DowntimeStart(o))
 	}
-	if o.Downtime() != 10*time.Second || o.Limit != 8*time.Second {
-		t.Fatalf("recovery downtime %v limit %v, want 10s and 5s + 3s detection", o.Downtime(), o.Limit)
+	if o.Limit != 8*time.Second {
+		t.Fatalf("recovery limit %v, want 5s + 3s detection", o.Limit)
 	}
-	must(JobReport{Job: "j", Node: "c", Started: started.Add(time.Minute)}) // a later restart: the first step stands
-	if o := st.ReclaimReports[0].Jobs[0]; !o.Started.Equal(started) {
+	must(JobReport{Job: "j", Node: "c", Ready: started.Add(time.Minute)}) // a later restart: the first step stands
+	if o := st.ReclaimReports[0].Jobs[0]; !o.Resumed.Equal(started) {
 		t.Fatalf("a later report replaced the first step: %+v", o)
 	}
 
@@ -244,18 +280,18 @@ func TestHistoryDowntimeParts(t *testing.T) {
 	must2(AnnounceReclaim{Reclaim: policy.Reclaim{Node: "a", Announced: announced, Deadline: announced.Add(time.Minute)}})
 	stopped := announced.Add(50 * time.Second)
 	must2(MoveJob{Job: "j", From: "a", To: "b", At: stopped.Add(2 * time.Second), Version: 4, Stopped: stopped, Limit: 3 * time.Second})
-	if _, err := st2.Apply(JobReport{Job: "j", Node: "c", Started: stopped.Add(3 * time.Second)}); err == nil {
+	if _, err := st2.Apply(JobReport{Job: "j", Node: "c", Ready: stopped.Add(3 * time.Second)}); err == nil {
 		t.Fatal("a report from a node that does not host the job was accepted")
 	}
-	must2(JobReport{Job: "j", Node: "b", Started: stopped.Add(3 * time.Second), Restored: stopped.Add(2500 * time.Millisecond), Limit: time.Second})
+	must2(JobReport{Job: "j", Node: "b", Ready: stopped.Add(3 * time.Second), Restored: stopped.Add(2500 * time.Millisecond), Limit: time.Second})
 	o = st2.ReclaimReports[0].Jobs[0]
-	if o.Downtime() != 3*time.Second || o.Limit != 3*time.Second || !o.HandedOff {
-		t.Fatalf("hand-off outcome %+v: want downtime 3s against the move's limit 3s", o)
+	if o.Resumed.Sub(o.Stopped) != 3*time.Second || o.Limit != 3*time.Second || !o.HandedOff || !o.Restored.Equal(stopped.Add(2500*time.Millisecond)) {
+		t.Fatalf("hand-off outcome %+v: want down 3s, restored, against the move's limit 3s (not the destination's)", o)
 	}
 	for _, bad := range []Command{
 		JobReport{Job: "j", Node: "b", Limit: -time.Second},
-		JobReport{Job: "j", Node: "b", Started: stopped, Restored: stopped.Add(time.Second)},
-		MoveJob{Job: "j", From: "b", To: "a", At: stopped, Stopped: stopped.Add(time.Second)},
+		JobReport{Job: "j", Node: "b", Ready: stopped, Restored: stopped.Add(time.Second)},
+		MoveJob{Job: "j", From: "b", To: "a", At: stopped, Limit: -time.Second},
 	} {
 		if _, err := EncodeCommand(bad); err == nil {
 			t.Errorf("%+v accepted", bad)

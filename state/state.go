@@ -180,6 +180,9 @@ type JobRecord struct {
 	// placement's decision time, or a hand-off's MoveJob time); zero when
 	// unknown (records from before it was kept).
 	RunningSince time.Time `json:",omitzero"`
+	// HandoffStopped is MoveJob.Stopped of the hand-off that placed the
+	// job on its node; zero after any other placement or when unknown.
+	HandoffStopped time.Time `json:",omitzero"`
 	// Restore is set while the job, placed by a recovery, waits for its
 	// replica holder's push; the state machine clears it when the job's
 	// node records the version, and returns the job to recovery when the
@@ -369,28 +372,21 @@ type JobOutcome struct {
 	LostWork time.Duration `json:",omitempty"`
 	// At is when the job was placed or moved.
 	At time.Time `json:",omitzero"`
-	// Where its downtime went (design P3.8d), each zero when not known:
-	// Stopped is its last step on the node (a hand-off's final checkpoint
-	// start; a recovery's departure: the owner's announcement of an
-	// emergency, or its detection), Detected when the cluster recorded
-	// the departure (a recovery), Restored when its checkpoint was restored
-	// on To and Started its first step there. Limit is the downtime it
-	// cannot beat: bytes lacked ÷ path rate + Tr + one control period (a
-	// hand-off) or + the detection time (a recovery).
-	Stopped  time.Time     `json:",omitzero"`
+	// Stopped is when a handed-off job stopped computing on the node
+	// (MoveJob.Stopped); Resumed when it became ready on To (its host's
+	// JobReport.Ready). Its downtime runs from Stopped, or from the
+	// departure for a recovery, to Resumed. Zero when not known (yet).
+	Stopped time.Time `json:",omitzero"`
+	Resumed time.Time `json:",omitzero"`
+	// Where the downtime went (design P3.8d), each zero when not known:
+	// Detected is when the cluster recorded a recovery's departure,
+	// Restored when the checkpoint was restored on To, and Limit the
+	// downtime the move cannot beat (bytes lacked ÷ path rate + Tr + one
+	// control period for a hand-off, + the detection time for a
+	// recovery).
 	Detected time.Time     `json:",omitzero"`
 	Restored time.Time     `json:",omitzero"`
-	Started  time.Time     `json:",omitzero"`
 	Limit    time.Duration `json:",omitzero"`
-}
-
-// Downtime is from the job's last step on the node to its first on To;
-// 0 until both are known.
-func (o JobOutcome) Downtime() time.Duration {
-	if o.Stopped.IsZero() || o.Started.IsZero() {
-		return 0
-	}
-	return max(o.Started.Sub(o.Stopped), 0)
 }
 
 func (r ReclaimReport) clone() ReclaimReport {

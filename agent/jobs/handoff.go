@@ -27,7 +27,9 @@ func (w *worker) handoff(ctx context.Context, job *supervisor.Job, h policy.Hand
 	}
 	var cp state.Checkpoint
 	have, final := false, false
-	stopped := m.cfg.Now() // the job's last step here: its final checkpoint's start
+	// What the job computes after this is not kept: the hand-off's
+	// downtime runs from here.
+	stopped := m.cfg.Now()
 	// The rate the path gives the final transfer now, for its downtime
 	// limit: the flow's decided rate (P3.8's share of the lower bound,
 	// raised by what is left of the estimate; with P3 off, its max-min
@@ -82,7 +84,7 @@ func (w *worker) handoff(ctx context.Context, job *supervisor.Job, h policy.Hand
 	}
 	// The history tells a move with its final checkpoint from one that
 	// lost the work since an older version (the owner's report too).
-	move := state.MoveJob{Job: w.id, From: m.cfg.Node, To: h.To, At: m.cfg.Now(), NoFinalCheckpoint: !final, Stopped: stopped}
+	move := state.MoveJob{Job: w.id, From: m.cfg.Node, To: h.To, At: m.cfg.Now(), Stopped: stopped, NoFinalCheckpoint: !final}
 	if rate > 0 || h.Bytes == 0 {
 		move.Limit = policy.DowntimeLimit(h.Bytes, rate, w.latest().Jobs[w.id].RestartTime, policy.ControlPeriod)
 	}

@@ -160,30 +160,31 @@ func TestPeriodicCheckpointsThenScheduledHandoff(t *testing.T) {
 	})
 	// The history's outcome of the move: its downtime, its limit and the
 	// split (design P3.8d), consistent with what the steps showed.
-	o := historyOutcome(t, tc, host, "train")
-	if o.Downtime() <= 0 || o.Downtime() > notice/2 || o.Limit <= 0 || o.Restored.IsZero() || o.Restored.After(o.Started) || o.Stopped.Before(finalStart.Add(-time.Second)) {
-		t.Errorf("hand-off outcome %+v (downtime %v): want stopped at the final start %v, restored, started, a limit, and down under half the notice",
-			o, o.Downtime(), finalStart.Sub(now))
+	_, o := historyOutcome(t, tc, host, "train")
+	if down := o.Resumed.Sub(o.Stopped); down <= 0 || down > notice/2 || o.Limit <= 0 || o.Restored.IsZero() || o.Restored.After(o.Resumed) || o.Stopped.Before(finalStart.Add(-time.Second)) {
+		t.Errorf("hand-off outcome %+v (downtime %v): want stopped at the final start %v, restored, resumed, a limit, and down under half the notice",
+			o, down, finalStart.Sub(now))
 	}
 }
 
 // historyOutcome waits for the history's outcome of job's move off node
-// with its first step on the new node, and returns it.
-func historyOutcome(t *testing.T, tc *testCluster, node policy.NodeID, job policy.JobID) state.JobOutcome {
+// with its first step on the new node, and returns it with its entry.
+func historyOutcome(t *testing.T, tc *testCluster, node policy.NodeID, job policy.JobID) (state.ReclaimReport, state.JobOutcome) {
 	t.Helper()
+	var entry state.ReclaimReport
 	var out state.JobOutcome
 	wait.For(t, 20*time.Second, "the move's outcome with its start in the history", func() bool {
 		for _, e := range tc.state().ReclaimReports {
 			for _, o := range e.Jobs {
-				if e.Node == node && o.Job == job && !o.Started.IsZero() {
-					out = o
+				if e.Node == node && o.Job == job && !o.Resumed.IsZero() {
+					entry, out = e, o
 					return true
 				}
 			}
 		}
 		return false
 	})
-	return out
+	return entry, out
 }
 
 // Flow 4: the host dies; the job is placed on a node without the replica,
@@ -241,8 +242,8 @@ func TestEmergencyRecoveryFetchesFromHolder(t *testing.T) {
 	}
 	// Where the downtime went: detection, placement, the holder's push and
 	// restore, the start (design P3.8d), in order, against a limit.
-	o := historyOutcome(t, tc, host, "train")
-	if o.Detected.Before(o.Stopped) || o.At.Before(o.Detected) || o.Restored.Before(o.At) || o.Started.Before(o.Restored) || o.Limit <= 0 || o.HandedOff {
+	e, o := historyOutcome(t, tc, host, "train")
+	if o.Detected.Before(e.DowntimeStart(o)) || o.At.Before(o.Detected) || o.Restored.Before(o.At) || o.Resumed.Before(o.Restored) || o.Limit <= 0 || o.HandedOff {
 		t.Errorf("recovery outcome %+v: want departure ≤ detection ≤ placement ≤ restore ≤ start and a limit", o)
 	}
 }

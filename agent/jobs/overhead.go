@@ -67,28 +67,6 @@ func (w *worker) reportRestart(ctx context.Context, j state.JobRecord, always bo
 	w.set(func() { w.reportedTr = tr })
 }
 
-// reportStart tells the leader when the job, moved or recovered here,
-// took its first step (its first readiness after the start), when its
-// checkpoint was restored, and this node's part of its downtime limit
-// (design P3.8d: the bytes fetched ÷ their flow's rate + Tr), for the
-// history's record of the move. A job's first start has no move to record.
-func (w *worker) reportStart(ctx context.Context, j state.JobRecord, tr time.Duration) {
-	if j.Restarts == 0 {
-		return
-	}
-	var restored time.Time
-	var fetched int64
-	var rate float64
-	w.set(func() { restored, fetched, rate = w.restoredAt, w.fetched, w.fetchRate })
-	c := state.JobReport{Job: w.id, Node: w.m.cfg.Node, Remaining: j.Remaining, Started: w.m.cfg.Now(), Restored: restored}
-	if fetched == 0 || rate > 0 {
-		c.Limit = policy.DowntimeLimit(fetched, rate, tr, 0)
-	}
-	if err := w.m.submit(ctx, c); err != nil {
-		w.noteErr(fmt.Errorf("report the start: %w", err))
-	}
-}
-
 // deadlineRepace is how often a hand-off's transfer re-checks its pace
 // against the deadline; deadlineMargin is kept after the last byte for the
 // receiver's commit and MoveJob.
@@ -145,4 +123,34 @@ func (w *worker) progress(ps *push, cp state.Checkpoint) int64 {
 		return cp.Size
 	}
 	return max(cp.Size-tr.Stats().RawBytes, 0)
+}
+
+// resumed runs at the job's first readiness on this node: after a
+// hand-off or a recovery it reports the time, which ends the downtime in
+// the reclaim history, with when its checkpoint was restored here and
+// this node's part of its downtime limit (design P3.8d: the bytes fetched
+// ÷ their flow's rate + Tr, the restart time tr measured now), and after
+// a hand-off it records the downtime (the source's clock at the stop,
+// this node's at readiness; a negative skew records nothing).
+func (w *worker) resumed(ctx context.Context, j state.JobRecord, tr time.Duration) {
+	m := w.m
+	var first bool
+	w.set(func() { first, w.resumeSeen = !w.resumeSeen, true })
+	if !first || j.Node != m.cfg.Node || j.Restarts == 0 {
+		return
+	}
+	now := m.cfg.Now()
+	if f := m.cfg.Observe.HandoffDowntime; f != nil && !j.HandoffStopped.IsZero() && !now.Before(j.HandoffStopped) {
+		f(now.Sub(j.HandoffStopped))
+	}
+	c := state.JobReport{Job: w.id, Node: m.cfg.Node, Remaining: j.Remaining, Ready: now}
+	var fetched int64
+	var rate float64
+	w.set(func() { c.Restored, fetched, rate = w.restoredAt, w.fetched, w.fetchRate })
+	if fetched == 0 || rate > 0 {
+		c.Limit = policy.DowntimeLimit(fetched, rate, tr, 0)
+	}
+	if err := m.submit(ctx, c); err != nil {
+		w.noteErr(fmt.Errorf("report readiness: %w", err))
+	}
 }

@@ -39,6 +39,7 @@ type worker struct {
 	result       finish          // set before the worker ends; reason empty when the job left
 	ckptTimes    []time.Duration // the last requested checkpoints' write + local commit (overhead.go)
 	reportedTr   time.Duration   // the Tr last reported to the leader
+	resumeSeen   bool            // the first readiness was handled (overhead.go)
 	// What this start restored (restore.go): when, and the bytes fetched
 	// for it at their flow's rate, for the downtime limit (design P3.8d).
 	restoredAt time.Time

@@ -197,10 +197,10 @@ func TestReportMoveDowntimes(t *testing.T) {
 	st := state.New()
 	st.ReclaimReports = []state.ReclaimReport{
 		{Node: "a1", Announced: announced, Jobs: []state.JobOutcome{
-			{Job: "j1", To: "b1", HandedOff: true, Stopped: stopped, Started: stopped.Add(2500 * time.Millisecond), Limit: 2 * time.Second},
+			{Job: "j1", To: "b1", HandedOff: true, Stopped: stopped, Resumed: stopped.Add(2500 * time.Millisecond), Limit: 2 * time.Second},
 			{Job: "j2", To: "b1", HandedOff: true, Stopped: stopped, Limit: time.Second},
 		}},
-		{Node: "a2", Announced: announced, Jobs: []state.JobOutcome{{Job: "j3", Stopped: stopped, Started: stopped.Add(time.Hour)}}},
+		{Node: "a2", Announced: announced, Jobs: []state.JobOutcome{{Job: "j3", HandedOff: true, Stopped: stopped, Resumed: stopped.Add(time.Hour)}}},
 	}
 	got := moveDowntimes(st, "a1", announced, []string{"j1", "j2", "j3"})
 	want := []localapi.JobDowntime{

@@ -70,8 +70,11 @@ func moveDowntimes(st *state.State, node policy.NodeID, announced time.Time, mov
 				continue
 			}
 			for _, o := range e.Jobs {
-				if o.Job == policy.JobID(id) {
-					d.Downtime, d.Limit = o.Downtime(), o.Limit
+				if start := e.DowntimeStart(o); o.Job == policy.JobID(id) {
+					d.Limit = o.Limit
+					if !start.IsZero() && !o.Resumed.IsZero() && !o.Resumed.Before(start) {
+						d.Downtime = o.Resumed.Sub(start)
+					}
 				}
 			}
 		}

@@ -28,7 +28,7 @@ func (v *View) Web(now time.Time) web.Status {
 	raftState := c.Status().RaftState
 	st.Cluster.Members = v.webMembers(now, cs, servers, raftState)
 	st.Cluster.Hazard = clusterHazard(cs)
-	st.Cluster.Bandwidth = buildingBandwidth(v.cfg.Gossip.Links(), v.cfg.Mesh.Members())
+	st.Cluster.Bandwidth = buildingBandwidth(v.cfg.Gossip.Links(), v.cfg.Mesh.Members(), v.cfg.Gossip.Uplink)
 	st.Cluster.Protocols = v.webProtocols(cs)
 	st.Jobs = webJobs(cs)
 	st.Reclaims = webReclaims(cs)
@@ -193,7 +193,11 @@ func clusterHazard(cs *state.State) policy.HazardProfile {
 // one uplink per building; measured where reported, default capacity
 // where not). Between two buildings the path is both uplinks; within a
 // building it is two access links, taken conservatively as the smallest.
-func buildingBandwidth(links []policy.Link, members []mesh.Member) []web.BuildingBandwidth {
+// Each figure says what it rests on: an access link is measured when its
+// node reports bandwidth; an uplink is never measured, so a figure
+// between buildings is the operator's declared capacity (declared, when
+// both uplinks are) or a default (assumed).
+func buildingBandwidth(links []policy.Link, members []mesh.Member, declared func(string) (float64, bool)) []web.BuildingBandwidth {
 	uplink := map[string]policy.Link{}
 	access := map[string]policy.Link{}
 	for _, l := range links {
@@ -202,8 +206,18 @@ func buildingBandwidth(links []policy.Link, members []mesh.Member) []web.Buildin
 		}
 	}
 	nodeBuilding := map[string]string{}
+	measured := map[string]bool{} // access links by node
 	for _, m := range members {
 		nodeBuilding[m.Name] = m.Meta.Building
+		measured[m.Name] = m.HasTelemetry && len(m.Telemetry.Bandwidth) > 0
+	}
+	uplinkBasis := func(b string) string {
+		if declared != nil {
+			if _, ok := declared(b); ok {
+				return web.BandwidthDeclared
+			}
+		}
+		return web.BandwidthAssumed
 	}
 	for _, l := range links {
 		b, ok := nodeBuilding[l.A]
@@ -229,11 +243,17 @@ func buildingBandwidth(links []policy.Link, members []mesh.Member) []web.Buildin
 				if !ok {
 					continue
 				}
-				e = web.BuildingBandwidth{Available: l.Available, AvailableLow: l.AvailableLow, Capacity: l.Capacity}
+				e = web.BuildingBandwidth{Available: l.Available, AvailableLow: l.AvailableLow, Capacity: l.Capacity, Basis: web.BandwidthAssumed}
+				if measured[l.A] {
+					e.Basis = web.BandwidthMeasured
+				}
 			} else {
 				a, b := uplink[from], uplink[to]
 				e = web.BuildingBandwidth{Available: min(a.Available, b.Available),
-					AvailableLow: min(a.AvailableLow, b.AvailableLow), Capacity: min(a.Capacity, b.Capacity)}
+					AvailableLow: min(a.AvailableLow, b.AvailableLow), Capacity: min(a.Capacity, b.Capacity), Basis: web.BandwidthAssumed}
+				if uplinkBasis(strip(from)) == web.BandwidthDeclared && uplinkBasis(strip(to)) == web.BandwidthDeclared {
+					e.Basis = web.BandwidthDeclared
+				}
 			}
 			e.From, e.To = strip(from), strip(to)
 			out = append(out, e)
@@ -306,6 +326,24 @@ func webReclaims(cs *state.State) web.Reclaims {
 	return r
 }
 
+// outcomeDowntime is how long a job of a reclaim computed nowhere: from
+// a hand-off's stop on the node, or for a recovery from the departure
+// (the command, for an emergency reclaim: it stops the jobs at once), to
+// its readiness on the new node. With a destination but no readiness yet
+// the job is resuming.
+func outcomeDowntime(rep state.ReclaimReport, o state.JobOutcome) (time.Duration, bool) {
+	start := rep.DowntimeStart(o)
+	switch {
+	case o.To == "":
+		return 0, false
+	case o.Resumed.IsZero():
+		return 0, true
+	case start.IsZero() || o.Resumed.Before(start):
+		return 0, false // not known (an older node), or clocks apart
+	}
+	return o.Resumed.Sub(start), false
+}
+
 // webReclaimRecord maps one replicated reclaim report to the page's
 // record: the node was released when its jobs had all left (or when it
 // left, if that came first).
@@ -328,12 +366,10 @@ func webReclaimRecord(rep state.ReclaimReport) web.ReclaimRecord {
 	for _, o := range rep.Jobs {
 		seen[o.Job] = true
 		out := web.ReclaimOutcome{Job: o.Job, To: o.To, Replica: o.Replica, Version: o.Version, WorkLost: o.LostWork}
-		if !o.At.IsZero() && !rep.Left.IsZero() && o.At.After(rep.Left) {
-			out.Downtime = o.At.Sub(rep.Left) // departure to placement, until the start is known
-		}
-		if d := o.Downtime(); d > 0 {
-			out.Downtime, out.DowntimeLimit = d, o.Limit
-			out.Detection, out.Placement, out.Restore, out.Start = downtimeParts(o)
+		out.Downtime, out.Resuming = outcomeDowntime(rep, o)
+		if out.Downtime > 0 {
+			out.DowntimeLimit = o.Limit
+			out.Detection, out.Placement, out.Restore, out.Start = downtimeParts(rep.DowntimeStart(o), o)
 		}
 		switch {
 		case o.HandedOff && o.NoFinalCheckpoint:
@@ -425,12 +461,12 @@ func (v *View) webTransfers(cs *state.State) []web.Transfer {
 	return out
 }
 
-// downtimeParts splits a move's downtime (design P3.8d): a recovery's from
-// its departure to detection, placement, restore and first step; a
-// hand-off's (no detection or placement) from its final checkpoint to the
-// restore on the destination and its first step.
-func downtimeParts(o state.JobOutcome) (detection, placement, restore, start time.Duration) {
-	mark := o.Stopped
+// downtimeParts splits a move's downtime from its start (design P3.8d): a
+// recovery's from its departure to detection, placement, restore and
+// first step; a hand-off's (no detection or placement) from its final
+// checkpoint to the restore on the destination and its first step.
+func downtimeParts(from time.Time, o state.JobOutcome) (detection, placement, restore, start time.Duration) {
+	mark := from
 	step := func(t time.Time) time.Duration {
 		if t.IsZero() || t.Before(mark) {
 			return 0
@@ -444,6 +480,6 @@ func downtimeParts(o state.JobOutcome) (detection, placement, restore, start tim
 		placement = step(o.At)
 	}
 	restore = step(o.Restored)
-	start = step(o.Started)
+	start = step(o.Resumed)
 	return detection, placement, restore, start
 }

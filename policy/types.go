@@ -89,6 +89,12 @@ type Node struct {
 	// hosts no jobs and is never lent or reclaimed, so P2 takes its hazard
 	// as 0 and prefers it as a holder.
 	Storage bool `json:",omitzero"`
+	// LentUntil is the end of the node's known lending time (its owner's
+	// lending window, the deadline of the reclaim the owner policy plans);
+	// zero: no end known. A node lent for less than Params.LentAhead more
+	// is no destination, standby or holder: a job moved there would have
+	// to move again at once (docs/owner.md).
+	LentUntil time.Time `json:",omitzero"`
 }
 
 // Link is one edge of the campus graph (SPEC P2.1). Links are full duplex:
@@ -253,6 +259,11 @@ type Params struct {
 	// HandoffMargin is the slack the final checkpoint's latest safe start
 	// keeps before the deadline (SPEC P3.8), at least one control period.
 	HandoffMargin time.Duration `json:",omitzero"`
+	// LentAhead is how long a node must stay lent (Node.LentUntil) to be
+	// chosen as destination, standby or holder (15 min: longer than a
+	// lending window's default 10-minute notice, so a job does not arrive
+	// just before the node's planned reclaim announces itself).
+	LentAhead time.Duration
 }
 
 // DefaultSoleCopyHorizon is the horizon of SoleCopyRisk for a job without
@@ -283,6 +294,7 @@ func DefaultParams() Params {
 		MaxCandidates: 20,
 		SoleCopyRisk:  0.01,
 		HandoffMargin: DefaultHandoffMargin,
+		LentAhead:     15 * time.Minute,
 	}
 }
 
@@ -317,6 +329,8 @@ const (
 	RejectBandwidth RejectReason = "no migration bandwidth on the path"
 	// RejectStorage: a storage node keeps checkpoints but hosts no jobs.
 	RejectStorage RejectReason = "storage node (hosts no jobs)"
+	// RejectLendingEnds: the node's lending ends within Params.LentAhead.
+	RejectLendingEnds RejectReason = "lending ends soon"
 )
 
 // Candidate is one node P2 scored, or rejected with a reason.

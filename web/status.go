@@ -152,6 +152,19 @@ type Member struct {
 	// KillSwitchDrops counts packets the kill-switch dropped since the
 	// node's agent started.
 	KillSwitchDrops uint64 `json:"kill_switch_drops"`
+	// Lending is what the node's owner policy publishes: its lending
+	// windows, its state (lent, reclaiming, owner active, reclaimed, ...)
+	// and its next planned reclaim (Until) or when it may be lent again
+	// (From); nil when it publishes nothing.
+	Lending *Lending `json:"lending,omitempty"`
+}
+
+// Lending is a node's lending as its owner policy publishes it.
+type Lending struct {
+	Windows string    `json:"windows"`
+	State   string    `json:"state,omitempty"`
+	Until   time.Time `json:"until,omitzero"`
+	From    time.Time `json:"from,omitzero"`
 }
 
 // BuildingBandwidth is the bandwidth available to migration from one

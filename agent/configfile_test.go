@@ -17,7 +17,7 @@ import (
 func fullConfig() Config {
 	load := 0.25
 	return Config{
-		Name: "gpu-07", DataDir: "/srv/reclaimnet", BindAddr: "10.0.0.7", AdvertiseAddr: "192.0.2.7", Building: "physics",
+		Name: "gpu-07", DataDir: "/srv/reclaimnet", BindAddr: "10.0.0.7", AdvertiseAddr: "192.0.2.7", Building: "physics", Role: RoleStorage, Lab: "optics", Pool: "spot-a",
 		Join: []string{"10.0.0.1", "10.0.0.2:8000"}, GossipPort: 8001, RaftPort: 8002, TransferPort: 8003, HTTPAddr: "127.0.0.1:9000",
 		GossipKey: "a2V5a2V5a2V5a2V5a2V5a2V5a2V5a2V5a2V5a2V5a2U=", GossipKeyFile: "/etc/reclaimnet/gossip.key", TLSDir: "/etc/reclaimnet/tls",
 		Bootstrap: true, Token: "rn1.0123456789abcdef.0123456789abcdef0123456789abcdef." + strings.Repeat("ab", 32),

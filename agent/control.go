@@ -119,6 +119,12 @@ func (a *Agent) control(req localapi.Request, who caller) localapi.Response {
 		if req.Op != localapi.OpReclaimStatus && req.Op != localapi.OpLendStatus && !a.isMachineOwner(who) {
 			return forbidden("%s: user %s is not an owner of machine %s (root, or a user named by the agent's --owners)", req.Op, who.Name, a.cfg.Name)
 		}
+		if a.cfg.Storage() && (req.Op == localapi.OpReclaim || req.Op == localapi.OpReclaimNow || req.Op == localapi.OpLend) {
+			// A storage node keeps other jobs' checkpoints and is never
+			// lent: nothing of its own to take back.
+			return localapi.Response{Error: req.Op + ": this is a storage node (--role storage): it is never lent or reclaimed",
+				Kind: localapi.KindBadRequest}
+		}
 		return a.ownerControl(req)
 	}
 	return localapi.Response{Error: fmt.Sprintf("unknown operation %q", req.Op), Kind: localapi.KindBadRequest}
@@ -188,6 +194,11 @@ func (a *Agent) runJob(ctx context.Context, c *raft.Coordinator, jr *localapi.Jo
 	if jr.GPUs < 0 || jr.VRAM < 0 || jr.Capability < 0 || jr.LossBudget < 0 || jr.SizeHint < 0 || jr.RuntimeHint < 0 {
 		return localapi.Response{Error: "run: negative resource or hint", Kind: localapi.KindBadRequest}
 	}
+	if jr.Replicas != 0 {
+		if err := state.ValidReplicas(jr.Replicas); err != nil {
+			return localapi.Response{Error: "run: " + err.Error(), Kind: localapi.KindBadRequest}
+		}
+	}
 	spec := state.JobSpec{Command: jr.Command, Env: jr.Env, Dir: jr.Dir, Grace: jr.Grace, Memory: jr.Memory, CPUs: jr.CPUs}
 	if err := state.ValidJobLimits(jr.Memory, jr.CPUs); err != nil {
 		return localapi.Response{Error: "run: " + err.Error(), Kind: localapi.KindBadRequest}
@@ -210,7 +221,7 @@ func (a *Agent) runJob(ctx context.Context, c *raft.Coordinator, jr *localapi.Jo
 	}
 	rec := state.JobRecord{
 		Job: policy.Job{ID: policy.JobID(jr.Name), GPUs: gpus, VRAM: jr.VRAM, Capability: jr.Capability,
-			LossBudget: jr.LossBudget, CheckpointBytes: jr.SizeHint, Remaining: jr.RuntimeHint},
+			LossBudget: jr.LossBudget, CheckpointBytes: jr.SizeHint, Remaining: jr.RuntimeHint, Copies: jr.Replicas},
 		Spec:      spec,
 		Owner:     a.ownerName(who),
 		Submitted: time.Now().UTC().Truncate(time.Second),
@@ -243,6 +254,7 @@ func jobInfos(st *state.State) []localapi.JobInfo {
 			Restarts: j.Restarts, RestartTime: j.RestartTime, Submitted: j.Submitted, Owner: j.Owner}
 		if d, ok := intervals[id]; ok {
 			ji.Interval, ji.Standby = d.Interval, string(d.Standby)
+			ji.BudgetUnmet = d.Ceiling > 0 && d.Floor > d.Ceiling
 		}
 		if cp, ok := st.FreshestCommitted(id); ok {
 			ji.LastCommitted = cp.Version

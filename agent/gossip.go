@@ -39,6 +39,9 @@ func (a *Agent) startMesh() error {
 		HTTPPort:      uint16(a.httpPort()),
 		Role:          role,
 		Started:       a.started,
+		Storage:       a.cfg.Storage(),
+		Lab:           a.cfg.Lab,
+		Pool:          a.cfg.Pool,
 	}
 	if p, err := a.cfg.Owner.Policy(); err == nil { // checked by Validate
 		mc.Meta.Lending = truncate(p.Schedule.String(), mesh.MaxLendingLen)

@@ -95,6 +95,9 @@ trusted lab only; it is logged and shown too.`,
 	fs.StringVar(&fc.BindAddr, "bind", fc.BindAddr, "`address` gossip, Raft and transfers listen on")
 	fs.StringVar(&fc.AdvertiseAddr, "advertise", fc.AdvertiseAddr, "`address` peers use to reach this node (default: --bind)")
 	fs.StringVar(&fc.Building, "building", fc.Building, "`name` of the building this node is in")
+	fs.StringVar(&fc.Lab, "lab", fc.Lab, "failure domain `name` this node shares besides its building, e.g. a lab's room (a prior of which nodes leave together)")
+	fs.StringVar(&fc.Pool, "pool", fc.Pool, "another failure domain `name`, e.g. a spot pool or a power circuit")
+	fs.StringVar(&fc.Role, "role", fc.Role, "node `role`: worker (lends GPUs, hosts jobs) or storage (keeps checkpoints only: hosts no jobs, never lent or reclaimed, preferred as a holder)")
 	fs.StringArrayVar(&fc.Join, "join", nil, "`peer` to join, host or host:port (repeatable)")
 	fs.StringArrayVar(&fc.GPUs, "gpu", nil, "declare GPUs, `spec` MODEL:VRAM:CAP[:xN], e.g. A100-80GB:80GiB:8.0:x4 (repeatable; default: discover)")
 	fs.IntVar(&fc.GossipPort, "gossip-port", fc.GossipPort, "gossip port (TCP and UDP)")
@@ -264,6 +267,12 @@ func applyAgentFlag(cfg, fc *agent.Config, name string) {
 		cfg.AdvertiseAddr = fc.AdvertiseAddr
 	case "building":
 		cfg.Building = fc.Building
+	case "role":
+		cfg.Role = fc.Role
+	case "lab":
+		cfg.Lab = fc.Lab
+	case "pool":
+		cfg.Pool = fc.Pool
 	case "join":
 		cfg.Join = fc.Join
 	case "gpu":

@@ -66,6 +66,9 @@ func printJobTable(w io.Writer, jobs []localapi.JobInfo) {
 		if j.Interval > 0 {
 			interval = j.Interval.Round(time.Second / 10).String()
 		}
+		if j.BudgetUnmet {
+			interval += " (loss budget unmet)"
+		}
 		if j.LastCommitted > 0 {
 			ckpt = fmt.Sprintf("v%d", j.LastCommitted)
 			holders = strings.Join(j.Holders, ",")

@@ -39,6 +39,8 @@ func TestJobCommandsUsage(t *testing.T) {
 		{"run signal TERM", []string{"run", "--data-dir", dir, "--signal", "TERM", "--", "true"}, ExitUsage, "want one of USR1, USR2"},
 		{"run signal unknown", []string{"run", "--data-dir", dir, "--signal", "FOO", "--", "true"}, ExitUsage, `"FOO"`},
 		{"run zero grace", []string{"run", "--data-dir", dir, "--grace", "0s", "--", "true"}, ExitUsage, "--grace"},
+		{"run zero replicas", []string{"run", "--data-dir", dir, "--replicas", "0", "--", "true"}, ExitUsage, "--replicas"},
+		{"run too many replicas", []string{"run", "--data-dir", dir, "--replicas", "9", "--", "true"}, ExitUsage, "want 1 to 8"},
 		{"run negative grace", []string{"run", "--data-dir", dir, "--grace", "-5s", "--", "true"}, ExitUsage, "want more than 0"},
 		{"run grace over an hour", []string{"run", "--data-dir", dir, "--grace", "61m", "--", "true"}, ExitUsage, "at most 1h"},
 		{"run bad grace", []string{"run", "--data-dir", dir, "--grace", "soon", "--", "true"}, ExitUsage, "grace"},
@@ -120,15 +122,15 @@ func TestJobCommandsAgainstAgent(t *testing.T) {
 	}
 	code, out, errOut := runCLI(t, "run", "--data-dir", dir, "--name", "cli-job", "--vram", "8GiB", "--capability", "8.0",
 		"--size-hint", "1MiB", "--runtime-hint", "1h", "--signal", "USR2", "--grace", "5s", "--memory", "512MiB", "--cpus", "1.5",
-		"--", "/bin/sh", script)
+		"--replicas", "3", "--", "/bin/sh", script)
 	if code != ExitOK || strings.TrimSpace(out) != "cli-job" {
 		t.Fatalf("run: exit %d, stdout %q, stderr %q; want exit 0 printing cli-job", code, out, errOut)
 	}
-	// The signal, grace and limits are in the replicated record every node
-	// reads.
+	// The signal, grace, limits and replica count are in the replicated
+	// record every node reads.
 	if j, ok := a.Coordinator().Store().Job("cli-job"); !ok || j.Spec.Signal != "USR2" || j.Spec.Grace != 5*time.Second ||
-		j.Spec.Memory != 512<<20 || j.Spec.CPUs != 1.5 {
-		t.Fatalf("replicated spec %+v (found %v), want signal USR2, grace 5s, memory 512 MiB, 1.5 CPUs", j.Spec, ok)
+		j.Spec.Memory != 512<<20 || j.Spec.CPUs != 1.5 || j.Copies != 3 {
+		t.Fatalf("replicated spec %+v, %d replicas (found %v), want signal USR2, grace 5s, memory 512 MiB, 1.5 CPUs, 3 replicas", j.Spec, j.Copies, ok)
 	}
 	code, out, errOut = runCLI(t, "jobs", "--data-dir", dir, "--json")
 	if code != ExitOK {
@@ -175,4 +177,18 @@ func TestJobCommandsAgainstAgent(t *testing.T) {
 		_, out, _ := runCLI(t, "jobs", "--data-dir", dir, "--json")
 		return json.Unmarshal([]byte(out), &jobs) == nil && len(jobs.Jobs) == 1 && jobs.Jobs[0].State == "done"
 	})
+}
+
+// The jobs table says when a job's loss budget cannot be met at its
+// bandwidth (the interval's floor above 2·Lmax), and only then.
+func TestJobTableBudgetUnmet(t *testing.T) {
+	var b strings.Builder
+	printJobTable(&b, []localapi.JobInfo{
+		{ID: "big", State: "running", Interval: 83 * time.Second, BudgetUnmet: true, Command: []string{"train"}},
+		{ID: "small", State: "running", Interval: 16 * time.Second, Command: []string{"train"}},
+	})
+	lines := strings.Split(b.String(), "\n")
+	if len(lines) < 3 || !strings.Contains(lines[1], "1m23s (loss budget unmet)") || strings.Contains(lines[2], "unmet") {
+		t.Errorf("table:\n%s\nwant big's interval marked unmet and small's not", b.String())
+	}
 }

@@ -228,6 +228,18 @@ func printReport(w io.Writer, rep *localapi.ReclaimReport) {
 		fmt.Fprintf(w, "  time to isolate:   - (kernel enforcement off: nothing isolated)\n")
 	}
 	fmt.Fprintf(w, "  jobs moved:        %d %s\n", len(rep.Moved), strings.Join(rep.Moved, " "))
+	for _, d := range rep.Downtimes {
+		switch {
+		case d.Downtime == 0:
+			fmt.Fprintf(w, "    %-16s down until its start on the new node (not recorded yet)", d.Job)
+		default:
+			fmt.Fprintf(w, "    %-16s down %s", d.Job, d.Downtime.Round(time.Millisecond))
+		}
+		if d.Limit > 0 {
+			fmt.Fprintf(w, " (limit %s)", d.Limit.Round(time.Millisecond))
+		}
+		fmt.Fprintln(w)
+	}
 	fmt.Fprintf(w, "  jobs degraded:     %d %s\n", len(rep.Degraded), strings.Join(rep.Degraded, " "))
 	if len(rep.Finished) > 0 {
 		fmt.Fprintf(w, "  jobs finished:     %d %s\n", len(rep.Finished), strings.Join(rep.Finished, " "))
@@ -249,10 +261,15 @@ func reclaimNow(ctx context.Context, env *Env, o reclaimOptions) error {
 	dataDir, node, pinDir, asJSON := o.dataDir, o.node, o.pinDir, o.asJSON
 	start := time.Now()
 	w := env.Stdout
-	if node == "" && pinDir == "" {
-		if b, err := os.ReadFile(filepath.Join(dataDir, localapi.InfoFile)); err == nil {
-			var info localapi.Info
-			if json.Unmarshal(b, &info) == nil {
+	if b, err := os.ReadFile(filepath.Join(dataDir, localapi.InfoFile)); err == nil {
+		var info localapi.Info
+		if json.Unmarshal(b, &info) == nil {
+			if info.Storage {
+				// Isolating it would cut every job's copies off; it is
+				// never lent, so there is nothing to take back.
+				return errors.New("this is a storage node (agent --role storage): it is never lent, so it cannot be reclaimed")
+			}
+			if node == "" && pinDir == "" {
 				node = info.Node
 			}
 		}

@@ -11,6 +11,7 @@ import (
 	"github.com/reclaimnet/reclaimnet/gpu"
 	"github.com/reclaimnet/reclaimnet/localapi"
 	"github.com/reclaimnet/reclaimnet/pki"
+	"github.com/reclaimnet/reclaimnet/policy"
 	"github.com/reclaimnet/reclaimnet/state"
 )
 
@@ -19,7 +20,7 @@ func init() { register(newRunCmd) }
 // runOptions are 'reclaimnet run's flags.
 type runOptions struct {
 	dataDir, name, vram, capability, sizeHint, signal, workDir, memory string
-	gpus                                                               int
+	gpus, replicas                                                     int
 	cpus                                                               float64
 	lossBudget, runtimeHint, grace                                     time.Duration
 	env, secretEnv                                                     []string
@@ -47,6 +48,7 @@ CMD: what follows belongs to the job.`,
 	fs.StringVar(&o.vram, "vram", "", "VRAM per GPU, a `size` such as 20GiB")
 	fs.StringVar(&o.capability, "capability", "", "minimum CUDA compute `capability`, e.g. 8.0")
 	fs.DurationVar(&o.lossBudget, "loss-budget", 10*time.Minute, "expected work the job may lose when its node leaves without notice (its checkpoints are spaced to keep within it)")
+	fs.IntVar(&o.replicas, "replicas", policy.DefaultCopies, "`K`, how many nodes other than the job's host keep its freshest committed checkpoint (1 to 8; chosen so they are unlikely to leave together)")
 	fs.StringVar(&o.sizeHint, "size-hint", "", "expected checkpoint `size`, e.g. 3GiB")
 	fs.DurationVar(&o.runtimeHint, "runtime-hint", 0, "expected runtime, e.g. 6h")
 	fs.StringVar(&o.signal, "signal", "USR1", "`signal` that asks the job for a checkpoint: "+strings.Join(state.CheckpointSignals, ", "))
@@ -69,7 +71,7 @@ func runRun(ctx context.Context, env *Env, o runOptions, command []string) error
 		return usagef("no command (put it after --)")
 	}
 	jr := &localapi.JobRequest{Name: o.name, Command: command, Env: o.env, Dir: o.workDir, GPUs: o.gpus,
-		LossBudget: o.lossBudget, RuntimeHint: o.runtimeHint}
+		LossBudget: o.lossBudget, RuntimeHint: o.runtimeHint, Replicas: o.replicas}
 	for _, k := range o.secretEnv {
 		if err := pki.ValidEnvName(k); err != nil {
 			return usagef("--secret-env: %v", err)
@@ -90,6 +92,9 @@ func runRun(ctx context.Context, env *Env, o runOptions, command []string) error
 	}
 	if o.gpus < 1 {
 		return usagef("--gpus %d: want at least 1", o.gpus)
+	}
+	if err := state.ValidReplicas(o.replicas); err != nil {
+		return usagef("--replicas: %v", err)
 	}
 	if o.lossBudget <= 0 {
 		return usagef("--loss-budget %v: want a positive duration", o.lossBudget)

@@ -103,4 +103,8 @@ type Info struct {
 	TransferAddr string `json:"transfer_addr"`
 	HTTPAddr     string `json:"http_addr"`
 	Socket       string `json:"socket"`
+	// Storage is set on a storage-role node (agent --role storage): it is
+	// never lent, so reclaim --now refuses it before touching the
+	// kill-switch.
+	Storage bool `json:"storage,omitempty"`
 }

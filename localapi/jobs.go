@@ -52,6 +52,10 @@ type JobRequest struct {
 	// secrets key before anything is written (reclaimnet run
 	// --secret-env); their values cross only this socket in the clear.
 	Secrets map[string]string `json:"secrets,omitempty"`
+	// Replicas is k, how many nodes other than the host keep the job's
+	// freshest committed checkpoint (reclaimnet run --replicas); 0: the
+	// cluster's default (2).
+	Replicas int `json:"replicas,omitempty"`
 }
 
 // JobInfo is one job as 'reclaimnet jobs' shows it.
@@ -61,7 +65,11 @@ type JobInfo struct {
 	Node     string        `json:"node,omitempty"`
 	Command  []string      `json:"command"`
 	Interval time.Duration `json:"interval_ns"`
-	Standby  string        `json:"standby,omitempty"`
+	// BudgetUnmet: the interval's floor C/(β·b) is above the loss
+	// budget's ceiling 2·Lmax (docs/design.md P1.5): at its bandwidth the
+	// job cannot checkpoint often enough to meet its loss budget.
+	BudgetUnmet bool   `json:"budget_unmet,omitempty"`
+	Standby     string `json:"standby,omitempty"`
 	// LastCommitted is the freshest committed checkpoint version (0: none)
 	// and Holders the nodes holding it; LastVersion the newest recorded.
 	LastCommitted uint64        `json:"last_committed"`

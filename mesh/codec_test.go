@@ -16,6 +16,7 @@ func sampleMeta() Meta {
 		ID: "gpu-07", Building: "physics", RaftPort: 7947, TransferPort: 7948, HTTPPort: 7949,
 		Role: RoleNonVoter, GPUs: 4, GPUModel: "A100-80GB", GPUVRAMMiB: 81920, GPUCapability: 80,
 		Started: time.Unix(1_780_000_000, 0), Lending: "Mon-Fri 19:00-08:00; Sat,Sun (Europe/Berlin)", Outlook: []byte{1, 1, 0x80, 0x01, 0},
+		Storage: true, Lab: "optics-lab", Pool: "spot-a",
 	}
 }
 
@@ -84,16 +85,16 @@ func TestMetaRoundTrip(t *testing.T) {
 	}
 }
 
-// TestMetaVersion1: metadata of a version-1 node (no lending fields)
-// still decodes, with none.
+// TestMetaVersion1: metadata of a version-1 node (no lending fields, no
+// flags, lab or pool) still decodes, with none.
 func TestMetaVersion1(t *testing.T) {
 	m := sampleMeta()
-	m.Lending, m.Outlook = "", nil
+	m.Lending, m.Outlook, m.Storage, m.Lab, m.Pool = "", nil, false, "", ""
 	b, err := m.Encode()
 	if err != nil {
 		t.Fatal(err)
 	}
-	v1 := append([]byte(nil), b[:len(b)-2]...) // the two empty strings
+	v1 := append([]byte(nil), b[:len(b)-5]...) // two empty strings, the flags, two empty strings
 	v1[0] = 1
 	got, err := DecodeMeta(v1)
 	if err != nil || !reflect.DeepEqual(got, m) {
@@ -101,6 +102,29 @@ func TestMetaVersion1(t *testing.T) {
 	}
 	if _, err := DecodeMeta(append(v1[:len(v1):len(v1)], 0)); err == nil {
 		t.Error("a version-1 encoding with a trailing byte decoded")
+	}
+}
+
+// TestMetaVersion2: a version-2 node (lending fields, no flags, lab or
+// pool) is read as a node that is not a storage node and names no lab or
+// pool; this version's unknown flags are malformed.
+func TestMetaVersion2(t *testing.T) {
+	m := sampleMeta()
+	b, _ := m.Encode()
+	tail := 1 + 1 + len(m.Lab) + 1 + len(m.Pool) // flags, lab, pool
+	v2 := append([]byte{2}, b[1:len(b)-tail]...)
+	got, err := DecodeMeta(v2)
+	if err != nil {
+		t.Fatalf("DecodeMeta(version 2): %v", err)
+	}
+	m.Storage, m.Lab, m.Pool = false, "", ""
+	if !reflect.DeepEqual(got, m) {
+		t.Errorf("version 2: got %+v, want %+v", got, m)
+	}
+	bad := append([]byte(nil), b...)
+	bad[len(bad)-tail] = 0x81
+	if _, err := DecodeMeta(bad); !errors.Is(err, ErrMalformed) {
+		t.Errorf("unknown flags: got %v, want ErrMalformed", err)
 	}
 }
 
@@ -115,6 +139,7 @@ func TestMetaLimits(t *testing.T) {
 	m.GPUVRAMMiB = math.MaxUint32
 	m.Lending = strings.Repeat("l", MaxLendingLen)
 	m.Outlook = []byte(strings.Repeat("o", MaxOutlookLen))
+	m.Lab, m.Pool = strings.Repeat("l", MaxDomainLen), strings.Repeat("p", MaxDomainLen)
 	b, err := m.Encode()
 	if err != nil {
 		t.Fatalf("Encode at the limits: %v", err)
@@ -128,6 +153,8 @@ func TestMetaLimits(t *testing.T) {
 		"model":    func(m *Meta) { m.GPUModel += "g" },
 		"lending":  func(m *Meta) { m.Lending += "l" },
 		"outlook":  func(m *Meta) { m.Outlook = append(m.Outlook, 'o') },
+		"lab":      func(m *Meta) { m.Lab += "l" },
+		"pool":     func(m *Meta) { m.Pool += "p" },
 		"empty id": func(m *Meta) { m.ID = "" },
 	} {
 		mm := m

@@ -9,8 +9,13 @@ import (
 
 // MetaVersion is the metadata encoding this build writes. A decoder reads
 // the fields it knows from any version ≥ 1 and ignores fields appended by a
-// newer version, so nodes can be upgraded one by one.
-const MetaVersion = 2
+// newer version, so nodes can be upgraded one by one. Version 2 appends
+// the lending fields, version 3 a flags byte (metaStorage), the lab and
+// the pool.
+const MetaVersion = 3
+
+// metaStorage is the flag of a storage-role node.
+const metaStorage = 1 << 0
 
 // Limits on metadata strings; with them an encoded Meta always fits in
 // memberlist.MetaMaxSize (512 bytes).
@@ -22,6 +27,9 @@ const (
 	MaxLendingLen = 160
 	// MaxOutlookLen bounds the encoded lending outlook (version 2).
 	MaxOutlookLen = 32
+	// MaxDomainLen bounds Lab and Pool (version 3): short names, so that
+	// every field at its limit still fits in MetaMaxSize.
+	MaxDomainLen = 16
 )
 
 // Role says what part of the control plane a node may take.
@@ -70,6 +78,14 @@ type Meta struct {
 	// encoded owner.Outlook (lent until when, or lendable again from
 	// when; version 2). Empty: none published.
 	Outlook []byte
+	// Storage is set on a storage-role node (reclaimnet agent --role
+	// storage, version 3): it keeps checkpoints, hosts no jobs and is
+	// never lent or reclaimed. Older nodes are not storage nodes.
+	Storage bool
+	// Lab and Pool name failure domains the node shares with others
+	// besides its building (a lab's room, a spot pool, a power circuit;
+	// version 3): the priors of which nodes leave together. Empty: none.
+	Lab, Pool string
 }
 
 // Encode returns the compact encoding of m, or an error if a string is
@@ -86,6 +102,8 @@ func (m Meta) Encode() ([]byte, error) {
 		return nil, fmt.Errorf("lending windows %q: longer than %d bytes", m.Lending, MaxLendingLen)
 	case len(m.Outlook) > MaxOutlookLen:
 		return nil, fmt.Errorf("lending outlook of %d bytes: longer than %d", len(m.Outlook), MaxOutlookLen)
+	case len(m.Lab) > MaxDomainLen || len(m.Pool) > MaxDomainLen:
+		return nil, fmt.Errorf("lab %q or pool %q: longer than %d bytes", m.Lab, m.Pool, MaxDomainLen)
 	}
 	w := writer{buf: make([]byte, 0, 64)}
 	w.byte(MetaVersion)
@@ -102,6 +120,13 @@ func (m Meta) Encode() ([]byte, error) {
 	w.varint(m.Started.Unix())
 	w.string(m.Lending)
 	w.string(string(m.Outlook))
+	var flags byte
+	if m.Storage {
+		flags |= metaStorage
+	}
+	w.byte(flags)
+	w.string(m.Lab)
+	w.string(m.Pool)
 	if len(w.buf) > memberlist.MetaMaxSize {
 		return nil, fmt.Errorf("node metadata is %d bytes, over memberlist's %d", len(w.buf), memberlist.MetaMaxSize)
 	}
@@ -135,9 +160,19 @@ func DecodeMeta(b []byte) (Meta, error) {
 		m.Lending = r.string("lending windows", MaxLendingLen)
 		m.Outlook = r.bytes("lending outlook", MaxOutlookLen)
 	}
+	var flags byte
+	if v >= 3 {
+		flags = r.byte("flags")
+		m.Lab = r.string("lab", MaxDomainLen)
+		m.Pool = r.string("pool", MaxDomainLen)
+	}
 	if r.err != nil {
 		return Meta{}, r.err
 	}
+	if v == MetaVersion && flags&^metaStorage != 0 {
+		return Meta{}, fmt.Errorf("%w: unknown flags %#x", ErrMalformed, flags)
+	}
+	m.Storage = flags&metaStorage != 0
 	if vram > 1<<32-1 {
 		return Meta{}, fmt.Errorf("%w: gpu vram %d MiB", ErrMalformed, vram)
 	}

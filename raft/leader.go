@@ -111,6 +111,7 @@ type leaderTicker struct {
 	est        *policy.HazardEstimator
 	departures uint64 // FSM departure counter the estimator has seen
 	lastUp     time.Time
+	co         CoDepartureLog
 }
 
 func (c *Coordinator) runTick(ctx context.Context, lt *leaderTicker) {
@@ -143,7 +144,7 @@ func (c *Coordinator) runTick(ctx context.Context, lt *leaderTicker) {
 	}
 	c.publishHazards(st, hazards, now)
 
-	dec := decide(st, hazards, tel, c.cfg.Params, now)
+	dec := decide(st, hazards, lt.co.Estimate(st, now), tel, c.cfg.Params, now)
 	c.ticks.Add(1)
 	c.lastTick.Store(now.UnixNano())
 	trimCandidates(&dec)
@@ -175,8 +176,10 @@ func (c *Coordinator) runTick(ctx context.Context, lt *leaderTicker) {
 // progress from gossip, a telemetry interval late (or never, from a node
 // that does not report it), so re-deciding from scratch could flip an
 // admitted move to "degraded" as its deadline nears.
-func decide(st *state.State, hazards map[policy.NodeID]policy.HazardEstimate, tel Telemetry, params policy.Params, now time.Time) policy.Decisions {
+// co is the co-departure estimate (nil: departures independent).
+func decide(st *state.State, hazards map[policy.NodeID]policy.HazardEstimate, co *policy.CoDeparture, tel Telemetry, params policy.Params, now time.Time) policy.Decisions {
 	snap := buildSnapshot(st, hazards, tel, params, now)
+	snap.CoDeparture = co
 	return policy.KeepAdmittedHandoffs(st.Decisions.Decisions, policy.Tick(snap, now), snap, now)
 }
 
@@ -292,7 +295,7 @@ func buildSnapshot(st *state.State, hz map[policy.NodeID]policy.HazardEstimate, 
 			continue // only nodes whose certificate the leader verified get work
 		}
 		free := max(n.GPUs-used[id], 0)
-		pn := policy.Node{ID: id, Building: n.Building, GPU: n.GPU, GPUs: n.GPUs, FreeGPUs: free}
+		pn := policy.Node{ID: id, Building: n.Building, GPU: n.GPU, GPUs: n.GPUs, FreeGPUs: free, Storage: n.Storage, Lab: n.Lab, Pool: n.Pool}
 		if l, ok := live[id]; ok {
 			pn.FreeGPUs = min(free, l.FreeGPUs)
 			pn.Load, pn.AccessLink = l.Load, l.AccessLink
@@ -319,6 +322,8 @@ func buildSnapshot(st *state.State, hz map[policy.NodeID]policy.HazardEstimate, 
 		}
 		if j.State == policy.JobRunning && j.Node != "" {
 			pj.Exposure = exposure(st, j, progress, now)
+			pj.AtRisk = atRisk(st, j, now)
+			pj.Started = j.RunningSince
 		}
 		snap.Jobs = append(snap.Jobs, pj)
 	}
@@ -418,6 +423,29 @@ func exposure(st *state.State, j state.JobRecord, progress map[string]state.Flow
 		return 0
 	}
 	return max(now.Sub(base), 0)
+}
+
+// atRisk is policy.Job.AtRisk for a running job: the time since the
+// write of the newest version that a live node other than the host holds
+// (what survives the host and every other holder leaving, SPEC P2.7), or
+// since its submission with no such version (all its progress). 0 when
+// the times are unknown.
+func atRisk(st *state.State, j state.JobRecord, now time.Time) time.Duration {
+	cps := st.Checkpoints[j.ID]
+	for i := len(cps) - 1; i >= 0; i-- {
+		if !cps[i].Committed || cps[i].Written.IsZero() {
+			continue
+		}
+		for _, h := range cps[i].Holders {
+			if h != j.Node && st.Nodes[h].State == state.NodeActive {
+				return max(now.Sub(cps[i].Written), 0)
+			}
+		}
+	}
+	if j.Submitted.IsZero() {
+		return 0
+	}
+	return max(now.Sub(j.Submitted), 0)
 }
 
 func trimCandidates(d *policy.Decisions) {

@@ -295,7 +295,7 @@ func TestLeaderKeepsAdmittedHandoff(t *testing.T) {
 	// admit commits the first decision (as runTick does), so j is migrating.
 	admit := func(t *testing.T) (*state.State, policy.Decisions) {
 		st := build(t)
-		first := decide(st, nil, tel, params, at)
+		first := decide(st, nil, nil, tel, params, at)
 		if h := handoff(first); h.To != "b" || !h.FinalCheckpoint || h.Degraded {
 			t.Fatalf("first decision got %+v, want admitted to b with a final checkpoint", h)
 		}
@@ -318,7 +318,7 @@ func TestLeaderKeepsAdmittedHandoff(t *testing.T) {
 		if h := handoff(fresh); !h.Degraded || h.To != "" {
 			t.Fatalf("a fresh Tick 5 s before the deadline got %+v, want degraded (the test's premise)", h)
 		}
-		got := decide(st, nil, tel, params, late)
+		got := decide(st, nil, nil, tel, params, late)
 		if h := handoff(got); h.To != "b" || !h.FinalCheckpoint || h.Degraded {
 			t.Fatalf("leader's decision 5 s before the deadline got %+v, want still admitted to b", h)
 		}
@@ -336,14 +336,14 @@ func TestLeaderKeepsAdmittedHandoff(t *testing.T) {
 		if _, err := st.Apply(state.RecordDeparture{Departure: state.Departure{Node: "b", At: late.Add(-time.Second), Kind: state.DepartureEmergency}}); err != nil {
 			t.Fatal(err)
 		}
-		if h := handoff(decide(st, nil, tel, params, late)); h.To == "b" || !h.Degraded {
+		if h := handoff(decide(st, nil, nil, tel, params, late)); h.To == "b" || !h.Degraded {
 			t.Fatalf("decision after b failed got %+v, want degraded, not to b", h)
 		}
 	})
 	t.Run("released after the deadline", func(t *testing.T) {
 		st, _ := admit(t)
 		after := deadline.Add(time.Second)
-		got := decide(st, nil, tel, params, after)
+		got := decide(st, nil, nil, tel, params, after)
 		want := policy.Tick(buildSnapshot(st, nil, tel, params, after), after)
 		if !reflect.DeepEqual(got, want) {
 			t.Fatalf("decision after the deadline got %+v, want the fresh Tick's %+v", handoff(got), handoff(want))

@@ -423,7 +423,7 @@ func (c *Coordinator) reconcile(members []Member, now time.Time) error {
 		old, known := st.Nodes[m.ID]
 		rec := state.NodeRecord{
 			ID: m.ID, Building: m.Building, RaftAddr: m.RaftAddr, GossipAddr: m.GossipAddr, TransferAddr: m.TransferAddr,
-			GPU: m.GPU, GPUs: m.GPUs, Role: role, State: state.NodeActive, Joined: m.Since.UTC().Round(0),
+			GPU: m.GPU, GPUs: m.GPUs, Storage: m.Storage, Lab: m.Lab, Pool: m.Pool, Role: role, State: state.NodeActive, Joined: m.Since.UTC().Round(0),
 		}
 		_, rec.Admitted = admitted[m.ID]
 		rec.Refused = refused[m.ID]
@@ -516,7 +516,7 @@ func (c *Coordinator) forgetHeartbeats() {
 
 func sameNode(a, b state.NodeRecord) bool {
 	return a.ID == b.ID && a.Building == b.Building && a.RaftAddr == b.RaftAddr && a.GossipAddr == b.GossipAddr &&
-		a.TransferAddr == b.TransferAddr && a.GPU == b.GPU && a.GPUs == b.GPUs && a.Role == b.Role &&
+		a.TransferAddr == b.TransferAddr && a.GPU == b.GPU && a.GPUs == b.GPUs && a.Storage == b.Storage && a.Lab == b.Lab && a.Pool == b.Pool && a.Role == b.Role &&
 		a.State == b.State && a.Joined.Equal(b.Joined) && a.Admitted == b.Admitted && a.Refused == b.Refused
 }
 

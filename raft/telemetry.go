@@ -66,6 +66,12 @@ type Member struct {
 	// Hazard is the member's departure hazard (1/s) as gossip last saw it;
 	// the leader prefers its own published estimate when it has one.
 	Hazard float64
+	// Storage is set for a storage-role node (its gossip metadata says
+	// so): the registry records it and P2 prefers it as a holder.
+	Storage bool
+	// Lab and Pool are the node's failure domains besides its building
+	// (gossip metadata), the priors of co-departure.
+	Lab, Pool string
 }
 
 // NodeTelemetry are a node's live figures.

@@ -104,7 +104,7 @@ func (s *State) Apply(cmd Command) (bool, error) {
 		if c.Done {
 			j.State = policy.JobDone
 		}
-		resumed := !c.Ready.IsZero() && noteResumed(s, c.Job, c.Node, c.Ready)
+		resumed := !c.Ready.IsZero() && noteResumed(s, c)
 		if reflect.DeepEqual(old, j) {
 			return resumed, nil
 		}
@@ -192,7 +192,7 @@ func sameSubmission(a, b JobRecord) bool {
 	return a.ID == b.ID && a.Owner == b.Owner && reflect.DeepEqual(a.Spec, b.Spec) &&
 		a.CheckpointBytes == b.CheckpointBytes && a.LossBudget == b.LossBudget &&
 		a.GPUs == b.GPUs && a.VRAM == b.VRAM && a.Capability == b.Capability &&
-		a.WriteCap == b.WriteCap && a.Submitted.Equal(b.Submitted)
+		a.WriteCap == b.WriteCap && a.Copies == b.Copies && a.Submitted.Equal(b.Submitted)
 }
 
 // staleReclaim reports whether r was announced before the node's logged

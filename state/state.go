@@ -65,8 +65,16 @@ type NodeRecord struct {
 	TransferAddr string `json:",omitempty"`
 	GPU          policy.GPU
 	GPUs         int
-	Role         Role
-	State        NodeState
+	// Storage marks a storage-role node (reclaimnet agent --role storage,
+	// declared in its gossip metadata): it keeps checkpoints, hosts no
+	// jobs and is never lent or reclaimed (policy.Node.Storage).
+	Storage bool `json:",omitempty"`
+	// Lab and Pool name the node's failure domains besides its building
+	// (policy.Node.Lab, Pool); empty: none.
+	Lab   string `json:",omitempty"`
+	Pool  string `json:",omitempty"`
+	Role  Role
+	State NodeState
 	// Joined is when the node's current membership began; Left when it
 	// ended (zero while active).
 	Joined time.Time
@@ -140,6 +148,20 @@ func ValidJobLimits(memory int64, cpus float64) error {
 // with: ones a job can catch and whose default action does not matter to
 // the supervisor. TERM (the stop signal), KILL and STOP are not among them.
 var CheckpointSignals = []string{"USR1", "USR2", "HUP", "INT", "QUIT", "ALRM", "URG", "PWR"}
+
+// MaxReplicas bounds a job's k, the nodes other than its host that keep
+// its freshest committed checkpoint (run --replicas): every holder costs
+// one more copy of each version on the network.
+const MaxReplicas = 8
+
+// ValidReplicas reports whether k can be a job's replica count (1 to
+// MaxReplicas; a record's 0 means policy.DefaultCopies).
+func ValidReplicas(k int) error {
+	if k < 1 || k > MaxReplicas {
+		return fmt.Errorf("replicas %d: want 1 to %d", k, MaxReplicas)
+	}
+	return nil
+}
 
 // MaxStopGrace bounds a job's stop grace (a stop must end in bounded time).
 const MaxStopGrace = time.Hour
@@ -423,6 +445,15 @@ type JobOutcome struct {
 	// departure for a recovery, to Resumed. Zero when not known (yet).
 	Stopped time.Time `json:",omitzero"`
 	Resumed time.Time `json:",omitzero"`
+	// Where the downtime went (design P3.8d), each zero when not known:
+	// Detected is when the cluster recorded a recovery's departure,
+	// Restored when the checkpoint was restored on To, and Limit the
+	// downtime the move cannot beat (bytes lacked ÷ path rate + Tr + one
+	// control period for a hand-off, + the detection time for a
+	// recovery).
+	Detected time.Time     `json:",omitzero"`
+	Restored time.Time     `json:",omitzero"`
+	Limit    time.Duration `json:",omitzero"`
 }
 
 func (r ReclaimReport) clone() ReclaimReport {

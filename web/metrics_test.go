@@ -138,8 +138,16 @@ func TestMetricsMatchStatus(t *testing.T) {
 	eq("reclaimnet_handoffs_total", nil, float64(s.Counters.Handoffs))
 	eq("reclaimnet_degraded_recoveries_total", nil, float64(s.Counters.DegradedRecoveries))
 
-	// The infeasible flag is 1 for resnet.
+	// The infeasible flag is 1 for resnet, whose interval floor (2000 s)
+	// is above its ceiling (2·5 min): its budget is unmet; llama-ft's is met.
 	eq("reclaimnet_job_loss_budget_infeasible", map[string]string{"job_id": "resnet"}, 1)
+	eq("reclaimnet_job_loss_budget_unmet", map[string]string{"job_id": "resnet"}, 1)
+	eq("reclaimnet_job_interval_floor_seconds", map[string]string{"job_id": "resnet"}, 2000)
+	eq("reclaimnet_job_interval_ceiling_seconds", map[string]string{"job_id": "resnet"}, 600)
+	eq("reclaimnet_job_loss_budget_unmet", map[string]string{"job_id": "llama-ft"}, 0)
+	eq("reclaimnet_job_replicas", map[string]string{"job_id": "llama-ft"}, 2)
+	eq("reclaimnet_job_holders", map[string]string{"job_id": "llama-ft"}, 1)
+	eq("reclaimnet_job_holder_risk_ratio", map[string]string{"job_id": "llama-ft"}, 0.004)
 	// Counters are typed as counters.
 	for name, f := range fams {
 		if strings.HasSuffix(name, "_total") != (f.GetType() == dto.MetricType_COUNTER) {

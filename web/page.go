@@ -35,6 +35,7 @@ func newPageRenderer() (*pageRenderer, error) {
 		"stamp":     fmtStamp,
 		"ago":       fmtAgo,
 		"pct":       fmtPct,
+		"prob":      fmtProb,
 		"secs":      fmtSeconds,
 		"mul100":    func(f float64) float64 { return 100 * f },
 		"sparkline": func(p policy.HazardProfile, at time.Time) template.HTML { return hazardChart(p, at, sparkSize) },

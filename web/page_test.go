@@ -64,6 +64,7 @@ func TestPageWithoutJavaScript(t *testing.T) {
 		{"member-n3", "17 dropped"},
 		{"member-n4", "suspect"},
 		{"member-n4", "nonvoter"},
+		{"member-n4", `<span class="badge storage"`},
 		{"job-llama-ft", "running"},
 		{"job-llama-ft", "<b>9m52s</b>"},
 		{"job-llama-ft", "hazard 0.99/h"},
@@ -71,7 +72,10 @@ func TestPageWithoutJavaScript(t *testing.T) {
 		{"job-llama-ft", "<b>3m12s</b> ago"},
 		{"job-llama-ft", "on n2, n3"},
 		{"job-llama-ft", "has 75%"},
-		{"job-resnet", "loss budget infeasible"},
+		{"job-resnet", "loss budget cannot be met: floor C/(β·b) 33m20s above 2·Lmax 10m00s"},
+		{"job-resnet", "set by network floor"},
+		{"job-llama-ft", "set by optimum"},
+		{"job-llama-ft", "holders n2 of k=2 · all leave with the host: 0.4%"},
 		{"job-bert", "no decision yet"},
 		{"transfer-f-resnet-12", "240 Mbit/s / <b>228 Mbit/s</b>"},
 		{"transfer-f-resnet-12", "35s / 1m00s"},
@@ -85,8 +89,22 @@ func TestPageWithoutJavaScript(t *testing.T) {
 			t.Errorf("row %s lacks %q:\n%s", c.row, c.want, row)
 		}
 	}
-	if strings.Contains(rowOf(t, page, "job-llama-ft"), "loss budget infeasible") {
+	if row := rowOf(t, page, "job-llama-ft"); strings.Contains(row, "loss budget infeasible") || strings.Contains(row, "cannot be met") {
 		t.Errorf("llama-ft shows the loss-budget flag, want it only on resnet")
+	}
+	// Which nodes tend to leave together, most likely first.
+	ci := strings.Index(page, `id="codeparture"`)
+	if ci < 0 {
+		t.Fatalf("no co-departure section")
+	}
+	co := page[ci : ci+strings.Index(page[ci:], "</section>")]
+	for _, want := range []string{"within 1m00s of the other", "<td>n3 · n4</td><td>building</td><td class=\"num\">62%</td>", "<td>n1 · n3</td><td>none</td><td class=\"num\">0.2%</td>"} {
+		if !strings.Contains(co, want) {
+			t.Errorf("co-departure section lacks %q:\n%s", want, co)
+		}
+	}
+	if a, b := strings.Index(co, "n3 · n4"), strings.Index(co, "n1 · n2"); a < 0 || b < a {
+		t.Errorf("co-departure pairs not highest first:\n%s", co)
 	}
 	// The hand-off's candidates: n2 (64.5 s) ranks before n1 (71.2 s) and
 	// is chosen; the rejected ones follow with P2's reasons.

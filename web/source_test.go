@@ -106,13 +106,23 @@ func scenarioA() Status {
 	now := scenarioNow
 	n3 := member("n3", "sci", MemberLeaving, RaftFollower, gpuA6k, 2, 1, 0.3)
 	n3.KillSwitch, n3.KillSwitchDrops = KillSwitchSoft, 17
-	decisionLlama := policy.JobDecision{Job: "llama-ft", Bandwidth: 12_500_000, Interval: 9*time.Minute + 52*time.Second, Hazard: 0.99 / 3600, Standby: "n2"}
-	decisionResnet := policy.JobDecision{Job: "resnet", Bandwidth: 4_000_000, Interval: 2000 * time.Second, Hazard: 1.8 / 3600, LossBudgetInfeasible: true}
+	n4 := member("n4", "sci", MemberSuspect, RaftNonvoter, gpuA6k, 1, 1, 0.4)
+	n4.Storage = true
+	decisionLlama := policy.JobDecision{Job: "llama-ft", Bandwidth: 12_500_000, Interval: 9*time.Minute + 52*time.Second, Hazard: 0.99 / 3600, Standby: "n2",
+		Bound: policy.BoundOptimum, Floor: 100 * time.Second, Ceiling: 20 * time.Minute, Holders: []policy.NodeID{"n2"}, Risk: 0.004}
+	decisionResnet := policy.JobDecision{Job: "resnet", Bandwidth: 4_000_000, Interval: 2000 * time.Second, Hazard: 1.8 / 3600, LossBudgetInfeasible: true,
+		Bound: policy.BoundFloor, Floor: 2000 * time.Second, Ceiling: 10 * time.Minute, Risk: 1}
 	deadline := now.Add(reclaimNotice - reclaimElapsed)
 	return Status{
 		GeneratedAt: now,
 		Node:        "n1",
 		Version:     "v0.1.0-test",
+		CoDeparture: []NodePair{
+			{A: "n3", B: "n4", P: 0.62, Domain: "building"},
+			{A: "n1", B: "n2", P: 0.01, Domain: "building"},
+			{A: "n1", B: "n3", P: 0.002, Domain: "none"},
+		},
+		CoDepartureWindow: time.Minute,
 		Cluster: Cluster{
 			Name:   "campus",
 			Leader: "n1",
@@ -120,7 +130,7 @@ func scenarioA() Status {
 				member("n1", "eng", MemberAlive, RaftLeader, gpuA100, 4, 2, 0.2),
 				member("n2", "eng", MemberAlive, RaftFollower, gpu4090, 2, 2, 0.25),
 				n3,
-				member("n4", "sci", MemberSuspect, RaftNonvoter, gpuA6k, 1, 1, 0.4),
+				n4,
 			},
 			Hazard: lunchProfile(0.25),
 			Bandwidth: []BuildingBandwidth{
@@ -136,13 +146,13 @@ func scenarioA() Status {
 		Jobs: []Job{
 			{
 				ID: "llama-ft", State: policy.JobRunning.String(), Node: "n1", GPUs: 2, CheckpointBytes: ckptLlama,
-				LossBudget: 10 * time.Minute, Standby: "n2", StandbyHas: 2_400_000_000, Restarts: 1,
+				LossBudget: 10 * time.Minute, Standby: "n2", StandbyHas: 2_400_000_000, Restarts: 1, Replicas: 2,
 				Decision:       &decisionLlama,
 				LastCheckpoint: &Checkpoint{Version: 7, Bytes: ckptLlama, CommittedAt: now.Add(-llamaAge), Holders: []policy.NodeID{"n2", "n3"}},
 			},
 			{
 				ID: "resnet", State: policy.JobMigrating.String(), Node: "n3", GPUs: 1, CheckpointBytes: ckptResnet,
-				LossBudget: 5 * time.Minute, Restarts: 3, Decision: &decisionResnet,
+				LossBudget: 5 * time.Minute, Restarts: 3, Replicas: 2, Decision: &decisionResnet,
 				LastCheckpoint: &Checkpoint{Version: 12, Bytes: ckptResnet, CommittedAt: now.Add(-41 * time.Minute), Holders: []policy.NodeID{"n4"}},
 			},
 			{ID: "bert", State: policy.JobPending.String(), GPUs: 1, CheckpointBytes: 400_000_000, LossBudget: 15 * time.Minute},

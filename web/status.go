@@ -40,7 +40,15 @@ type Status struct {
 	Counters  Counters   `json:"counters"`
 	// Sandbox is how the node serving this page runs guest jobs.
 	Sandbox Sandbox `json:"sandbox"`
+	// CoDeparture lists the node pairs most likely to leave together,
+	// highest first (at most MaxNodePairs).
+	CoDeparture []NodePair `json:"co_departure"`
+	// CoDepartureWindow is how close two departures count as together.
+	CoDepartureWindow time.Duration `json:"co_departure_window_ns"`
 }
+
+// MaxNodePairs bounds Status.CoDeparture.
+const MaxNodePairs = 10
 
 // Sandbox says how a node runs guest jobs (docs/sandbox.md).
 type Sandbox struct {
@@ -69,6 +77,17 @@ type Cluster struct {
 	Bandwidth []BuildingBandwidth `json:"bandwidth"`
 	// Protocols are the protocol switches in force (the paper's ablation).
 	Protocols Protocols `json:"protocols"`
+}
+
+// NodePair is two nodes and how likely they leave together (SPEC P2.7):
+// the chance that one leaves within Window of the other's departure, from
+// the departure log with the domain they share (building, lab, pool) as
+// the prior.
+type NodePair struct {
+	A      policy.NodeID `json:"a"`
+	B      policy.NodeID `json:"b"`
+	P      float64       `json:"p"`
+	Domain string        `json:"domain"`
 }
 
 // Protocols are the protocol switches the leader decides with, which
@@ -152,6 +171,9 @@ type Member struct {
 	// KillSwitchDrops counts packets the kill-switch dropped since the
 	// node's agent started.
 	KillSwitchDrops uint64 `json:"kill_switch_drops"`
+	// Storage is set on a storage-role node: it keeps checkpoints, hosts
+	// no jobs and is never lent or reclaimed.
+	Storage bool `json:"storage,omitempty"`
 	// Lending is what the node's owner policy publishes: its lending
 	// windows, its state (lent, reclaiming, owner active, reclaimed, ...)
 	// and its next planned reclaim (Until) or when it may be lent again
@@ -213,11 +235,38 @@ type Job struct {
 	StandbyHas int64         `json:"standby_has_bytes,omitempty"`
 	// Restarts counts the job's restarts (moves and recoveries).
 	Restarts int `json:"restarts"`
+	// Replicas is k, how many nodes other than the host should keep the
+	// job's freshest committed checkpoint (run --replicas, SPEC P2.7).
+	Replicas int `json:"replicas"`
 	// Decision is P1's current decision for the job: the interval and why
-	// (hazard, bandwidth, loss-budget flag). Nil when there is none yet.
+	// (hazard, bandwidth, loss-budget flag), the holders P2 keeps its
+	// freshest version on and the chance they all leave with the host.
+	// Nil when there is none yet.
 	Decision *policy.JobDecision `json:"decision"`
+	// Box is P1.5's interval box from Decision (derived: web fills it);
+	// nil without a decision.
+	Box *IntervalBox `json:"interval_box"`
 	// LastCheckpoint is the freshest committed checkpoint; nil if none.
 	LastCheckpoint *Checkpoint `json:"last_checkpoint"`
+}
+
+// IntervalBox is the box P1.5 clips a job's interval to (docs/design.md
+// P1.5): the network floor C/(β·b), below which checkpoints would take
+// more than β of the job's bandwidth, and the loss-budget ceiling 2·Lmax.
+type IntervalBox struct {
+	Floor time.Duration `json:"floor_ns"`
+	// Ceiling is 0 for a job without a loss budget.
+	Ceiling time.Duration `json:"ceiling_ns"`
+	// Bound names what set the interval (policy.IntervalBound): optimum,
+	// network floor, loss budget, first, now or none.
+	Bound string `json:"bound"`
+	// BudgetUnmet is set when the floor is above the ceiling: at its
+	// bandwidth the job cannot checkpoint often enough to meet its loss
+	// budget, and the floor wins (the budget is the bound that gives, so
+	// checkpoints never take the share of other jobs and research
+	// traffic). Shortfall is Floor − Ceiling then.
+	BudgetUnmet bool          `json:"budget_unmet"`
+	Shortfall   time.Duration `json:"shortfall_ns,omitempty"`
 }
 
 // Checkpoint is a committed checkpoint version of a job.
@@ -313,6 +362,18 @@ type ReclaimOutcome struct {
 	WorkLost time.Duration `json:"work_lost_ns"`
 	Downtime time.Duration `json:"downtime_ns"`
 	Resuming bool          `json:"resuming,omitempty"`
+	// DowntimeLimit is what the downtime cannot beat (design P3.8d: bytes
+	// lacked ÷ path rate + Tr + one control period, or + the detection
+	// time for a recovery); 0 when not known.
+	DowntimeLimit time.Duration `json:"downtime_limit_ns,omitempty"`
+	// Where a recovery's downtime went, from the departure: detection (to
+	// the cluster's record of it), placement (to the placement decision),
+	// restore (to the checkpoint restored on the new node) and start (to
+	// the job's first step there). A hand-off has restore and start only.
+	Detection time.Duration `json:"detection_ns,omitempty"`
+	Placement time.Duration `json:"placement_ns,omitempty"`
+	Restore   time.Duration `json:"restore_ns,omitempty"`
+	Start     time.Duration `json:"start_ns,omitempty"`
 }
 
 // DecisionKind says what a Decision chose.
@@ -376,10 +437,20 @@ func (s *Status) prepare(now time.Time) {
 		m.HazardProfile.Rates = nonNil(m.HazardProfile.Rates)
 	}
 	for i := range s.Jobs {
-		if c := s.Jobs[i].LastCheckpoint; c != nil {
+		j := &s.Jobs[i]
+		if c := j.LastCheckpoint; c != nil {
 			c.Age = at.Sub(c.CommittedAt)
 		}
+		j.Box = nil
+		if d := j.Decision; d != nil {
+			j.Box = &IntervalBox{Floor: d.Floor, Ceiling: d.Ceiling, Bound: d.Bound.String(),
+				BudgetUnmet: d.Ceiling > 0 && d.Floor > d.Ceiling}
+			if j.Box.BudgetUnmet {
+				j.Box.Shortfall = d.Floor - d.Ceiling
+			}
+		}
 	}
+	s.CoDeparture = nonNil(s.CoDeparture)
 	for i := range s.Transfers {
 		t := &s.Transfers[i]
 		t.Class = t.Flow.Class.String()

@@ -53,7 +53,8 @@ type TransferView struct {
 	Version uint64
 	To      policy.NodeID
 	// Flow is the ID of the decided flow it carries
-	// (policy.FlowDecision.ID: ckpt/, mig/, restore/ or evac/ and the job).
+	// (policy.FlowDecision.ID: ckpt/, mig/, restore/, evac/ or replica/
+	// and the job).
 	Flow  string
 	Class policy.TrafficClass
 	// LocalPort is the transfer's UDP source port (the kernel flow key);

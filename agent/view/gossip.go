@@ -54,8 +54,11 @@ func (t Gossip) Members() []raft.Member {
 				VRAM:       int64(m.Meta.GPUVRAMMiB) << 20,
 				Capability: float64(m.Meta.GPUCapability) / 10,
 			},
-			GPUs:  int(m.Meta.GPUs),
-			Since: m.Meta.Started,
+			GPUs:    int(m.Meta.GPUs),
+			Since:   m.Meta.Started,
+			Storage: m.Meta.Storage,
+			Lab:     m.Meta.Lab,
+			Pool:    m.Meta.Pool,
 		}
 		switch m.State {
 		case mesh.StateAlive:

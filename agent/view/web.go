@@ -37,7 +37,21 @@ func (v *View) Web(now time.Time) web.Status {
 	st.Counters = webCounters(cs.Counters)
 	st.Transfers = v.webTransfers(cs)
 	st.Sandbox = v.cfg.Sandbox
+	st.CoDeparture, st.CoDepartureWindow = v.coDeparture(cs, now)
 	return st
+}
+
+// coDeparture lists the node pairs most likely to leave together, from
+// the replicated departure log (the leader's estimator, replayed here).
+func (v *View) coDeparture(cs *state.State, now time.Time) ([]web.NodePair, time.Duration) {
+	v.coMu.Lock()
+	co := v.co.Estimate(cs, now)
+	v.coMu.Unlock()
+	var out []web.NodePair
+	for _, p := range co.Top(web.MaxNodePairs) {
+		out = append(out, web.NodePair{A: p.A, B: p.B, P: p.P, Domain: p.Domain.String()})
+	}
+	return out, co.Window
 }
 
 // webCounters maps the replicated counters to the page's and the metrics'.
@@ -108,6 +122,7 @@ func (v *View) webMembers(now time.Time, cs *state.State, servers []raft.Server,
 			GPUs:       int(gm.Meta.GPUs),
 			FreeGPUs:   int(gm.Meta.GPUs),
 			KillSwitch: web.KillSwitchMode(mesh.KillSwitchUnknown.String()),
+			Storage:    gm.Meta.Storage,
 		}
 		if l := LendingOf(gm.Meta); l != nil {
 			m.Lending = (*web.Lending)(l)
@@ -140,7 +155,7 @@ func (v *View) webMembers(now time.Time, cs *state.State, servers []raft.Server,
 			continue
 		}
 		m := web.Member{ID: id, Building: n.Building, Addr: n.GossipAddr, State: web.MemberDead,
-			RaftRole: role(id), GPU: n.GPU, GPUs: n.GPUs, KillSwitch: web.KillSwitchMode(mesh.KillSwitchUnknown.String())}
+			RaftRole: role(id), GPU: n.GPU, GPUs: n.GPUs, KillSwitch: web.KillSwitchMode(mesh.KillSwitchUnknown.String()), Storage: n.Storage}
 		if n.State == state.NodeLeft {
 			m.State = web.MemberLeft
 		}
@@ -312,6 +327,10 @@ func webJobs(cs *state.State) []web.Job {
 			Standby:         j.Standby,
 			StandbyHas:      j.StandbyHas,
 			Restarts:        j.Restarts,
+			Replicas:        j.Copies,
+		}
+		if wj.Replicas == 0 {
+			wj.Replicas = policy.DefaultCopies
 		}
 		if d, ok := decisions[j.ID]; ok {
 			wj.Decision = &d
@@ -356,13 +375,7 @@ func webReclaims(cs *state.State) web.Reclaims {
 // its readiness on the new node. With a destination but no readiness yet
 // the job is resuming.
 func outcomeDowntime(rep state.ReclaimReport, o state.JobOutcome) (time.Duration, bool) {
-	start := o.Stopped
-	if !o.HandedOff {
-		start = rep.Left
-		if rep.Kind == state.DepartureEmergency && !rep.Announced.IsZero() && (start.IsZero() || rep.Announced.Before(start)) {
-			start = rep.Announced
-		}
-	}
+	start := rep.DowntimeStart(o)
 	switch {
 	case o.To == "":
 		return 0, false
@@ -397,6 +410,10 @@ func webReclaimRecord(rep state.ReclaimReport) web.ReclaimRecord {
 		seen[o.Job] = true
 		out := web.ReclaimOutcome{Job: o.Job, To: o.To, Replica: o.Replica, Version: o.Version, WorkLost: o.LostWork}
 		out.Downtime, out.Resuming = outcomeDowntime(rep, o)
+		if out.Downtime > 0 {
+			out.DowntimeLimit = o.Limit
+			out.Detection, out.Placement, out.Restore, out.Start = downtimeParts(rep.DowntimeStart(o), o)
+		}
 		switch {
 		case o.HandedOff && o.NoFinalCheckpoint:
 			out.Degraded = true
@@ -485,4 +502,27 @@ func (v *View) webTransfers(cs *state.State) []web.Transfer {
 			BytesDone: tv.BytesDone, BytesTotal: tv.BytesTotal})
 	}
 	return out
+}
+
+// downtimeParts splits a move's downtime from its start (design P3.8d): a
+// recovery's from its departure to detection, placement, restore and
+// first step; a hand-off's (no detection or placement) from its final
+// checkpoint to the restore on the destination and its first step.
+func downtimeParts(from time.Time, o state.JobOutcome) (detection, placement, restore, start time.Duration) {
+	mark := from
+	step := func(t time.Time) time.Duration {
+		if t.IsZero() || t.Before(mark) {
+			return 0
+		}
+		d := t.Sub(mark)
+		mark = t
+		return d
+	}
+	if !o.HandedOff {
+		detection = step(o.Detected)
+		placement = step(o.At)
+	}
+	restore = step(o.Restored)
+	start = step(o.Resumed)
+	return detection, placement, restore, start
 }

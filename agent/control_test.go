@@ -45,7 +45,7 @@ func TestRunRejectsBadSignalAndGrace(t *testing.T) {
 func TestStorageNodeRefusesReclaim(t *testing.T) {
 	a := &Agent{cfg: Config{Role: RoleStorage}}
 	for _, op := range []string{localapi.OpReclaim, localapi.OpReclaimNow, localapi.OpLend} {
-		resp := a.control(localapi.Request{Op: op})
+		resp := a.control(localapi.Request{Op: op}, caller{UID: 0, Name: "root"})
 		if resp.Kind != localapi.KindBadRequest || !strings.Contains(resp.Error, "storage node") {
 			t.Errorf("%s on a storage node: kind %q error %q, want a bad request naming the storage role", op, resp.Kind, resp.Error)
 		}

@@ -28,7 +28,7 @@ func TestCoDepartureFromLog(t *testing.T) {
 		}
 	}
 	up := func(id policy.NodeID, building string, at time.Time) {
-		must(state.UpsertNode{Node: state.NodeRecord{ID: id, Building: building, GPUs: 1, Joined: at}})
+		must(state.UpsertNode{Node: state.NodeRecord{ID: id, Building: building, GPUs: 1, Joined: at, Admitted: true}})
 	}
 	bldg := map[policy.NodeID]string{"a": "x", "b": "x", "c": "y", "d": "y"}
 	for _, id := range []policy.NodeID{"a", "b", "c", "d"} {
@@ -98,7 +98,7 @@ func TestSnapshotDurabilityInputs(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	for _, n := range []state.NodeRecord{{ID: "a", GPUs: 1, Joined: t0}, {ID: "b", GPUs: 1, Joined: t0}, {ID: "s", Storage: true, Joined: t0}} {
+	for _, n := range []state.NodeRecord{{ID: "a", GPUs: 1, Joined: t0, Admitted: true}, {ID: "b", GPUs: 1, Joined: t0, Admitted: true}, {ID: "s", Storage: true, Joined: t0, Admitted: true}} {
 		must(state.UpsertNode{Node: n})
 	}
 	for _, id := range []policy.JobID{"j", "k"} {
@@ -153,10 +153,10 @@ func TestCoDepartureDomainsFromRegistry(t *testing.T) {
 	st := state.New()
 	t0 := time.Date(2026, 3, 2, 8, 0, 0, 0, time.UTC)
 	for _, n := range []state.NodeRecord{
-		{ID: "a", Building: "x", Lab: "optics", Joined: t0},
-		{ID: "b", Building: "y", Lab: "optics", Joined: t0},
-		{ID: "c", Building: "x", Pool: "spot", Joined: t0},
-		{ID: "d", Building: "z", Pool: "spot", Joined: t0},
+		{ID: "a", Building: "x", Lab: "optics", Joined: t0, Admitted: true},
+		{ID: "b", Building: "y", Lab: "optics", Joined: t0, Admitted: true},
+		{ID: "c", Building: "x", Pool: "spot", Joined: t0, Admitted: true},
+		{ID: "d", Building: "z", Pool: "spot", Joined: t0, Admitted: true},
 	} {
 		if _, err := st.Apply(state.UpsertNode{Node: n}); err != nil {
 			t.Fatal(err)

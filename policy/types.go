@@ -89,6 +89,9 @@ type Node struct {
 	// hosts no jobs and is never lent or reclaimed, so P2 takes its hazard
 	// as 0 and prefers it as a holder.
 	Storage bool `json:",omitzero"`
+	// Ineligible, when set, says why the node takes no job, standby or
+	// copy this period (Eligibility's verdict); its running jobs stay.
+	Ineligible string `json:",omitempty"`
 }
 
 // Link is one edge of the campus graph (SPEC P2.1). Links are full duplex:
@@ -313,6 +316,8 @@ const (
 	RejectBandwidth RejectReason = "no migration bandwidth on the path"
 	// RejectStorage: a storage node keeps checkpoints but hosts no jobs.
 	RejectStorage RejectReason = "storage node (hosts no jobs)"
+	// RejectIneligible: the node fails the eligibility rule (Node.Ineligible).
+	RejectIneligible RejectReason = "not eligible"
 )
 
 // Candidate is one node P2 scored, or rejected with a reason.
@@ -389,7 +394,10 @@ type Placement struct {
 	From NodeID
 	// Recovery is set when the job restores from a replica (or, with From
 	// empty, restarts from the beginning because no replica survives).
-	Recovery   bool
+	Recovery bool
+	// Reason says why no node was chosen (To empty): the job stays pending
+	// or recovering with it, and the period's other decisions stand.
+	Reason     string `json:",omitempty"`
 	Candidates []Candidate
 }
 

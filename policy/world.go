@@ -135,7 +135,9 @@ func newWorld(s Snapshot, now time.Time, reclaimed map[NodeID]bool) *world {
 			w.offGraph[nd.ID] = i
 		}
 		w.vertex[i] = v
-		w.leaving[i] = nd.Leaving
+		// An ineligible node is never a destination, standby or holder,
+		// like a leaving one (staticReject tells the two apart).
+		w.leaving[i] = nd.Leaving || nd.Ineligible != ""
 		w.freeGPUs[i] = nd.FreeGPUs
 		w.facts[i] = nodeFacts{vram: nd.GPU.VRAM, capability: nd.GPU.Capability, load: nd.Load}
 		// Read while the node is at hand; jobs look hosts up at random.
@@ -313,8 +315,12 @@ func (w *world) pathRate(a, b int) (est, low float64, ok bool) {
 
 // pathLinks returns the directed links from node a to node b. The slices
 // share one arena per period (capacity-limited, so an append by a caller
-// never writes into a neighbour).
+// never writes into a neighbour). A node off the graph (no link in the
+// snapshot) has no path: no links.
 func (w *world) pathLinks(a, b int) []int {
+	if w.vertex[a] < 0 || w.vertex[b] < 0 {
+		return nil
+	}
 	start := len(w.intArena)
 	w.intArena, _ = w.topo.path(w.vertex[a], w.vertex[b], w.intArena)
 	end := len(w.intArena)

@@ -2,6 +2,7 @@ package raft
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"reflect"
 	"slices"
@@ -163,10 +164,36 @@ func (c *Coordinator) runTick(ctx context.Context, lt *leaderTicker) {
 	}
 	cmd := state.SetDecisions{Decisions: state.DecisionRecord{Decisions: norm, At: now, Leader: c.cfg.NodeID, Protocols: &mine}}
 	if _, err := c.applyCommand(cmd); err != nil {
-		c.logger.Warn("commit decisions", "err", err)
+		if !errors.Is(err, state.ErrInvalidCommand) {
+			c.logger.Warn("commit decisions", "err", err) // lost leadership, a timeout: the next tick retries
+			return
+		}
+		c.noteRefused(err, now)
 		return
 	}
+	c.noteRefused(nil, now)
 	c.commits.Add(1)
+}
+
+// noteRefused records the outcome of a decision commit: a refusal is
+// logged when its error differs from the last one (the leader retries
+// every period; a log line per period would bury it), and kept for the
+// status page until decisions commit again. Only the decisions are lost:
+// the next tick decides from scratch.
+func (c *Coordinator) noteRefused(err error, now time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err == nil {
+		if c.refused != "" {
+			c.logger.Info("decisions commit again")
+		}
+		c.refused, c.refusedAt = "", time.Time{}
+		return
+	}
+	if msg := err.Error(); msg != c.refused {
+		c.logger.Error("decisions refused: the policy produced a command the state machine rejects", "err", err)
+		c.refused, c.refusedAt = msg, now
+	}
 }
 
 // decide is one tick's decisions: policy.Tick on the snapshot, with the

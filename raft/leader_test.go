@@ -350,3 +350,55 @@ func TestLeaderKeepsAdmittedHandoff(t *testing.T) {
 		}
 	})
 }
+
+// TestUnplaceableJobDoesNotStopDecisions: a job asking for more GPUs than
+// any node has stays pending with its reason, while jobs submitted before
+// and after it are placed and get checkpoint intervals, and no decision is
+// refused.
+func TestUnplaceableJobDoesNotStopDecisions(t *testing.T) {
+	tc := newTestCluster(t, 2, localConfig(), false) // one GPU each
+	l := tc.waitConfigured(1, 20*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	huge := testJob("huge")
+	huge.Job.GPUs = 1000
+	for _, cmd := range []state.SubmitJob{testJob("before"), huge} {
+		if _, err := l.Submit(ctx, cmd); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wait.For(tc.t, 10*time.Second, "the first job placed", func() bool {
+		j, _ := l.Store().Job("before")
+		return j.State == policy.JobRunning
+	})
+	firstAt := l.Store().State().Decisions.At
+	if _, err := l.Submit(ctx, testJob("after")); err != nil {
+		t.Fatal(err)
+	}
+	wait.For(tc.t, 10*time.Second, "the later job placed and both running jobs given an interval", func() bool {
+		st := l.Store().State()
+		if st.Jobs["after"].State != policy.JobRunning {
+			return false
+		}
+		n := 0
+		for _, jd := range st.Decisions.Jobs {
+			if (jd.Job == "before" || jd.Job == "after") && jd.Interval > 0 {
+				n++
+			}
+		}
+		return n == 2
+	})
+	st := l.Store().State()
+	if !st.Decisions.At.After(firstAt) {
+		t.Fatalf("decisions not committed again: at %v, first %v", st.Decisions.At, firstAt)
+	}
+	if j := st.Jobs["huge"]; j.State != policy.JobPending || j.Node != "" {
+		t.Fatalf("huge job %v on %q, want pending", j.State, j.Node)
+	}
+	if got, want := st.PendingReason("huge"), "needs 1000 GPUs; the largest node has "; len(got) < len(want) || got[:len(want)] != want {
+		t.Fatalf("pending reason %q, want it to start %q", got, want)
+	}
+	if r := l.Status().RefusedDecision; r != "" {
+		t.Fatalf("a decision was refused: %s", r)
+	}
+}

@@ -357,8 +357,8 @@ func applyDecisions(s *State, d DecisionRecord) bool {
 	}
 	for _, p := range d.Placements {
 		j, ok := s.Jobs[p.Job]
-		if !ok || j.State == policy.JobDone {
-			continue
+		if !ok || j.State == policy.JobDone || p.To == "" {
+			continue // a placement without a node leaves the job waiting, with its reason
 		}
 		switch {
 		case j.State == policy.JobPending || j.State == policy.JobRecovering:

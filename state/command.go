@@ -293,8 +293,12 @@ func (c PublishHazards) validate() error {
 
 func (c SetDecisions) validate() error {
 	for _, p := range c.Decisions.Placements {
-		if p.Job == "" || p.To == "" {
-			return invalid("placement needs job and node")
+		switch {
+		case p.Job == "":
+			return invalid("placement without job")
+		case p.To == "" && p.Reason == "":
+			// A job no node can take stays where it is, with the reason.
+			return invalid("placement of %s: neither a node nor a reason", p.Job)
 		}
 	}
 	for _, h := range c.Decisions.Handoffs {

@@ -236,3 +236,19 @@ func (s *Store) View(id policy.NodeID) NodeView {
 	}
 	return v
 }
+
+// PendingReason is why a waiting job (pending or recovering) has no node:
+// the reason of the current decisions' placement without a node; empty
+// when the job is not waiting or the leader has not decided on it yet.
+func (s *State) PendingReason(job policy.JobID) string {
+	j, ok := s.Jobs[job]
+	if !ok || (j.State != policy.JobPending && j.State != policy.JobRecovering) {
+		return ""
+	}
+	for _, p := range s.Decisions.Placements {
+		if p.Job == job && p.To == "" {
+			return p.Reason
+		}
+	}
+	return ""
+}

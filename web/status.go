@@ -307,6 +307,11 @@ type Control struct {
 	LastTick time.Time `json:"last_tick"`
 	// CheckpointBudget is Bckpt (policy.Decisions.CheckpointBudget).
 	CheckpointBudget float64 `json:"checkpoint_budget_bytes_per_s"`
+	// RefusedDecision is why the state machine refused the leader's last
+	// decisions (a policy bug; empty while they commit), RefusedAt when:
+	// the decisions shown are then older than the control period.
+	RefusedDecision string    `json:"refused_decision,omitempty"`
+	RefusedAt       time.Time `json:"refused_at,omitzero"`
 }
 
 // Counters are cumulative counts since the cluster's state began (they

@@ -25,7 +25,8 @@ func (v *View) Web(now time.Time) web.Status {
 	cs := c.State()
 	servers, _ := c.Servers() // an error leaves every role "none"
 	st.Cluster.Leader, _ = c.Leader()
-	raftState := c.Status().RaftState
+	coordStatus := c.Status()
+	raftState := coordStatus.RaftState
 	st.Cluster.Members = v.webMembers(now, cs, servers, raftState)
 	st.Cluster.Hazard = clusterHazard(cs)
 	st.Cluster.Bandwidth = buildingBandwidth(v.cfg.Gossip.Links(), v.cfg.Mesh.Members())
@@ -33,7 +34,8 @@ func (v *View) Web(now time.Time) web.Status {
 	st.Jobs = webJobs(cs)
 	st.Reclaims = webReclaims(cs)
 	st.Decisions = webDecisions(cs.Decisions)
-	st.Control = web.Control{LastTick: cs.Decisions.At, CheckpointBudget: cs.Decisions.CheckpointBudget}
+	st.Control = web.Control{LastTick: cs.Decisions.At, CheckpointBudget: cs.Decisions.CheckpointBudget,
+		RefusedDecision: coordStatus.RefusedDecision, RefusedAt: coordStatus.RefusedAt}
 	st.Counters = webCounters(cs.Counters)
 	st.Transfers = v.webTransfers(cs)
 	st.Sandbox = v.cfg.Sandbox

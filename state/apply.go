@@ -64,6 +64,7 @@ func (s *State) Apply(cmd Command) (bool, error) {
 		j := c.Job.clone()
 		j.State, j.Node, j.Replicas, j.Restarts, j.Started = policy.JobPending, "", nil, 0, false
 		j.Standby, j.StandbyHas = "", 0
+		j.Failures, j.FailureLog, j.LastExit, j.End = 0, nil, nil, JobEnd{}
 		if old, ok := s.Jobs[j.ID]; ok {
 			if sameSubmission(old, j) {
 				return false, nil
@@ -74,16 +75,10 @@ func (s *State) Apply(cmd Command) (bool, error) {
 		return true, nil
 
 	case CancelJob:
-		j, ok := s.Jobs[c.Job]
-		if !ok {
-			return false, fmt.Errorf("cancel %s: %w", c.Job, ErrUnknownJob)
-		}
-		if j.State == policy.JobDone {
-			return false, nil
-		}
-		j.State = policy.JobDone
-		s.Jobs[c.Job] = j
-		return true, nil
+		return applyCancel(s, c)
+
+	case JobExited:
+		return applyJobExited(s, c)
 
 	case JobReport:
 		j, ok := s.Jobs[c.Job]
@@ -101,8 +96,8 @@ func (s *State) Apply(cmd Command) (bool, error) {
 			j.RestartTime = c.RestartTime
 		}
 		j.Remaining = c.Remaining
-		if c.Done {
-			j.State = policy.JobDone
+		if c.Done && j.State != policy.JobDone {
+			j.State, j.End = policy.JobDone, JobEnd{Kind: EndDone}
 		}
 		if reflect.DeepEqual(old, j) {
 			return false, nil
@@ -188,7 +183,7 @@ func sameSubmission(a, b JobRecord) bool {
 	return a.ID == b.ID && a.Owner == b.Owner && reflect.DeepEqual(a.Spec, b.Spec) &&
 		a.CheckpointBytes == b.CheckpointBytes && a.LossBudget == b.LossBudget &&
 		a.GPUs == b.GPUs && a.VRAM == b.VRAM && a.Capability == b.Capability &&
-		a.WriteCap == b.WriteCap && a.Submitted.Equal(b.Submitted)
+		a.WriteCap == b.WriteCap && a.Submitted.Equal(b.Submitted) && a.MaxFailures == b.MaxFailures
 }
 
 // staleReclaim reports whether r was announced before the node's logged

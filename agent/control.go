@@ -2,6 +2,7 @@ package agent
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -12,6 +13,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"time"
 
@@ -128,7 +130,8 @@ func (a *Agent) jobControl(req localapi.Request) localapi.Response {
 		if _, ok := c.Store().Job(policy.JobID(req.JobID)); !ok {
 			return localapi.Response{Error: fmt.Sprintf("no job %q", req.JobID), Kind: localapi.KindUnknownJob}
 		}
-		if _, err := c.Submit(ctx, state.CancelJob{Job: policy.JobID(req.JobID)}); err != nil {
+		by := cmp.Or(req.User, "a user") + " on " + a.cfg.Name
+		if _, err := c.Submit(ctx, state.CancelJob{Job: policy.JobID(req.JobID), By: by, At: time.Now().UTC()}); err != nil {
 			return submitError("cancel", err)
 		}
 		return localapi.Response{JobID: req.JobID}
@@ -161,6 +164,9 @@ func (a *Agent) runJob(ctx context.Context, c *raft.Coordinator, jr *localapi.Jo
 	if err := localapi.ValidJobName(jr.Name); err != nil {
 		return localapi.Response{Error: "run: " + err.Error(), Kind: localapi.KindBadRequest}
 	}
+	if jr.MaxFailures < 0 || jr.MaxFailures > state.MaxMaxFailures {
+		return localapi.Response{Error: fmt.Sprintf("run: max failures %d: want 0 to %d", jr.MaxFailures, state.MaxMaxFailures), Kind: localapi.KindBadRequest}
+	}
 	if jr.GPUs < 0 || jr.VRAM < 0 || jr.Capability < 0 || jr.LossBudget < 0 || jr.SizeHint < 0 || jr.RuntimeHint < 0 {
 		return localapi.Response{Error: "run: negative resource or hint", Kind: localapi.KindBadRequest}
 	}
@@ -187,9 +193,10 @@ func (a *Agent) runJob(ctx context.Context, c *raft.Coordinator, jr *localapi.Jo
 	rec := state.JobRecord{
 		Job: policy.Job{ID: policy.JobID(jr.Name), GPUs: gpus, VRAM: jr.VRAM, Capability: jr.Capability,
 			LossBudget: jr.LossBudget, CheckpointBytes: jr.SizeHint, Remaining: jr.RuntimeHint},
-		Spec:      spec,
-		Owner:     jr.Owner,
-		Submitted: time.Now().UTC().Truncate(time.Second),
+		Spec:        spec,
+		Owner:       jr.Owner,
+		Submitted:   time.Now().UTC().Truncate(time.Second),
+		MaxFailures: jr.MaxFailures,
 	}
 	if _, err := c.Submit(ctx, state.SubmitJob{Job: rec}); err != nil {
 		return submitError("submit job "+jr.Name, err)
@@ -205,8 +212,13 @@ func jobInfos(st *state.State) []localapi.JobInfo {
 	}
 	out := []localapi.JobInfo{}
 	for id, j := range st.Jobs {
-		ji := localapi.JobInfo{ID: string(id), State: j.State.String(), Node: string(j.Node), Command: j.Spec.Command,
-			Restarts: j.Restarts, RestartTime: j.RestartTime, Submitted: j.Submitted}
+		ji := localapi.JobInfo{ID: string(id), State: j.StateName(), Node: string(j.Node), Command: j.Spec.Command,
+			Restarts: j.Restarts, RestartTime: j.RestartTime, Submitted: j.Submitted, Reason: st.PendingReason(id),
+			Failures: j.Failures, MaxFailures: j.MaxFailures, EndedAt: j.End.At, CancelledBy: j.End.By}
+		if x := j.LastExit; x != nil {
+			ji.LastExit = &localapi.JobExit{Node: string(x.Node), At: x.At, ExitCode: x.ExitCode, Signal: x.Signal,
+				Reason: x.Reason, Description: x.Describe(), LogTail: slices.Clone(x.LogTail)}
+		}
 		if d, ok := intervals[id]; ok {
 			ji.Interval, ji.Standby = d.Interval, string(d.Standby)
 		}

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -60,7 +61,7 @@ func printJobTable(w io.Writer, jobs []localapi.JobInfo) {
 		return
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "JOB\tSTATE\tNODE\tINTERVAL\tCHECKPOINT\tHOLDERS\tRESTARTS\tCOMMAND")
+	fmt.Fprintln(tw, "JOB\tSTATE\tNODE\tINTERVAL\tCHECKPOINT\tHOLDERS\tRESTARTS\tCOMMAND\tWHY")
 	for _, j := range jobs {
 		node, interval, ckpt, holders := dash(j.Node), "-", "-", "-"
 		if j.Interval > 0 {
@@ -77,9 +78,25 @@ func printJobTable(w io.Writer, jobs []localapi.JobInfo) {
 		if len(cmd) > 40 {
 			cmd = cmd[:37] + "..."
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\n", j.ID, j.State, node, interval, ckpt, holders, j.Restarts, cmd)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n", j.ID, j.State, node, interval, ckpt, holders, j.Restarts, cmd, jobWhy(j))
 	}
 	tw.Flush()
+}
+
+// jobWhy is the table's last column: why a job waits, how it failed or
+// who cancelled it.
+func jobWhy(j localapi.JobInfo) string {
+	switch {
+	case j.State == "failed" && j.LastExit != nil:
+		return fmt.Sprintf("%s on %s (failure %d, %d allowed)", j.LastExit.Description, j.LastExit.Node, j.Failures, j.MaxFailures)
+	case j.State == "cancelled":
+		return "by " + cmp.Or(j.CancelledBy, "a user")
+	case j.Reason != "":
+		return j.Reason
+	case j.Failures > 0 && j.LastExit != nil:
+		return fmt.Sprintf("restarted after %s on %s (failure %d, %d allowed)", j.LastExit.Description, j.LastExit.Node, j.Failures, j.MaxFailures)
+	}
+	return ""
 }
 
 func dash(s string) string {

@@ -43,6 +43,8 @@ type Request struct {
 	Tail  int64       `json:"tail,omitempty"`
 	// Notice is a scheduled reclaim's notice (OpReclaim).
 	Notice time.Duration `json:"notice,omitempty"`
+	// User is who asks, as the client names them (OpCancel records it).
+	User string `json:"user,omitempty"`
 }
 
 // Error kinds in Response.Kind, so the CLI can explain a failure.

@@ -48,6 +48,10 @@ type JobRequest struct {
 	// beyond the node's caps on all guest jobs together.
 	Memory int64   `json:"memory,omitempty"`
 	CPUs   float64 `json:"cpus,omitempty"`
+	// MaxFailures is how many application failures (a non-zero exit
+	// other than 85, a signal the cluster did not send, a failed start)
+	// restart the job from its freshest checkpoint before it is failed.
+	MaxFailures int `json:"max_failures,omitempty"`
 }
 
 // JobInfo is one job as 'reclaimnet jobs' shows it.
@@ -66,6 +70,27 @@ type JobInfo struct {
 	Restarts      int           `json:"restarts"`
 	RestartTime   time.Duration `json:"restart_time_ns"`
 	Submitted     time.Time     `json:"submitted"`
+	// Reason says why a pending or recovering job has no node.
+	Reason string `json:"reason,omitempty"`
+	// Failures and MaxFailures: application failures so far and allowed.
+	Failures    int `json:"failures"`
+	MaxFailures int `json:"max_failures"`
+	// LastExit is how its newest run that ended by itself ended;
+	// EndedAt when the job ended, CancelledBy who cancelled it.
+	LastExit    *JobExit  `json:"last_exit,omitempty"`
+	EndedAt     time.Time `json:"ended_at,omitzero"`
+	CancelledBy string    `json:"cancelled_by,omitempty"`
+}
+
+// JobExit is how one run of a job ended, with the fields of /v1/jobs'.
+type JobExit struct {
+	Node        string    `json:"node"`
+	At          time.Time `json:"at"`
+	ExitCode    int       `json:"exit_code"`
+	Signal      string    `json:"signal,omitempty"`
+	Reason      string    `json:"reason,omitempty"`
+	Description string    `json:"description"`
+	LogTail     []string  `json:"log_tail,omitempty"`
 }
 
 var jobNameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)

@@ -3,7 +3,9 @@ package state
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/reclaimnet/reclaimnet/policy"
 )
@@ -61,13 +63,13 @@ type JobExit struct {
 // Success reports whether the run ended with exit 0.
 func (e JobExit) Success() bool { return e.ExitCode == 0 && e.Signal == "" && e.Reason == "" }
 
-// Describe says in words how the run ended: "exit 3", "killed by SIGKILL
-// (out of memory)", "start failed: …".
+// Describe says in words how the run ended: "exit 3", "signal killed (out
+// of memory)", "start failed: …".
 func (e JobExit) Describe() string {
 	var s string
 	switch {
 	case e.Signal != "":
-		s = "killed by " + e.Signal
+		s = "signal " + e.Signal
 	case e.ExitCode >= 0:
 		s = fmt.Sprintf("exit %d", e.ExitCode)
 	}
@@ -115,7 +117,7 @@ func (c JobExited) validate() error {
 		return invalid("job exit of %s: negative restart", c.Job)
 	case len(e.LogTail) > MaxLogTail:
 		return invalid("job exit of %s: %d log lines, at most %d", c.Job, len(e.LogTail), MaxLogTail)
-	case len(e.Reason) > maxLogLineBytes || len(e.Signal) > 16:
+	case len(e.Reason) > maxLogLineBytes || len(e.Signal) > 64:
 		return invalid("job exit of %s: reason or signal too long", c.Job)
 	}
 	for _, l := range e.LogTail {
@@ -126,12 +128,19 @@ func (c JobExited) validate() error {
 	return nil
 }
 
-// TrimLogLine cuts a log line to what a JobExit keeps.
+// TrimLogLine makes a log line what a JobExit keeps: valid UTF-8 (JSON
+// would replace bad bytes, and the decoded line could grow past the bound)
+// cut at a character boundary to at most maxLogLineBytes.
 func TrimLogLine(l string) string {
+	l = strings.ToValidUTF8(l, "?")
 	if len(l) <= maxLogLineBytes {
 		return l
 	}
-	return l[:maxLogLineBytes]
+	cut := maxLogLineBytes
+	for cut > 0 && !utf8.RuneStart(l[cut]) {
+		cut--
+	}
+	return l[:cut]
 }
 
 func applyJobExited(s *State, c JobExited) (bool, error) {
@@ -198,6 +207,3 @@ func (j JobRecord) StateName() string {
 	return j.State.String()
 }
 
-// JobStateNames lists every StateName, so views and metrics have a stable
-// set.
-var JobStateNames = []string{"pending", "running", "migrating", "recovering", "done", "failed", "cancelled"}

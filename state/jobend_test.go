@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/reclaimnet/reclaimnet/policy"
 )
@@ -70,7 +71,7 @@ func TestFailuresCountedAcrossNodes(t *testing.T) {
 	if x := j.LastExit; x == nil || x.Node != "b" || x.Signal != "SIGKILL" || x.Reason != "out of memory" || len(x.LogTail) != 2 {
 		t.Fatalf("last exit %+v", j.LastExit)
 	}
-	if got := j.LastExit.Describe(); got != "killed by SIGKILL (out of memory)" {
+	if got := j.LastExit.Describe(); got != "signal SIGKILL (out of memory)" {
 		t.Fatalf("describe %q", got)
 	}
 	if len(j.FailureLog) != 2 || j.FailureLog[0].Node != "a" || j.FailureLog[0].ExitCode != 3 {
@@ -120,5 +121,21 @@ func TestJobExitValidation(t *testing.T) {
 	bad := SubmitJob{Job: JobRecord{Job: policy.Job{ID: "j"}, MaxFailures: -1, Spec: JobSpec{Command: []string{"x"}}}}
 	if _, err := EncodeCommand(bad); !errors.Is(err, ErrInvalidCommand) {
 		t.Errorf("negative max failures: %v", err)
+	}
+}
+
+func TestTrimLogLineStaysValid(t *testing.T) {
+	long := strings.Repeat("é", 400) + "\xff"
+	got := TrimLogLine(long)
+	if len(got) > maxLogLineBytes || !utf8.ValidString(got) {
+		t.Fatalf("trimmed line: %d bytes, valid %v", len(got), utf8.ValidString(got))
+	}
+	c := JobExited{Job: "j", Exit: JobExit{Node: "a", At: t0, ExitCode: 1, LogTail: []string{got, TrimLogLine("ok\xff")}}}
+	b, err := EncodeCommand(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := DecodeCommand(b); err != nil {
+		t.Fatalf("a trimmed line does not survive the log: %v", err)
 	}
 }

@@ -5,8 +5,6 @@ import (
 	"log/slog"
 
 	"github.com/prometheus/client_golang/prometheus"
-
-	"github.com/reclaimnet/reclaimnet/policy"
 )
 
 // metricsNamespace prefixes every metric name.
@@ -75,15 +73,9 @@ var allMetrics = []metric{
 	mReclaimsPending, mReclaimLeft, mAdmissions, mHandoffs, mDegraded,
 }
 
-// jobStates lists every policy.JobState name, so the jobs gauge has a
-// stable set of series.
-var jobStates = func() []string {
-	var out []string
-	for s := policy.JobPending; s <= policy.JobDone; s++ {
-		out = append(out, s.String())
-	}
-	return out
-}()
+// jobStates lists every job state name (state.JobRecord.StateName), so the
+// jobs gauge has a stable set of series.
+var jobStates = []string{"pending", "running", "migrating", "recovering", "done", "failed", "cancelled"}
 
 // collector turns one Status per scrape into metrics.
 type collector struct {

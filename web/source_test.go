@@ -145,6 +145,11 @@ func scenarioA() Status {
 				LastCheckpoint: &Checkpoint{Version: 12, Bytes: ckptResnet, CommittedAt: now.Add(-41 * time.Minute), Holders: []policy.NodeID{"n4"}},
 			},
 			{ID: "bert", State: policy.JobPending.String(), GPUs: 1, CheckpointBytes: 400_000_000, LossBudget: 15 * time.Minute},
+			{ID: "huge", State: policy.JobPending.String(), GPUs: 16, Reason: "needs 16 GPUs; the largest node has 4"},
+			{ID: "vit", State: "failed", GPUs: 1, Failures: 2, MaxFailures: 1, EndedAt: now.Add(-2 * time.Minute),
+				LastExit: &JobExit{Node: "n2", At: now.Add(-2 * time.Minute), ExitCode: -1, Signal: "killed", Reason: "out of memory",
+					Description: "signal killed (out of memory)", LogTail: []string{"epoch 3", "allocating 40 GiB"}}},
+			{ID: "t5", State: "cancelled", GPUs: 1, CancelledBy: "alice on n1", EndedAt: now.Add(-time.Minute)},
 		},
 		Transfers: []Transfer{
 			{

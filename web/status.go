@@ -170,9 +170,12 @@ type BuildingBandwidth struct {
 // Job is one training job.
 type Job struct {
 	ID policy.JobID `json:"id"`
-	// State is policy.JobState.String(): pending, running, migrating,
-	// recovering, done.
-	State string        `json:"state"`
+	// State is the replicated state (state.JobRecord.StateName):
+	// pending, running, migrating, recovering, done, failed, cancelled.
+	State string `json:"state"`
+	// Reason says why a pending or recovering job has no node (the
+	// leader's placement without one); empty otherwise.
+	Reason string        `json:"reason,omitempty"`
 	Node  policy.NodeID `json:"node,omitempty"`
 	GPUs  int           `json:"gpus"`
 	// CheckpointBytes is C, the size of one checkpoint.
@@ -190,6 +193,29 @@ type Job struct {
 	Decision *policy.JobDecision `json:"decision"`
 	// LastCheckpoint is the freshest committed checkpoint; nil if none.
 	LastCheckpoint *Checkpoint `json:"last_checkpoint"`
+	// Failures counts the job's application failures across nodes;
+	// MaxFailures is how many it may have before it is failed.
+	Failures    int `json:"failures"`
+	MaxFailures int `json:"max_failures"`
+	// LastExit is how its newest run that ended by itself ended.
+	LastExit *JobExit `json:"last_exit,omitempty"`
+	// EndedAt is when a done, failed or cancelled job ended (zero when
+	// not known); CancelledBy who cancelled it.
+	EndedAt     time.Time `json:"ended_at,omitzero"`
+	CancelledBy string    `json:"cancelled_by,omitempty"`
+}
+
+// JobExit is how one run of a job ended (state.JobExit).
+type JobExit struct {
+	Node     policy.NodeID `json:"node"`
+	At       time.Time     `json:"at"`
+	ExitCode int           `json:"exit_code"`
+	Signal   string        `json:"signal,omitempty"`
+	Reason   string        `json:"reason,omitempty"`
+	// Description says it in words: "exit 3", "signal killed (out of
+	// memory)".
+	Description string   `json:"description"`
+	LogTail     []string `json:"log_tail,omitempty"`
 }
 
 // Checkpoint is a committed checkpoint version of a job.

@@ -3,6 +3,7 @@ package view
 import (
 	"fmt"
 	"net"
+	"slices"
 	"sort"
 	"strconv"
 	"time"
@@ -262,7 +263,8 @@ func webJobs(cs *state.State) []web.Job {
 	for _, j := range cs.Jobs {
 		wj := web.Job{
 			ID:              j.ID,
-			State:           j.State.String(),
+			State:           j.StateName(),
+			Reason:          cs.PendingReason(j.ID),
 			Node:            j.Node,
 			GPUs:            j.GPUs,
 			CheckpointBytes: j.CheckpointBytes,
@@ -270,6 +272,14 @@ func webJobs(cs *state.State) []web.Job {
 			Standby:         j.Standby,
 			StandbyHas:      j.StandbyHas,
 			Restarts:        j.Restarts,
+			Failures:        j.Failures,
+			MaxFailures:     j.MaxFailures,
+			EndedAt:         j.End.At,
+			CancelledBy:     j.End.By,
+		}
+		if x := j.LastExit; x != nil {
+			wj.LastExit = &web.JobExit{Node: x.Node, At: x.At, ExitCode: x.ExitCode, Signal: x.Signal, Reason: x.Reason,
+				Description: x.Describe(), LogTail: slices.Clone(x.LogTail)}
 		}
 		if d, ok := decisions[j.ID]; ok {
 			wj.Decision = &d

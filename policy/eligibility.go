@@ -14,8 +14,9 @@ import (
 type NodeHealth struct {
 	// Alive: an active member that gossip sees.
 	Alive bool
-	// KillSwitch is the node's kill-switch mode ("off", "soft", "hard");
-	// empty is off (an older node that does not report it).
+	// KillSwitch is the node's kill-switch mode: "soft" or "hard" makes
+	// it ineligible; anything else ("off", no kernel layer, not
+	// reported) does not.
 	KillSwitch string
 	// Verified: the leader verified the node's certificate; Unverified
 	// says why not when it is not (empty: "certificate not verified").
@@ -48,22 +49,42 @@ func Ineligible(h NodeHealth) string {
 	switch {
 	case !h.Alive:
 		return "not alive"
-	case h.KillSwitch != "" && h.KillSwitch != "off":
+	case h.KillSwitch == "soft" || h.KillSwitch == "hard":
 		return "kill-switch " + h.KillSwitch
 	case !h.Verified:
 		return cmp.Or(h.Unverified, "certificate not verified")
 	case h.DiskKnown && !h.DataWritable:
 		return "data directory not writable"
 	case h.DiskKnown && h.FreeDisk < h.NeedDisk:
-		return fmt.Sprintf("data directory full (%s free, a checkpoint needs %s)", byteSize(h.FreeDisk), byteSize(h.NeedDisk))
+		// The free figure changes every report: not in the reason, which
+		// is part of the replicated decisions.
+		return fmt.Sprintf("data directory full (a checkpoint needs %s)", byteSize(h.NeedDisk))
 	case h.Reclaimed:
 		return "reclaimed by its owner"
 	case h.Draining:
 		return "draining"
 	case h.Load > h.MaxLoad:
-		return fmt.Sprintf("load %.2f above θ %.2f", h.Load, h.MaxLoad)
+		return fmt.Sprintf("load above θ = %.2f", h.MaxLoad)
 	}
 	return ""
+}
+
+// NodeVerdict is one node the eligibility rule keeps out, with why.
+type NodeVerdict struct {
+	Node   NodeID
+	Reason string
+}
+
+// ineligibleNodes lists the snapshot's ineligible nodes by ID (Tick's
+// output, so every view shows the leader's verdict).
+func ineligibleNodes(w *world) []NodeVerdict {
+	var out []NodeVerdict
+	for _, nd := range w.nodes {
+		if nd.Ineligible != "" {
+			out = append(out, NodeVerdict{Node: nd.ID, Reason: nd.Ineligible})
+		}
+	}
+	return out
 }
 
 // byteSize writes n bytes in binary units (MiB, GiB).

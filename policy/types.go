@@ -428,4 +428,7 @@ type Decisions struct {
 	// CheckpointBudget is Bckpt, what P3 left for P1 (bytes/s, summed over
 	// the bottlenecks that P1 allocates on).
 	CheckpointBudget float64
+	// Ineligible are the nodes the eligibility rule kept out this period
+	// (Node.Ineligible), by ID.
+	Ineligible []NodeVerdict `json:",omitempty"`
 }

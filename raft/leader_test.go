@@ -292,7 +292,7 @@ func TestLeaderKeepsAdmittedHandoff(t *testing.T) {
 	// admit commits the first decision (as runTick does), so j is migrating.
 	admit := func(t *testing.T) (*state.State, policy.Decisions) {
 		st := build(t)
-		first := decide(st, nil, tel, params, at)
+		first := decide(st, nil, tel, nil, params, at)
 		if h := handoff(first); h.To != "b" || !h.FinalCheckpoint || h.Degraded {
 			t.Fatalf("first decision got %+v, want admitted to b with a final checkpoint", h)
 		}
@@ -315,7 +315,7 @@ func TestLeaderKeepsAdmittedHandoff(t *testing.T) {
 		if h := handoff(fresh); !h.Degraded || h.To != "" {
 			t.Fatalf("a fresh Tick 5 s before the deadline got %+v, want degraded (the test's premise)", h)
 		}
-		got := decide(st, nil, tel, params, late)
+		got := decide(st, nil, tel, nil, params, late)
 		if h := handoff(got); h.To != "b" || !h.FinalCheckpoint || h.Degraded {
 			t.Fatalf("leader's decision 5 s before the deadline got %+v, want still admitted to b", h)
 		}
@@ -333,15 +333,15 @@ func TestLeaderKeepsAdmittedHandoff(t *testing.T) {
 		if _, err := st.Apply(state.RecordDeparture{Departure: state.Departure{Node: "b", At: late.Add(-time.Second), Kind: state.DepartureEmergency}}); err != nil {
 			t.Fatal(err)
 		}
-		if h := handoff(decide(st, nil, tel, params, late)); h.To == "b" || !h.Degraded {
+		if h := handoff(decide(st, nil, tel, nil, params, late)); h.To == "b" || !h.Degraded {
 			t.Fatalf("decision after b failed got %+v, want degraded, not to b", h)
 		}
 	})
 	t.Run("released after the deadline", func(t *testing.T) {
 		st, _ := admit(t)
 		after := deadline.Add(time.Second)
-		got := decide(st, nil, tel, params, after)
-		want := policy.Tick(buildSnapshot(st, nil, tel, params, after), after)
+		got := decide(st, nil, tel, nil, params, after)
+		want := policy.Tick(eligibleSnapshot(st, nil, tel, nil, params, after), after)
 		if !reflect.DeepEqual(got, want) {
 			t.Fatalf("decision after the deadline got %+v, want the fresh Tick's %+v", handoff(got), handoff(want))
 		}
@@ -400,5 +400,55 @@ func TestUnplaceableJobDoesNotStopDecisions(t *testing.T) {
 	}
 	if r := l.Status().RefusedDecision; r != "" {
 		t.Fatalf("a decision was refused: %s", r)
+	}
+}
+
+// TestIneligibleNodesGetNoJob: the three nodes of the issue (kill-switch
+// still hard after a reclaim, data disk full, certificate the leader
+// cannot verify) and a loaded one get no job; the job goes to the one
+// eligible node, and the decisions say why each other node was kept out.
+func TestIneligibleNodesGetNoJob(t *testing.T) {
+	st := state.New()
+	at := time.Date(2026, 1, 5, 9, 0, 0, 0, time.UTC)
+	ids := []policy.NodeID{"hard", "full", "stranger", "busy", "good"}
+	var links []policy.Link
+	var nodes []NodeTelemetry
+	for _, id := range ids {
+		if _, err := st.Apply(state.UpsertNode{Node: state.NodeRecord{ID: id, GPUs: 1, Joined: at}}); err != nil {
+			t.Fatal(err)
+		}
+		links = append(links, policy.Link{ID: "acc-" + string(id), A: string(id), B: "sw", Capacity: 125e6, Available: 1e8, AvailableLow: 8e7})
+		nodes = append(nodes, NodeTelemetry{ID: id, FreeGPUs: 1, AccessLink: "acc-" + string(id), KillSwitch: "off",
+			DiskKnown: true, DataWritable: true, FreeDisk: 50 << 30})
+	}
+	nodes[0].KillSwitch = "hard"
+	nodes[1].FreeDisk = 1 << 20
+	nodes[3].Load = 0.95
+	job := state.JobRecord{Job: policy.Job{ID: "j", GPUs: 1, CheckpointBytes: 1 << 30, LossBudget: time.Hour}, Spec: state.JobSpec{Command: []string{"x"}}}
+	if _, err := st.Apply(state.SubmitJob{Job: job}); err != nil {
+		t.Fatal(err)
+	}
+	tel := fixedTelemetry{nodes: nodes, links: links}
+	unverified := map[policy.NodeID]string{"stranger": "the leader cannot verify it over mutual TLS"}
+	d := decide(st, nil, tel, unverified, policy.DefaultParams(), at)
+	if len(d.Placements) != 1 || d.Placements[0].To != "good" {
+		t.Fatalf("placements %+v, want j on good", d.Placements)
+	}
+	want := map[policy.NodeID]string{
+		"hard": "kill-switch hard", "full": "data directory full (a checkpoint needs 1.0 GiB)",
+		"stranger": "the leader cannot verify it over mutual TLS", "busy": "load above θ = 0.80",
+	}
+	got := map[policy.NodeID]string{}
+	for _, v := range d.Ineligible {
+		got[v.Node] = v.Reason
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("ineligible nodes %v, want %v", got, want)
+	}
+	// Once the kill-switch is off again, the node takes work.
+	nodes[0].KillSwitch = "off"
+	d = decide(st, nil, fixedTelemetry{nodes: nodes, links: links}, unverified, policy.DefaultParams(), at)
+	if slices.ContainsFunc(d.Ineligible, func(v policy.NodeVerdict) bool { return v.Node == "hard" }) {
+		t.Fatalf("node hard still ineligible with its kill-switch off: %+v", d.Ineligible)
 	}
 }

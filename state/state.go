@@ -484,7 +484,7 @@ func (d DecisionRecord) clone() DecisionRecord {
 }
 
 func cloneDecisions(d policy.Decisions) policy.Decisions {
-	out := policy.Decisions{CheckpointBudget: d.CheckpointBudget}
+	out := policy.Decisions{CheckpointBudget: d.CheckpointBudget, Ineligible: slices.Clone(d.Ineligible)}
 	out.Jobs = slices.Clone(d.Jobs)
 	if d.Handoffs != nil {
 		out.Handoffs = make([]policy.HandoffDecision, len(d.Handoffs))

@@ -1,6 +1,7 @@
 package jobs
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -8,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/reclaimnet/reclaimnet/agent/sandbox"
 	"github.com/reclaimnet/reclaimnet/internal/wait"
 	"github.com/reclaimnet/reclaimnet/policy"
 	"github.com/reclaimnet/reclaimnet/state"
@@ -75,5 +77,32 @@ func TestStartFailureIsReported(t *testing.T) {
 	})
 	if x := j.LastExit; x == nil || x.ExitCode != -1 || !strings.HasPrefix(x.Reason, "start failed: ") || x.Node != "n00" {
 		t.Fatalf("last exit %+v, want a start failure on n00", j.LastExit)
+	}
+}
+
+// TestOutOfMemoryIsFailed: a confined job over its memory limit is killed
+// by the kernel, and the cluster records it as failed "out of memory".
+func TestOutOfMemoryIsFailed(t *testing.T) {
+	if os.Geteuid() != 0 {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("CI=true but not root: the sandbox needs root")
+		}
+		t.Skip("needs root for the sandbox")
+	}
+	sup := fastSupervisor()
+	sup.Sandbox = sandbox.DefaultConfig()
+	sup.Sandbox.CgroupParent = fmt.Sprintf("reclaimnet-test-%d-oom", os.Getpid())
+	sup.Sandbox.StateDir = t.TempDir()
+	tc := newCluster(t, []int{1}, sup)
+	tc.waitVoters(1)
+	tc.submitSpec("hog", state.JobSpec{Command: []string{"/usr/bin/python3", "-c", "print('allocating'); a = b'x' * (512 << 20)"},
+		Memory: 64 << 20})
+	var j state.JobRecord
+	wait.For(t, time.Minute, "the job failed", func() bool {
+		j = tc.state().Jobs["hog"]
+		return j.StateName() == "failed"
+	})
+	if x := j.LastExit; x == nil || x.Reason != "out of memory" || !slices.Contains(x.LogTail, "allocating") {
+		t.Fatalf("last exit %+v, want out of memory with the job's log line", j.LastExit)
 	}
 }

@@ -206,4 +206,3 @@ func (j JobRecord) StateName() string {
 	}
 	return j.State.String()
 }
-

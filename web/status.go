@@ -176,8 +176,8 @@ type Job struct {
 	// Reason says why a pending or recovering job has no node (the
 	// leader's placement without one); empty otherwise.
 	Reason string        `json:"reason,omitempty"`
-	Node  policy.NodeID `json:"node,omitempty"`
-	GPUs  int           `json:"gpus"`
+	Node   policy.NodeID `json:"node,omitempty"`
+	GPUs   int           `json:"gpus"`
 	// CheckpointBytes is C, the size of one checkpoint.
 	CheckpointBytes int64 `json:"checkpoint_bytes"`
 	// LossBudget is Lmax, the tolerated expected loss per emergency.

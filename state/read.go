@@ -252,3 +252,15 @@ func (s *State) PendingReason(job policy.JobID) string {
 	}
 	return ""
 }
+
+// NodeIneligible is why the leader's current decisions keep node out of
+// placements, standbys and copies (policy.Ineligible); empty when they do
+// not.
+func (s *State) NodeIneligible(node policy.NodeID) string {
+	for _, v := range s.Decisions.Ineligible {
+		if v.Node == node {
+			return v.Reason
+		}
+	}
+	return ""
+}

@@ -62,6 +62,8 @@ func TestPageWithoutJavaScript(t *testing.T) {
 		{"member-n1", "2 / 4 × A100-80GB <span class=\"muted\">(80 GiB, cc 8)</span>"},
 		{"member-n3", `<span class="badge ks-soft">soft</span>`},
 		{"member-n3", "17 dropped"},
+		{"member-n3", `<span class="badge warn">no</span> <span class="small">kill-switch soft</span>`},
+		{"member-n1", `<span class="badge good">yes</span>`},
 		{"member-n4", "suspect"},
 		{"member-n4", "nonvoter"},
 		{"job-llama-ft", "running"},

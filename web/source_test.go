@@ -95,7 +95,7 @@ func member(id, building string, state MemberState, role RaftRole, gpu policy.GP
 	return Member{
 		ID: policy.NodeID(id), Building: building, Addr: "127.0.0.1:7946", State: state, RaftRole: role,
 		GPU: gpu, GPUs: gpus, FreeGPUs: free, Load: 0.35,
-		Hazard: profileAt(p, scenarioNow), HazardProfile: p, KillSwitch: KillSwitchOff,
+		Hazard: profileAt(p, scenarioNow), HazardProfile: p, KillSwitch: KillSwitchOff, Eligible: true,
 	}
 }
 
@@ -106,6 +106,7 @@ func scenarioA() Status {
 	now := scenarioNow
 	n3 := member("n3", "sci", MemberLeaving, RaftFollower, gpuA6k, 2, 1, 0.3)
 	n3.KillSwitch, n3.KillSwitchDrops = KillSwitchSoft, 17
+	n3.Eligible, n3.IneligibleReason = false, "kill-switch soft"
 	decisionLlama := policy.JobDecision{Job: "llama-ft", Bandwidth: 12_500_000, Interval: 9*time.Minute + 52*time.Second, Hazard: 0.99 / 3600, Standby: "n2"}
 	decisionResnet := policy.JobDecision{Job: "resnet", Bandwidth: 4_000_000, Interval: 2000 * time.Second, Hazard: 1.8 / 3600, LossBudgetInfeasible: true}
 	deadline := now.Add(reclaimNotice - reclaimElapsed)

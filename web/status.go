@@ -152,6 +152,11 @@ type Member struct {
 	// KillSwitchDrops counts packets the kill-switch dropped since the
 	// node's agent started.
 	KillSwitchDrops uint64 `json:"kill_switch_drops"`
+	// Eligible says whether the node may take jobs, standbys and copies
+	// (policy.Ineligible, as the leader last applied it); IneligibleReason
+	// why not.
+	Eligible         bool   `json:"eligible"`
+	IneligibleReason string `json:"ineligible_reason,omitempty"`
 }
 
 // BuildingBandwidth is the bandwidth available to migration from one

@@ -128,6 +128,7 @@ func (v *View) webMembers(now time.Time, cs *state.State, servers []raft.Server,
 			m.State = web.MemberLeaving
 		}
 		hazard(&m)
+		m.Eligible, m.IneligibleReason = eligibility(cs, m)
 		out = append(out, m)
 	}
 	for id, n := range cs.Nodes {
@@ -140,6 +141,7 @@ func (v *View) webMembers(now time.Time, cs *state.State, servers []raft.Server,
 			m.State = web.MemberLeft
 		}
 		hazard(&m)
+		m.Eligible, m.IneligibleReason = eligibility(cs, m)
 		out = append(out, m)
 	}
 	sort.Slice(out, func(i, j int) bool {
@@ -149,6 +151,23 @@ func (v *View) webMembers(now time.Time, cs *state.State, servers []raft.Server,
 		return out[i].ID < out[j].ID
 	})
 	return out
+}
+
+// eligibility is a member's verdict under the eligibility rule: the
+// leader's, from the replicated decisions, for a live registered node.
+func eligibility(cs *state.State, m web.Member) (bool, string) {
+	switch {
+	case m.State != web.MemberAlive && m.State != web.MemberSuspect && m.State != web.MemberLeaving:
+		return false, "not alive"
+	case cs.NodeIneligible(m.ID) != "":
+		return false, cs.NodeIneligible(m.ID)
+	case m.State == web.MemberLeaving:
+		return false, "leaving"
+	}
+	if _, ok := cs.Nodes[m.ID]; !ok {
+		return false, "not registered by the leader yet"
+	}
+	return true, ""
 }
 
 // webKillSwitch is a member's kill-switch as its last report says:

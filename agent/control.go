@@ -201,7 +201,23 @@ func (a *Agent) runJob(ctx context.Context, c *raft.Coordinator, jr *localapi.Jo
 	if _, err := c.Submit(ctx, state.SubmitJob{Job: rec}); err != nil {
 		return submitError("submit job "+jr.Name, err)
 	}
-	return localapi.Response{JobID: jr.Name}
+	return localapi.Response{JobID: jr.Name, Warning: oversizeWarning(c.State(), gpus)}
+}
+
+// oversizeWarning says when no active node of the cluster has as many
+// GPUs as a job asks for: it is accepted (a bigger node may join) but
+// waits, with that as its pending reason.
+func oversizeWarning(st *state.State, gpus int) string {
+	largest, active := 0, 0
+	for _, n := range st.Nodes {
+		if n.State == state.NodeActive {
+			largest, active = max(largest, n.GPUs), active+1
+		}
+	}
+	if active == 0 || gpus <= largest {
+		return ""
+	}
+	return fmt.Sprintf("no node of the cluster has %d GPUs (the largest has %d): the job waits until one joins", gpus, largest)
 }
 
 // jobInfos lists the catalogue's jobs, sorted by ID.

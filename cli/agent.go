@@ -41,7 +41,8 @@ func newAgentCmd(env *Env) *cobra.Command {
 		Long: `Runs one node until SIGINT or SIGTERM, then leaves the cluster gracefully and exits 0. A
 reclaim of the node (its deadline, or --now) makes it leave too, and it exits 10, so that a
 service manager does not restart it. --dev runs a complete throwaway node: temporary data
-dir, generated gossip key and CA, loopback addresses. Flags override the --config file (JSON or HCL, chosen by the file's extension;
+dir, generated gossip key and CA, loopback addresses, and one fake GPU "dev-gpu" unless --gpu
+declares some. Flags override the --config file (JSON or HCL, chosen by the file's extension;
 'reclaimnet agent --print-config=hcl' prints every option with its value).
 
 Kernel enforcement (BPF programs on --iface: rate ceilings per transfer, traffic classes,
@@ -338,4 +339,12 @@ func devDefaults(cfg *agent.Config, fs *pflag.FlagSet) {
 	if cfg.Name == "" {
 		cfg.Name, _ = os.Hostname()
 	}
+	if len(cfg.GPUs) == 0 {
+		// One fake GPU, named so, lets a newcomer's first run place a job
+		// on a machine without one (--gpu declares real ones instead).
+		cfg.GPUs = []string{DevGPU}
+	}
 }
+
+// DevGPU is the GPU spec agent --dev declares when none is given.
+const DevGPU = "dev-gpu:16GiB:8.0"

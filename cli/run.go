@@ -67,6 +67,9 @@ func runRun(ctx context.Context, env *Env, o runOptions, command []string) error
 	if len(command) == 0 {
 		return usagef("no command (put it after --)")
 	}
+	if strings.TrimSpace(command[0]) == "" {
+		return usagef("empty command name: the first word after -- is the program to run")
+	}
 	jr := &localapi.JobRequest{Name: o.name, Command: command, Env: o.env, Dir: o.workDir, GPUs: o.gpus,
 		LossBudget: o.lossBudget, RuntimeHint: o.runtimeHint, Owner: env.Getenv("USER"), MaxFailures: o.maxFailures}
 	if o.name != "" {
@@ -136,6 +139,9 @@ func runRun(ctx context.Context, env *Env, o runOptions, command []string) error
 	resp, err := callAgent(ctx, o.dataDir, localapi.Request{Op: localapi.OpRun, Job: jr})
 	if err != nil {
 		return err
+	}
+	if resp.Warning != "" {
+		fmt.Fprintf(env.Stderr, "reclaimnet run: warning: %s\n", resp.Warning)
 	}
 	fmt.Fprintln(env.Stdout, resp.JobID)
 	return nil

@@ -57,9 +57,12 @@ const (
 
 // Response answers a Request.
 type Response struct {
-	Error  string  `json:"error,omitempty"`
-	Kind   string  `json:"kind,omitempty"`
-	Status *Status `json:"status,omitempty"`
+	Error string `json:"error,omitempty"`
+	Kind  string `json:"kind,omitempty"`
+	// Warning is said about a request that was carried out (a job that
+	// no node of the cluster can take now).
+	Warning string  `json:"warning,omitempty"`
+	Status  *Status `json:"status,omitempty"`
 	// Document is, for OpStatus, the GET /v1/status document exactly as
 	// the HTTP API serves it (a web.Status).
 	Document json.RawMessage `json:"document,omitempty"`

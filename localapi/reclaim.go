@@ -85,3 +85,8 @@ type ReclaimReport struct {
 	// once) is submitted by the agent when it runs again.
 	Replicated bool `json:"replicated,omitempty"`
 }
+
+// MaxReclaimNotice is the longest notice a scheduled reclaim may give: a
+// longer one is a typo (a reclaim years away) rather than a plan; an owner
+// who knows that far ahead schedules it later.
+const MaxReclaimNotice = 24 * time.Hour

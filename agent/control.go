@@ -95,7 +95,7 @@ func (a *Agent) control(req localapi.Request) localapi.Response {
 			return localapi.Response{Error: err.Error(), Kind: kind}
 		}
 		return localapi.Response{Joined: n}
-	case localapi.OpRun, localapi.OpJobs, localapi.OpLogs, localapi.OpCancel:
+	case localapi.OpRun, localapi.OpJobs, localapi.OpJob, localapi.OpLogs, localapi.OpCancel:
 		return a.jobControl(req)
 	case localapi.OpTraceExport:
 		doc, err := a.view.TraceDocument(time.Now())
@@ -121,6 +121,12 @@ func (a *Agent) jobControl(req localapi.Request) localapi.Response {
 		return a.runJob(ctx, c, req.Job)
 	case localapi.OpJobs:
 		return localapi.Response{Jobs: jobInfos(c.State())}
+	case localapi.OpJob:
+		st := c.State()
+		if _, ok := st.Jobs[policy.JobID(req.JobID)]; !ok {
+			return localapi.Response{Error: fmt.Sprintf("no job %q", req.JobID), Kind: localapi.KindUnknownJob}
+		}
+		return localapi.Response{Story: jobStory(st, policy.JobID(req.JobID))}
 	case localapi.OpLogs:
 		return a.jobLog(c, req.JobID, req.Tail)
 	case localapi.OpCancel:
@@ -221,6 +227,41 @@ func oversizeWarning(st *state.State, gpus int) string {
 }
 
 // jobInfos lists the catalogue's jobs, sorted by ID.
+// jobStory is one job's story from the replicated state.
+func jobStory(st *state.State, id policy.JobID) *localapi.JobStory {
+	j := st.Jobs[id]
+	var info localapi.JobInfo
+	for _, ji := range jobInfos(st) {
+		if ji.ID == string(id) {
+			info = ji
+		}
+	}
+	s := &localapi.JobStory{JobInfo: info, Owner: j.Owner, Env: j.Spec.Env, Dir: j.Spec.Dir, GPUs: j.GPUs, VRAM: j.VRAM,
+		Capability: j.Capability, LossBudget: j.LossBudget, Signal: j.Spec.Signal, Grace: j.Spec.Grace,
+		Memory: j.Spec.Memory, CPUs: j.Spec.CPUs, Events: []localapi.JobEvent{}, Checkpoints: []localapi.CheckpointInfo{}}
+	for _, e := range j.Events {
+		s.Events = append(s.Events, localapi.JobEvent{At: e.At, Kind: string(e.Kind), Node: string(e.Node), From: string(e.From),
+			Version: e.Version, Detail: e.Detail})
+	}
+	for _, cp := range st.Checkpoints[id] {
+		ci := localapi.CheckpointInfo{Version: cp.Version, Bytes: cp.Size, Source: string(cp.Source), Committed: cp.Committed,
+			CommittedAt: cp.CommittedAt, Holders: []string{}}
+		for _, h := range cp.Holders {
+			ci.Holders = append(ci.Holders, string(h))
+		}
+		s.Checkpoints = append(s.Checkpoints, ci)
+	}
+	for _, x := range j.FailureLog {
+		s.FailureLog = append(s.FailureLog, exitInfo(x))
+	}
+	return s
+}
+
+func exitInfo(x state.JobExit) localapi.JobExit {
+	return localapi.JobExit{Node: string(x.Node), At: x.At, ExitCode: x.ExitCode, Signal: x.Signal,
+		Reason: x.Reason, Description: x.Describe(), LogTail: slices.Clone(x.LogTail)}
+}
+
 func jobInfos(st *state.State) []localapi.JobInfo {
 	intervals := map[policy.JobID]policy.JobDecision{}
 	for _, d := range st.Decisions.Jobs {
@@ -232,8 +273,8 @@ func jobInfos(st *state.State) []localapi.JobInfo {
 			Restarts: j.Restarts, RestartTime: j.RestartTime, Submitted: j.Submitted, Reason: st.PendingReason(id),
 			Failures: j.Failures, MaxFailures: j.MaxFailures, EndedAt: j.End.At, CancelledBy: j.End.By}
 		if x := j.LastExit; x != nil {
-			ji.LastExit = &localapi.JobExit{Node: string(x.Node), At: x.At, ExitCode: x.ExitCode, Signal: x.Signal,
-				Reason: x.Reason, Description: x.Describe(), LogTail: slices.Clone(x.LogTail)}
+			e := exitInfo(*x)
+			ji.LastExit = &e
 		}
 		if d, ok := intervals[id]; ok {
 			ji.Interval, ji.Standby = d.Interval, string(d.Standby)

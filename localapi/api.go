@@ -74,6 +74,8 @@ type Response struct {
 	// Log a job's log, Node the node it runs on, Note a remark (OpLogs).
 	JobID string    `json:"job_id,omitempty"`
 	Jobs  []JobInfo `json:"jobs,omitempty"`
+	// Story is one job's story (OpJob).
+	Story *JobStory `json:"story,omitempty"`
 	Log   string    `json:"log,omitempty"`
 	Node  string    `json:"node,omitempty"`
 	Note  string    `json:"note,omitempty"`

@@ -12,6 +12,8 @@ const (
 	OpJobs   = "jobs"
 	OpLogs   = "logs"
 	OpCancel = "cancel"
+	// OpJob returns one job's story (Request.JobID, Response.Story).
+	OpJob = "job"
 )
 
 // More error kinds for the job operations.
@@ -102,4 +104,47 @@ func ValidJobName(name string) error {
 		return fmt.Errorf("job name %q: want 1–64 letters, digits, '.', '_' or '-', starting with a letter or digit", name)
 	}
 	return nil
+}
+
+// JobStory is one job's full story from the replicated state ('reclaimnet
+// jobs JOB'): what it runs and needs, its state, every step the cluster
+// took with it and why, its checkpoints and where they are, its failures.
+type JobStory struct {
+	JobInfo
+	Owner      string        `json:"owner,omitempty"`
+	Env        []string      `json:"env,omitempty"`
+	Dir        string        `json:"dir,omitempty"`
+	GPUs       int           `json:"gpus"`
+	VRAM       int64         `json:"vram_bytes,omitempty"`
+	Capability float64       `json:"capability,omitempty"`
+	LossBudget time.Duration `json:"loss_budget_ns"`
+	Signal     string        `json:"signal,omitempty"`
+	Grace      time.Duration `json:"grace_ns,omitempty"`
+	Memory     int64         `json:"memory_bytes,omitempty"`
+	CPUs       float64       `json:"cpus,omitempty"`
+	// Events are the steps, oldest first; Checkpoints the versions the
+	// catalogue keeps, oldest first; FailureLog the newest failures.
+	Events      []JobEvent       `json:"events"`
+	Checkpoints []CheckpointInfo `json:"checkpoints"`
+	FailureLog  []JobExit        `json:"failure_log,omitempty"`
+}
+
+// JobEvent is one step of a job's story (state.JobEvent).
+type JobEvent struct {
+	At      time.Time `json:"at"`
+	Kind    string    `json:"kind"`
+	Node    string    `json:"node,omitempty"`
+	From    string    `json:"from,omitempty"`
+	Version uint64    `json:"version,omitempty"`
+	Detail  string    `json:"detail,omitempty"`
+}
+
+// CheckpointInfo is one version of a job's checkpoint and its holders.
+type CheckpointInfo struct {
+	Version     uint64    `json:"version"`
+	Bytes       int64     `json:"bytes"`
+	Source      string    `json:"source"`
+	Holders     []string  `json:"holders"`
+	Committed   bool      `json:"committed"`
+	CommittedAt time.Time `json:"committed_at,omitzero"`
 }

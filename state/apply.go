@@ -65,6 +65,7 @@ func (s *State) Apply(cmd Command) (bool, error) {
 		j.State, j.Node, j.Replicas, j.Restarts, j.Started = policy.JobPending, "", nil, 0, false
 		j.Standby, j.StandbyHas = "", 0
 		j.Failures, j.FailureLog, j.LastExit, j.End = 0, nil, nil, JobEnd{}
+		j.Events = []JobEvent{{At: j.Submitted, Kind: EventSubmitted, Detail: "by " + cmp.Or(j.Owner, "an unnamed user")}}
 		if old, ok := s.Jobs[j.ID]; ok {
 			if sameSubmission(old, j) {
 				return false, nil
@@ -98,6 +99,7 @@ func (s *State) Apply(cmd Command) (bool, error) {
 		j.Remaining = c.Remaining
 		if c.Done && j.State != policy.JobDone {
 			j.State, j.End = policy.JobDone, JobEnd{Kind: EndDone}
+			j.addEvent(JobEvent{Kind: EventDone, Node: c.Node, Detail: "reported done by its host"})
 		}
 		if reflect.DeepEqual(old, j) {
 			return false, nil
@@ -124,9 +126,15 @@ func (s *State) Apply(cmd Command) (bool, error) {
 		} else {
 			s.Counters.Handoffs++
 		}
+		j = j.clone()
 		j.Node, j.State, j.Restore = c.To, policy.JobRunning, RestoreOrder{}
 		j.RunningSince = c.At
 		j.Restarts++
+		detail := "handed off with its final checkpoint"
+		if c.NoFinalCheckpoint {
+			detail = "handed off without a final checkpoint"
+		}
+		j.addEvent(JobEvent{At: c.At, Kind: EventMoved, Node: c.To, From: c.From, Version: c.Version, Detail: detail})
 		if j.Standby == c.To {
 			j.Standby, j.StandbyHas = "", 0
 		}
@@ -236,6 +244,10 @@ func applyReplicaComplete(s *State, c ReplicaComplete) (bool, error) {
 	}
 	if c.Holder != c.Source && !cp.Committed {
 		cp.Committed, cp.CommittedAt = true, c.At
+		j := s.Jobs[c.Job].clone()
+		j.addEvent(JobEvent{At: c.At, Kind: EventCheckpoint, Node: c.Holder, From: c.Source, Version: c.Version,
+			Detail: fmt.Sprintf("v%d committed (%d bytes) on %s", c.Version, c.Size, c.Holder)})
+		s.Jobs[c.Job] = j
 	}
 	if c.Holder == c.Source {
 		cp.Written = c.At
@@ -299,8 +311,10 @@ func applyDeparture(s *State, d Departure) bool {
 	for id, j := range s.Jobs {
 		changed := false
 		if j.Node == d.Node && (j.State == policy.JobRunning || j.State == policy.JobMigrating) {
+			j = j.clone()
 			j.State, j.Node = policy.JobRecovering, ""
 			j.Displaced = Displacement{From: d.Node, At: d.At, Announced: announced}
+			j.addEvent(JobEvent{At: d.At, Kind: EventDisplaced, Node: d.Node, Detail: "its node left (" + d.Kind.String() + ")"})
 			changed = true
 		}
 		if j.Restore.From == d.Node && j.State == policy.JobRunning {
@@ -364,6 +378,8 @@ func applyDecisions(s *State, d DecisionRecord) bool {
 		default:
 			continue
 		}
+		j = j.clone()
+		j.addEvent(placementEvent(j, p, d.At))
 		if j.Started {
 			j.Restarts++
 		}

@@ -1,6 +1,7 @@
 package state
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"strings"
@@ -181,6 +182,7 @@ func applyJobExited(s *State, c JobExited) (bool, error) {
 		}
 	}
 	j.Standby, j.StandbyHas = "", 0
+	j.addEvent(exitEvent(j, e))
 	s.Jobs[c.Job] = j
 	return true, nil
 }
@@ -193,7 +195,9 @@ func applyCancel(s *State, c CancelJob) (bool, error) {
 	if j.State == policy.JobDone {
 		return false, nil
 	}
+	j = j.clone()
 	j.State, j.End = policy.JobDone, JobEnd{Kind: EndCancelled, At: c.At, By: c.By}
+	j.addEvent(JobEvent{At: c.At, Kind: EventCancelled, Node: j.Node, Detail: "by " + cmp.Or(c.By, "a user")})
 	s.Jobs[c.Job] = j
 	return true, nil
 }

@@ -139,3 +139,28 @@ func TestTrimLogLineStaysValid(t *testing.T) {
 		t.Fatalf("a trimmed line does not survive the log: %v", err)
 	}
 }
+
+// TestJobStory: the record tells what happened, in order, with causes.
+func TestJobStory(t *testing.T) {
+	s := runningJob(t, 1)
+	mustApply(t, s, ReplicaComplete{Job: "j", Version: 1, ManifestHash: "h", Size: 10, Source: "a", Holder: "a", At: t0.Add(time.Second)})
+	mustApply(t, s, ReplicaComplete{Job: "j", Version: 1, ManifestHash: "h", Size: 10, Source: "a", Holder: "b", At: t0.Add(2 * time.Second)})
+	mustApply(t, s, JobExited{Job: "j", Exit: JobExit{Node: "a", At: t0.Add(time.Minute), ExitCode: 3}})
+	place(t, s, "j", "b", t0.Add(2*time.Minute))
+	mustApply(t, s, CancelJob{Job: "j", By: "bob on a", At: t0.Add(3 * time.Minute)})
+	var got []string
+	for _, e := range s.Jobs["j"].Events {
+		got = append(got, string(e.Kind)+" "+string(e.Node)+": "+e.Detail)
+	}
+	want := []string{
+		"submitted : by alice",
+		"placed a: first start",
+		"checkpoint b: v1 committed (10 bytes) on b",
+		"exited a: exit 3: failure 1 of 1 allowed, restarts from its freshest checkpoint",
+		"placed b: restarted after exit 3",
+		"cancelled b: by bob on a",
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("story:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}

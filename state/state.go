@@ -198,6 +198,9 @@ type JobRecord struct {
 	// End is how the job ended (State is then policy.JobDone); zero
 	// while it has not, and in records from before it was kept.
 	End JobEnd `json:",omitzero"`
+	// Events is the job's story, oldest first (the newest maxJobEvents):
+	// what the state machine did with it and why.
+	Events []JobEvent `json:",omitempty"`
 }
 
 // RestoreOrder names the holder that pushes a recovered job's checkpoint
@@ -440,6 +443,7 @@ func (s *State) clone() *State {
 
 func (j JobRecord) clone() JobRecord {
 	j.Replicas = slices.Clone(j.Replicas)
+	j.Events = slices.Clone(j.Events)
 	if j.FailureLog != nil {
 		j.FailureLog = slices.Clone(j.FailureLog)
 		for i := range j.FailureLog {

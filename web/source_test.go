@@ -85,12 +85,12 @@ const (
 )
 
 var (
-	gpuA100 = policy.GPU{Model: "A100-80GB", VRAM: 80 << 30, Capability: 8.0}
-	gpu4090 = policy.GPU{Model: "RTX-4090", VRAM: 24 << 30, Capability: 8.9}
-	gpuA6k  = policy.GPU{Model: "A6000", VRAM: 48 << 30, Capability: 8.6}
+	gpuA100 = GPU{Model: "A100-80GB", VRAM: 80 << 30, Capability: 8.0}
+	gpu4090 = GPU{Model: "RTX-4090", VRAM: 24 << 30, Capability: 8.9}
+	gpuA6k  = GPU{Model: "A6000", VRAM: 48 << 30, Capability: 8.6}
 )
 
-func member(id, building string, state MemberState, role RaftRole, gpu policy.GPU, gpus, free int, offPeak float64) Member {
+func member(id, building string, state MemberState, role RaftRole, gpu GPU, gpus, free int, offPeak float64) Member {
 	p := lunchProfile(offPeak)
 	return Member{
 		ID: policy.NodeID(id), Building: building, Addr: "127.0.0.1:7946", State: state, RaftRole: role,
@@ -107,8 +107,8 @@ func scenarioA() Status {
 	n3 := member("n3", "sci", MemberLeaving, RaftFollower, gpuA6k, 2, 1, 0.3)
 	n3.KillSwitch, n3.KillSwitchDrops = KillSwitchSoft, 17
 	n3.Eligible, n3.IneligibleReason = false, "kill-switch soft"
-	decisionLlama := policy.JobDecision{Job: "llama-ft", Bandwidth: 12_500_000, Interval: 9*time.Minute + 52*time.Second, Hazard: 0.99 / 3600, Standby: "n2"}
-	decisionResnet := policy.JobDecision{Job: "resnet", Bandwidth: 4_000_000, Interval: 2000 * time.Second, Hazard: 1.8 / 3600, LossBudgetInfeasible: true}
+	decisionLlama := JobDecision{Bandwidth: 12_500_000, Interval: 9*time.Minute + 52*time.Second, Hazard: 0.99 / 3600, Standby: "n2"}
+	decisionResnet := JobDecision{Bandwidth: 4_000_000, Interval: 2000 * time.Second, Hazard: 1.8 / 3600, LossBudgetInfeasible: true}
 	deadline := now.Add(reclaimNotice - reclaimElapsed)
 	return Status{
 		GeneratedAt: now,

@@ -2,6 +2,7 @@ package web
 
 import (
 	"context"
+	"slices"
 	"time"
 
 	"github.com/reclaimnet/reclaimnet/policy"
@@ -138,7 +139,7 @@ type Member struct {
 	Addr     string      `json:"addr,omitempty"`
 	State    MemberState `json:"state"`
 	RaftRole RaftRole    `json:"raft_role"`
-	GPU      policy.GPU  `json:"gpu"`
+	GPU      GPU         `json:"gpu"`
 	GPUs     int         `json:"gpus"`
 	FreeGPUs int         `json:"free_gpus"`
 	// Load is the node's load, 0..1 (P2's θ applies to it).
@@ -195,7 +196,7 @@ type Job struct {
 	Restarts int `json:"restarts"`
 	// Decision is P1's current decision for the job: the interval and why
 	// (hazard, bandwidth, loss-budget flag). Nil when there is none yet.
-	Decision *policy.JobDecision `json:"decision"`
+	Decision *JobDecision `json:"decision"`
 	// LastCheckpoint is the freshest committed checkpoint; nil if none.
 	LastCheckpoint *Checkpoint `json:"last_checkpoint"`
 	// Failures counts the job's application failures across nodes;
@@ -221,6 +222,39 @@ type JobExit struct {
 	// memory)".
 	Description string   `json:"description"`
 	LogTail     []string `json:"log_tail,omitempty"`
+}
+
+// GPU is one kind of GPU on a node (policy.GPU in /v1's snake_case, units
+// in names).
+type GPU struct {
+	Model      string  `json:"model"`
+	VRAM       int64   `json:"vram_bytes"`
+	Capability float64 `json:"capability"`
+}
+
+// WebGPU is policy.GPU as /v1 shows it.
+func WebGPU(g policy.GPU) GPU { return GPU{Model: g.Model, VRAM: g.VRAM, Capability: g.Capability} }
+
+// JobDecision is P1's decision for one job (policy.JobDecision in /v1's
+// snake_case, units in names).
+type JobDecision struct {
+	Bandwidth            float64         `json:"bandwidth_bytes_per_s"`
+	Interval             time.Duration   `json:"interval_ns"`
+	LossBudgetInfeasible bool            `json:"loss_budget_infeasible"`
+	Bound                string          `json:"bound"`
+	Floor                time.Duration   `json:"floor_ns"`
+	Ceiling              time.Duration   `json:"ceiling_ns"`
+	Hazard               float64         `json:"hazard_per_s"`
+	Standby              policy.NodeID   `json:"standby,omitempty"`
+	Holders              []policy.NodeID `json:"holders,omitempty"`
+	Risk                 float64         `json:"risk"`
+}
+
+// WebJobDecision is d as /v1 shows it.
+func WebJobDecision(d policy.JobDecision) *JobDecision {
+	return &JobDecision{Bandwidth: d.Bandwidth, Interval: d.Interval, LossBudgetInfeasible: d.LossBudgetInfeasible,
+		Bound: d.Bound.String(), Floor: d.Floor, Ceiling: d.Ceiling, Hazard: d.Hazard, Standby: d.Standby,
+		Holders: slices.Clone(d.Holders), Risk: d.Risk}
 }
 
 // Checkpoint is a committed checkpoint version of a job.

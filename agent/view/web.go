@@ -103,7 +103,7 @@ func (v *View) webMembers(now time.Time, cs *state.State, servers []raft.Server,
 			Addr:     net.JoinHostPort(gm.Addr.String(), strconv.Itoa(int(gm.Port))),
 			State:    web.MemberState(gm.State),
 			RaftRole: role(id),
-			GPU: policy.GPU{
+			GPU: web.GPU{
 				Model:      gm.Meta.GPUModel,
 				VRAM:       int64(gm.Meta.GPUVRAMMiB) << 20,
 				Capability: float64(gm.Meta.GPUCapability) / 10,
@@ -136,7 +136,7 @@ func (v *View) webMembers(now time.Time, cs *state.State, servers []raft.Server,
 			continue
 		}
 		m := web.Member{ID: id, Building: n.Building, Addr: n.GossipAddr, State: web.MemberDead,
-			RaftRole: role(id), GPU: n.GPU, GPUs: n.GPUs, KillSwitch: web.KillSwitchMode(mesh.KillSwitchUnknown.String())}
+			RaftRole: role(id), GPU: web.WebGPU(n.GPU), GPUs: n.GPUs, KillSwitch: web.KillSwitchMode(mesh.KillSwitchUnknown.String())}
 		if n.State == state.NodeLeft {
 			m.State = web.MemberLeft
 		}
@@ -301,7 +301,7 @@ func webJobs(cs *state.State) []web.Job {
 				Description: x.Describe(), LogTail: slices.Clone(x.LogTail)}
 		}
 		if d, ok := decisions[j.ID]; ok {
-			wj.Decision = &d
+			wj.Decision = web.WebJobDecision(d)
 		}
 		if c, ok := cs.FreshestCommitted(j.ID); ok {
 			wj.LastCheckpoint = &web.Checkpoint{Version: c.Version, Bytes: c.Size, CommittedAt: c.CommittedAt,

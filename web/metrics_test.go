@@ -102,6 +102,9 @@ func TestMetricsMatchStatus(t *testing.T) {
 	eq("reclaimnet_jobs", map[string]string{"state": "running"}, 1)
 	eq("reclaimnet_jobs", map[string]string{"state": "migrating"}, 1)
 	eq("reclaimnet_jobs", map[string]string{"state": "done"}, 0)
+	eq("reclaimnet_jobs", map[string]string{"state": "pending"}, 2)
+	eq("reclaimnet_jobs", map[string]string{"state": "failed"}, 1)
+	eq("reclaimnet_jobs", map[string]string{"state": "cancelled"}, 1)
 	for _, j := range s.Jobs {
 		l := map[string]string{"job": string(j.ID)}
 		eq("reclaimnet_job_restarts_total", l, float64(j.Restarts))

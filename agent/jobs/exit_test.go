@@ -95,7 +95,7 @@ func TestOutOfMemoryIsFailed(t *testing.T) {
 	sup.Sandbox.StateDir = t.TempDir()
 	tc := newCluster(t, []int{1}, sup)
 	tc.waitVoters(1)
-	tc.submitSpec("hog", state.JobSpec{Command: []string{"/usr/bin/python3", "-c", "print('allocating'); a = b'x' * (512 << 20)"},
+	tc.submitSpec("hog", state.JobSpec{Command: []string{"/usr/bin/python3", "-u", "-c", "print('allocating'); a = b'x' * (512 << 20)"},
 		Memory: 64 << 20})
 	var j state.JobRecord
 	wait.For(t, time.Minute, "the job failed", func() bool {

@@ -101,8 +101,9 @@ func (s *State) Apply(cmd Command) (bool, error) {
 			j.State, j.End = policy.JobDone, JobEnd{Kind: EndDone}
 			j.addEvent(JobEvent{Kind: EventDone, Node: c.Node, Detail: "reported done by its host"})
 		}
+		resumed := !c.Ready.IsZero() && noteResumed(s, c.Job, c.Node, c.Ready)
 		if reflect.DeepEqual(old, j) {
-			return false, nil
+			return resumed, nil
 		}
 		s.Jobs[c.Job] = j
 		return true, nil
@@ -128,7 +129,7 @@ func (s *State) Apply(cmd Command) (bool, error) {
 		}
 		j = j.clone()
 		j.Node, j.State, j.Restore = c.To, policy.JobRunning, RestoreOrder{}
-		j.RunningSince = c.At
+		j.RunningSince, j.HandoffStopped = c.At, c.Stopped
 		j.Restarts++
 		detail := "handed off with its final checkpoint"
 		if c.NoFinalCheckpoint {
@@ -394,7 +395,7 @@ func applyDecisions(s *State, d DecisionRecord) bool {
 			}
 		}
 		j.Node, j.State, j.Started = p.To, policy.JobRunning, true
-		j.RunningSince = d.At
+		j.RunningSince, j.HandoffStopped = d.At, time.Time{}
 		s.Jobs[p.Job] = j
 		changed = true
 	}

@@ -39,6 +39,11 @@ type NodeHealth struct {
 	MaxLoad float64
 }
 
+// MinFreeDisk is the least free space a data directory needs even when
+// no job's checkpoint size is known yet: a full disk takes no job (its
+// logs, restores and checkpoints would fail).
+const MinFreeDisk = 64 << 20
+
 // Ineligible returns why a node may not take a job, a standby or a copy
 // (empty when it may): one rule for placements, destinations, standbys and
 // replica holders (docs/design.md P2.3). The first failed condition, in
@@ -55,10 +60,10 @@ func Ineligible(h NodeHealth) string {
 		return cmp.Or(h.Unverified, "certificate not verified")
 	case h.DiskKnown && !h.DataWritable:
 		return "data directory not writable"
-	case h.DiskKnown && h.FreeDisk < h.NeedDisk:
+	case h.DiskKnown && h.FreeDisk < max(h.NeedDisk, MinFreeDisk):
 		// The free figure changes every report: not in the reason, which
 		// is part of the replicated decisions.
-		return fmt.Sprintf("data directory full (a checkpoint needs %s)", byteSize(h.NeedDisk))
+		return fmt.Sprintf("data directory full (a checkpoint needs %s)", byteSize(max(h.NeedDisk, MinFreeDisk)))
 	case h.Reclaimed:
 		return "reclaimed by its owner"
 	case h.Draining:

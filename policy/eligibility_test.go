@@ -24,6 +24,7 @@ func TestIneligibleRule(t *testing.T) {
 		"why":           {func(h *NodeHealth) { h.Verified, h.Unverified = false, "unknown CA" }, "unknown CA"},
 		"read-only":     {func(h *NodeHealth) { h.DataWritable = false }, "data directory not writable"},
 		"full":          {func(h *NodeHealth) { h.FreeDisk = 1 << 30 }, "data directory full (a checkpoint needs 10.0 GiB)"},
+		"full, no size": {func(h *NodeHealth) { h.FreeDisk, h.NeedDisk = 1<<20, 0 }, "data directory full (a checkpoint needs 64.0 MiB)"},
 		"reclaimed":     {func(h *NodeHealth) { h.Reclaimed = true }, "reclaimed by its owner"},
 		"draining":      {func(h *NodeHealth) { h.Draining = true }, "draining"},
 		"loaded":        {func(h *NodeHealth) { h.Load = 0.9 }, "load above θ = 0.80"},

@@ -8,7 +8,7 @@
 // ages, once), so nothing is recomputed for display and the three never
 // disagree. A node's GPU and a job's P1 decision have /v1 types of their
 // own (snake_case, units in names); the other policy outputs
-// (policy.HandoffDecision, policy.Candidate, policy.HazardProfile, ...) are
+// (policy.HandoffDecision, policy.Candidate, HazardProfile, ...) are
 // carried as they are.
 //
 // The page is server-rendered with html/template from embedded files (no

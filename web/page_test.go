@@ -155,7 +155,7 @@ func TestPageShowsSourceError(t *testing.T) {
 var rectRe = regexp.MustCompile(`<rect class="(bar(?: cur)?)" x="([0-9.]+)" y="([0-9.]+)" width="([0-9.]+)" height="([0-9.]+)" data-rate="([^"]+)"`)
 
 func TestHazardChart(t *testing.T) {
-	p := policy.HazardProfile{Rates: []float64{1e-4, 2e-4, 4e-4, 0}}
+	p := HazardProfile{Rates: []float64{1e-4, 2e-4, 4e-4, 0}}
 	at := time.Date(2026, 1, 2, 13, 0, 0, 0, time.UTC) // bucket 2 (12:00–18:00)
 	svg := string(hazardChart(p, at, chartSize))
 	bars := rectRe.FindAllStringSubmatch(svg, -1)
@@ -198,11 +198,11 @@ func TestHazardChart(t *testing.T) {
 	if bars := rectRe.FindAllStringSubmatch(spark, -1); strings.Contains(spark, "<text") || len(bars) != 1 || bars[0][1] != "bar cur" {
 		t.Errorf("sparkline: want one highlighted bar and no text:\n%s", spark)
 	}
-	if empty := string(hazardChart(policy.HazardProfile{}, at, chartSize)); !strings.Contains(empty, "no estimate yet") || strings.Contains(empty, "<rect") {
+	if empty := string(hazardChart(HazardProfile{}, at, chartSize)); !strings.Contains(empty, "no estimate yet") || strings.Contains(empty, "<rect") {
 		t.Errorf("empty profile: got %s, want a 'no estimate yet' note", empty)
 	}
 	// An infinite bucket does not flatten the others.
-	inf := string(hazardChart(policy.HazardProfile{Rates: []float64{math.Inf(1), 2e-4}}, at, chartSize))
+	inf := string(hazardChart(HazardProfile{Rates: []float64{math.Inf(1), 2e-4}}, at, chartSize))
 	if bars := rectRe.FindAllStringSubmatch(inf, -1); len(bars) != 2 || bars[1][5] != fmt.Sprintf("%.2f", ph) {
 		t.Errorf("profile with +Inf: got %v, want the finite bar at full height", bars)
 	}

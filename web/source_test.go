@@ -52,7 +52,7 @@ var scenarioNow = time.Date(2026, 11, 30, 12, 10, 0, 0, time.UTC)
 
 // lunchProfile is a 48-bucket (30 min) time-of-day hazard in 1/s with the
 // SPEC's peaks (lunch 11:30–13:00, evening 17:30–20:00) at 6× off-peak.
-func lunchProfile(offPeakPerHour float64) policy.HazardProfile {
+func lunchProfile(offPeakPerHour float64) HazardProfile {
 	rates := make([]float64, 48)
 	for k := range rates {
 		h := float64(k) / 2
@@ -62,11 +62,11 @@ func lunchProfile(offPeakPerHour float64) policy.HazardProfile {
 		}
 		rates[k] = r / 3600
 	}
-	return policy.HazardProfile{Rates: rates}
+	return HazardProfile{Rates: rates}
 }
 
 // profileAt returns the profile's rate in the bucket holding t.
-func profileAt(p policy.HazardProfile, t time.Time) float64 {
+func profileAt(p HazardProfile, t time.Time) float64 {
 	t = t.UTC()
 	frac := float64(t.Sub(t.Truncate(24*time.Hour))) / float64(24*time.Hour)
 	return p.Rates[int(frac*float64(len(p.Rates)))]

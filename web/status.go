@@ -64,7 +64,7 @@ type Cluster struct {
 	Members []Member      `json:"members"`
 	// Hazard is the cluster-wide time-of-day emergency profile (λ̂⁺ by
 	// bucket, 1/s) that node factors scale; empty when not yet estimated.
-	Hazard policy.HazardProfile `json:"hazard"`
+	Hazard HazardProfile `json:"hazard"`
 	// Bandwidth is the available bandwidth between buildings (the smoothed
 	// estimate and its lower confidence bound), one entry per ordered pair.
 	Bandwidth []BuildingBandwidth `json:"bandwidth"`
@@ -148,8 +148,8 @@ type Member struct {
 	// HazardProfile at GeneratedAt, as the leader published it).
 	Hazard float64 `json:"hazard_per_s"`
 	// HazardProfile is the node's λ̂⁺ over the day, UTC.
-	HazardProfile policy.HazardProfile `json:"hazard_profile"`
-	KillSwitch    KillSwitchMode       `json:"kill_switch"`
+	HazardProfile HazardProfile  `json:"hazard_profile"`
+	KillSwitch    KillSwitchMode `json:"kill_switch"`
 	// KillSwitchDrops counts packets the kill-switch dropped since the
 	// node's agent started.
 	KillSwitchDrops uint64 `json:"kill_switch_drops"`
@@ -237,6 +237,13 @@ type JobExit struct {
 	// memory)".
 	Description string   `json:"description"`
 	LogTail     []string `json:"log_tail,omitempty"`
+}
+
+// HazardProfile is a time-of-day hazard (policy.HazardProfile in /v1's
+// snake_case): Rates[k] is the rate, events per second, in bucket k of
+// equal width covering one UTC day.
+type HazardProfile struct {
+	Rates []float64 `json:"rates_per_s"`
 }
 
 // GPU is one kind of GPU on a node (policy.GPU in /v1's snake_case, units

@@ -81,7 +81,7 @@ func (v *View) webMembers(now time.Time, cs *state.State, servers []raft.Server,
 	}
 	hazard := func(m *web.Member) {
 		if h, ok := cs.Hazards[m.ID]; ok {
-			m.HazardProfile = policy.HazardProfile{Rates: append([]float64(nil), h.EmergencyUpper.Rates...)}
+			m.HazardProfile = web.HazardProfile{Rates: append([]float64(nil), h.EmergencyUpper.Rates...)}
 			m.Hazard = h.EmergencyUpper.At(now)
 		}
 	}
@@ -182,7 +182,7 @@ func webKillSwitch(t mesh.Telemetry) (web.KillSwitchMode, uint64) {
 
 // clusterHazard is the mean of the active nodes' published λ̂⁺ profiles,
 // bucket by bucket (the cluster-wide time-of-day profile the page charts).
-func clusterHazard(cs *state.State) policy.HazardProfile {
+func clusterHazard(cs *state.State) web.HazardProfile {
 	var sum []float64
 	n := 0
 	for id, h := range cs.Hazards {
@@ -207,7 +207,7 @@ func clusterHazard(cs *state.State) policy.HazardProfile {
 	for k := range sum {
 		sum[k] /= float64(n)
 	}
-	return policy.HazardProfile{Rates: sum}
+	return web.HazardProfile{Rates: sum}
 }
 
 // buildingBandwidth is the matrix between buildings on the campus graph

@@ -331,6 +331,7 @@ func markIneligible(snap *policy.Snapshot, st *state.State, tel Telemetry, unver
 		if t, ok := live[n.ID]; ok {
 			h.KillSwitch = t.KillSwitch
 			h.DiskKnown, h.DataWritable, h.FreeDisk = t.DiskKnown, t.DataWritable, t.FreeDisk
+			h.Draining = t.Draining
 		}
 		_, h.Reclaimed = st.Reclaims[n.ID]
 		n.Ineligible = policy.Ineligible(h)

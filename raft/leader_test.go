@@ -405,12 +405,12 @@ func TestUnplaceableJobDoesNotStopDecisions(t *testing.T) {
 
 // TestIneligibleNodesGetNoJob: the three nodes of the issue (kill-switch
 // still hard after a reclaim, data disk full, certificate the leader
-// cannot verify) and a loaded one get no job; the job goes to the one
+// cannot verify), a loaded one and a draining one get no job; the job goes to the one
 // eligible node, and the decisions say why each other node was kept out.
 func TestIneligibleNodesGetNoJob(t *testing.T) {
 	st := state.New()
 	at := time.Date(2026, 1, 5, 9, 0, 0, 0, time.UTC)
-	ids := []policy.NodeID{"hard", "full", "stranger", "busy", "good"}
+	ids := []policy.NodeID{"hard", "full", "stranger", "busy", "leaving", "good"}
 	var links []policy.Link
 	var nodes []NodeTelemetry
 	for _, id := range ids {
@@ -424,6 +424,7 @@ func TestIneligibleNodesGetNoJob(t *testing.T) {
 	nodes[0].KillSwitch = "hard"
 	nodes[1].FreeDisk = 1 << 20
 	nodes[3].Load = 0.95
+	nodes[4].Draining = true
 	job := state.JobRecord{Job: policy.Job{ID: "j", GPUs: 1, CheckpointBytes: 1 << 30, LossBudget: time.Hour}, Spec: state.JobSpec{Command: []string{"x"}}}
 	if _, err := st.Apply(state.SubmitJob{Job: job}); err != nil {
 		t.Fatal(err)
@@ -436,7 +437,7 @@ func TestIneligibleNodesGetNoJob(t *testing.T) {
 	}
 	want := map[policy.NodeID]string{
 		"hard": "kill-switch hard", "full": "data directory full (a checkpoint needs 1.0 GiB)",
-		"stranger": "the leader cannot verify it over mutual TLS", "busy": "load above θ = 0.80",
+		"stranger": "the leader cannot verify it over mutual TLS", "busy": "load above θ = 0.80", "leaving": "draining",
 	}
 	got := map[policy.NodeID]string{}
 	for _, v := range d.Ineligible {

@@ -83,4 +83,6 @@ type NodeTelemetry struct {
 	DiskKnown    bool
 	DataWritable bool
 	FreeDisk     int64
+	// Draining: the node announced that it leaves (its agent stops).
+	Draining bool
 }

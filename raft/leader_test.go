@@ -405,8 +405,9 @@ func TestUnplaceableJobDoesNotStopDecisions(t *testing.T) {
 
 // TestIneligibleNodesGetNoJob: the three nodes of the issue (kill-switch
 // still hard after a reclaim, data disk full, certificate the leader
-// cannot verify), a loaded one and a draining one get no job; the job goes to the one
-// eligible node, and the decisions say why each other node was kept out.
+// cannot verify), a loaded one and a draining one get no job; the job goes
+// to the one eligible node, and the decisions say why each other node was
+// kept out.
 func TestIneligibleNodesGetNoJob(t *testing.T) {
 	st := state.New()
 	at := time.Date(2026, 1, 5, 9, 0, 0, 0, time.UTC)

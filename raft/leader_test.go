@@ -2,9 +2,13 @@ package raft
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"reflect"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -452,5 +456,32 @@ func TestIneligibleNodesGetNoJob(t *testing.T) {
 	d = decide(st, nil, fixedTelemetry{nodes: nodes, links: links}, unverified, policy.DefaultParams(), at)
 	if slices.ContainsFunc(d.Ineligible, func(v policy.NodeVerdict) bool { return v.Node == "hard" }) {
 		t.Fatalf("node hard still ineligible with its kill-switch off: %+v", d.Ineligible)
+	}
+}
+
+// TestRefusedDecisionLoggedOnce: a refusal the leader meets every period
+// is logged once per distinct error and kept for the status page until
+// decisions commit again.
+func TestRefusedDecisionLoggedOnce(t *testing.T) {
+	var logs strings.Builder
+	c := &Coordinator{logger: slog.New(slog.NewTextHandler(&logs, nil))}
+	at := time.Date(2026, 1, 5, 9, 0, 0, 0, time.UTC)
+	bad := fmt.Errorf("%w: placement of j: neither a node nor a reason", state.ErrInvalidCommand)
+	for i := range 10 {
+		c.noteRefused(bad, at.Add(time.Duration(i)*time.Second))
+	}
+	if n := strings.Count(logs.String(), "decisions refused"); n != 1 {
+		t.Fatalf("%d log lines for one refusal repeated 10 times, want 1:\n%s", n, logs.String())
+	}
+	if c.refused != bad.Error() || !c.refusedAt.Equal(at) {
+		t.Fatalf("kept %q at %v, want the first refusal's error and time", c.refused, c.refusedAt)
+	}
+	c.noteRefused(errors.New("another"), at.Add(time.Minute))
+	if n := strings.Count(logs.String(), "decisions refused"); n != 2 {
+		t.Fatalf("%d log lines after a different refusal, want 2", n)
+	}
+	c.noteRefused(nil, at.Add(2*time.Minute))
+	if c.refused != "" || !strings.Contains(logs.String(), "decisions commit again") {
+		t.Fatalf("after a commit: kept %q; logs:\n%s", c.refused, logs.String())
 	}
 }

@@ -91,6 +91,7 @@ func TestMetricsMatchStatus(t *testing.T) {
 		eq("reclaimnet_node_hazard_per_second", l, m.Hazard)
 		eq("reclaimnet_node_gpus", l, float64(m.GPUs))
 		eq("reclaimnet_node_free_gpus", l, float64(m.FreeGPUs))
+		eq("reclaimnet_node_eligible", l, b2f(m.Eligible))
 		eq("reclaimnet_node_load_ratio", l, m.Load)
 		eq("reclaimnet_killswitch_drops_total", map[string]string{"node": string(m.ID)}, float64(m.KillSwitchDrops))
 		for _, mode := range killSwitchModes {

@@ -38,6 +38,10 @@ func (a *Agent) startMesh() error {
 		Role:          role,
 		Started:       a.started,
 	}
+	if p, err := a.cfg.Owner.Policy(); err == nil { // checked by Validate
+		mc.Meta.Lending = truncate(p.Schedule.String(), mesh.MaxLendingLen)
+	}
+	a.meta = mc.Meta
 	m, err := mesh.Create(mc)
 	if err != nil {
 		return fmt.Errorf("gossip: %w", err)

@@ -507,6 +507,7 @@ type box struct {
 	jobs    []string // synthetic jobs
 	torch   string   // the PyTorch job ("" when torch is missing)
 	ledgers map[string]string
+	script  string // the synthetic job
 	figures []figure
 	// measureOnly turns the research-flow floor into a figure, not an
 	// assertion (the ablation runs switch P3 off on purpose).
@@ -531,6 +532,13 @@ type figure struct {
 // protocolsArgs is the --protocols flag set of a run.
 func startBox(t *testing.T, protocols string, synth int, withTorch bool) *box {
 	t.Helper()
+	return startBoxWith(t, protocols, synth, withTorch, nil)
+}
+
+// startBoxWith is startBox with the agents' configuration adjusted first
+// (nil: as is).
+func startBoxWith(t *testing.T, protocols string, synth int, withTorch bool, adjust func(*AgentsConfig)) *box {
+	t.Helper()
 	requireRoot(t)
 	// The jobs run in each agent's sandbox: their programs lie where the
 	// owner lets guests read (--guest-ro-path), as a dataset would.
@@ -547,19 +555,16 @@ func startBox(t *testing.T, protocols string, synth int, withTorch bool) *box {
 		t.Fatal(err)
 	}
 	extra := []string{"--protocols", protocols, "--fixed-interval", "8s", "--guest-ro-path", scripts, "--guest-ro-path", examples}
-	a := startAgentsForTest(t, AgentsConfig{Topology: DefaultTopology(), ExtraArgs: extra})
-	b := &box{t: t, a: a, dir: a.cfg.Dir, ledgers: map[string]string{}}
+	cfg := AgentsConfig{Topology: DefaultTopology(), ExtraArgs: extra}
+	if adjust != nil {
+		adjust(&cfg)
+	}
+	a := startAgentsForTest(t, cfg)
+	b := &box{t: t, a: a, dir: a.cfg.Dir, ledgers: map[string]string{}, script: script}
 	ctx := context.Background()
 	submitter := a.Names()[0]
 	for i := 1; i <= synth; i++ {
-		job := fmt.Sprintf("syn%d", i)
-		b.ledgers[job] = filepath.Join(b.dir, "*", "data", "jobs", job, "run", "home", "ledger")
-		if _, err := a.CLI(ctx, submitter, "run", "--name", job, "--gpus", "1", "--loss-budget", "8s",
-			"--size-hint", strconv.Itoa(synthCkptBytes)+"B", "--grace", "5s",
-			"--env", "CKPT_BYTES="+strconv.Itoa(synthCkptBytes), "--", "/bin/sh", script); err != nil {
-			t.Fatalf("submit %s: %v", job, err)
-		}
-		b.jobs = append(b.jobs, job)
+		b.submitSynth(submitter, fmt.Sprintf("syn%d", i))
 	}
 	if withTorch {
 		if err := exec.Command("/usr/bin/python3", "-c", "import torch").Run(); err != nil {
@@ -587,6 +592,18 @@ func startBox(t *testing.T, protocols string, synth int, withTorch bool) *box {
 	b.h = startHistory(a, b.allJobs())
 	t.Cleanup(b.h.close)
 	return b
+}
+
+// submitSynth submits one more synthetic job through node.
+func (b *box) submitSynth(node, job string) {
+	b.t.Helper()
+	b.ledgers[job] = filepath.Join(b.dir, "*", "data", "jobs", job, "run", "home", "ledger")
+	if _, err := b.a.CLI(context.Background(), node, "run", "--name", job, "--gpus", "1", "--loss-budget", "8s",
+		"--size-hint", strconv.Itoa(synthCkptBytes)+"B", "--grace", "5s",
+		"--env", "CKPT_BYTES="+strconv.Itoa(synthCkptBytes), "--", "/bin/sh", b.script); err != nil {
+		b.t.Fatalf("submit %s: %v", job, err)
+	}
+	b.jobs = append(b.jobs, job)
 }
 
 func (b *box) allJobs() []string {

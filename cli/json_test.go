@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/reclaimnet/reclaimnet/agent/enforce"
+	"github.com/reclaimnet/reclaimnet/agent/owner"
 	"github.com/reclaimnet/reclaimnet/gpu"
 	"github.com/reclaimnet/reclaimnet/internal/wait"
 	"github.com/reclaimnet/reclaimnet/localapi"
@@ -33,6 +34,7 @@ var jsonOutputs = []struct {
 	{"jobs --json", reflect.TypeFor[web.JobsResponse](), "/v1/jobs"},
 	{"logs JOB --json", reflect.TypeFor[LogsView](), ""},
 	{"reclaim --status --json", reflect.TypeFor[localapi.ReclaimStatus](), ""},
+	{"lend --status --json", reflect.TypeFor[owner.Status](), ""},
 	{"gpus --json", reflect.TypeFor[gpu.Inventory](), ""},
 	{"killswitch status --json", reflect.TypeFor[KillSwitchView](), ""},
 	{"trace export --out FILE --json", reflect.TypeFor[TraceSummary](), ""},

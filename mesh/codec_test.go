@@ -15,7 +15,7 @@ func sampleMeta() Meta {
 	return Meta{
 		ID: "gpu-07", Building: "physics", RaftPort: 7947, TransferPort: 7948, HTTPPort: 7949,
 		Role: RoleNonVoter, GPUs: 4, GPUModel: "A100-80GB", GPUVRAMMiB: 81920, GPUCapability: 80,
-		Started: time.Unix(1_780_000_000, 0),
+		Started: time.Unix(1_780_000_000, 0), Lending: "Mon-Fri 19:00-08:00; Sat,Sun (Europe/Berlin)", Outlook: []byte{1, 1, 0x80, 0x01, 0},
 	}
 }
 
@@ -101,6 +101,26 @@ func TestMetaRoundTrip(t *testing.T) {
 	}
 }
 
+// TestMetaVersion1: metadata of a version-1 node (no lending fields)
+// still decodes, with none.
+func TestMetaVersion1(t *testing.T) {
+	m := sampleMeta()
+	m.Lending, m.Outlook = "", nil
+	b, err := m.Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	v1 := append([]byte(nil), b[:len(b)-2]...) // the two empty strings
+	v1[0] = 1
+	got, err := DecodeMeta(v1)
+	if err != nil || !reflect.DeepEqual(got, m) {
+		t.Fatalf("version 1: %+v, %v; want %+v", got, err, m)
+	}
+	if _, err := DecodeMeta(append(v1[:len(v1):len(v1)], 0)); err == nil {
+		t.Error("a version-1 encoding with a trailing byte decoded")
+	}
+}
+
 // The longest metadata the limits allow still fits memberlist's cap, and
 // one byte more in any string is refused by Encode instead of panicking
 // memberlist.
@@ -110,6 +130,8 @@ func TestMetaLimits(t *testing.T) {
 	m.Building = strings.Repeat("b", MaxBuildingLen)
 	m.GPUModel = strings.Repeat("g", MaxGPUModelLen)
 	m.GPUVRAMMiB = math.MaxUint32
+	m.Lending = strings.Repeat("l", MaxLendingLen)
+	m.Outlook = []byte(strings.Repeat("o", MaxOutlookLen))
 	b, err := m.Encode()
 	if err != nil {
 		t.Fatalf("Encode at the limits: %v", err)
@@ -121,6 +143,8 @@ func TestMetaLimits(t *testing.T) {
 		"name":     func(m *Meta) { m.ID += "n" },
 		"building": func(m *Meta) { m.Building += "b" },
 		"model":    func(m *Meta) { m.GPUModel += "g" },
+		"lending":  func(m *Meta) { m.Lending += "l" },
+		"outlook":  func(m *Meta) { m.Outlook = append(m.Outlook, 'o') },
 		"empty id": func(m *Meta) { m.ID = "" },
 	} {
 		mm := m

@@ -10,7 +10,7 @@ import (
 // MetaVersion is the metadata encoding this build writes. A decoder reads
 // the fields it knows from any version ≥ 1 and ignores fields appended by a
 // newer version, so nodes can be upgraded one by one.
-const MetaVersion = 1
+const MetaVersion = 2
 
 // Limits on metadata strings; with them an encoded Meta always fits in
 // memberlist.MetaMaxSize (512 bytes).
@@ -18,6 +18,10 @@ const (
 	MaxNodeNameLen = 128
 	MaxBuildingLen = 64
 	MaxGPUModelLen = 64
+	// MaxLendingLen bounds the lending windows' description (version 2).
+	MaxLendingLen = 160
+	// MaxOutlookLen bounds the encoded lending outlook (version 2).
+	MaxOutlookLen = 32
 )
 
 // Role says what part of the control plane a node may take.
@@ -58,6 +62,14 @@ type Meta struct {
 	GPUCapability uint8
 	// Started is when the agent started (uptime counts toward voter choice).
 	Started time.Time
+	// Lending describes the owner's lending windows ("Mon-Fri 19:00-08:00;
+	// Sat,Sun (Europe/Berlin)"; version 2), for the members list and the
+	// page.
+	Lending string
+	// Outlook is the node's known future as its owner policy sees it: an
+	// encoded owner.Outlook (lent until when, or lendable again from
+	// when; version 2). Empty: none published.
+	Outlook []byte
 }
 
 // Encode returns the compact encoding of m, or an error if a string is
@@ -70,6 +82,10 @@ func (m Meta) Encode() ([]byte, error) {
 		return nil, fmt.Errorf("building %q: longer than %d bytes", m.Building, MaxBuildingLen)
 	case len(m.GPUModel) > MaxGPUModelLen:
 		return nil, fmt.Errorf("gpu model %q: longer than %d bytes", m.GPUModel, MaxGPUModelLen)
+	case len(m.Lending) > MaxLendingLen:
+		return nil, fmt.Errorf("lending windows %q: longer than %d bytes", m.Lending, MaxLendingLen)
+	case len(m.Outlook) > MaxOutlookLen:
+		return nil, fmt.Errorf("lending outlook of %d bytes: longer than %d", len(m.Outlook), MaxOutlookLen)
 	}
 	w := writer{buf: make([]byte, 0, 64)}
 	w.byte(MetaVersion)
@@ -84,6 +100,8 @@ func (m Meta) Encode() ([]byte, error) {
 	w.uvarint(uint64(m.GPUVRAMMiB))
 	w.byte(m.GPUCapability)
 	w.varint(m.Started.Unix())
+	w.string(m.Lending)
+	w.string(string(m.Outlook))
 	if len(w.buf) > memberlist.MetaMaxSize {
 		return nil, fmt.Errorf("node metadata is %d bytes, over memberlist's %d", len(w.buf), memberlist.MetaMaxSize)
 	}
@@ -113,6 +131,10 @@ func DecodeMeta(b []byte) (Meta, error) {
 	vram := r.uvarint("gpu vram")
 	m.GPUCapability = r.byte("gpu capability")
 	started := r.varint("start time")
+	if v >= 2 {
+		m.Lending = r.string("lending windows", MaxLendingLen)
+		m.Outlook = r.bytes("lending outlook", MaxOutlookLen)
+	}
 	if r.err != nil {
 		return Meta{}, r.err
 	}
@@ -125,7 +147,7 @@ func DecodeMeta(b []byte) (Meta, error) {
 	if len(m.ID) == 0 {
 		return Meta{}, fmt.Errorf("%w: empty node name", ErrMalformed)
 	}
-	if v == MetaVersion && len(r.buf) != 0 {
+	if v <= MetaVersion && len(r.buf) != 0 {
 		return Meta{}, fmt.Errorf("%w: %d trailing bytes", ErrMalformed, len(r.buf))
 	}
 	m.GPUVRAMMiB = uint32(vram)

@@ -92,6 +92,12 @@ type Node struct {
 	// Ineligible, when set, says why the node takes no job, standby or
 	// copy this period (Eligibility's verdict); its running jobs stay.
 	Ineligible string `json:",omitempty"`
+	// LentUntil is the end of the node's known lending time (its owner's
+	// lending window, the deadline of the reclaim the owner policy plans);
+	// zero: no end known. A node lent for less than Params.LentAhead more
+	// is no destination, standby or holder: a job moved there would have
+	// to move again at once (docs/owner.md).
+	LentUntil time.Time `json:",omitzero"`
 }
 
 // Link is one edge of the campus graph (SPEC P2.1). Links are full duplex:
@@ -253,6 +259,11 @@ type Params struct {
 	// (P2.3's d ≠ s), so the copy stays off the job's node (0.01; 0 keeps
 	// the standby while it can take the job and lets the holder host).
 	SoleCopyRisk float64
+	// LentAhead is how long a node must stay lent (Node.LentUntil) to be
+	// chosen as destination, standby or holder (15 min: longer than a
+	// lending window's default 10-minute notice, so a job does not arrive
+	// just before the node's planned reclaim announces itself).
+	LentAhead time.Duration
 }
 
 // DefaultSoleCopyHorizon is the horizon of SoleCopyRisk for a job without
@@ -282,6 +293,7 @@ func DefaultParams() Params {
 		Switches:      Switches{P1: true, P2: true, P3: true},
 		MaxCandidates: 20,
 		SoleCopyRisk:  0.01,
+		LentAhead:     15 * time.Minute,
 	}
 }
 
@@ -318,6 +330,8 @@ const (
 	RejectStorage RejectReason = "storage node (hosts no jobs)"
 	// RejectIneligible: the node fails the eligibility rule (Node.Ineligible).
 	RejectIneligible RejectReason = "not eligible"
+	// RejectLendingEnds: the node's lending ends within Params.LentAhead.
+	RejectLendingEnds RejectReason = "lending ends soon"
 )
 
 // Candidate is one node P2 scored, or rejected with a reason.

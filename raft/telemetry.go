@@ -85,4 +85,7 @@ type NodeTelemetry struct {
 	FreeDisk     int64
 	// Draining: the node announced that it leaves (its agent stops).
 	Draining bool
+	// LentUntil is when the node's owner policy ends its lending (zero:
+	// no end known; in the past: not lent now).
+	LentUntil time.Time
 }

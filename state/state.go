@@ -334,10 +334,19 @@ type Counters struct {
 // ReclaimReport is the owner's report of one reclaim, as the reclaimed
 // node recorded it.
 type ReclaimReport struct {
-	Node      policy.NodeID
-	Kind      DepartureKind // scheduled or emergency
-	Announced time.Time
-	Deadline  time.Time
+	Node policy.NodeID
+	Kind DepartureKind // scheduled or emergency
+	// Reason is why the owner's side took the machine back ("lending
+	// window ends 08:00"); empty when the report does not say.
+	Reason string `json:",omitempty"`
+	// LendingAfter is the node's lending state as it left (reclaimed,
+	// owner active, outside window, ...) and LendableFrom the earliest
+	// time its owner policy may lend it again (zero: only the owner's
+	// lend): what the page shows of a node that is out of the cluster.
+	LendingAfter string    `json:",omitempty"`
+	LendableFrom time.Time `json:",omitzero"`
+	Announced    time.Time
+	Deadline     time.Time
 	// Completed is when every job had left the node (or the node left).
 	Completed time.Time `json:",omitzero"`
 	// Isolate is how long the kill-switch flip took; Isolated whether it

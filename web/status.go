@@ -158,6 +158,19 @@ type Member struct {
 	// why not.
 	Eligible         bool   `json:"eligible"`
 	IneligibleReason string `json:"ineligible_reason,omitempty"`
+	// Lending is what the node's owner policy publishes: its lending
+	// windows, its state (lent, reclaiming, owner active, reclaimed, ...)
+	// and its next planned reclaim (Until) or when it may be lent again
+	// (From); nil when it publishes nothing.
+	Lending *Lending `json:"lending,omitempty"`
+}
+
+// Lending is a node's lending as its owner policy publishes it.
+type Lending struct {
+	Windows string    `json:"windows"`
+	State   string    `json:"state,omitempty"`
+	Until   time.Time `json:"until,omitzero"`
+	From    time.Time `json:"from,omitzero"`
 }
 
 // BuildingBandwidth is the bandwidth available to migration from one

@@ -45,7 +45,7 @@ func (o *owner) buildReport(r *run, st localapi.ReclaimStatus, now time.Time) *l
 }
 
 func buildReport(node string, r *run, st localapi.ReclaimStatus, ts []jobs.TransferView, now time.Time) *localapi.ReclaimReport {
-	rep := &localapi.ReclaimReport{Node: node, Emergency: r.emergency, Announced: r.announced, Deadline: r.deadline,
+	rep := &localapi.ReclaimReport{Node: node, Emergency: r.emergency, Reason: r.reason, Announced: r.announced, Deadline: r.deadline,
 		Isolate: r.isolate, Isolated: r.isolated, UsedFor: now.Sub(r.announced)}
 	for _, j := range st.Jobs {
 		switch j.Progress {
@@ -81,18 +81,19 @@ func replicatedReport(r *run, rep *localapi.ReclaimReport) state.ReclaimReport {
 		}
 		return out
 	}
-	return state.ReclaimReport{Node: policy.NodeID(rep.Node), Kind: kind,
+	return state.ReclaimReport{Node: policy.NodeID(rep.Node), Kind: kind, Reason: rep.Reason,
 		Announced: r.announced.UTC().Round(0), Deadline: r.deadline.UTC().Round(0),
 		Completed: rep.Announced.Add(rep.UsedFor).UTC().Round(0),
 		Isolate:   rep.Isolate, Isolated: rep.Isolated,
 		Moved: ids(rep.Moved), Degraded: ids(rep.Degraded), Finished: ids(rep.Finished),
-		BytesSent: rep.BytesSent, UsedFor: rep.UsedFor, Left: rep.Left.UTC().Round(0)}
+		BytesSent: rep.BytesSent, UsedFor: rep.UsedFor, Left: rep.Left.UTC().Round(0),
+		LendingAfter: rep.LendingAfter, LendableFrom: rep.LendableFrom.UTC().Round(0)}
 }
 
 // replicatedFromFile is a stored owner's report as the replicated history
 // keeps it.
 func replicatedFromFile(rep *localapi.ReclaimReport) state.ReclaimReport {
-	r := &run{announced: rep.Announced, deadline: rep.Deadline, emergency: rep.Emergency}
+	r := &run{announced: rep.Announced, deadline: rep.Deadline, emergency: rep.Emergency, reason: rep.Reason}
 	if r.deadline.Before(r.announced) || rep.Emergency {
 		r.deadline = r.announced
 	}

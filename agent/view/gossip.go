@@ -5,7 +5,9 @@ import (
 	"net"
 	"sort"
 	"strconv"
+	"time"
 
+	"github.com/reclaimnet/reclaimnet/agent/owner"
 	"github.com/reclaimnet/reclaimnet/mesh"
 	"github.com/reclaimnet/reclaimnet/policy"
 	"github.com/reclaimnet/reclaimnet/raft"
@@ -75,6 +77,21 @@ func (t Gossip) Members() []raft.Member {
 
 func accessLinkID(node string) string { return "access/" + node }
 
+// notLent is the lending end of a node whose owner policy does not lend it
+// now: long past.
+var notLent = time.Unix(1, 0)
+
+// Outlook is the owner outlook a member's metadata carries; false when it
+// carries none or one that does not decode (a peer's bytes: never
+// trusted further).
+func Outlook(meta mesh.Meta) (owner.Outlook, bool) {
+	if len(meta.Outlook) == 0 {
+		return owner.Outlook{}, false
+	}
+	o, err := owner.DecodeOutlook(meta.Outlook)
+	return o, err == nil
+}
+
 func (t Gossip) Nodes() []raft.NodeTelemetry {
 	var out []raft.NodeTelemetry
 	for _, m := range t.Mesh.Members() {
@@ -88,6 +105,12 @@ func (t Gossip) Nodes() []raft.NodeTelemetry {
 			if d := m.Telemetry.DataDir; d != mesh.DataDirUnknown {
 				n.DiskKnown, n.DataWritable = true, d == mesh.DataDirWritable
 				n.FreeDisk = int64(min(m.Telemetry.DataFree, math.MaxInt64))
+			}
+		}
+		if o, ok := Outlook(m.Meta); ok {
+			n.LentUntil = o.Until
+			if !o.Lent() {
+				n.LentUntil = notLent
 			}
 		}
 		out = append(out, n)

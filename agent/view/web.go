@@ -112,6 +112,14 @@ func (v *View) webMembers(now time.Time, cs *state.State, servers []raft.Server,
 			FreeGPUs:   int(gm.Meta.GPUs),
 			KillSwitch: web.KillSwitchMode(mesh.KillSwitchUnknown.String()),
 		}
+		if l := LendingOf(gm.Meta); l != nil {
+			m.Lending = (*web.Lending)(l)
+		}
+		if gm.State != mesh.StateAlive && gm.State != mesh.StateSuspect && (m.Lending == nil || m.Lending.State == "") {
+			if l := lendingAfter(cs, id); l != nil {
+				m.Lending = l
+			}
+		}
 		if gm.HasTelemetry {
 			m.FreeGPUs = int(gm.Telemetry.FreeGPUs)
 			m.Load = gm.Telemetry.Load
@@ -140,6 +148,7 @@ func (v *View) webMembers(now time.Time, cs *state.State, servers []raft.Server,
 		if n.State == state.NodeLeft {
 			m.State = web.MemberLeft
 		}
+		m.Lending = lendingAfter(cs, id)
 		hazard(&m)
 		m.Eligible, m.IneligibleReason = eligibility(cs, m)
 		out = append(out, m)
@@ -168,6 +177,21 @@ func eligibility(cs *state.State, m web.Member) (bool, string) {
 		return false, "not registered by the leader yet"
 	}
 	return true, ""
+}
+
+// lendingAfter is the lending of a node out of the cluster as its last
+// reclaim's report recorded it (nil: none recorded): gossip forgets a
+// departed member after a while, the replicated history does not.
+func lendingAfter(cs *state.State, id policy.NodeID) *web.Lending {
+	for i := len(cs.ReclaimReports) - 1; i >= 0; i-- {
+		if r := cs.ReclaimReports[i]; r.Node == id {
+			if r.LendingAfter == "" {
+				return nil
+			}
+			return &web.Lending{State: r.LendingAfter, From: r.LendableFrom}
+		}
+	}
+	return nil
 }
 
 // webKillSwitch is a member's kill-switch as its last report says:

@@ -362,6 +362,19 @@ func (h *history) handoffRecord(node, job string, deadline time.Time) (web.Recla
 	return web.ReclaimOutcome{}, false
 }
 
+// moveLimit waits briefly for the history's downtime limit of job's move
+// off node (recorded once the destination reports its first step) and
+// returns it; 0 when it does not come.
+func (b *box) moveLimit(node, job string, deadline time.Time) time.Duration {
+	var limit time.Duration
+	wait.Until(15*time.Second, func() (bool, string) {
+		rec, _ := b.h.handoffRecord(node, job, deadline)
+		limit = rec.DowntimeLimit
+		return limit > 0, ""
+	})
+	return limit
+}
+
 // stepOfBytes is the step a synthetic job's checkpoint of n bytes holds.
 func stepOfBytes(n int64) int { return int(n - synthCkptBytes - 13) }
 
@@ -512,6 +525,9 @@ type box struct {
 	// measureOnly turns the research-flow floor into a figure, not an
 	// assertion (the ablation runs switch P3 off on purpose).
 	measureOnly bool
+	// downBound, when set, is the downtime every moved job of the next
+	// scheduled reclaim must stay under.
+	downBound time.Duration
 }
 
 // figure is one reclaim's measured outcome for one job.
@@ -521,6 +537,9 @@ type figure struct {
 	kind     string // moved, degraded, recovered
 	workLost time.Duration
 	downtime time.Duration
+	// limit is the move's downtime limit from the cluster's history
+	// (design P3.8d); 0 when not recorded.
+	limit time.Duration
 	// crossed is set when the job resumed in another building than the
 	// one it left (its copy crossed the core).
 	crossed bool
@@ -1084,7 +1103,12 @@ func (b *box) checkScheduled(scenario, node string, jobs []string, t0, deadline 
 				t.Errorf("%s: %s recovered degraded (restarted at step %d on %s) without a hand-off marked infeasible", scenario, job, next.start.step, next.start.node)
 			}
 		}
-		b.figures = append(b.figures, figure{scenario: scenario, job: job, kind: kind, workLost: lost, downtime: down,
+		limit := b.moveLimit(node, job, deadline)
+		if isMoved && b.downBound > 0 && down >= b.downBound {
+			t.Errorf("%s: %s was down %v (limit %v): want under %v", scenario, job, down, limit, b.downBound)
+		}
+		t.Logf("%s: %s down %v, limit %v", scenario, job, down.Round(time.Millisecond), limit.Round(time.Millisecond))
+		b.figures = append(b.figures, figure{scenario: scenario, job: job, kind: kind, workLost: lost, downtime: down, limit: limit,
 			crossed: b.a.Building(next.start.node) != b.a.Building(node)})
 	}
 
@@ -1295,6 +1319,23 @@ func TestCampusScenarios(t *testing.T) {
 		node := b.busiest(leader)
 		return node, b.jobsOn(node)
 	}
+
+	t.Run("scheduled-downtime", func(t *testing.T) {
+		// A 60 s notice for checkpoints that need about a tenth of it
+		// (24 MiB at P3's share of a 200 Mbit/s access link, or of the
+		// 60 Mbit/s uplink at its lower bound, plus Tr): the jobs compute
+		// until their final checkpoints' latest safe start and move at
+		// their paths' share (design P3.8), so each is down for well under
+		// half the notice, not for most of it.
+		b.t = t
+		leader, _ = b.a.Leader(ctx)
+		b.waitCommitted(2*time.Minute, 1)
+		node := b.busiest(leader)
+		b.downBound = 30 * time.Second
+		defer func() { b.downBound = 0 }()
+		b.scheduled("scheduled-downtime", node, 60*time.Second, nil, nil)
+		b.restart(node)
+	})
 
 	t.Run("sigkill", func(t *testing.T) {
 		node, jobs := nextVictim(t)

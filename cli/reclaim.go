@@ -231,6 +231,18 @@ func printReport(w io.Writer, rep *localapi.ReclaimReport) {
 		fmt.Fprintf(w, "  time to isolate:   - (kernel enforcement off: nothing isolated)\n")
 	}
 	fmt.Fprintf(w, "  jobs moved:        %d %s\n", len(rep.Moved), strings.Join(rep.Moved, " "))
+	for _, d := range rep.Downtimes {
+		switch {
+		case d.Downtime == 0:
+			fmt.Fprintf(w, "    %-16s down until its start on the new node (not recorded yet)", d.Job)
+		default:
+			fmt.Fprintf(w, "    %-16s down %s", d.Job, d.Downtime.Round(time.Millisecond))
+		}
+		if d.Limit > 0 {
+			fmt.Fprintf(w, " (limit %s)", d.Limit.Round(time.Millisecond))
+		}
+		fmt.Fprintln(w)
+	}
 	fmt.Fprintf(w, "  jobs degraded:     %d %s\n", len(rep.Degraded), strings.Join(rep.Degraded, " "))
 	if len(rep.Finished) > 0 {
 		fmt.Fprintf(w, "  jobs finished:     %d %s\n", len(rep.Finished), strings.Join(rep.Finished, " "))

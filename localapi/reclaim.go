@@ -97,6 +97,18 @@ type ReclaimReport struct {
 	// report; a report left without it (an emergency: the node left at
 	// once) is submitted by the agent when it runs again.
 	Replicated bool `json:"replicated,omitempty"`
+	// Downtimes is each moved job's downtime against its limit (design
+	// P3.8d), from the cluster's record of the move.
+	Downtimes []JobDowntime `json:"downtimes,omitempty"`
+}
+
+// JobDowntime is one moved job's downtime, from its last step here to its
+// first on its new node (0 while that start is not recorded), and the
+// limit it is measured against (0 when not known).
+type JobDowntime struct {
+	Job      string        `json:"job"`
+	Downtime time.Duration `json:"downtime_ns"`
+	Limit    time.Duration `json:"limit_ns"`
 }
 
 // MaxReclaimNotice is the longest notice a scheduled reclaim may give: a

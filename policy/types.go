@@ -259,6 +259,9 @@ type Params struct {
 	// (P2.3's d ≠ s), so the copy stays off the job's node (0.01; 0 keeps
 	// the standby while it can take the job and lets the holder host).
 	SoleCopyRisk float64
+	// HandoffMargin is the slack the final checkpoint's latest safe start
+	// keeps before the deadline (SPEC P3.8), at least one control period.
+	HandoffMargin time.Duration `json:",omitzero"`
 	// LentAhead is how long a node must stay lent (Node.LentUntil) to be
 	// chosen as destination, standby or holder (15 min: longer than a
 	// lending window's default 10-minute notice, so a job does not arrive
@@ -293,6 +296,7 @@ func DefaultParams() Params {
 		Switches:      Switches{P1: true, P2: true, P3: true},
 		MaxCandidates: 20,
 		SoleCopyRisk:  0.01,
+		HandoffMargin: DefaultHandoffMargin,
 		LentAhead:     15 * time.Minute,
 	}
 }
@@ -389,6 +393,13 @@ type HandoffDecision struct {
 	// Bytes is what the destination still lacks.
 	Bytes    int64
 	Deadline time.Time
+	// FinalStart is when the job takes its final checkpoint (SPEC P3.8):
+	// its latest safe start for FinalRate; the job computes on the source
+	// until then. Zero: at once (P3 off, or not admitted).
+	FinalStart time.Time `json:",omitzero"`
+	// FinalRate is the final transfer's rate: r_min plus its max-min share
+	// of what the other admitted flows leave (P3.8), bytes/s.
+	FinalRate float64 `json:",omitzero"`
 	// Degraded is set when the job will recover from an older replica;
 	// Reason says why (no candidate, not admitted, not enough time).
 	Degraded   bool

@@ -101,7 +101,7 @@ func (s *State) Apply(cmd Command) (bool, error) {
 			j.State, j.End = policy.JobDone, JobEnd{Kind: EndDone}
 			j.addEvent(JobEvent{Kind: EventDone, Node: c.Node, Detail: "reported done by its host"})
 		}
-		resumed := !c.Ready.IsZero() && noteResumed(s, c.Job, c.Node, c.Ready)
+		resumed := !c.Ready.IsZero() && noteResumed(s, c)
 		if reflect.DeepEqual(old, j) {
 			return resumed, nil
 		}

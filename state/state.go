@@ -403,6 +403,15 @@ type JobOutcome struct {
 	// departure for a recovery, to Resumed. Zero when not known (yet).
 	Stopped time.Time `json:",omitzero"`
 	Resumed time.Time `json:",omitzero"`
+	// Where the downtime went (design P3.8d), each zero when not known:
+	// Detected is when the cluster recorded a recovery's departure,
+	// Restored when the checkpoint was restored on To, and Limit the
+	// downtime the move cannot beat (bytes lacked ÷ path rate + Tr + one
+	// control period for a hand-off, + the detection time for a
+	// recovery).
+	Detected time.Time     `json:",omitzero"`
+	Restored time.Time     `json:",omitzero"`
+	Limit    time.Duration `json:",omitzero"`
 }
 
 func (r ReclaimReport) clone() ReclaimReport {

@@ -490,7 +490,7 @@ func (o *owner) poll() {
 	r := o.run
 	st := o.f.cfg.Coord.State()
 	if s := o.status(st); s.Complete && o.report == nil {
-		o.report = o.buildReport(r, s, time.Now())
+		o.report = o.buildReport(r, st, s, time.Now())
 		o.save(o.report)
 	}
 	if o.report == nil || o.recording {
@@ -586,7 +586,8 @@ func (o *owner) finish(now time.Time) *localapi.ReclaimReport {
 		return o.report
 	}
 	if o.report == nil {
-		o.report = o.buildReport(o.run, o.status(o.f.cfg.Coord.State()), now)
+		cs := o.f.cfg.Coord.State()
+		o.report = o.buildReport(o.run, cs, o.status(cs), now)
 	}
 	o.report.Left = now
 	if f := o.f.cfg.Afterwards; f != nil {

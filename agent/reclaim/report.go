@@ -35,13 +35,52 @@ func noteSent(r *run, ts []jobs.TransferView) {
 	}
 }
 
-// buildReport makes the owner's report of r from its progress st at now.
-func (o *owner) buildReport(r *run, st localapi.ReclaimStatus, now time.Time) *localapi.ReclaimReport {
+// buildReport makes the owner's report of r from its progress st at now,
+// with the moved jobs' downtimes as the cluster's state cs records them.
+func (o *owner) buildReport(r *run, cs *state.State, st localapi.ReclaimStatus, now time.Time) *localapi.ReclaimReport {
 	var ts []jobs.TransferView
 	if m := o.f.cfg.Jobs; m != nil {
 		ts = m.TransfersSince(r.announced)
 	}
-	return buildReport(o.f.cfg.Node, r, st, ts, now)
+	rep := buildReport(o.f.cfg.Node, r, st, ts, now)
+	rep.Downtimes = moveDowntimes(cs, policy.NodeID(o.f.cfg.Node), r.announced, rep.Moved)
+	return rep
+}
+
+// withDowntimes returns a copy of rep whose moved jobs' downtimes are
+// read again from cs: a job starts on its new node after the report was
+// made (its move completed the reclaim), so its downtime comes later.
+func withDowntimes(rep *localapi.ReclaimReport, cs *state.State, node policy.NodeID) *localapi.ReclaimReport {
+	if rep == nil || len(rep.Moved) == 0 || cs == nil {
+		return rep
+	}
+	out := *rep
+	out.Downtimes = moveDowntimes(cs, node, rep.Announced, rep.Moved)
+	return &out
+}
+
+// moveDowntimes is each moved job's downtime and limit from the history's
+// outcome of its move off node (the reclaim announced at announced).
+func moveDowntimes(st *state.State, node policy.NodeID, announced time.Time, moved []string) []localapi.JobDowntime {
+	var out []localapi.JobDowntime
+	for _, id := range moved {
+		d := localapi.JobDowntime{Job: id}
+		for _, e := range st.ReclaimReports {
+			if e.Node != node || !e.Announced.Equal(announced.UTC().Round(0)) {
+				continue
+			}
+			for _, o := range e.Jobs {
+				if start := e.DowntimeStart(o); o.Job == policy.JobID(id) {
+					d.Limit = o.Limit
+					if !start.IsZero() && !o.Resumed.IsZero() && !o.Resumed.Before(start) {
+						d.Downtime = o.Resumed.Sub(start)
+					}
+				}
+			}
+		}
+		out = append(out, d)
+	}
+	return out
 }
 
 func buildReport(node string, r *run, st localapi.ReclaimStatus, ts []jobs.TransferView, now time.Time) *localapi.ReclaimReport {

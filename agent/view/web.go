@@ -387,13 +387,7 @@ func webReclaims(cs *state.State) web.Reclaims {
 // its readiness on the new node. With a destination but no readiness yet
 // the job is resuming.
 func outcomeDowntime(rep state.ReclaimReport, o state.JobOutcome) (time.Duration, bool) {
-	start := o.Stopped
-	if !o.HandedOff {
-		start = rep.Left
-		if rep.Kind == state.DepartureEmergency && !rep.Announced.IsZero() && (start.IsZero() || rep.Announced.Before(start)) {
-			start = rep.Announced
-		}
-	}
+	start := rep.DowntimeStart(o)
 	switch {
 	case o.To == "":
 		return 0, false
@@ -428,6 +422,10 @@ func webReclaimRecord(rep state.ReclaimReport) web.ReclaimRecord {
 		seen[o.Job] = true
 		out := web.ReclaimOutcome{Job: o.Job, To: o.To, Replica: o.Replica, Version: o.Version, WorkLost: o.LostWork}
 		out.Downtime, out.Resuming = outcomeDowntime(rep, o)
+		if out.Downtime > 0 {
+			out.DowntimeLimit = o.Limit
+			out.Detection, out.Placement, out.Restore, out.Start = downtimeParts(rep.DowntimeStart(o), o)
+		}
 		switch {
 		case o.HandedOff && o.NoFinalCheckpoint:
 			out.Degraded = true
@@ -516,4 +514,27 @@ func (v *View) webTransfers(cs *state.State) []web.Transfer {
 			BytesDone: tv.BytesDone, BytesTotal: tv.BytesTotal})
 	}
 	return out
+}
+
+// downtimeParts splits a move's downtime from its start (design P3.8d): a
+// recovery's from its departure to detection, placement, restore and
+// first step; a hand-off's (no detection or placement) from its final
+// checkpoint to the restore on the destination and its first step.
+func downtimeParts(from time.Time, o state.JobOutcome) (detection, placement, restore, start time.Duration) {
+	mark := from
+	step := func(t time.Time) time.Duration {
+		if t.IsZero() || t.Before(mark) {
+			return 0
+		}
+		d := t.Sub(mark)
+		mark = t
+		return d
+	}
+	if !o.HandedOff {
+		detection = step(o.Detected)
+		placement = step(o.At)
+	}
+	restore = step(o.Restored)
+	start = step(o.Resumed)
+	return detection, placement, restore, start
 }

@@ -19,7 +19,7 @@ func init() { register(newRunCmd) }
 // runOptions are 'reclaimnet run's flags.
 type runOptions struct {
 	dataDir, name, vram, capability, sizeHint, signal, workDir, memory string
-	gpus, replicas                                                     int
+	gpus, replicas, maxFailures                                        int
 	cpus                                                               float64
 	lossBudget, runtimeHint, grace                                     time.Duration
 	env                                                                []string
@@ -56,6 +56,7 @@ CMD: what follows belongs to the job.`,
 	fs.Float64Var(&o.cpus, "cpus", 0, "the job's CPU limit in CPUs, e.g. 4 or 0.5 (default: none of its own; the node's --guest-cpus bounds all guest jobs)")
 	fs.StringVar(&o.workDir, "dir", "", "working `directory` on the node that runs the job (default: the job's own directory)")
 	fs.StringArrayVar(&o.env, "env", nil, "`KEY=VALUE` added to the job's environment (repeatable)")
+	fs.IntVar(&o.maxFailures, "max-failures", 0, "application failures (exit other than 0 and 85, a signal the cluster did not send, a failed start), counted across nodes, that restart the job from its freshest checkpoint before it is failed")
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		o.dataDir = resolveDataDir(env, *dir)
 		o.signalSet, o.graceSet = fs.Changed("signal"), fs.Changed("grace")
@@ -68,8 +69,11 @@ func runRun(ctx context.Context, env *Env, o runOptions, command []string) error
 	if len(command) == 0 {
 		return usagef("no command (put it after --)")
 	}
+	if strings.TrimSpace(command[0]) == "" {
+		return usagef("empty command name: the first word after -- is the program to run")
+	}
 	jr := &localapi.JobRequest{Name: o.name, Command: command, Env: o.env, Dir: o.workDir, GPUs: o.gpus,
-		LossBudget: o.lossBudget, RuntimeHint: o.runtimeHint, Replicas: o.replicas, Owner: env.Getenv("USER")}
+		LossBudget: o.lossBudget, RuntimeHint: o.runtimeHint, Replicas: o.replicas, Owner: env.Getenv("USER"), MaxFailures: o.maxFailures}
 	if o.name != "" {
 		if err := localapi.ValidJobName(o.name); err != nil {
 			return usagef("--name: %v", err)
@@ -80,6 +84,9 @@ func runRun(ctx context.Context, env *Env, o runOptions, command []string) error
 	}
 	if err := state.ValidReplicas(o.replicas); err != nil {
 		return usagef("--replicas: %v", err)
+	}
+	if o.maxFailures < 0 || o.maxFailures > state.MaxMaxFailures {
+		return usagef("--max-failures %d: want 0 to %d", o.maxFailures, state.MaxMaxFailures)
 	}
 	if o.lossBudget <= 0 {
 		return usagef("--loss-budget %v: want a positive duration", o.lossBudget)
@@ -137,6 +144,9 @@ func runRun(ctx context.Context, env *Env, o runOptions, command []string) error
 	resp, err := callAgent(ctx, o.dataDir, localapi.Request{Op: localapi.OpRun, Job: jr})
 	if err != nil {
 		return err
+	}
+	if resp.Warning != "" {
+		fmt.Fprintf(env.Stderr, "reclaimnet run: warning: %s\n", resp.Warning)
 	}
 	fmt.Fprintln(env.Stdout, resp.JobID)
 	return nil

@@ -12,6 +12,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"time"
 
@@ -103,7 +104,7 @@ func (a *Agent) control(req localapi.Request, who caller) localapi.Response {
 			return localapi.Response{Error: err.Error(), Kind: kind}
 		}
 		return localapi.Response{Joined: n}
-	case localapi.OpRun, localapi.OpJobs, localapi.OpLogs, localapi.OpCancel:
+	case localapi.OpRun, localapi.OpJobs, localapi.OpJob, localapi.OpLogs, localapi.OpCancel:
 		return a.jobControl(req, who)
 	case localapi.OpTraceExport:
 		doc, err := a.view.TraceDocument(time.Now())
@@ -142,6 +143,12 @@ func (a *Agent) jobControl(req localapi.Request, who caller) localapi.Response {
 		return a.runJob(ctx, c, req.Job, who)
 	case localapi.OpJobs:
 		return localapi.Response{Jobs: jobInfos(c.State())}
+	case localapi.OpJob:
+		st := c.State()
+		if _, ok := st.Jobs[policy.JobID(req.JobID)]; !ok {
+			return localapi.Response{Error: fmt.Sprintf("no job %q", req.JobID), Kind: localapi.KindUnknownJob}
+		}
+		return localapi.Response{Story: jobStory(st, policy.JobID(req.JobID))}
 	case localapi.OpLogs:
 		if j, ok := c.Store().Job(policy.JobID(req.JobID)); ok && !a.mayManage(who, j) {
 			return forbidden("logs: job %s belongs to %s; user %s@%s is neither its owner nor a cluster admin", req.JobID, j.Owner, who.Name, a.cfg.Name)
@@ -158,7 +165,8 @@ func (a *Agent) jobControl(req localapi.Request, who caller) localapi.Response {
 		if !a.mayManage(who, j) {
 			return forbidden("cancel: job %s belongs to %s; user %s@%s is neither its owner nor a cluster admin", req.JobID, j.Owner, who.Name, a.cfg.Name)
 		}
-		if _, err := c.Submit(ctx, state.CancelJob{Job: policy.JobID(req.JobID)}); err != nil {
+		by := who.Name + " on " + a.cfg.Name // the caller the kernel identified
+		if _, err := c.Submit(ctx, state.CancelJob{Job: policy.JobID(req.JobID), By: by, At: time.Now().UTC()}); err != nil {
 			return submitError("cancel", err)
 		}
 		return localapi.Response{JobID: req.JobID}
@@ -191,6 +199,9 @@ func (a *Agent) runJob(ctx context.Context, c *raft.Coordinator, jr *localapi.Jo
 	if err := localapi.ValidJobName(jr.Name); err != nil {
 		return localapi.Response{Error: "run: " + err.Error(), Kind: localapi.KindBadRequest}
 	}
+	if jr.MaxFailures < 0 || jr.MaxFailures > state.MaxMaxFailures {
+		return localapi.Response{Error: fmt.Sprintf("run: max failures %d: want 0 to %d", jr.MaxFailures, state.MaxMaxFailures), Kind: localapi.KindBadRequest}
+	}
 	if jr.GPUs < 0 || jr.VRAM < 0 || jr.Capability < 0 || jr.LossBudget < 0 || jr.SizeHint < 0 || jr.RuntimeHint < 0 {
 		return localapi.Response{Error: "run: negative resource or hint", Kind: localapi.KindBadRequest}
 	}
@@ -222,9 +233,10 @@ func (a *Agent) runJob(ctx context.Context, c *raft.Coordinator, jr *localapi.Jo
 	rec := state.JobRecord{
 		Job: policy.Job{ID: policy.JobID(jr.Name), GPUs: gpus, VRAM: jr.VRAM, Capability: jr.Capability,
 			LossBudget: jr.LossBudget, CheckpointBytes: jr.SizeHint, Remaining: jr.RuntimeHint, Copies: jr.Replicas},
-		Spec:      spec,
-		Owner:     a.ownerName(who),
-		Submitted: time.Now().UTC().Truncate(time.Second),
+		Spec:        spec,
+		Owner:       a.ownerName(who),
+		Submitted:   time.Now().UTC().Truncate(time.Second),
+		MaxFailures: jr.MaxFailures,
 	}
 	for k := range jr.Secrets {
 		if err := pki.ValidEnvName(k); err != nil {
@@ -239,10 +251,61 @@ func (a *Agent) runJob(ctx context.Context, c *raft.Coordinator, jr *localapi.Jo
 	if _, err := c.Submit(ctx, state.SubmitJob{Job: rec}); err != nil {
 		return submitError("submit job "+jr.Name, err)
 	}
-	return localapi.Response{JobID: jr.Name}
+	return localapi.Response{JobID: jr.Name, Warning: oversizeWarning(c.State(), gpus)}
+}
+
+// oversizeWarning says when no active node of the cluster has as many
+// GPUs as a job asks for: it is accepted (a bigger node may join) but
+// waits, with that as its pending reason.
+func oversizeWarning(st *state.State, gpus int) string {
+	largest, active := 0, 0
+	for _, n := range st.Nodes {
+		if n.State == state.NodeActive {
+			largest, active = max(largest, n.GPUs), active+1
+		}
+	}
+	if active == 0 || gpus <= largest {
+		return ""
+	}
+	return fmt.Sprintf("no node of the cluster has %d GPUs (the largest has %d): the job waits until one joins", gpus, largest)
 }
 
 // jobInfos lists the catalogue's jobs, sorted by ID.
+// jobStory is one job's story from the replicated state.
+func jobStory(st *state.State, id policy.JobID) *localapi.JobStory {
+	j := st.Jobs[id]
+	var info localapi.JobInfo
+	for _, ji := range jobInfos(st) {
+		if ji.ID == string(id) {
+			info = ji
+		}
+	}
+	s := &localapi.JobStory{JobInfo: info, Owner: j.Owner, Env: j.Spec.Env, Dir: j.Spec.Dir, GPUs: j.GPUs, VRAM: j.VRAM,
+		Capability: j.Capability, LossBudget: j.LossBudget, Signal: j.Spec.Signal, Grace: j.Spec.Grace,
+		Memory: j.Spec.Memory, CPUs: j.Spec.CPUs, Events: []localapi.JobEvent{}, Checkpoints: []localapi.CheckpointInfo{}}
+	for _, e := range j.Events {
+		s.Events = append(s.Events, localapi.JobEvent{At: e.At, Kind: string(e.Kind), Node: string(e.Node), From: string(e.From),
+			Version: e.Version, Detail: e.Detail})
+	}
+	for _, cp := range st.Checkpoints[id] {
+		ci := localapi.CheckpointInfo{Version: cp.Version, Bytes: cp.Size, Source: string(cp.Source), Committed: cp.Committed,
+			CommittedAt: cp.CommittedAt, Holders: []string{}}
+		for _, h := range cp.Holders {
+			ci.Holders = append(ci.Holders, string(h))
+		}
+		s.Checkpoints = append(s.Checkpoints, ci)
+	}
+	for _, x := range j.FailureLog {
+		s.FailureLog = append(s.FailureLog, exitInfo(x))
+	}
+	return s
+}
+
+func exitInfo(x state.JobExit) localapi.JobExit {
+	return localapi.JobExit{Node: string(x.Node), At: x.At, ExitCode: x.ExitCode, Signal: x.Signal,
+		Reason: x.Reason, Description: x.Describe(), LogTail: slices.Clone(x.LogTail)}
+}
+
 func jobInfos(st *state.State) []localapi.JobInfo {
 	intervals := map[policy.JobID]policy.JobDecision{}
 	for _, d := range st.Decisions.Jobs {
@@ -250,8 +313,13 @@ func jobInfos(st *state.State) []localapi.JobInfo {
 	}
 	out := []localapi.JobInfo{}
 	for id, j := range st.Jobs {
-		ji := localapi.JobInfo{ID: string(id), State: j.State.String(), Node: string(j.Node), Command: j.Spec.Command,
-			Restarts: j.Restarts, RestartTime: j.RestartTime, Submitted: j.Submitted, Owner: j.Owner}
+		ji := localapi.JobInfo{ID: string(id), State: j.StateName(), Node: string(j.Node), Command: j.Spec.Command,
+			Restarts: j.Restarts, RestartTime: j.RestartTime, Submitted: j.Submitted, Reason: st.PendingReason(id),
+			Failures: j.Failures, MaxFailures: j.MaxFailures, EndedAt: j.End.At, CancelledBy: j.End.By, Owner: j.Owner}
+		if x := j.LastExit; x != nil {
+			e := exitInfo(*x)
+			ji.LastExit = &e
+		}
 		if d, ok := intervals[id]; ok {
 			ji.Interval, ji.Standby = d.Interval, string(d.Standby)
 			ji.BudgetUnmet = d.Ceiling > 0 && d.Floor > d.Ceiling

@@ -52,7 +52,8 @@ announced --lend-lead before a window ends as 'reclaim --notice' would; owner ac
 (--owner-gpu, --owner-input, --owner-cpu: off, now or 'notice 2m'); lent again only after the
 owner is idle --owner-idle, with at most --owner-max-reclaims automatic reclaims an hour.
 --dev runs a complete throwaway node: temporary data
-dir, generated gossip key and CA, loopback addresses. Flags override the --config file (JSON or HCL, chosen by the file's extension;
+dir, generated gossip key and CA, loopback addresses, and one fake GPU "dev-gpu" unless --gpu
+declares some. Flags override the --config file (JSON or HCL, chosen by the file's extension;
 'reclaimnet agent --print-config=hcl' prints every option with its value).
 
 Kernel enforcement (BPF programs on --iface: rate ceilings per transfer, traffic classes,
@@ -374,8 +375,14 @@ func devDefaults(cfg *agent.Config, fs *pflag.FlagSet) {
 	if cfg.Name == "" {
 		cfg.Name, _ = os.Hostname()
 	}
+	if len(cfg.GPUs) == 0 {
+		// One fake GPU, named so, lets a newcomer's first run place a job
+		// on a machine without one (--gpu declares real ones instead).
+		cfg.GPUs = []string{DevGPU}
+	}
 }
 
+<<<<<<< HEAD
 // runEnroll is 'join PEER --token T': the agent's first start-up step with
 // a token (enrollment into its data dir), taken without starting it, so it
 // lives with the agent command, the one that links the node.
@@ -404,6 +411,10 @@ func runEnroll(ctx context.Context, env *Env, dataDir string, o joinOptions, pee
 	fmt.Fprintf(env.Stdout, "Node %s enrolled into %s; start it with: reclaimnet agent --data-dir %s\n", cfg.Name, dataDir, dataDir)
 	return nil
 }
+=======
+// DevGPU is the GPU spec agent --dev declares when none is given.
+const DevGPU = "dev-gpu:16GiB:8.0"
+>>>>>>> main
 
 // ownerFlags adds the owner policy's flags (docs/owner.md) to the agent's.
 func ownerFlags(fs *pflag.FlagSet, fc *agent.Config) {

@@ -53,7 +53,8 @@ func TestJobCommandsUsage(t *testing.T) {
 		{"run other signal and grace", []string{"run", "--data-dir", dir, "--signal", "usr2", "--grace", "5s", "--", "true"}, ExitError, "no agent running"},
 		{"run grace of an hour", []string{"run", "--data-dir", dir, "--signal", "SIGURG", "--grace", "1h", "--", "true"}, ExitError, "no agent running"},
 		{"run no agent", []string{"run", "--data-dir", dir, "--", "true"}, ExitError, "no agent running"},
-		{"jobs extra arg", []string{"jobs", "--data-dir", dir, "x"}, ExitUsage, "no arguments"},
+		{"jobs extra arg", []string{"jobs", "--data-dir", dir, "x", "y"}, ExitUsage, "at most one job ID"},
+		{"jobs bad name", []string{"jobs", "--data-dir", dir, "../x"}, ExitUsage, "job name"},
 		{"jobs no agent", []string{"jobs", "--data-dir", dir}, ExitError, "no agent running"},
 		{"logs without job", []string{"logs", "--data-dir", dir}, ExitUsage, "one job"},
 		{"logs no agent", []string{"logs", "--data-dir", dir, "j"}, ExitError, "no agent running"},
@@ -173,10 +174,66 @@ func TestJobCommandsAgainstAgent(t *testing.T) {
 	if code, out, errOut := runCLI(t, "cancel", "--data-dir", dir, "cli-job"); code != ExitOK || !strings.Contains(out, "cancelled cli-job") {
 		t.Fatalf("cancel: exit %d, stdout %q, stderr %q", code, out, errOut)
 	}
-	wait.For(t, 30*time.Second, "the job done after cancel", func() bool {
+	wait.For(t, 30*time.Second, "the job cancelled", func() bool {
 		_, out, _ := runCLI(t, "jobs", "--data-dir", dir, "--json")
-		return json.Unmarshal([]byte(out), &jobs) == nil && len(jobs.Jobs) == 1 && jobs.Jobs[0].State == "done"
+		return json.Unmarshal([]byte(out), &jobs) == nil && len(jobs.Jobs) == 1 && jobs.Jobs[0].State == "cancelled"
 	})
+	if by := jobs.Jobs[0].CancelledBy; !strings.HasSuffix(by, " on solo") || jobs.Jobs[0].EndedAt.IsZero() {
+		t.Errorf("cancelled job: by %q at %v, want the user on solo and a time", by, jobs.Jobs[0].EndedAt)
+	}
+	// The job's story, from the replicated state.
+	code, out, errOut = runCLI(t, "jobs", "--data-dir", dir, "cli-job")
+	if code != ExitOK || !strings.Contains(out, "Job cli-job: cancelled (by ") || !strings.Contains(out, "submitted") ||
+		!strings.Contains(out, "by a user on solo") || !strings.Contains(out, "1 GPU(s), 8192 MiB VRAM each, capability ≥ 8.0") {
+		t.Errorf("jobs cli-job: exit %d, stderr %q, story:\n%s", code, errOut, out)
+	}
+	code, out, _ = runCLI(t, "jobs", "--data-dir", dir, "cli-job", "--json")
+	var story localapi.JobStory
+	if err := json.Unmarshal([]byte(out), &story); code != ExitOK || err != nil || story.ID != "cli-job" || story.Memory != 512<<20 ||
+		len(story.Events) < 2 || story.Events[0].Kind != "submitted" || story.Events[len(story.Events)-1].Kind != "cancelled" {
+		t.Errorf("jobs cli-job --json: exit %d, %v, %+v", code, err, story)
+	}
+	if code, _, errOut := runCLI(t, "jobs", "--data-dir", dir, "nope"); code != ExitError || !strings.Contains(errOut, `no job "nope"`) {
+		t.Errorf("jobs of an unknown job: exit %d, stderr %q", code, errOut)
+	}
+	// More GPUs than any node has: accepted with a warning, and pending
+	// with that reason on every view.
+	code, out, errOut = runCLI(t, "run", "--data-dir", dir, "--name", "huge", "--gpus", "1000", "--", "/bin/true")
+	if code != ExitOK || strings.TrimSpace(out) != "huge" || !strings.Contains(errOut, "warning: no node of the cluster has 1000 GPUs (the largest has 1)") {
+		t.Fatalf("run --gpus 1000: exit %d, stdout %q, stderr %q; want exit 0 with a warning", code, out, errOut)
+	}
+	const reason = "needs 1000 GPUs; the largest node has 1"
+	wait.For(t, 30*time.Second, "the pending reason in jobs --json", func() bool {
+		_, out, _ := runCLI(t, "jobs", "--data-dir", dir, "--json")
+		return json.Unmarshal([]byte(out), &jobs) == nil && len(jobs.Jobs) == 2 && jobs.Jobs[1].State == "pending" && jobs.Jobs[1].Reason == reason
+	})
+	if _, out, _ := runCLI(t, "jobs", "--data-dir", dir); !strings.Contains(out, reason) || !strings.Contains(out, "cancelled") {
+		t.Errorf("jobs table lacks the pending reason or the cancelled state:\n%s", out)
+	}
+}
+
+// TestJobTableSaysWhy: the table's last column says why a job waits, how
+// it failed and who cancelled it.
+func TestJobTableSaysWhy(t *testing.T) {
+	var b strings.Builder
+	printJobTable(&b, []localapi.JobInfo{
+		{ID: "big", State: "pending", Command: []string{"x"}, Reason: "needs 4 GPUs; the largest node has 2"},
+		{ID: "bad", State: "failed", Command: []string{"x"}, Failures: 2, MaxFailures: 1,
+			LastExit: &localapi.JobExit{Node: "n2", ExitCode: 3, Description: "exit 3"}},
+		{ID: "flaky", State: "running", Node: "n1", Command: []string{"x"}, Failures: 1, MaxFailures: 2,
+			LastExit: &localapi.JobExit{Node: "n2", ExitCode: -1, Signal: "killed", Description: "signal killed (out of memory)"}},
+		{ID: "gone", State: "cancelled", Command: []string{"x"}, CancelledBy: "bob on n1"},
+	})
+	for _, want := range []string{
+		"needs 4 GPUs; the largest node has 2",
+		"exit 3 on n2 (failure 2, 1 allowed)",
+		"restarted after signal killed (out of memory) on n2 (failure 1, 2 allowed)",
+		"by bob on n1",
+	} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("table lacks %q:\n%s", want, b.String())
+		}
+	}
 }
 
 // The jobs table says when a job's loss budget cannot be met at its

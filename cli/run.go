@@ -20,7 +20,7 @@ func init() { register(newRunCmd) }
 // runOptions are 'reclaimnet run's flags.
 type runOptions struct {
 	dataDir, name, vram, capability, sizeHint, signal, workDir, memory string
-	gpus, replicas                                                     int
+	gpus, replicas, maxFailures                                        int
 	cpus                                                               float64
 	lossBudget, runtimeHint, grace                                     time.Duration
 	env, secretEnv                                                     []string
@@ -58,6 +58,7 @@ CMD: what follows belongs to the job.`,
 	fs.StringVar(&o.workDir, "dir", "", "working `directory` on the node that runs the job (default: the job's own directory)")
 	fs.StringArrayVar(&o.env, "env", nil, "`KEY=VALUE` added to the job's environment (repeatable)")
 	fs.StringArrayVar(&o.secretEnv, "secret-env", nil, "environment variable `KEY` passed to the job with its value from this command's environment, sealed: never in the cluster's log or on a disk in the clear (repeatable)")
+	fs.IntVar(&o.maxFailures, "max-failures", 0, "application failures (exit other than 0 and 85, a signal the cluster did not send, a failed start), counted across nodes, that restart the job from its freshest checkpoint before it is failed")
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		o.dataDir = resolveDataDir(env, *dir)
 		o.signalSet, o.graceSet = fs.Changed("signal"), fs.Changed("grace")
@@ -70,8 +71,11 @@ func runRun(ctx context.Context, env *Env, o runOptions, command []string) error
 	if len(command) == 0 {
 		return usagef("no command (put it after --)")
 	}
+	if strings.TrimSpace(command[0]) == "" {
+		return usagef("empty command name: the first word after -- is the program to run")
+	}
 	jr := &localapi.JobRequest{Name: o.name, Command: command, Env: o.env, Dir: o.workDir, GPUs: o.gpus,
-		LossBudget: o.lossBudget, RuntimeHint: o.runtimeHint, Replicas: o.replicas}
+		LossBudget: o.lossBudget, RuntimeHint: o.runtimeHint, Replicas: o.replicas, MaxFailures: o.maxFailures}
 	for _, k := range o.secretEnv {
 		if err := pki.ValidEnvName(k); err != nil {
 			return usagef("--secret-env: %v", err)
@@ -95,6 +99,9 @@ func runRun(ctx context.Context, env *Env, o runOptions, command []string) error
 	}
 	if err := state.ValidReplicas(o.replicas); err != nil {
 		return usagef("--replicas: %v", err)
+	}
+	if o.maxFailures < 0 || o.maxFailures > state.MaxMaxFailures {
+		return usagef("--max-failures %d: want 0 to %d", o.maxFailures, state.MaxMaxFailures)
 	}
 	if o.lossBudget <= 0 {
 		return usagef("--loss-budget %v: want a positive duration", o.lossBudget)
@@ -152,6 +159,9 @@ func runRun(ctx context.Context, env *Env, o runOptions, command []string) error
 	resp, err := callAgent(ctx, o.dataDir, localapi.Request{Op: localapi.OpRun, Job: jr})
 	if err != nil {
 		return err
+	}
+	if resp.Warning != "" {
+		fmt.Fprintf(env.Stderr, "reclaimnet run: warning: %s\n", resp.Warning)
 	}
 	fmt.Fprintln(env.Stdout, resp.JobID)
 	return nil

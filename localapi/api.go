@@ -65,9 +65,12 @@ const (
 
 // Response answers a Request.
 type Response struct {
-	Error  string  `json:"error,omitempty"`
-	Kind   string  `json:"kind,omitempty"`
-	Status *Status `json:"status,omitempty"`
+	Error string `json:"error,omitempty"`
+	Kind  string `json:"kind,omitempty"`
+	// Warning is said about a request that was carried out (a job that
+	// no node of the cluster can take now).
+	Warning string  `json:"warning,omitempty"`
+	Status  *Status `json:"status,omitempty"`
 	// Document is, for OpStatus, the GET /v1/status document exactly as
 	// the HTTP API serves it (a web.Status).
 	Document json.RawMessage `json:"document,omitempty"`
@@ -79,6 +82,8 @@ type Response struct {
 	// Log a job's log, Node the node it runs on, Note a remark (OpLogs).
 	JobID string    `json:"job_id,omitempty"`
 	Jobs  []JobInfo `json:"jobs,omitempty"`
+	// Story is one job's story (OpJob).
+	Story *JobStory `json:"story,omitempty"`
 	Log   string    `json:"log,omitempty"`
 	Node  string    `json:"node,omitempty"`
 	Note  string    `json:"note,omitempty"`

@@ -51,7 +51,7 @@ func sampleTelemetryV1(t testing.TB) []byte {
 	if err != nil {
 		t.Fatal(err)
 	}
-	v1 := append([]byte(nil), b[:len(b)-4]...)
+	v1 := append([]byte(nil), b[:len(b)-4-v4Tail]...)
 	v1[1] = 1
 	return v1
 }
@@ -64,9 +64,26 @@ func sampleTelemetryV2(t testing.TB) []byte {
 	if err != nil {
 		t.Fatal(err)
 	}
-	v2 := append([]byte(nil), b[:len(b)-1]...)
+	v2 := append([]byte(nil), b[:len(b)-1-v4Tail]...)
 	v2[1] = 2
 	return v2
+}
+
+// v4Tail is what version 4 appends to a report with its data directory
+// unknown and no free bytes: the state byte and a one-byte count.
+const v4Tail = 2
+
+// sampleTelemetryV3 is sampleTelemetry as a version 3 node writes it:
+// without the data directory.
+func sampleTelemetryV3(t testing.TB) []byte {
+	t.Helper()
+	b, err := sampleTelemetry().Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	v3 := append([]byte(nil), b[:len(b)-v4Tail]...)
+	v3[1] = 3
+	return v3
 }
 
 func TestMetaRoundTrip(t *testing.T) {
@@ -242,7 +259,7 @@ func TestTelemetryKillSwitchCompatible(t *testing.T) {
 		t.Errorf("version 1 kill-switch: got %q, want unknown", got.KillSwitch)
 	}
 	good, _ := sampleTelemetry().Encode()
-	ksAt := len(good) - 4
+	ksAt := len(good) - 4 - v4Tail
 	newer := append([]byte(nil), good...)
 	newer[1], newer[ksAt] = TelemetryVersion+1, 9
 	newer = append(newer, 0xde, 0xad) // fields this build does not know
@@ -297,6 +314,33 @@ func TestTelemetryFlowsCompatible(t *testing.T) {
 	}
 }
 
+// A version 3 report (an older node) reads with the data directory
+// unknown; the current build reads the state and free bytes back.
+func TestTelemetryDataDirCompatible(t *testing.T) {
+	got, err := DecodeTelemetry(sampleTelemetryV3(t))
+	if err != nil {
+		t.Fatalf("DecodeTelemetry(version 3): %v", err)
+	}
+	want := sampleTelemetry()
+	got.Sent = want.Sent
+	if !reflect.DeepEqual(got, want) || got.DataDir != DataDirUnknown {
+		t.Errorf("version 3: got %+v, want %+v", got, want)
+	}
+	tel := sampleTelemetry()
+	tel.DataDir, tel.DataFree = DataDirReadOnly, 123<<30
+	b, err := tel.Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err = DecodeTelemetry(b); err != nil || got.DataDir != DataDirReadOnly || got.DataFree != 123<<30 {
+		t.Errorf("data dir: got %v %d (%v), want read-only, 123 GiB", got.DataDir, got.DataFree, err)
+	}
+	tel.DataDir = 7
+	if _, err := tel.Encode(); err == nil {
+		t.Error("Encode with data dir state 7: no error")
+	}
+}
+
 func TestTelemetryRejects(t *testing.T) {
 	good, _ := sampleTelemetry().Encode()
 	nan := sampleTelemetry()
@@ -307,14 +351,19 @@ func TestTelemetryRejects(t *testing.T) {
 	negBytes, _ := neg.Encode()
 	flows, _ := sampleTelemetryFlows().Encode()
 	badDone := append([]byte(nil), flows...)
-	badDone[len(badDone)-1] = 2 // the last flow's done flag
-	// The flow count is the last byte of a report without flows.
-	manyFlows := append(append([]byte(nil), good[:len(good)-1]...), MaxFlowEntries+1)
+	badDone[len(badDone)-1-v4Tail] = 2 // the last flow's done flag
+	// The flow count is the last byte before version 4's fields in a
+	// report without flows.
+	manyFlows := append(append([]byte(nil), good[:len(good)-1-v4Tail]...), MaxFlowEntries+1)
 	for range MaxFlowEntries + 1 {
 		manyFlows = append(manyFlows, 1, 'f', 0, 0) // well-formed entries
 	}
+	manyFlows = append(manyFlows, 0, 0)
+	badDir := append([]byte(nil), good...)
+	badDir[len(badDir)-2] = 7
 	cases := map[string][]byte{
 		"bad done flag":  badDone,
+		"bad data dir":   badDir,
 		"too many flows": manyFlows,
 		"empty":          nil,
 		"wrong type":     append([]byte{9}, good[1:]...),

@@ -145,6 +145,25 @@ func (c *Coordinator) watchHeartbeats(obs <-chan hraft.Observation) {
 	}
 }
 
+// unverifiedPeers are the servers whose heartbeats from this leader fail:
+// over mutual TLS, a peer whose certificate the leader cannot verify (or
+// that it cannot reach) is no place for work, whatever gossip says.
+func (c *Coordinator) unverifiedPeers() map[policy.NodeID]string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out map[policy.NodeID]string
+	for id, h := range c.health {
+		if id == c.cfg.NodeID || h.failingSince.IsZero() {
+			continue
+		}
+		if out == nil {
+			out = map[policy.NodeID]string{}
+		}
+		out[id] = "the leader cannot verify it over mutual TLS (heartbeats failing since " + h.failingSince.UTC().Format(time.TimeOnly) + ")"
+	}
+	return out
+}
+
 func (c *Coordinator) healthLocked(id policy.NodeID, now time.Time) *peerHealth {
 	h := c.health[id]
 	if h == nil {

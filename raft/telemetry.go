@@ -80,6 +80,17 @@ type NodeTelemetry struct {
 	FreeGPUs   int
 	Load       float64
 	AccessLink string
+	// KillSwitch is the node's kill-switch mode as it reports it ("off",
+	// "soft", "hard"; empty or "disabled"/"unknown" when it has no kernel
+	// layer or does not say).
+	KillSwitch string
+	// DiskKnown is set when the node reports its data directory:
+	// DataWritable and FreeDisk (bytes) then say whether a checkpoint fits.
+	DiskKnown    bool
+	DataWritable bool
+	FreeDisk     int64
+	// Draining: the node announced that it leaves (its agent stops).
+	Draining bool
 	// LentUntil is when the node's owner policy ends its lending (zero:
 	// no end known; in the past: not lent now).
 	LentUntil time.Time

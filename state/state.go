@@ -240,6 +240,22 @@ type JobRecord struct {
 	// node records the version, and returns the job to recovery when the
 	// holder departs first (nobody else would send the copy).
 	Restore RestoreOrder `json:",omitzero"`
+	// MaxFailures is how many application failures (JobExited) the job
+	// may have, counted across nodes, before it is failed (run
+	// --max-failures; 0: the first fails it). Failures counts them,
+	// FailureLog keeps the newest with their exit and log lines.
+	MaxFailures int       `json:",omitempty"`
+	Failures    int       `json:",omitempty"`
+	FailureLog  []JobExit `json:",omitempty"`
+	// LastExit is how the job's newest run that ended by itself ended
+	// (JobExited): a failure, a requeue (exit 85), or exit 0.
+	LastExit *JobExit `json:",omitempty"`
+	// End is how the job ended (State is then policy.JobDone); zero
+	// while it has not, and in records from before it was kept.
+	End JobEnd `json:",omitzero"`
+	// Events is the job's story, oldest first (the newest maxJobEvents):
+	// what the state machine did with it and why.
+	Events []JobEvent `json:",omitempty"`
 }
 
 // RestoreOrder names the holder that pushes a recovered job's checkpoint
@@ -514,6 +530,18 @@ func (s *State) clone() *State {
 
 func (j JobRecord) clone() JobRecord {
 	j.Replicas = slices.Clone(j.Replicas)
+	j.Events = slices.Clone(j.Events)
+	if j.FailureLog != nil {
+		j.FailureLog = slices.Clone(j.FailureLog)
+		for i := range j.FailureLog {
+			j.FailureLog[i].LogTail = slices.Clone(j.FailureLog[i].LogTail)
+		}
+	}
+	if j.LastExit != nil {
+		e := *j.LastExit
+		e.LogTail = slices.Clone(e.LogTail)
+		j.LastExit = &e
+	}
 	j.Spec.Command = slices.Clone(j.Spec.Command)
 	j.Spec.Env = slices.Clone(j.Spec.Env)
 	if j.Spec.Secrets != nil {
@@ -554,7 +582,7 @@ func (d DecisionRecord) clone() DecisionRecord {
 }
 
 func cloneDecisions(d policy.Decisions) policy.Decisions {
-	out := policy.Decisions{CheckpointBudget: d.CheckpointBudget}
+	out := policy.Decisions{CheckpointBudget: d.CheckpointBudget, Ineligible: slices.Clone(d.Ineligible)}
 	out.Jobs = slices.Clone(d.Jobs)
 	if d.Handoffs != nil {
 		out.Handoffs = make([]policy.HandoffDecision, len(d.Handoffs))

@@ -38,6 +38,7 @@ var (
 	mGPUs      = newMetric("node_gpus", "GPUs of a node.", false, "node", "building")
 	mFreeGPUs  = newMetric("node_free_gpus", "GPUs of a node not used by ReclaimNet jobs.", false, "node", "building")
 	mLoad      = newMetric("node_load_ratio", "Load of a node, 0..1.", false, "node", "building")
+	mEligible  = newMetric("node_eligible", "1 when a node may take jobs, standbys and copies (the leader's eligibility rule), else 0.", false, "node", "building")
 	mHazard    = newMetric("node_hazard_per_second", "A node's current emergency hazard upper bound λ̂⁺, events per second.", false, "node", "building")
 	mKillMode  = newMetric("killswitch_mode", "A node's kill-switch: 1 for its current mode (off, soft, hard), 0 for the others.", false, "node", "mode")
 	mKillDrops = newMetric("killswitch_drops_total", "Packets a node's kill-switch dropped since its agent started.", true, "node")
@@ -78,7 +79,7 @@ var (
 // allMetrics lists every metric, for Describe and the documentation test.
 var allMetrics = []metric{
 	mStatusUp, mGeneratedAt,
-	mRaftRole, mHasLeader, mMembers, mGPUs, mFreeGPUs, mLoad, mHazard, mKillMode, mKillDrops,
+	mRaftRole, mHasLeader, mMembers, mGPUs, mFreeGPUs, mLoad, mEligible, mHazard, mKillMode, mKillDrops,
 	mBandwidth, mBandwidthLow, mBandwidthCap, mCkptBudget,
 	mJobs, mJobInterval, mJobBandwidth, mJobHazard, mJobInfeasible, mJobFloor, mJobCeiling, mJobUnmet,
 	mJobReplicas, mJobHolders, mJobHolderRisk, mJobCkptAge, mJobRestarts,
@@ -86,15 +87,9 @@ var allMetrics = []metric{
 	mReclaimsPending, mReclaimLeft, mAdmissions, mHandoffs, mDegraded,
 }
 
-// jobStates lists every policy.JobState name, so the jobs gauge has a
-// stable set of series.
-var jobStates = func() []string {
-	var out []string
-	for s := policy.JobPending; s <= policy.JobDone; s++ {
-		out = append(out, s.String())
-	}
-	return out
-}()
+// jobStates lists every job state name (state.JobRecord.StateName), so the
+// jobs gauge has a stable set of series.
+var jobStates = []string{"pending", "running", "migrating", "recovering", "done", "failed", "cancelled"}
 
 // collector turns one Status per scrape into metrics.
 type collector struct {
@@ -171,6 +166,7 @@ func collectCluster(ch chan<- prometheus.Metric, s *Status) {
 		emit(ch, mGPUs, float64(m.GPUs), string(m.ID), m.Building)
 		emit(ch, mFreeGPUs, float64(m.FreeGPUs), string(m.ID), m.Building)
 		emit(ch, mLoad, m.Load, string(m.ID), m.Building)
+		emit(ch, mEligible, b2f(m.Eligible), string(m.ID), m.Building)
 		emit(ch, mHazard, m.Hazard, string(m.ID), m.Building)
 		mode := m.KillSwitch
 		if mode == "" {

@@ -91,6 +91,7 @@ func TestMetricsMatchStatus(t *testing.T) {
 		eq("reclaimnet_node_hazard_per_second", l, m.Hazard)
 		eq("reclaimnet_node_gpus", l, float64(m.GPUs))
 		eq("reclaimnet_node_free_gpus", l, float64(m.FreeGPUs))
+		eq("reclaimnet_node_eligible", l, b2f(m.Eligible))
 		eq("reclaimnet_node_load_ratio", l, m.Load)
 		eq("reclaimnet_killswitch_drops_total", map[string]string{"node": string(m.ID)}, float64(m.KillSwitchDrops))
 		for _, mode := range killSwitchModes {
@@ -106,6 +107,9 @@ func TestMetricsMatchStatus(t *testing.T) {
 	eq("reclaimnet_jobs", map[string]string{"state": "running"}, 1)
 	eq("reclaimnet_jobs", map[string]string{"state": "migrating"}, 1)
 	eq("reclaimnet_jobs", map[string]string{"state": "done"}, 0)
+	eq("reclaimnet_jobs", map[string]string{"state": "pending"}, 2)
+	eq("reclaimnet_jobs", map[string]string{"state": "failed"}, 1)
+	eq("reclaimnet_jobs", map[string]string{"state": "cancelled"}, 1)
 	for _, j := range s.Jobs {
 		l := map[string]string{"job_id": string(j.ID)}
 		eq("reclaimnet_job_restarts_total", l, float64(j.Restarts))

@@ -62,6 +62,8 @@ func TestPageWithoutJavaScript(t *testing.T) {
 		{"member-n1", "2 / 4 × A100-80GB <span class=\"muted\">(80 GiB, cc 8)</span>"},
 		{"member-n3", `<span class="badge ks-soft">soft</span>`},
 		{"member-n3", "17 dropped"},
+		{"member-n3", `<span class="badge warn">no</span> <span class="small">kill-switch soft</span>`},
+		{"member-n1", `<span class="badge good">yes</span>`},
 		{"member-n4", "suspect"},
 		{"member-n4", "nonvoter"},
 		{"member-n4", `<span class="badge storage"`},
@@ -77,6 +79,13 @@ func TestPageWithoutJavaScript(t *testing.T) {
 		{"job-llama-ft", "set by optimum"},
 		{"job-llama-ft", "holders n2 of k=2 · all leave with the host: 0.4%"},
 		{"job-bert", "no decision yet"},
+		{"job-huge", "waits: needs 16 GPUs; the largest node has 4"},
+		{"job-vit", `<span class="badge js-failed">failed</span>`},
+		{"job-vit", "signal killed (out of memory)</span> on n2"},
+		{"job-vit", "failure 2, 1 allowed"},
+		{"job-vit", "allocating 40 GiB"},
+		{"job-t5", `<span class="badge js-cancelled">cancelled</span>`},
+		{"job-t5", "cancelled by alice on n1"},
 		{"transfer-f-resnet-12", "240 Mbit/s / <b>228 Mbit/s</b>"},
 		{"transfer-f-resnet-12", "35s / 1m00s"},
 		{"transfer-f-resnet-12", "572.2 MiB of 1.49 GiB (38%)"},
@@ -164,7 +173,7 @@ func TestPageShowsSourceError(t *testing.T) {
 var rectRe = regexp.MustCompile(`<rect class="(bar(?: cur)?)" x="([0-9.]+)" y="([0-9.]+)" width="([0-9.]+)" height="([0-9.]+)" data-rate="([^"]+)"`)
 
 func TestHazardChart(t *testing.T) {
-	p := policy.HazardProfile{Rates: []float64{1e-4, 2e-4, 4e-4, 0}}
+	p := HazardProfile{Rates: []float64{1e-4, 2e-4, 4e-4, 0}}
 	at := time.Date(2026, 1, 2, 13, 0, 0, 0, time.UTC) // bucket 2 (12:00–18:00)
 	svg := string(hazardChart(p, at, chartSize))
 	bars := rectRe.FindAllStringSubmatch(svg, -1)
@@ -207,11 +216,11 @@ func TestHazardChart(t *testing.T) {
 	if bars := rectRe.FindAllStringSubmatch(spark, -1); strings.Contains(spark, "<text") || len(bars) != 1 || bars[0][1] != "bar cur" {
 		t.Errorf("sparkline: want one highlighted bar and no text:\n%s", spark)
 	}
-	if empty := string(hazardChart(policy.HazardProfile{}, at, chartSize)); !strings.Contains(empty, "no estimate yet") || strings.Contains(empty, "<rect") {
+	if empty := string(hazardChart(HazardProfile{}, at, chartSize)); !strings.Contains(empty, "no estimate yet") || strings.Contains(empty, "<rect") {
 		t.Errorf("empty profile: got %s, want a 'no estimate yet' note", empty)
 	}
 	// An infinite bucket does not flatten the others.
-	inf := string(hazardChart(policy.HazardProfile{Rates: []float64{math.Inf(1), 2e-4}}, at, chartSize))
+	inf := string(hazardChart(HazardProfile{Rates: []float64{math.Inf(1), 2e-4}}, at, chartSize))
 	if bars := rectRe.FindAllStringSubmatch(inf, -1); len(bars) != 2 || bars[1][5] != fmt.Sprintf("%.2f", ph) {
 		t.Errorf("profile with +Inf: got %v, want the finite bar at full height", bars)
 	}

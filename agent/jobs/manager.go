@@ -253,7 +253,11 @@ func (m *Manager) reconcile(ctx context.Context, st *state.State, wg *sync.WaitG
 		}
 		if j.Node != m.cfg.Node || (j.State != policy.JobRunning && j.State != policy.JobMigrating) {
 			delete(m.finished, id)
-			delete(m.ended, id)
+			if j.Node != m.cfg.Node || j.State != policy.JobDone {
+				// A job that ended here (done, failed) keeps its last view:
+				// how its run ended is this node's to show.
+				delete(m.ended, id)
+			}
 			continue
 		}
 		if _, ok := m.workers[id]; ok {

@@ -382,7 +382,6 @@ func devDefaults(cfg *agent.Config, fs *pflag.FlagSet) {
 	}
 }
 
-<<<<<<< HEAD
 // runEnroll is 'join PEER --token T': the agent's first start-up step with
 // a token (enrollment into its data dir), taken without starting it, so it
 // lives with the agent command, the one that links the node.
@@ -411,10 +410,9 @@ func runEnroll(ctx context.Context, env *Env, dataDir string, o joinOptions, pee
 	fmt.Fprintf(env.Stdout, "Node %s enrolled into %s; start it with: reclaimnet agent --data-dir %s\n", cfg.Name, dataDir, dataDir)
 	return nil
 }
-=======
+
 // DevGPU is the GPU spec agent --dev declares when none is given.
 const DevGPU = "dev-gpu:16GiB:8.0"
->>>>>>> main
 
 // ownerFlags adds the owner policy's flags (docs/owner.md) to the agent's.
 func ownerFlags(fs *pflag.FlagSet, fc *agent.Config) {

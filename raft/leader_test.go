@@ -422,7 +422,7 @@ func TestIneligibleNodesGetNoJob(t *testing.T) {
 	var links []policy.Link
 	var nodes []NodeTelemetry
 	for _, id := range ids {
-		if _, err := st.Apply(state.UpsertNode{Node: state.NodeRecord{ID: id, GPUs: 1, Joined: at}}); err != nil {
+		if _, err := st.Apply(state.UpsertNode{Node: state.NodeRecord{ID: id, GPUs: 1, Joined: at, Admitted: true}}); err != nil {
 			t.Fatal(err)
 		}
 		links = append(links, policy.Link{ID: "acc-" + string(id), A: string(id), B: "sw", Capacity: 125e6, Available: 1e8, AvailableLow: 8e7})

@@ -6,7 +6,9 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"os/user"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -183,8 +185,8 @@ func TestJobCommandsAgainstAgent(t *testing.T) {
 	}
 	// The job's story, from the replicated state.
 	code, out, errOut = runCLI(t, "jobs", "--data-dir", dir, "cli-job")
-	if code != ExitOK || !strings.Contains(out, "Job cli-job: cancelled (by ") || !strings.Contains(out, "submitted") ||
-		!strings.Contains(out, "by a user on solo") || !strings.Contains(out, "1 GPU(s), 8192 MiB VRAM each, capability ≥ 8.0") {
+	if code != ExitOK || !strings.Contains(out, "Job cli-job: cancelled") || !strings.Contains(out, "(by "+currentUser(t)+" on solo)") || !strings.Contains(out, "submitted") ||
+		!strings.Contains(out, "by "+currentUser(t)+" on solo") || !strings.Contains(out, "1 GPU(s), 8192 MiB VRAM each, capability ≥ 8.0") {
 		t.Errorf("jobs cli-job: exit %d, stderr %q, story:\n%s", code, errOut, out)
 	}
 	code, out, _ = runCLI(t, "jobs", "--data-dir", dir, "cli-job", "--json")
@@ -248,4 +250,15 @@ func TestJobTableBudgetUnmet(t *testing.T) {
 	if len(lines) < 3 || !strings.Contains(lines[1], "1m23s (loss budget unmet)") || strings.Contains(lines[2], "unmet") {
 		t.Errorf("table:\n%s\nwant big's interval marked unmet and small's not", b.String())
 	}
+}
+
+// currentUser is the name the agent identifies this test's process by
+// (SO_PEERCRED, then the passwd database).
+func currentUser(t *testing.T) string {
+	t.Helper()
+	u, err := user.Current()
+	if err != nil {
+		return "uid:" + strconv.Itoa(os.Getuid())
+	}
+	return u.Username
 }

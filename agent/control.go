@@ -12,6 +12,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"time"
 
@@ -180,6 +181,12 @@ func (a *Agent) runJob(ctx context.Context, c *raft.Coordinator, jr *localapi.Jo
 			return localapi.Response{Error: "run: " + err.Error(), Kind: localapi.KindBadRequest}
 		}
 	}
+	if jr.Workdir != "" {
+		spec.Command = slices.Clone(jr.Command)
+		if resp := a.takeBundle(jr, &spec); resp != nil {
+			return *resp
+		}
+	}
 	gpus := jr.GPUs
 	if gpus == 0 {
 		gpus = 1
@@ -192,6 +199,9 @@ func (a *Agent) runJob(ctx context.Context, c *raft.Coordinator, jr *localapi.Jo
 		Submitted: time.Now().UTC().Truncate(time.Second),
 	}
 	if _, err := c.Submit(ctx, state.SubmitJob{Job: rec}); err != nil {
+		if old, ok := c.Store().Job(policy.JobID(jr.Name)); spec.Bundle != "" && (!ok || old.Spec.Bundle != spec.Bundle) {
+			a.unpinBundle(spec.Bundle, jr.Name)
+		}
 		return submitError("submit job "+jr.Name, err)
 	}
 	return localapi.Response{JobID: jr.Name}

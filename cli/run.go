@@ -2,7 +2,12 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -18,6 +23,8 @@ func init() { register(newRunCmd) }
 // runOptions are 'reclaimnet run's flags.
 type runOptions struct {
 	dataDir, name, vram, capability, sizeHint, signal, workDir, memory string
+	// bundleDir is --workdir, maxBundle --max-bundle.
+	bundleDir, maxBundle string
 	gpus                                                               int
 	cpus                                                               float64
 	lossBudget, runtimeHint, grace                                     time.Duration
@@ -52,7 +59,9 @@ CMD: what follows belongs to the job.`,
 	fs.DurationVar(&o.grace, "grace", 30*time.Second, "time between SIGTERM and SIGKILL when the job is stopped (at most 1h)")
 	fs.StringVar(&o.memory, "memory", "", "the job's memory limit, a `size` such as 16GiB (default: none of its own; the node's --guest-memory bounds all guest jobs)")
 	fs.Float64Var(&o.cpus, "cpus", 0, "the job's CPU limit in CPUs, e.g. 4 or 0.5 (default: none of its own; the node's --guest-cpus bounds all guest jobs)")
-	fs.StringVar(&o.workDir, "dir", "", "working `directory` on the node that runs the job (default: the job's own directory)")
+	fs.StringVar(&o.bundleDir, "workdir", "", "`directory` whose files are the job's bundle, laid out read-only as its working directory on every node that runs it; a .reclaimnetignore in it leaves paths out (default: the current directory)")
+	fs.StringVar(&o.maxBundle, "max-bundle", "1GiB", "the bundle's size cap, a `size` such as 200MiB")
+	fs.StringVar(&o.workDir, "dir", "", "working `directory` on the node that runs the job, instead of the bundle's layout")
 	fs.StringArrayVar(&o.env, "env", nil, "`KEY=VALUE` added to the job's environment (repeatable)")
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		o.dataDir = resolveDataDir(env, *dir)
@@ -129,10 +138,55 @@ func runRun(ctx context.Context, env *Env, o runOptions, command []string) error
 	if o.graceSet {
 		jr.Grace = o.grace
 	}
+	if jr.Workdir, err = bundleDir(o.bundleDir); err != nil {
+		return err
+	}
+	if jr.MaxBundle, err = gpu.ParseBytes(o.maxBundle); err != nil || jr.MaxBundle <= 0 {
+		return usagef("--max-bundle %q: want a positive size such as 200MiB", o.maxBundle)
+	}
 	resp, err := callAgent(ctx, o.dataDir, localapi.Request{Op: localapi.OpRun, Job: jr})
 	if err != nil {
+		if resp.Kind == localapi.KindBadRequest {
+			// The bundle or the command the caller gave.
+			return usagef("%v", err)
+		}
 		return err
 	}
 	fmt.Fprintln(env.Stdout, resp.JobID)
 	return nil
+}
+
+// bundleDir checks the directory run takes as the job's bundle (dir, or the
+// current directory) and returns its absolute path: the local agent reads
+// it. What the agent finds wrong inside it comes back as a bad request.
+func bundleDir(dir string) (string, error) {
+	if dir == "" {
+		wd, err := os.Getwd()
+		if err != nil {
+			return "", usagef("current directory: %v (give --workdir)", err)
+		}
+		dir = wd
+	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return "", usagef("--workdir %s: %v", dir, err)
+	}
+	st, err := os.Stat(abs)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return "", usagef("--workdir %s: no such directory", dir)
+	case err != nil:
+		return "", usagef("--workdir %s: %v", dir, err)
+	case !st.IsDir():
+		return "", usagef("--workdir %s: not a directory", dir)
+	}
+	f, err := os.Open(abs)
+	if err == nil {
+		_, err = f.Readdirnames(1)
+		f.Close()
+	}
+	if err != nil && !errors.Is(err, io.EOF) {
+		return "", usagef("--workdir %s: cannot read it: %v", dir, err)
+	}
+	return abs, nil
 }

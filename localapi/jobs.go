@@ -48,6 +48,11 @@ type JobRequest struct {
 	// beyond the node's caps on all guest jobs together.
 	Memory int64   `json:"memory,omitempty"`
 	CPUs   float64 `json:"cpus,omitempty"`
+	// Workdir is the absolute path of the directory the agent takes as the
+	// job's bundle (reclaimnet run --workdir; docs/bundles.md); empty: no
+	// bundle. MaxBundle caps its size in bytes (0: ckpt.DefaultMaxBundle).
+	Workdir   string `json:"workdir,omitempty"`
+	MaxBundle int64  `json:"max_bundle,omitempty"`
 }
 
 // JobInfo is one job as 'reclaimnet jobs' shows it.

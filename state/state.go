@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -94,6 +95,15 @@ type JobSpec struct {
 	// together still bound it).
 	Memory int64   `json:",omitempty"`
 	CPUs   float64 `json:",omitempty"`
+	// Bundle is the ID (64 hex digits, ckpt.BundleID) of the job's bundle:
+	// the directory it was submitted from (reclaimnet run --workdir),
+	// stored and replicated like a checkpoint and laid out read-only as
+	// its working directory on every node that runs it (docs/bundles.md).
+	// Empty: the job has none and runs where its command already exists.
+	Bundle string `json:",omitempty"`
+	// BundleSize is the bundle's size in bytes (its files and symlink
+	// targets): what a node that lacks it must receive.
+	BundleSize int64 `json:",omitempty"`
 }
 
 // Bounds of a job's own limits: below them no process starts, or the
@@ -145,12 +155,21 @@ func ValidStopGrace(g time.Duration) error {
 
 // validate checks the optional per-job settings: the signal must be a
 // canonical checkpoint signal, the grace 0 (default) or a valid one.
+// bundleIDRE is a bundle ID as ckpt.BundleID.String writes it.
+var bundleIDRE = regexp.MustCompile(`^[0-9a-f]{64}$`)
+
 func (s JobSpec) validate() error {
 	if s.Signal != "" && !slices.Contains(CheckpointSignals, s.Signal) {
 		if _, err := CanonicalSignal(s.Signal); err != nil {
 			return err
 		}
 		return fmt.Errorf("checkpoint signal %q: not in canonical form (USR2, not SIGUSR2 or usr2)", s.Signal)
+	}
+	if s.Bundle != "" && !bundleIDRE.MatchString(s.Bundle) {
+		return fmt.Errorf("bundle %q: want 64 lower-case hex digits", s.Bundle)
+	}
+	if s.BundleSize < 0 || (s.Bundle == "" && s.BundleSize != 0) {
+		return fmt.Errorf("bundle size %d without a bundle or negative", s.BundleSize)
 	}
 	if s.Grace != 0 {
 		if err := ValidStopGrace(s.Grace); err != nil {

@@ -119,6 +119,10 @@ type Manager struct {
 	past         []TransferView           // finished transfers no longer listed, oldest first (at most pastTransfers)
 	gpus         gpuSet
 	running      bool
+	// bundleSent is when a bundle last reached a node from here;
+	// bundleBusy marks the pushes in flight (bundle.go).
+	bundleSent map[bundleKey]time.Time
+	bundleBusy map[bundleKey]bool
 }
 
 // finish records why a worker ended without the job leaving this node, so
@@ -143,6 +147,7 @@ func New(cfg Config) (*Manager, error) {
 		cfg: cfg, log: cfg.Logger.With("node", cfg.Node), gpus: gpuSet{devices: slices.Clone(cfg.GPUs)},
 		workers: map[policy.JobID]*worker{}, finished: map[policy.JobID]finish{},
 		pushes: map[pushKey]*push{}, restoreRates: map[pushKey]float64{}, live: map[policy.JobID]bool{}, ended: map[policy.JobID]JobView{},
+		bundleSent: map[bundleKey]time.Time{}, bundleBusy: map[bundleKey]bool{},
 	}, nil
 }
 
@@ -230,6 +235,9 @@ func (m *Manager) reconcile(ctx context.Context, st *state.State, wg *sync.WaitG
 			}
 			delete(m.live, id)
 		}
+		if j.State == policy.JobDone {
+			m.unpinBundle(id, j)
+		}
 		if j.Node != m.cfg.Node || (j.State != policy.JobRunning && j.State != policy.JobMigrating) {
 			delete(m.finished, id)
 			delete(m.ended, id)
@@ -255,6 +263,7 @@ func (m *Manager) reconcile(ctx context.Context, st *state.State, wg *sync.WaitG
 	}
 	m.recoveryPushes(ctx, st, wg)
 	m.evacuations(ctx, st, wg)
+	m.bundlePushes(ctx, st, wg)
 }
 
 func handoffPending(st *state.State, id policy.JobID, node policy.NodeID) bool {
@@ -495,6 +504,9 @@ func (m *Manager) TransferHooks() transfer.Hooks {
 	return transfer.Hooks{
 		Authorize: func(peer string, class policy.TrafficClass, mf *ckpt.Manifest) error {
 			st := m.cfg.Coord.State()
+			if b, ok := ckpt.IsBundleKey(mf.JobID); ok {
+				return authorizeBundle(st, b)
+			}
 			j, ok := st.Jobs[policy.JobID(mf.JobID)]
 			if !ok {
 				return fmt.Errorf("job %q: %w", mf.JobID, state.ErrUnknownJob)
@@ -505,6 +517,10 @@ func (m *Manager) TransferHooks() transfer.Hooks {
 			return nil
 		},
 		OnCommit: func(peer string, class policy.TrafficClass, mf *ckpt.Manifest) {
+			if b, ok := ckpt.IsBundleKey(mf.JobID); ok {
+				m.pinBundle(m.cfg.Coord.State(), b)
+				return
+			}
 			m.recordReplica(policy.NodeID(peer), mf)
 		},
 	}

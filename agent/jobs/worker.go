@@ -92,6 +92,22 @@ func (w *worker) run(ctx context.Context) {
 	st := w.latest()
 	j := st.Jobs[w.id]
 	w.set(func() { w.result = finish{restarts: j.Restarts} })
+	command, dir, readOnly := j.Spec.Command, j.Spec.Dir, []string(nil)
+	if b, ok := bundleOf(j); ok {
+		layout, err := w.layoutBundle(ctx, b)
+		if err != nil {
+			if ctx.Err() == nil {
+				w.noteErr(fmt.Errorf("bundle: %w", err))
+				w.set(func() { w.state, w.result.reason = StateFailed, reasonFailed })
+			}
+			return
+		}
+		command, readOnly = BundleCommand(command, layout), []string{layout}
+		if dir == "" {
+			dir = layout
+		}
+		st = w.latest() // the wait may have been long
+	}
 	restoreDir, from, err := w.prepare(ctx, st)
 	if err != nil {
 		if ctx.Err() == nil {
@@ -118,7 +134,7 @@ func (w *worker) run(ctx context.Context) {
 	// The per-job signal, grace and limits come from the replicated spec,
 	// so every start and restart, on any node, uses the same ones.
 	job, err := m.cfg.Supervisor.Start(ctx, supervisor.Spec{
-		JobID: string(w.id), Command: j.Spec.Command, Env: j.Spec.Env, Dir: j.Spec.Dir,
+		JobID: string(w.id), Command: command, Env: j.Spec.Env, Dir: dir, ReadOnly: readOnly,
 		WorkDir: filepath.Join(w.dir(), "run"), RestoreDir: restoreDir, RestartCount: j.Restarts, Deadline: deadline,
 		Signal: sig, Grace: j.Spec.Grace, GPUs: gpus,
 		Limits: sandbox.Limits{MemoryBytes: j.Spec.Memory, CPUs: j.Spec.CPUs},

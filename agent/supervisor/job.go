@@ -27,10 +27,14 @@ type Spec struct {
 	// WorkDir is the supervisor's directory for this job: log, ready and
 	// deadline files, checkpoint directories. Created if missing. Required.
 	WorkDir string
-	// Dir is the job's working directory and HOME. Empty: WorkDir/home
-	// (WorkDir with the sandbox off). A confined job's must lie in its
-	// WorkDir or a guest read-only path.
+	// Dir is the job's working directory. Empty: WorkDir/home (WorkDir
+	// with the sandbox off). A confined job's must lie in its WorkDir, a
+	// guest read-only path or ReadOnly. HOME is WorkDir/home for a
+	// confined job (writable), Dir otherwise.
 	Dir string
+	// ReadOnly are more host paths a confined job sees, read-only (its
+	// bundle's layout); ignored with the sandbox off.
+	ReadOnly []string
 	// Env adds KEY=VALUE entries to the job's minimal environment (PATH,
 	// HOME, LANG, which it may override). RECLAIMNET_* variables are
 	// always the supervisor's.
@@ -156,6 +160,7 @@ type Job struct {
 	deadline string // RECLAIMNET_DEADLINE_FILE
 	sb       *sandbox.Sandbox
 	id       *sandbox.Identity // the confined job's uid; nil with the sandbox off
+	home     string            // HOME
 
 	msgs   chan any
 	events chan Event
@@ -267,8 +272,12 @@ func (j *Job) prepareDirs() error {
 		if j.spec.Dir == "" {
 			j.spec.Dir = filepath.Join(work, "home")
 		}
+		j.home = filepath.Join(work, "home")
 	} else if j.spec.Dir == "" {
 		j.spec.Dir = work
+	}
+	if j.home == "" {
+		j.home = j.spec.Dir
 	}
 	for _, d := range dirs {
 		if err := os.MkdirAll(d, 0o755); err != nil {

@@ -24,11 +24,11 @@ func init() { register(newRunCmd) }
 type runOptions struct {
 	dataDir, name, vram, capability, sizeHint, signal, workDir, memory string
 	// bundleDir is --workdir, maxBundle --max-bundle.
-	bundleDir, maxBundle string
-	gpus                                                               int
-	cpus                                                               float64
-	lossBudget, runtimeHint, grace                                     time.Duration
-	env                                                                []string
+	bundleDir, maxBundle           string
+	gpus                           int
+	cpus                           float64
+	lossBudget, runtimeHint, grace time.Duration
+	env                            []string
 	// signalSet and graceSet say whether the flag was given: only those
 	// go into the job's record.
 	signalSet, graceSet bool

@@ -96,6 +96,8 @@ func (a *Agent) control(req localapi.Request) localapi.Response {
 		return localapi.Response{Joined: n}
 	case localapi.OpRun, localapi.OpJobs, localapi.OpLogs, localapi.OpCancel:
 		return a.jobControl(req)
+	case localapi.OpFetch:
+		return a.fetchResults(req.JobID, req.Fetch)
 	case localapi.OpTraceExport:
 		doc, err := a.view.TraceDocument(time.Now())
 		if err != nil {
@@ -165,7 +167,10 @@ func (a *Agent) runJob(ctx context.Context, c *raft.Coordinator, jr *localapi.Jo
 	if jr.GPUs < 0 || jr.VRAM < 0 || jr.Capability < 0 || jr.LossBudget < 0 || jr.SizeHint < 0 || jr.RuntimeHint < 0 {
 		return localapi.Response{Error: "run: negative resource or hint", Kind: localapi.KindBadRequest}
 	}
-	spec := state.JobSpec{Command: jr.Command, Env: jr.Env, Dir: jr.Dir, Grace: jr.Grace, Memory: jr.Memory, CPUs: jr.CPUs}
+	spec := state.JobSpec{Command: jr.Command, Env: jr.Env, Dir: jr.Dir, Grace: jr.Grace, Memory: jr.Memory, CPUs: jr.CPUs, Keep: jr.Keep}
+	if jr.Keep < 0 {
+		return localapi.Response{Error: "run: negative keep time", Kind: localapi.KindBadRequest}
+	}
 	if err := state.ValidJobLimits(jr.Memory, jr.CPUs); err != nil {
 		return localapi.Response{Error: "run: " + err.Error(), Kind: localapi.KindBadRequest}
 	}
@@ -216,7 +221,13 @@ func jobInfos(st *state.State) []localapi.JobInfo {
 	out := []localapi.JobInfo{}
 	for id, j := range st.Jobs {
 		ji := localapi.JobInfo{ID: string(id), State: j.State.String(), Node: string(j.Node), Command: j.Spec.Command,
-			Restarts: j.Restarts, RestartTime: j.RestartTime, Submitted: j.Submitted}
+			Restarts: j.Restarts, RestartTime: j.RestartTime, Submitted: j.Submitted, BundleSize: j.Spec.BundleSize}
+		if cp, until, ok := st.Results(id); ok {
+			ji.KeptUntil = until
+			for _, h := range cp.Holders {
+				ji.ResultsOn = append(ji.ResultsOn, string(h))
+			}
+		}
 		if d, ok := intervals[id]; ok {
 			ji.Interval, ji.Standby = d.Interval, string(d.Standby)
 		}

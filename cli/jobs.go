@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/reclaimnet/reclaimnet/gpu"
 	"github.com/reclaimnet/reclaimnet/localapi"
 	"github.com/reclaimnet/reclaimnet/web"
 )
@@ -20,7 +21,7 @@ func newJobsCmd(env *Env) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:     "jobs",
 		Short:   "list the cluster's jobs",
-		Long:    "Lists the cluster's jobs: state, node, checkpoint interval, last committed checkpoint and\nwhere it is held, restarts and command.",
+		Long:    "Lists the cluster's jobs: state, node, checkpoint interval, last committed checkpoint and\nwhere it is held, restarts, bundle size, where an ended job's results are and until when\n(reclaimnet fetch), and command.",
 		GroupID: groupJobs,
 		Args:    noArgs,
 	}
@@ -60,7 +61,7 @@ func printJobTable(w io.Writer, jobs []localapi.JobInfo) {
 		return
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "JOB\tSTATE\tNODE\tINTERVAL\tCHECKPOINT\tHOLDERS\tRESTARTS\tCOMMAND")
+	fmt.Fprintln(tw, "JOB\tSTATE\tNODE\tINTERVAL\tCHECKPOINT\tHOLDERS\tRESTARTS\tBUNDLE\tRESULTS\tCOMMAND")
 	for _, j := range jobs {
 		node, interval, ckpt, holders := dash(j.Node), "-", "-", "-"
 		if j.Interval > 0 {
@@ -77,7 +78,17 @@ func printJobTable(w io.Writer, jobs []localapi.JobInfo) {
 		if len(cmd) > 40 {
 			cmd = cmd[:37] + "..."
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\n", j.ID, j.State, node, interval, ckpt, holders, j.Restarts, cmd)
+		bundle, results := "-", "-"
+		if j.BundleSize > 0 {
+			bundle = gpu.FormatBytes(j.BundleSize)
+		}
+		if len(j.ResultsOn) > 0 {
+			results = "on " + strings.Join(j.ResultsOn, ",")
+			if !j.KeptUntil.IsZero() {
+				results += " until " + j.KeptUntil.UTC().Format("2006-01-02 15:04Z")
+			}
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\n", j.ID, j.State, node, interval, ckpt, holders, j.Restarts, bundle, results, cmd)
 	}
 	tw.Flush()
 }

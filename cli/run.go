@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -24,7 +25,7 @@ func init() { register(newRunCmd) }
 type runOptions struct {
 	dataDir, name, vram, capability, sizeHint, signal, workDir, memory string
 	// bundleDir is --workdir, maxBundle --max-bundle.
-	bundleDir, maxBundle           string
+	bundleDir, maxBundle, keep     string
 	gpus                           int
 	cpus                           float64
 	lossBudget, runtimeHint, grace time.Duration
@@ -61,6 +62,7 @@ CMD: what follows belongs to the job.`,
 	fs.Float64Var(&o.cpus, "cpus", 0, "the job's CPU limit in CPUs, e.g. 4 or 0.5 (default: none of its own; the node's --guest-cpus bounds all guest jobs)")
 	fs.StringVar(&o.bundleDir, "workdir", "", "`directory` whose files are the job's bundle, laid out read-only as its working directory on every node that runs it; a .reclaimnetignore in it leaves paths out (default: the current directory)")
 	fs.StringVar(&o.maxBundle, "max-bundle", "1GiB", "the bundle's size cap, a `size` such as 200MiB")
+	fs.StringVar(&o.keep, "keep", "7d", "how long the job's outputs and last checkpoint stay on its holders after it ends, a `duration` such as 7d or 36h (then they are purged)")
 	fs.StringVar(&o.workDir, "dir", "", "working `directory` on the node that runs the job, instead of the bundle's layout")
 	fs.StringArrayVar(&o.env, "env", nil, "`KEY=VALUE` added to the job's environment (repeatable)")
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
@@ -141,6 +143,9 @@ func runRun(ctx context.Context, env *Env, o runOptions, command []string) error
 	if jr.Workdir, err = bundleDir(o.bundleDir); err != nil {
 		return err
 	}
+	if jr.Keep, err = parseKeep(o.keep); err != nil {
+		return usagef("--keep: %v", err)
+	}
 	if jr.MaxBundle, err = gpu.ParseBytes(o.maxBundle); err != nil || jr.MaxBundle <= 0 {
 		return usagef("--max-bundle %q: want a positive size such as 200MiB", o.maxBundle)
 	}
@@ -189,4 +194,25 @@ func bundleDir(dir string) (string, error) {
 		return "", usagef("--workdir %s: cannot read it: %v", dir, err)
 	}
 	return abs, nil
+}
+
+// parseKeep parses --keep: a Go duration (36h, 90m) or whole days (7d).
+func parseKeep(s string) (time.Duration, error) {
+	var d time.Duration
+	if days, ok := strings.CutSuffix(s, "d"); ok {
+		n, err := strconv.Atoi(days)
+		if err != nil || n < 0 || n > 3650 {
+			return 0, fmt.Errorf("%q: want whole days from 0 to 3650, e.g. 7d", s)
+		}
+		d = time.Duration(n) * 24 * time.Hour
+	} else {
+		var err error
+		if d, err = time.ParseDuration(s); err != nil {
+			return 0, fmt.Errorf("%q: want a duration such as 7d or 36h", s)
+		}
+	}
+	if d <= 0 {
+		return 0, fmt.Errorf("%q: want more than 0", s)
+	}
+	return d, nil
 }

@@ -43,6 +43,8 @@ type Request struct {
 	Tail  int64       `json:"tail,omitempty"`
 	// Notice is a scheduled reclaim's notice (OpReclaim).
 	Notice time.Duration `json:"notice,omitempty"`
+	// Fetch says where OpFetch writes JobID's results.
+	Fetch *FetchRequest `json:"fetch,omitempty"`
 }
 
 // Error kinds in Response.Kind, so the CLI can explain a failure.
@@ -72,6 +74,8 @@ type Response struct {
 	Log   string    `json:"log,omitempty"`
 	Node  string    `json:"node,omitempty"`
 	Note  string    `json:"note,omitempty"`
+	// Fetched is what OpFetch delivered.
+	Fetched *FetchInfo `json:"fetched,omitempty"`
 	// Reclaim is the reclaim's progress (the reclaim operations).
 	Reclaim *ReclaimStatus `json:"reclaim,omitempty"`
 }

@@ -53,6 +53,9 @@ type JobRequest struct {
 	// bundle. MaxBundle caps its size in bytes (0: ckpt.DefaultMaxBundle).
 	Workdir   string `json:"workdir,omitempty"`
 	MaxBundle int64  `json:"max_bundle,omitempty"`
+	// Keep is how long the job's results stay after it ends (reclaimnet
+	// run --keep); 0: state.DefaultKeep.
+	Keep time.Duration `json:"keep,omitempty"`
 }
 
 // JobInfo is one job as 'reclaimnet jobs' shows it.
@@ -71,6 +74,13 @@ type JobInfo struct {
 	Restarts      int           `json:"restarts"`
 	RestartTime   time.Duration `json:"restart_time_ns"`
 	Submitted     time.Time     `json:"submitted"`
+	// BundleSize is the size of the job's bundle (0: none).
+	BundleSize int64 `json:"bundle_size,omitempty"`
+	// ResultsOn are the nodes holding an ended job's results (its newest
+	// version: outputs and last checkpoint) and KeptUntil when they purge
+	// them (reclaimnet fetch).
+	ResultsOn []string  `json:"results_on,omitempty"`
+	KeptUntil time.Time `json:"kept_until,omitzero"`
 }
 
 var jobNameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)

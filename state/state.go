@@ -104,6 +104,41 @@ type JobSpec struct {
 	// BundleSize is the bundle's size in bytes (its files and symlink
 	// targets): what a node that lacks it must receive.
 	BundleSize int64 `json:",omitempty"`
+	// Keep is how long the job's last version (its outputs and last
+	// checkpoint) stays on its holders after the job ends (reclaimnet run
+	// --keep), counted from that version's writing; 0 means
+	// DefaultKeep.
+	Keep time.Duration `json:",omitempty"`
+}
+
+// DefaultKeep is a job's Keep when it names none (ckpt.DefaultKeep).
+const DefaultKeep = 7 * 24 * time.Hour
+
+// KeptUntil is when an ended job's results, written at written, are
+// purged: the job's Keep (DefaultKeep when 0) later.
+func (j JobRecord) KeptUntil(written time.Time) time.Time {
+	keep := j.Spec.Keep
+	if keep <= 0 {
+		keep = DefaultKeep
+	}
+	return written.Add(keep)
+}
+
+// Results is where an ended job's results are: its newest version, the
+// nodes holding it and when they purge it (zero when the version's
+// writing time is unknown); ok is false for a job that has
+// not ended or has no version.
+func (s *State) Results(id policy.JobID) (cp Checkpoint, until time.Time, ok bool) {
+	j, found := s.Jobs[id]
+	cps := s.Checkpoints[id]
+	if !found || j.State != policy.JobDone || len(cps) == 0 {
+		return Checkpoint{}, time.Time{}, false
+	}
+	cp = cps[len(cps)-1]
+	if !cp.Written.IsZero() {
+		until = j.KeptUntil(cp.Written)
+	}
+	return cp.clone(), until, true
 }
 
 // Bounds of a job's own limits: below them no process starts, or the
@@ -167,6 +202,9 @@ func (s JobSpec) validate() error {
 	}
 	if s.Bundle != "" && !bundleIDRE.MatchString(s.Bundle) {
 		return fmt.Errorf("bundle %q: want 64 lower-case hex digits", s.Bundle)
+	}
+	if s.Keep < 0 {
+		return fmt.Errorf("keep %v: must not be negative", s.Keep)
 	}
 	if s.BundleSize < 0 || (s.Bundle == "" && s.BundleSize != 0) {
 		return fmt.Errorf("bundle size %d without a bundle or negative", s.BundleSize)

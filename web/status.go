@@ -190,6 +190,21 @@ type Job struct {
 	Decision *policy.JobDecision `json:"decision"`
 	// LastCheckpoint is the freshest committed checkpoint; nil if none.
 	LastCheckpoint *Checkpoint `json:"last_checkpoint"`
+	// BundleBytes is the size of the job's bundle (its code and data,
+	// docs/bundles.md); 0: none.
+	BundleBytes int64 `json:"bundle_bytes,omitempty"`
+	// Results are an ended job's kept results; nil for a job that has not
+	// ended or has none.
+	Results *Results `json:"results,omitempty"`
+}
+
+// Results are where an ended job's outputs and last checkpoint are kept
+// (reclaimnet fetch) and until when.
+type Results struct {
+	Version uint64          `json:"version"`
+	Holders []policy.NodeID `json:"holders"`
+	// KeptUntil is when the holders purge them; zero when unknown.
+	KeptUntil time.Time `json:"kept_until,omitzero"`
 }
 
 // Checkpoint is a committed checkpoint version of a job.

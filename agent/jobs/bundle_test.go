@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -156,4 +157,113 @@ func waitLines(t *testing.T, path string, n int) []string {
 		return strings.HasSuffix(string(b), "\n") && len(lines) >= n
 	})
 	return lines
+}
+
+// outputsJob counts steps like stepJob and writes one line per step to its
+// output directory; after a restart it finishes at step $STOPAT with a
+// result file and exits 0. After the final checkpoint of a hand-off it
+// pauses, so that checkpoint and outputs agree.
+const outputsJob = `#!/bin/sh
+step=0
+if [ -n "$RECLAIMNET_RESTORE_DIR" ]; then step=$(cat "$RECLAIMNET_RESTORE_DIR/step"); fi
+echo "$$ start $step $RECLAIMNET_RESTART_COUNT" >> "$STEPLOG"
+ck=0
+paused=
+trap 'ck=1' USR1
+trap 'exit 0' TERM
+touch "$RECLAIMNET_READY_FILE"
+while :; do
+  if [ "$ck" = 1 ]; then
+    ck=0
+    echo "$step" > "$RECLAIMNET_CKPT_DIR/step"
+    touch "$RECLAIMNET_CKPT_DIR/.complete"
+    echo "$$ ckpt $step" >> "$STEPLOG"
+    if [ -s "$RECLAIMNET_DEADLINE_FILE" ]; then paused=1; fi
+  fi
+  if [ -z "$paused" ]; then
+    step=$((step+1))
+    echo "line $step" >> "$RECLAIMNET_OUTPUT_DIR/lines.txt"
+    if [ "$RECLAIMNET_RESTART_COUNT" -ge 1 ] && [ "$step" -ge "$STOPAT" ]; then
+      echo "result $step" > "$RECLAIMNET_OUTPUT_DIR/result.txt"
+      exit 0
+    fi
+  fi
+  sleep 0.05
+done
+`
+
+// What a job writes to RECLAIMNET_OUTPUT_DIR moves with its checkpoints:
+// after a hand-off it resumes with the outputs of the version it resumes
+// from (no line lost or repeated), its last outputs are stored and sent to
+// the standby when it exits 0, every holder keeps them for the job's Keep
+// from that version's writing, and then purges them.
+func TestOutputsMoveWithTheJobAndAreKept(t *testing.T) {
+	// Four nodes: after the hand-off the job still has a standby.
+	tc := newCluster(t, []int{0, 1, 1, 1}, fastSupervisor())
+	tc.waitVoters(3)
+	script := filepath.Join(t.TempDir(), "out.sh")
+	if err := os.WriteFile(script, []byte(outputsJob), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	const keep = 3 * time.Second
+	tc.submitSpec("train", state.JobSpec{Command: []string{"/bin/sh", script}, Env: []string{"STEPLOG=" + tc.stepLog, "STOPAT=400"}, Keep: keep})
+	host := tc.waitRunning("train", "")
+	tc.waitCommitted("train", 2)
+	now := time.Now()
+	tc.submitVia(host, state.AnnounceReclaim{Reclaim: policy.Reclaim{Node: host, Announced: now, Deadline: now.Add(60 * time.Second)}})
+	dest := tc.waitRunning("train", host)
+	var cp state.Checkpoint
+	var until time.Time
+	wait.For(t, 60*time.Second, "the job done, its results listed", func() bool {
+		var ok bool
+		cp, until, ok = tc.state().Results("train")
+		return ok
+	})
+	if s := starts(readSteps(t, tc.stepLog)); len(s) != 2 || s[1].step == 0 {
+		t.Fatalf("starts %+v: want two, the second resuming from the hand-off's checkpoint", s)
+	}
+	if !slices.Contains(cp.Holders, dest) || len(cp.Holders) < 2 {
+		t.Errorf("last version v%d held by %v, want %s and the standby", cp.Version, cp.Holders, dest)
+	}
+	if want := cp.Written.Add(keep); !until.Equal(want) {
+		t.Errorf("kept until %v, want the version's writing %v + keep", until, cp.Written)
+	}
+	var lines []string
+	for i := 1; i <= 400; i++ {
+		lines = append(lines, "line "+strconv.Itoa(i))
+	}
+	wantLines := strings.Join(lines, "\n") + "\n"
+	for _, h := range cp.Holders {
+		s := tc.nodes[h].store
+		wait.For(t, 10*time.Second, "the results retained on "+string(h), func() bool {
+			return slices.ContainsFunc(s.Pins("train"), func(p ckpt.Pin) bool { return p.Name == ckpt.RetainPin && p.Until.Equal(until) })
+		})
+		mf, err := s.Manifest("train", cp.Version)
+		if err != nil {
+			t.Fatalf("%s: %v", h, err)
+		}
+		out, ck := t.TempDir(), t.TempDir()
+		if err := s.RestoreCheckpoint(mf, ck, out); err != nil {
+			t.Fatalf("%s: %v", h, err)
+		}
+		if b, _ := os.ReadFile(filepath.Join(out, "lines.txt")); string(b) != wantLines {
+			t.Errorf("%s: outputs' lines.txt has %d bytes, want lines 1 to 400 once each (%d bytes)", h, len(b), len(wantLines))
+		}
+		if b, _ := os.ReadFile(filepath.Join(out, "result.txt")); string(b) != "result 400\n" {
+			t.Errorf("%s: result.txt %q", h, b)
+		}
+		if b, err := os.ReadFile(filepath.Join(ck, "step")); err != nil || len(b) == 0 {
+			t.Errorf("%s: the kept version lacks the last checkpoint's files: %v", h, err)
+		}
+	}
+	for _, h := range cp.Holders {
+		s := tc.nodes[h].store
+		wait.For(t, 20*time.Second, "the results purged on "+string(h)+" after the keep time", func() bool {
+			_, purged := s.Purged("train")
+			return purged && len(s.Versions("train")) == 0
+		})
+	}
+	if time.Now().Before(until) {
+		t.Errorf("purged before %v", until)
+	}
 }

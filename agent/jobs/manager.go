@@ -47,6 +47,9 @@ type Config struct {
 	// StopTimeout bounds waiting for a job to stop (the supervisor's grace
 	// plus margin); 1 minute by default.
 	StopTimeout time.Duration
+	// PurgeEvery is how often ended jobs' results whose keep time passed
+	// are dropped from the store (ckpt.Store.Purge); 1 minute by default.
+	PurgeEvery time.Duration
 	// Logger; nil means slog.Default().
 	Logger *slog.Logger
 	// Now is the clock for catalogue times; nil means time.Now.
@@ -94,6 +97,9 @@ func (c *Config) fill() error {
 	if c.StopTimeout <= 0 {
 		c.StopTimeout = time.Minute
 	}
+	if c.PurgeEvery <= 0 {
+		c.PurgeEvery = time.Minute
+	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
@@ -123,6 +129,7 @@ type Manager struct {
 	// bundleBusy marks the pushes in flight (bundle.go).
 	bundleSent map[bundleKey]time.Time
 	bundleBusy map[bundleKey]bool
+	retired    map[policy.JobID]bool // ended jobs whose results are kept (outputs.go)
 }
 
 // finish records why a worker ended without the job leaving this node, so
@@ -147,7 +154,7 @@ func New(cfg Config) (*Manager, error) {
 		cfg: cfg, log: cfg.Logger.With("node", cfg.Node), gpus: gpuSet{devices: slices.Clone(cfg.GPUs)},
 		workers: map[policy.JobID]*worker{}, finished: map[policy.JobID]finish{},
 		pushes: map[pushKey]*push{}, restoreRates: map[pushKey]float64{}, live: map[policy.JobID]bool{}, ended: map[policy.JobID]JobView{},
-		bundleSent: map[bundleKey]time.Time{}, bundleBusy: map[bundleKey]bool{},
+		bundleSent: map[bundleKey]time.Time{}, bundleBusy: map[bundleKey]bool{}, retired: map[policy.JobID]bool{},
 	}, nil
 }
 
@@ -185,6 +192,8 @@ func (m *Manager) Run(ctx context.Context) error {
 	if !m.waitCurrent(ctx) {
 		return nil
 	}
+	purge := time.NewTicker(m.cfg.PurgeEvery)
+	defer purge.Stop()
 	for {
 		ch := m.cfg.Coord.Changed()
 		st := m.cfg.Coord.State()
@@ -193,6 +202,8 @@ func (m *Manager) Run(ctx context.Context) error {
 		case <-ctx.Done():
 			return nil
 		case <-ch:
+		case <-purge.C:
+			m.purge()
 		case w := <-exits:
 			m.mu.Lock()
 			if m.workers[w.id] == w {
@@ -229,14 +240,8 @@ func (m *Manager) reconcile(ctx context.Context, st *state.State, wg *sync.WaitG
 	slices.Sort(ids)
 	for _, id := range ids {
 		j := st.Jobs[id]
-		if j.State == policy.JobDone && m.live[id] {
-			if err := m.cfg.Store.SetLive(string(id), false); err != nil {
-				m.log.Warn("unpin finished job", "job", id, "err", err)
-			}
-			delete(m.live, id)
-		}
 		if j.State == policy.JobDone {
-			m.unpinBundle(id, j)
+			m.retire(st, id, j)
 		}
 		if j.Node != m.cfg.Node || (j.State != policy.JobRunning && j.State != policy.JobMigrating) {
 			delete(m.finished, id)
@@ -513,6 +518,18 @@ func (m *Manager) TransferHooks() transfer.Hooks {
 			}
 			if j.State == policy.JobDone {
 				return fmt.Errorf("job %q is done", mf.JobID)
+			}
+			return nil
+		},
+		// Results go to any node of the cluster: only root on a node can
+		// ask its agent for them (the control socket is 0600).
+		AuthorizeFetch: func(peer, job string, checkpoint bool) error {
+			st := m.cfg.Coord.State()
+			if _, ok := st.Nodes[policy.NodeID(peer)]; !ok {
+				return fmt.Errorf("node %q is not in the registry", peer)
+			}
+			if _, ok := st.Jobs[policy.JobID(job)]; !ok {
+				return fmt.Errorf("job %q: %w", job, state.ErrUnknownJob)
 			}
 			return nil
 		},

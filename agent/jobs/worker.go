@@ -118,6 +118,11 @@ func (w *worker) run(ctx context.Context) {
 	}
 	if restoreDir != "" {
 		defer os.RemoveAll(restoreDir)
+		if err := w.restoreOutputs(from); err != nil {
+			w.noteErr(err)
+			w.set(func() { w.state, w.result.reason = StateFailed, reasonFailed })
+			return
+		}
 	}
 	var deadline time.Time
 	if r, ok := st.Reclaims[m.cfg.Node]; ok {
@@ -135,7 +140,7 @@ func (w *worker) run(ctx context.Context) {
 	// so every start and restart, on any node, uses the same ones.
 	job, err := m.cfg.Supervisor.Start(ctx, supervisor.Spec{
 		JobID: string(w.id), Command: command, Env: j.Spec.Env, Dir: dir, ReadOnly: readOnly,
-		WorkDir: filepath.Join(w.dir(), "run"), RestoreDir: restoreDir, RestartCount: j.Restarts, Deadline: deadline,
+		WorkDir: w.runDir(), RestoreDir: restoreDir, RestartCount: j.Restarts, Deadline: deadline,
 		Signal: sig, Grace: j.Spec.Grace, GPUs: gpus,
 		Limits: sandbox.Limits{MemoryBytes: j.Spec.Memory, CPUs: j.Spec.CPUs},
 	})
@@ -172,6 +177,7 @@ func (w *worker) ended(ctx context.Context, job *supervisor.Job) {
 		return
 	}
 	w.set(func() { w.state, w.result.reason = StateExited, reasonExited })
+	w.finalOutputs(ctx)
 	if err := w.m.submit(ctx, state.JobReport{Job: w.id, Node: w.m.cfg.Node, Remaining: 0, Done: true}); err != nil {
 		w.noteErr(fmt.Errorf("report done: %w", err))
 	}

@@ -266,7 +266,7 @@ func (j *Job) prepareDirs() error {
 	if err := j.layout.cleanStale(); err != nil {
 		return fmt.Errorf("clean job work dir: %w", err)
 	}
-	dirs := []string{filepath.Join(work, "control")}
+	dirs := []string{filepath.Join(work, "control"), OutputDir(work)}
 	if j.id != nil {
 		dirs = append(dirs, filepath.Join(work, "home"))
 		if j.spec.Dir == "" {
@@ -301,6 +301,11 @@ func (j *Job) release() {
 
 // LogPath is the job's current output file.
 func (j *Job) LogPath() string { return j.log.path }
+
+// OutputDir is RECLAIMNET_OUTPUT_DIR of a job whose Spec.WorkDir is
+// workDir: what the job writes there is part of each of its checkpoints
+// (docs/bundles.md, Outputs). Its contents are kept across starts.
+func OutputDir(workDir string) string { return filepath.Join(workDir, "output") }
 
 // CheckpointDir is RECLAIMNET_CKPT_DIR.
 func (j *Job) CheckpointDir() string { return j.layout.incoming() }

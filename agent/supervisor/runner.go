@@ -90,6 +90,7 @@ func (r *runner) startProcess() error {
 		"RECLAIMNET_DEADLINE_FILE": j.deadline,
 		"RECLAIMNET_READY_FILE":    j.ready,
 		"RECLAIMNET_CKPT_SIGNAL":   signalName(j.spec.Signal),
+		"RECLAIMNET_OUTPUT_DIR":    OutputDir(j.spec.WorkDir),
 	}
 	if r.restoreDir != "" {
 		vars["RECLAIMNET_RESTORE_DIR"] = r.restoreDir

@@ -268,6 +268,10 @@ func webJobs(cs *state.State) []web.Job {
 			Standby:         j.Standby,
 			StandbyHas:      j.StandbyHas,
 			Restarts:        j.Restarts,
+			BundleBytes:     j.Spec.BundleSize,
+		}
+		if cp, until, ok := cs.Results(j.ID); ok {
+			wj.Results = &web.Results{Version: cp.Version, Holders: cp.Holders, KeptUntil: until}
 		}
 		if d, ok := decisions[j.ID]; ok {
 			wj.Decision = &d

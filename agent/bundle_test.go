@@ -3,10 +3,12 @@ package agent
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/reclaimnet/reclaimnet/internal/wait"
 	"github.com/reclaimnet/reclaimnet/localapi"
 )
 
@@ -49,5 +51,77 @@ func TestBundleIsTheSandboxedWorkdir(t *testing.T) {
 	}
 	if b, err := os.ReadFile(filepath.Join(src, "data", "input.txt")); err != nil || string(b) != "from-the-bundle\n" {
 		t.Errorf("the submitted directory changed: %q, %v", b, err)
+	}
+}
+
+// resultJob reads its input from its bundle and writes two outputs, then
+// exits 0 (after a pause, so that the job has a standby to keep them).
+const resultJob = `#!/bin/sh
+trap 'touch "$RECLAIMNET_CKPT_DIR/.complete"' USR1
+touch "$RECLAIMNET_READY_FILE"
+i=0
+while [ $i -lt 30 ]; do sleep 0.1; i=$((i+1)); done
+tr a-z A-Z < input.txt > "$RECLAIMNET_OUTPUT_DIR/result.txt"
+mkdir "$RECLAIMNET_OUTPUT_DIR/data"
+yes reclaimnet | head -c 300000 > "$RECLAIMNET_OUTPUT_DIR/data/big.txt"
+`
+
+// TestFetchResults runs a bundled job on three real agents until it exits,
+// then fetches its outputs through the control socket (what 'reclaimnet
+// fetch' sends) on a node that does not hold them: over QUIC from a
+// holder, exactly what the job wrote. Fetching into the same place again,
+// and an unknown job, fail clearly.
+func TestFetchResults(t *testing.T) {
+	c, _ := startJobCluster(t)
+	src := t.TempDir()
+	for name, body := range map[string]string{"job.sh": resultJob, "input.txt": "hello results\n"} {
+		if err := os.WriteFile(filepath.Join(src, name), []byte(body), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	submitter := c.nodes[0]
+	submit(t, submitter, localapi.JobRequest{Name: "res", Command: []string{"./job.sh"}, GPUs: 1, Workdir: src, Keep: 48 * time.Hour})
+	var info localapi.JobInfo
+	wait.For(t, 90*time.Second, "job res done with its results listed", func() bool {
+		j, ok := findJob(call(t, submitter, localapi.Request{Op: localapi.OpJobs}).Jobs, "res")
+		info = j
+		return ok && j.State == "done" && len(j.ResultsOn) > 0
+	})
+	if d := time.Until(info.KeptUntil); d < 47*time.Hour || d > 48*time.Hour {
+		t.Errorf("results kept until %v, want about 48h from now", info.KeptUntil)
+	}
+	if info.BundleSize != int64(len(resultJob)+len("hello results\n")) {
+		t.Errorf("bundle size %d, want the script's and the input's bytes", info.BundleSize)
+	}
+	var fetcher *testNode
+	for _, n := range c.nodes {
+		if !slices.Contains(info.ResultsOn, n.info.Node) {
+			fetcher = n
+		}
+	}
+	if fetcher == nil {
+		t.Fatalf("every node holds the results (%v): want one that does not, to fetch over the network", info.ResultsOn)
+	}
+	out := filepath.Join(t.TempDir(), "out")
+	resp := call(t, fetcher, localapi.Request{Op: localapi.OpFetch, JobID: "res", Fetch: &localapi.FetchRequest{Out: out, CheckpointOut: out + ".checkpoint"}})
+	if resp.Error != "" || resp.Fetched == nil {
+		t.Fatalf("fetch: %s (%s)", resp.Error, resp.Kind)
+	}
+	if f := resp.Fetched; !slices.Contains(info.ResultsOn, f.From) || f.Files != 2 || f.Bytes != 300000+int64(len("HELLO RESULTS\n")) || f.Received == 0 {
+		t.Errorf("fetched %+v, want 2 files from one of %v, received over the network", f, info.ResultsOn)
+	}
+	if b, err := os.ReadFile(filepath.Join(out, "result.txt")); err != nil || string(b) != "HELLO RESULTS\n" {
+		t.Errorf("result.txt %q (%v)", b, err)
+	}
+	want := strings.Repeat("reclaimnet\n", 300000/11+1)[:300000]
+	if b, err := os.ReadFile(filepath.Join(out, "data", "big.txt")); err != nil || string(b) != want {
+		t.Errorf("data/big.txt: %d bytes (%v), want the job's 300000", len(b), err)
+	}
+	if resp := call(t, fetcher, localapi.Request{Op: localapi.OpFetch, JobID: "res", Fetch: &localapi.FetchRequest{Out: out}}); resp.Kind != localapi.KindBadRequest ||
+		!strings.Contains(resp.Error, "exists") {
+		t.Errorf("fetch into a full destination: kind %q, %q; want a bad request saying it exists", resp.Kind, resp.Error)
+	}
+	if resp := call(t, fetcher, localapi.Request{Op: localapi.OpFetch, JobID: "nope", Fetch: &localapi.FetchRequest{Out: out + "2"}}); resp.Kind != localapi.KindUnknownJob {
+		t.Errorf("fetch of an unknown job: kind %q, %q", resp.Kind, resp.Error)
 	}
 }

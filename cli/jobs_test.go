@@ -64,6 +64,12 @@ func TestJobCommandsUsage(t *testing.T) {
 		{"jobs no agent", []string{"jobs", "--data-dir", dir}, ExitError, "no agent running"},
 		{"logs without job", []string{"logs", "--data-dir", dir}, ExitUsage, "one job"},
 		{"logs no agent", []string{"logs", "--data-dir", dir, "j"}, ExitError, "no agent running"},
+		{"run bad keep", []string{"run", "--data-dir", dir, "--keep", "7 days", "--", "true"}, ExitUsage, "--keep"},
+		{"run zero keep", []string{"run", "--data-dir", dir, "--keep", "0d", "--", "true"}, ExitUsage, "--keep"},
+		{"run keep in days", []string{"run", "--data-dir", dir, "--keep", "30d", "--", "true"}, ExitError, "no agent running"},
+		{"fetch without job", []string{"fetch", "--data-dir", dir}, ExitUsage, "one job"},
+		{"fetch into a full directory", []string{"fetch", "--data-dir", dir, "--out", dir, "j"}, ExitUsage, "not empty"},
+		{"fetch no agent", []string{"fetch", "--data-dir", dir, "--out", filepath.Join(dir, "new"), "j"}, ExitError, "no agent running"},
 		{"cancel without job", []string{"cancel", "--data-dir", dir}, ExitUsage, "one job"},
 		{"cancel no agent", []string{"cancel", "--data-dir", dir, "j"}, ExitError, "no agent running"},
 	}

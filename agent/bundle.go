@@ -138,3 +138,40 @@ func executable(p string) error {
 	}
 	return nil
 }
+
+// announcedPaths are the owner's guest read-only paths that exist here,
+// cleaned: what this node tells the cluster it has for jobs that declare
+// paths (run --ro-path).
+func (a *Agent) announcedPaths() []string {
+	var out []string
+	for _, p := range a.cfg.GuestROPaths {
+		p = filepath.Clean(p)
+		if _, err := os.Stat(p); err != nil {
+			a.logger.Warn("guest read-only path not announced: it does not exist here", "path", p, "err", err)
+			continue
+		}
+		out = append(out, p)
+	}
+	return out
+}
+
+// checkROPaths refuses read-only paths that are not absolute and clean, and
+// those no active node announces: such a job could never be placed.
+func checkROPaths(st *state.State, paths []string) error {
+	for _, p := range paths {
+		if !filepath.IsAbs(p) || filepath.Clean(p) != p {
+			return fmt.Errorf("read-only path %q: want an absolute, clean path", p)
+		}
+		found := false
+		for _, n := range st.Nodes {
+			if n.State == state.NodeActive && n.HasPaths([]string{p}) {
+				found = true
+				break
+			}
+		}
+		if !found {
+			return fmt.Errorf("read-only path %s: no node of the cluster has it among the paths its owner lets guest jobs read", p)
+		}
+	}
+	return nil
+}

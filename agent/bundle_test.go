@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -123,5 +124,69 @@ func TestFetchResults(t *testing.T) {
 	}
 	if resp := call(t, fetcher, localapi.Request{Op: localapi.OpFetch, JobID: "nope", Fetch: &localapi.FetchRequest{Out: out + "2"}}); resp.Kind != localapi.KindUnknownJob {
 		t.Errorf("fetch of an unknown job: kind %q, %q", resp.Kind, resp.Error)
+	}
+}
+
+// roPathJob reads its dataset and tries to change it.
+const roPathJob = `#!/bin/sh
+echo "read $(cat "$DATASET/train.txt")"
+if echo x >> "$DATASET/train.txt" 2>/dev/null; then echo "dataset writable"; else echo "dataset read-only"; fi
+echo "probe done"
+trap 'touch "$RECLAIMNET_CKPT_DIR/.complete"' USR1
+touch "$RECLAIMNET_READY_FILE"
+while :; do sleep 0.1; done
+`
+
+// TestROPathNodesOnly: a job that declares a path (run --ro-path) is
+// placed only on the node whose owner announces it, reads it there
+// read-only; a path no node announces is refused at submit.
+func TestROPathNodesOnly(t *testing.T) {
+	c := newTestCluster(t)
+	c.load = func() float64 { return 0.25 }
+	ds := t.TempDir()
+	if err := os.Chmod(ds, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	imagenet := filepath.Join(ds, "imagenet")
+	if err := os.Mkdir(imagenet, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(imagenet, "train.txt"), []byte("cats and dogs\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		cfg := c.config("node-0" + strconv.Itoa(i))
+		cfg.GPUs = []string{"RTX-4090:24GiB:8.9:x1"}
+		if i == 1 {
+			cfg.GuestROPaths = append(cfg.GuestROPaths, ds)
+		}
+		c.start(cfg)
+	}
+	c.waitConfig(3, 3, 60*time.Second)
+	submitter := c.nodes[0]
+	wait.For(t, 30*time.Second, "node-01's paths in the registry", func() bool {
+		return submitter.agent.Coordinator().State().Nodes["node-01"].HasPaths([]string{imagenet})
+	})
+	if resp := call(t, submitter, localapi.Request{Op: localapi.OpRun, Job: &localapi.JobRequest{Name: "nowhere", Command: []string{"/bin/true"},
+		GPUs: 1, ROPaths: []string{"/no/such/dataset"}}}); resp.Kind != localapi.KindBadRequest || !strings.Contains(resp.Error, "no node") {
+		t.Errorf("run with a path no node has: kind %q, %q; want a bad request saying no node has it", resp.Kind, resp.Error)
+	}
+	script := c.writeScript("ro.sh", roPathJob)
+	submit(t, submitter, localapi.JobRequest{Name: "ds", Command: []string{"/bin/sh", script}, GPUs: 1, ROPaths: []string{imagenet},
+		Env: []string{"DATASET=" + imagenet}})
+	var info localapi.JobInfo
+	wait.For(t, 60*time.Second, "job ds running", func() bool {
+		j, ok := findJob(call(t, submitter, localapi.Request{Op: localapi.OpJobs}).Jobs, "ds")
+		info = j
+		return ok && j.State == "running"
+	})
+	if info.Node != "node-01" {
+		t.Fatalf("job ds runs on %s, want node-01, the only node with its path", info.Node)
+	}
+	log := waitLog(t, c.nodes[1], "ds", "probe done", 60*time.Second)
+	for _, want := range []string{"read cats and dogs", "dataset read-only"} {
+		if !strings.Contains(log, want+"\n") {
+			t.Errorf("job log lacks %q:\n%s", want, log)
+		}
 	}
 }

@@ -171,6 +171,10 @@ func (a *Agent) runJob(ctx context.Context, c *raft.Coordinator, jr *localapi.Jo
 	if jr.Keep < 0 {
 		return localapi.Response{Error: "run: negative keep time", Kind: localapi.KindBadRequest}
 	}
+	if err := checkROPaths(c.State(), jr.ROPaths); err != nil {
+		return localapi.Response{Error: "run: " + err.Error(), Kind: localapi.KindBadRequest}
+	}
+	spec.ROPaths = slices.Clone(jr.ROPaths)
 	if err := state.ValidJobLimits(jr.Memory, jr.CPUs); err != nil {
 		return localapi.Response{Error: "run: " + err.Error(), Kind: localapi.KindBadRequest}
 	}

@@ -37,6 +37,7 @@ func (a *Agent) startMesh() error {
 		HTTPPort:      uint16(a.httpPort()),
 		Role:          role,
 		Started:       a.started,
+		Paths:         a.announcedPaths(),
 	}
 	m, err := mesh.Create(mc)
 	if err != nil {

@@ -29,7 +29,7 @@ type runOptions struct {
 	gpus                           int
 	cpus                           float64
 	lossBudget, runtimeHint, grace time.Duration
-	env                            []string
+	env, roPaths                   []string
 	// signalSet and graceSet say whether the flag was given: only those
 	// go into the job's record.
 	signalSet, graceSet bool
@@ -65,6 +65,7 @@ CMD: what follows belongs to the job.`,
 	fs.StringVar(&o.keep, "keep", "7d", "how long the job's outputs and last checkpoint stay on its holders after it ends, a `duration` such as 7d or 36h (then they are purged)")
 	fs.StringVar(&o.workDir, "dir", "", "working `directory` on the node that runs the job, instead of the bundle's layout")
 	fs.StringArrayVar(&o.env, "env", nil, "`KEY=VALUE` added to the job's environment (repeatable)")
+	fs.StringArrayVar(&o.roPaths, "ro-path", nil, "host `path` the job reads where it runs, such as a dataset on every machine (repeatable): only nodes whose owner lets guest jobs read it run the job, read-only")
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		o.dataDir = resolveDataDir(env, *dir)
 		o.signalSet, o.graceSet = fs.Changed("signal"), fs.Changed("grace")
@@ -142,6 +143,12 @@ func runRun(ctx context.Context, env *Env, o runOptions, command []string) error
 	}
 	if jr.Workdir, err = bundleDir(o.bundleDir); err != nil {
 		return err
+	}
+	for _, p := range o.roPaths {
+		if !filepath.IsAbs(p) {
+			return usagef("--ro-path %q: want an absolute path", p)
+		}
+		jr.ROPaths = append(jr.ROPaths, filepath.Clean(p))
 	}
 	if jr.Keep, err = parseKeep(o.keep); err != nil {
 		return usagef("--keep: %v", err)

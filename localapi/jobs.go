@@ -56,6 +56,9 @@ type JobRequest struct {
 	// Keep is how long the job's results stay after it ends (reclaimnet
 	// run --keep); 0: state.DefaultKeep.
 	Keep time.Duration `json:"keep,omitempty"`
+	// ROPaths are host paths the job reads where it runs (reclaimnet run
+	// --ro-path), absolute: only nodes that have them run it.
+	ROPaths []string `json:"ro_paths,omitempty"`
 }
 
 // JobInfo is one job as 'reclaimnet jobs' shows it.

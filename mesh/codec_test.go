@@ -4,6 +4,7 @@ import (
 	"errors"
 	"math"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -15,7 +16,7 @@ func sampleMeta() Meta {
 	return Meta{
 		ID: "gpu-07", Building: "physics", RaftPort: 7947, TransferPort: 7948, HTTPPort: 7949,
 		Role: RoleNonVoter, GPUs: 4, GPUModel: "A100-80GB", GPUVRAMMiB: 81920, GPUCapability: 80,
-		Started: time.Unix(1_780_000_000, 0),
+		Started: time.Unix(1_780_000_000, 0), Paths: []string{"/datasets", "/scratch/shared"},
 	}
 }
 
@@ -93,6 +94,7 @@ func TestMetaLimits(t *testing.T) {
 	m.Building = strings.Repeat("b", MaxBuildingLen)
 	m.GPUModel = strings.Repeat("g", MaxGPUModelLen)
 	m.GPUVRAMMiB = math.MaxUint32
+	m.Paths = []string{"/" + strings.Repeat("p", MaxPathsBytes/2-2), "/" + strings.Repeat("q", MaxPathsBytes/2-2)}
 	b, err := m.Encode()
 	if err != nil {
 		t.Fatalf("Encode at the limits: %v", err)
@@ -105,6 +107,7 @@ func TestMetaLimits(t *testing.T) {
 		"building": func(m *Meta) { m.Building += "b" },
 		"model":    func(m *Meta) { m.GPUModel += "g" },
 		"empty id": func(m *Meta) { m.ID = "" },
+		"paths":    func(m *Meta) { m.Paths = append(slices.Clone(m.Paths), "/") },
 	} {
 		mm := m
 		mutate(&mm)

@@ -10,7 +10,7 @@ import (
 // MetaVersion is the metadata encoding this build writes. A decoder reads
 // the fields it knows from any version ≥ 1 and ignores fields appended by a
 // newer version, so nodes can be upgraded one by one.
-const MetaVersion = 1
+const MetaVersion = 2
 
 // Limits on metadata strings; with them an encoded Meta always fits in
 // memberlist.MetaMaxSize (512 bytes).
@@ -18,6 +18,10 @@ const (
 	MaxNodeNameLen = 128
 	MaxBuildingLen = 64
 	MaxGPUModelLen = 64
+	// MaxPathsBytes bounds a node's read-only paths together (each path's
+	// bytes plus one): what is left of memberlist's 512 bytes beside the
+	// other fields at their limits.
+	MaxPathsBytes = 200
 )
 
 // Role says what part of the control plane a node may take.
@@ -58,6 +62,10 @@ type Meta struct {
 	GPUCapability uint8
 	// Started is when the agent started (uptime counts toward voter choice).
 	Started time.Time
+	// Paths are the host paths the node's owner lets guest jobs read (and
+	// that exist there): a job that declares a path (run --ro-path) runs
+	// only on a node one of whose Paths holds it. Since version 2.
+	Paths []string
 }
 
 // Encode returns the compact encoding of m, or an error if a string is
@@ -70,6 +78,13 @@ func (m Meta) Encode() ([]byte, error) {
 		return nil, fmt.Errorf("building %q: longer than %d bytes", m.Building, MaxBuildingLen)
 	case len(m.GPUModel) > MaxGPUModelLen:
 		return nil, fmt.Errorf("gpu model %q: longer than %d bytes", m.GPUModel, MaxGPUModelLen)
+	}
+	paths := 0
+	for _, p := range m.Paths {
+		paths += len(p) + 1
+	}
+	if paths > MaxPathsBytes {
+		return nil, fmt.Errorf("read-only paths %q: %d bytes, over the %d gossip metadata has room for", m.Paths, paths, MaxPathsBytes)
 	}
 	w := writer{buf: make([]byte, 0, 64)}
 	w.byte(MetaVersion)
@@ -84,6 +99,10 @@ func (m Meta) Encode() ([]byte, error) {
 	w.uvarint(uint64(m.GPUVRAMMiB))
 	w.byte(m.GPUCapability)
 	w.varint(m.Started.Unix())
+	w.uvarint(uint64(len(m.Paths)))
+	for _, p := range m.Paths {
+		w.string(p)
+	}
 	if len(w.buf) > memberlist.MetaMaxSize {
 		return nil, fmt.Errorf("node metadata is %d bytes, over memberlist's %d", len(w.buf), memberlist.MetaMaxSize)
 	}
@@ -113,6 +132,20 @@ func DecodeMeta(b []byte) (Meta, error) {
 	vram := r.uvarint("gpu vram")
 	m.GPUCapability = r.byte("gpu capability")
 	started := r.varint("start time")
+	if v >= 2 {
+		n := r.uvarint("path count")
+		if n > MaxPathsBytes {
+			r.fail("path count %d over the limit", n)
+		}
+		total := 0
+		for i := uint64(0); i < n && r.err == nil; i++ {
+			p := r.string("path", MaxPathsBytes)
+			if total += len(p) + 1; total > MaxPathsBytes {
+				r.fail("paths: over %d bytes", MaxPathsBytes)
+			}
+			m.Paths = append(m.Paths, p)
+		}
+	}
 	if r.err != nil {
 		return Meta{}, r.err
 	}

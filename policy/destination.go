@@ -129,6 +129,8 @@ func (w *world) staticReject(r scanRequest, i int) RejectReason {
 			return RejectNoPath
 		}
 		return ""
+	case len(j.Lacking) > 0 && slices.Contains(j.Lacking, w.nodes[i].ID):
+		return RejectMissingPath
 	case nd.vram < j.VRAM:
 		return RejectVRAM
 	case nd.capability < j.Capability:

@@ -169,6 +169,11 @@ type Job struct {
 	// its progress. 0 when not reported (P2.7's holder choice then weighs
 	// Exposure). An input computed each period, like Exposure.
 	AtRisk time.Duration `json:",omitzero"`
+	// Lacking are the nodes that lack a host path the job declared it
+	// reads (reclaimnet run --ro-path): P2 never places the job or its
+	// standby there (RejectMissingPath). An input the leader computes
+	// from the registry each period, like Exposure.
+	Lacking []NodeID `json:",omitzero"`
 	// Started is when a running job last started on its host (a start, a
 	// restart or a hand-off); zero when not reported. With it and no live
 	// holder off the host (Replicas empty), P1 makes the job's first
@@ -313,6 +318,9 @@ const (
 	RejectBandwidth RejectReason = "no migration bandwidth on the path"
 	// RejectStorage: a storage node keeps checkpoints but hosts no jobs.
 	RejectStorage RejectReason = "storage node (hosts no jobs)"
+	// RejectMissingPath: the node lacks a path the job reads (run
+	// --ro-path).
+	RejectMissingPath RejectReason = "lacks a read-only path the job needs"
 )
 
 // Candidate is one node P2 scored, or rejected with a reason.

@@ -381,6 +381,7 @@ func (c *Coordinator) reconcile(members []Member, now time.Time) error {
 		rec := state.NodeRecord{
 			ID: m.ID, Building: m.Building, RaftAddr: m.RaftAddr, GossipAddr: m.GossipAddr, TransferAddr: m.TransferAddr,
 			GPU: m.GPU, GPUs: m.GPUs, Role: role, State: state.NodeActive, Joined: m.Since.UTC().Round(0),
+			Paths: slices.Clone(m.Paths),
 		}
 		switch {
 		case known && old.State == state.NodeLeft && !rec.Joined.After(old.Left):
@@ -469,7 +470,7 @@ func (c *Coordinator) forgetHeartbeats() {
 func sameNode(a, b state.NodeRecord) bool {
 	return a.ID == b.ID && a.Building == b.Building && a.RaftAddr == b.RaftAddr && a.GossipAddr == b.GossipAddr &&
 		a.TransferAddr == b.TransferAddr && a.GPU == b.GPU && a.GPUs == b.GPUs && a.Role == b.Role &&
-		a.State == b.State && a.Joined.Equal(b.Joined)
+		a.State == b.State && a.Joined.Equal(b.Joined) && slices.Equal(a.Paths, b.Paths)
 }
 
 func upTime(since, now time.Time) time.Duration {

@@ -66,6 +66,9 @@ type Member struct {
 	// Hazard is the member's departure hazard (1/s) as gossip last saw it;
 	// the leader prefers its own published estimate when it has one.
 	Hazard float64
+	// Paths are the host paths the member's owner lets guest jobs read
+	// (mesh.Meta.Paths).
+	Paths []string
 }
 
 // NodeTelemetry are a node's live figures.

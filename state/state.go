@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"path"
 	"regexp"
 	"slices"
 	"strings"
@@ -74,6 +75,26 @@ type NodeRecord struct {
 	// exposure the hazard estimator needs). The state machine keeps them;
 	// an UpsertNode's own value is ignored.
 	Stretches []Interval `json:",omitempty"`
+	// Paths are the host paths the node's owner lets guest jobs read, as
+	// the node announces them: a job's JobSpec.ROPaths must lie in them.
+	Paths []string `json:",omitempty"`
+}
+
+// HasPaths reports whether every path of want lies in (is or is under)
+// one of the node's Paths.
+func (n NodeRecord) HasPaths(want []string) bool {
+	for _, p := range want {
+		if !slices.ContainsFunc(n.Paths, func(have string) bool { return pathWithin(p, have) }) {
+			return false
+		}
+	}
+	return true
+}
+
+// pathWithin reports whether p is dir or lies under it (both clean and
+// absolute).
+func pathWithin(p, dir string) bool {
+	return p == dir || dir == "/" || strings.HasPrefix(p, dir+"/")
 }
 
 // JobSpec is what a host needs to run a job.
@@ -109,6 +130,11 @@ type JobSpec struct {
 	// --keep), counted from that version's writing; 0 means
 	// DefaultKeep.
 	Keep time.Duration `json:",omitempty"`
+	// ROPaths are host paths the job reads where it runs (reclaimnet run
+	// --ro-path: datasets already on the machines), absolute and clean.
+	// Only nodes whose announced Paths hold all of them are eligible for
+	// it; in the sandbox they are read-only.
+	ROPaths []string `json:",omitempty"`
 }
 
 // DefaultKeep is a job's Keep when it names none (ckpt.DefaultKeep).
@@ -202,6 +228,11 @@ func (s JobSpec) validate() error {
 	}
 	if s.Bundle != "" && !bundleIDRE.MatchString(s.Bundle) {
 		return fmt.Errorf("bundle %q: want 64 lower-case hex digits", s.Bundle)
+	}
+	for _, p := range s.ROPaths {
+		if !path.IsAbs(p) || path.Clean(p) != p {
+			return fmt.Errorf("read-only path %q: want an absolute, clean path", p)
+		}
 	}
 	if s.Keep < 0 {
 		return fmt.Errorf("keep %v: must not be negative", s.Keep)
@@ -486,6 +517,7 @@ func (j JobRecord) clone() JobRecord {
 	j.Replicas = slices.Clone(j.Replicas)
 	j.Spec.Command = slices.Clone(j.Spec.Command)
 	j.Spec.Env = slices.Clone(j.Spec.Env)
+	j.Spec.ROPaths = slices.Clone(j.Spec.ROPaths)
 	return j
 }
 
@@ -504,6 +536,7 @@ func cloneHazard(h policy.HazardEstimate) policy.HazardEstimate {
 
 func (n NodeRecord) clone() NodeRecord {
 	n.Stretches = slices.Clone(n.Stretches)
+	n.Paths = slices.Clone(n.Paths)
 	return n
 }
 

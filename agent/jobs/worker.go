@@ -92,7 +92,14 @@ func (w *worker) run(ctx context.Context) {
 	st := w.latest()
 	j := st.Jobs[w.id]
 	w.set(func() { w.result = finish{restarts: j.Restarts} })
-	command, dir, readOnly := j.Spec.Command, j.Spec.Dir, []string(nil)
+	command, dir, readOnly := j.Spec.Command, j.Spec.Dir, slices.Clone(j.Spec.ROPaths)
+	for _, p := range readOnly {
+		if _, err := os.Stat(p); err != nil {
+			w.noteErr(fmt.Errorf("read-only path the job needs: %w", err))
+			w.set(func() { w.state, w.result.reason = StateFailed, reasonFailed })
+			return
+		}
+	}
 	if b, ok := bundleOf(j); ok {
 		layout, err := w.layoutBundle(ctx, b)
 		if err != nil {
@@ -102,7 +109,7 @@ func (w *worker) run(ctx context.Context) {
 			}
 			return
 		}
-		command, readOnly = BundleCommand(command, layout), []string{layout}
+		command, readOnly = BundleCommand(command, layout), append(readOnly, layout)
 		if dir == "" {
 			dir = layout
 		}

@@ -54,6 +54,7 @@ func (t Gossip) Members() []raft.Member {
 			},
 			GPUs:  int(m.Meta.GPUs),
 			Since: m.Meta.Started,
+			Paths: m.Meta.Paths,
 		}
 		switch m.State {
 		case mesh.StateAlive:

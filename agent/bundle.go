@@ -12,6 +12,7 @@ import (
 	"github.com/reclaimnet/reclaimnet/agent/sandbox"
 	"github.com/reclaimnet/reclaimnet/ckpt"
 	"github.com/reclaimnet/reclaimnet/localapi"
+	"github.com/reclaimnet/reclaimnet/policy"
 	"github.com/reclaimnet/reclaimnet/state"
 )
 
@@ -48,7 +49,7 @@ func (a *Agent) takeBundle(jr *localapi.JobRequest, spec *state.JobSpec) *locala
 		return bad(err)
 	}
 	spec.Command[0] = argv0
-	spec.Bundle, spec.BundleSize = b.ID.String(), b.Size
+	spec.Bundle, spec.BundleSize, spec.BundleFrom = b.ID.String(), b.Size, policy.NodeID(a.cfg.Name)
 	if err := store.Pin(ckpt.BundleKey(b.ID), 1, jr.Name, time.Time{}); err != nil {
 		return &localapi.Response{Error: "run: pin bundle: " + err.Error(), Kind: localapi.KindInternal}
 	}

@@ -4,6 +4,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"testing"
+	"time"
 )
 
 // A node in a job's Lacking (it lacks a path the job reads) is never the
@@ -77,4 +78,43 @@ func TestLackingNodesAreNeverChosen(t *testing.T) {
 			t.Errorf("candidate %s rejected %q, want %q (the job's pending reason)", c.Node, c.Rejected, RejectMissingPath)
 		}
 	}
+}
+
+// A hand-off to a node without the job's bundle moves the bundle too: its
+// flow carries C + BundleBytes, and needs the rate for both; to a node
+// that holds the bundle only C.
+func TestBundleBytesCountWhereTheDestinationLacksThem(t *testing.T) {
+	nodes, links := buildCampus(campusSpec{buildings: 1, perBuilding: 4, access: gbit, uplink: 10 * gbit})
+	const c, b = 2e9, 1e9
+	handoff := func(holders []NodeID) (HandoffDecision, FlowDecision) {
+		t.Helper()
+		s := snapshotOf(nodes, links)
+		j := testJob("j", nodes[0].ID)
+		j.CheckpointBytes, j.BundleBytes, j.BundleHolders = c, b, holders
+		s.Jobs = []Job{j}
+		s.Reclaims = []Reclaim{{Node: nodes[0].ID, Announced: testEpoch, Deadline: testEpoch.Add(10 * time.Minute)}}
+		d := Tick(s, testEpoch)
+		if len(d.Handoffs) != 1 || d.Handoffs[0].To == "" {
+			t.Fatalf("hand-offs %+v, want one with a destination", d.Handoffs)
+		}
+		for _, f := range d.Flows {
+			if f.ID == HandoffPrefix+"j" {
+				return d.Handoffs[0], f
+			}
+		}
+		t.Fatalf("no hand-off flow in %+v", d.Flows)
+		return HandoffDecision{}, FlowDecision{}
+	}
+	h, f := handoff([]NodeID{nodes[0].ID})
+	if h.Bytes != c+b {
+		t.Errorf("hand-off to %s (no bundle): %d bytes, want C + bundle = %d", h.To, h.Bytes, int64(c+b))
+	}
+	h2, f2 := handoff([]NodeID{nodes[0].ID, h.To})
+	if h2.To != h.To || h2.Bytes != c {
+		t.Errorf("hand-off to %s holding the bundle: %d bytes to %s, want C = %d", h.To, h2.Bytes, h2.To, int64(c))
+	}
+	if f.MinRate <= f2.MinRate*1.4 {
+		t.Errorf("minimum rate with the bundle %g, without %g: want it 1.5 times higher (3 GB against 2 GB in the same time)", f.MinRate, f2.MinRate)
+	}
+
 }

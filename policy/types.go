@@ -169,6 +169,12 @@ type Job struct {
 	// its progress. 0 when not reported (P2.7's holder choice then weighs
 	// Exposure). An input computed each period, like Exposure.
 	AtRisk time.Duration `json:",omitzero"`
+	// BundleBytes is the size of the job's bundle (its code and data,
+	// sent once per node) and BundleHolders the nodes that hold it: a
+	// hand-off, recovery or rescue to a node outside BundleHolders moves
+	// BundleBytes more than the checkpoint.
+	BundleBytes   int64    `json:",omitzero"`
+	BundleHolders []NodeID `json:",omitzero"`
 	// Lacking are the nodes that lack a host path the job declared it
 	// reads (reclaimnet run --ro-path): P2 never places the job or its
 	// standby there (RejectMissingPath). An input the leader computes

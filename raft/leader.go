@@ -320,6 +320,7 @@ func buildSnapshot(st *state.State, hz map[policy.NodeID]policy.HazardEstimate, 
 			pj.Exposure = exposure(st, j, progress, now)
 		}
 		pj.Lacking = lackingPaths(st, j)
+		pj.BundleBytes, pj.BundleHolders = j.Spec.BundleSize, st.BundleHolders(j)
 		snap.Jobs = append(snap.Jobs, pj)
 	}
 	// Flows carried over from the previous decisions, with their progress.

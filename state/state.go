@@ -125,6 +125,9 @@ type JobSpec struct {
 	// BundleSize is the bundle's size in bytes (its files and symlink
 	// targets): what a node that lacks it must receive.
 	BundleSize int64 `json:",omitempty"`
+	// BundleFrom is the node the job was submitted on, the bundle's first
+	// holder.
+	BundleFrom policy.NodeID `json:",omitempty"`
 	// Keep is how long the job's last version (its outputs and last
 	// checkpoint) stays on its holders after the job ends (reclaimnet run
 	// --keep), counted from that version's writing; 0 means
@@ -135,6 +138,34 @@ type JobSpec struct {
 	// Only nodes whose announced Paths hold all of them are eligible for
 	// it; in the sandbox they are read-only.
 	ROPaths []string `json:",omitempty"`
+}
+
+// BundleHolders are the nodes that hold job's bundle as far as the
+// catalogue tells: the node it was submitted on and the nodes every
+// holder sends it to (jobs.bundleTargets: the job's node once it runs
+// there, its standby, the holders of its committed versions), active,
+// sorted. Nil for a job without a bundle.
+func (s *State) BundleHolders(j JobRecord) []policy.NodeID {
+	if j.Spec.Bundle == "" {
+		return nil
+	}
+	cands := []policy.NodeID{j.Spec.BundleFrom, j.Standby}
+	if j.State == policy.JobRunning && !j.RunningSince.IsZero() {
+		cands = append(cands, j.Node)
+	}
+	for _, cp := range s.Checkpoints[j.ID] {
+		if cp.Committed {
+			cands = append(cands, cp.Holders...)
+		}
+	}
+	var out []policy.NodeID
+	for _, n := range cands {
+		if rec, ok := s.Nodes[n]; ok && rec.State == NodeActive && !slices.Contains(out, n) {
+			out = append(out, n)
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 // DefaultKeep is a job's Keep when it names none (ckpt.DefaultKeep).

@@ -135,7 +135,7 @@ func scenarioA() Status {
 		Jobs: []Job{
 			{
 				ID: "llama-ft", State: policy.JobRunning.String(), Node: "n1", GPUs: 2, CheckpointBytes: ckptLlama,
-				LossBudget: 10 * time.Minute, Standby: "n2", StandbyHas: 2_400_000_000, Restarts: 1,
+				LossBudget: 10 * time.Minute, Standby: "n2", StandbyHas: 2_400_000_000, Restarts: 1, BundleBytes: 12_500_000,
 				Decision:       &decisionLlama,
 				LastCheckpoint: &Checkpoint{Version: 7, Bytes: ckptLlama, CommittedAt: now.Add(-llamaAge), Holders: []policy.NodeID{"n2", "n3"}},
 			},
@@ -144,7 +144,9 @@ func scenarioA() Status {
 				LossBudget: 5 * time.Minute, Restarts: 3, Decision: &decisionResnet,
 				LastCheckpoint: &Checkpoint{Version: 12, Bytes: ckptResnet, CommittedAt: now.Add(-41 * time.Minute), Holders: []policy.NodeID{"n4"}},
 			},
-			{ID: "bert", State: policy.JobPending.String(), GPUs: 1, CheckpointBytes: 400_000_000, LossBudget: 15 * time.Minute},
+			// Results as a done job has them (the page shows them whatever the state).
+			{ID: "bert", State: policy.JobPending.String(), GPUs: 1, CheckpointBytes: 400_000_000, LossBudget: 15 * time.Minute,
+				Results: &Results{Version: 9, Holders: []policy.NodeID{"n2", "n4"}, KeptUntil: time.Date(2026, 12, 9, 6, 30, 0, 0, time.UTC)}},
 		},
 		Transfers: []Transfer{
 			{

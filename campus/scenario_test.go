@@ -554,7 +554,7 @@ func startBox(t *testing.T, protocols string, synth int, withTorch bool) *box {
 	for i := 1; i <= synth; i++ {
 		job := fmt.Sprintf("syn%d", i)
 		b.ledgers[job] = filepath.Join(b.dir, "*", "data", "jobs", job, "run", "home", "ledger")
-		if _, err := a.CLI(ctx, submitter, "run", "--name", job, "--gpus", "1", "--loss-budget", "8s",
+		if _, err := a.CLI(ctx, submitter, "run", "--name", job, "--workdir", scripts, "--gpus", "1", "--loss-budget", "8s",
 			"--size-hint", strconv.Itoa(synthCkptBytes)+"B", "--grace", "5s",
 			"--env", "CKPT_BYTES="+strconv.Itoa(synthCkptBytes), "--", "/bin/sh", script); err != nil {
 			t.Fatalf("submit %s: %v", job, err)
@@ -568,7 +568,9 @@ func startBox(t *testing.T, protocols string, synth int, withTorch bool) *box {
 			}
 			t.Logf("no PyTorch (/usr/bin/python3 cannot import torch): the scenarios run the synthetic jobs only")
 		} else {
-			train, err := filepath.Abs("../examples/pytorch/train.py")
+			// The example runs from its bundle: the directory is laid out
+			// as the job's working directory on every node that runs it.
+			bundle, err := filepath.Abs("../examples/pytorch")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -577,8 +579,8 @@ func startBox(t *testing.T, protocols string, synth int, withTorch bool) *box {
 			// them must not starve the others' agents and hand-offs, as it
 			// could not on separate machines (it made a 6 s hand-off miss
 			// its deadline at load 30 once torch recovered early).
-			if _, err := a.CLI(ctx, submitter, "run", "--name", "torch", "--gpus", "1", "--loss-budget", "8s",
-				"--grace", "10s", "--size-hint", "1MiB", "--", "/usr/bin/nice", "-n", "10", "/usr/bin/python3", "-u", train, "--step-time", "0.2"); err != nil {
+			if _, err := a.CLI(ctx, submitter, "run", "--name", "torch", "--workdir", bundle, "--gpus", "1", "--loss-budget", "8s",
+				"--grace", "10s", "--size-hint", "1MiB", "--", "/usr/bin/nice", "-n", "10", "/usr/bin/python3", "-u", "train.py", "--step-time", "0.2"); err != nil {
 				t.Fatalf("submit torch: %v", err)
 			}
 			b.torch = "torch"

@@ -26,7 +26,7 @@ node holds it, over the mesh (QUIC, mutual TLS), into --out. With --checkpoint t
 files of the same version go to OUT.checkpoint beside it. Each destination must be absent or an
 empty directory; it appears complete or not at all. A fetch that breaks off keeps what arrived in
 a hidden directory beside the destination, and the next fetch to the same place asks only for the
-rest. An ended job's results are kept for its --keep (docs/bundles.md).`,
+rest. An ended job's results are kept for its --keep (docs/jobs.md).`,
 		GroupID: groupJobs,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) != 1 {

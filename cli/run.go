@@ -40,8 +40,13 @@ func newRunCmd(env *Env) *cobra.Command {
 		Use:   "run [flags] [--] CMD [ARGS...]",
 		Short: "submit a job to the cluster",
 		Long: `Submits a job to the cluster and prints its ID. The job is CMD with its ARGS, run on the
-node the cluster chooses; it follows the checkpoint contract (docs/jobs.md). Flags end at
-CMD: what follows belongs to the job.`,
+node the cluster chooses; it follows the checkpoint contract (docs/jobs.md). Its bundle is
+--workdir (default: the current directory): the files there, less what its .reclaimnetignore
+leaves out, are stored once, sent to the nodes that run or back up the job, and laid out
+read-only as its working directory wherever it runs. CMD is a file of the bundle (./train.sh)
+or a program every node has (python3). What the job writes to RECLAIMNET_OUTPUT_DIR moves with
+its checkpoints and is kept for --keep after it ends (reclaimnet fetch). Flags end at CMD:
+what follows belongs to the job.`,
 		GroupID: groupJobs,
 	}
 	// The job's own flags follow its command: parsing stops there.

@@ -171,10 +171,6 @@ func (a *Agent) runJob(ctx context.Context, c *raft.Coordinator, jr *localapi.Jo
 	if jr.Keep < 0 {
 		return localapi.Response{Error: "run: negative keep time", Kind: localapi.KindBadRequest}
 	}
-	if err := checkROPaths(c.State(), jr.ROPaths); err != nil {
-		return localapi.Response{Error: "run: " + err.Error(), Kind: localapi.KindBadRequest}
-	}
-	spec.ROPaths = slices.Clone(jr.ROPaths)
 	if err := state.ValidJobLimits(jr.Memory, jr.CPUs); err != nil {
 		return localapi.Response{Error: "run: " + err.Error(), Kind: localapi.KindBadRequest}
 	}
@@ -189,6 +185,12 @@ func (a *Agent) runJob(ctx context.Context, c *raft.Coordinator, jr *localapi.Jo
 		if err := state.ValidStopGrace(jr.Grace); err != nil {
 			return localapi.Response{Error: "run: " + err.Error(), Kind: localapi.KindBadRequest}
 		}
+	}
+	if len(jr.ROPaths) > 0 {
+		if err := checkROPaths(c.State(), jr.ROPaths); err != nil {
+			return localapi.Response{Error: "run: " + err.Error(), Kind: localapi.KindBadRequest}
+		}
+		spec.ROPaths = slices.Clone(jr.ROPaths)
 	}
 	if jr.Workdir != "" {
 		spec.Command = slices.Clone(jr.Command)

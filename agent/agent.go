@@ -76,6 +76,7 @@ type Agent struct {
 	telemetry view.Gossip
 	coord     *raft.Coordinator // nil until Run opens it
 	registry  *prometheus.Registry
+	hist      histograms   // on registry
 	web       *web.Handler // status page, /v1 and /metrics
 	ctlLn     net.Listener
 	raftLn    net.Listener // handed to the coordinator by Run
@@ -242,7 +243,7 @@ func (a *Agent) Run(ctx context.Context, ready func(localapi.Info)) error {
 		return err
 	}
 	a.reclaim = reclaim.New(reclaim.Config{Node: a.cfg.Name, DataDir: a.cfg.DataDir, Coord: a.coord, Jobs: a.Jobs(),
-		Switch: a.enforce, Abandon: a.Abandon, RetryPeriod: max(time.Duration(a.cfg.TelemetryInterval), 100*time.Millisecond),
+		Switch: timedSwitch{a.enforce, a.hist.isolate}, Abandon: a.Abandon, RetryPeriod: max(time.Duration(a.cfg.TelemetryInterval), 100*time.Millisecond),
 		Logger: a.logger.With("subsystem", "reclaim")})
 	a.view = a.newView()
 	reclaimCtx, stopReclaim := context.WithCancel(context.Background())

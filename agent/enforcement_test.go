@@ -22,6 +22,7 @@ import (
 	"github.com/reclaimnet/reclaimnet/bpf"
 	"github.com/reclaimnet/reclaimnet/internal/netnstest"
 	"github.com/reclaimnet/reclaimnet/internal/wait"
+	"github.com/reclaimnet/reclaimnet/localapi"
 	"github.com/reclaimnet/reclaimnet/mesh"
 	"github.com/reclaimnet/reclaimnet/web"
 )
@@ -276,6 +277,25 @@ func enforcementChild(t *testing.T, iface, pin string) {
 			return killSwitchOf(t, httpAddr, node) == want
 		})
 		t.Logf("kill-switch %s reached /v1/status after %v", want, time.Since(start).Round(time.Millisecond))
+	}
+	// The agent's own orders are timed: a scheduled reclaim sets soft
+	// (the histogram's one sample), its cancellation off (no sample).
+	if r := call(t, n, localapi.Request{Op: localapi.OpReclaim, Notice: time.Minute}); r.Error != "" {
+		t.Fatalf("reclaim: %+v", r)
+	}
+	wait.For(t, 10*time.Second, "kill-switch soft after the reclaim", func() bool {
+		return killSwitchOf(t, httpAddr, node) == web.KillSwitchSoft
+	})
+	if r := call(t, n, localapi.Request{Op: localapi.OpReclaimCancel}); r.Error != "" {
+		t.Fatalf("cancel: %+v", r)
+	}
+	wait.For(t, 10*time.Second, "kill-switch off after the cancel", func() bool {
+		return killSwitchOf(t, httpAddr, node) == web.KillSwitchOff
+	})
+	for mode, want := range map[string]uint64{"soft": 1, "hard": 0} {
+		if got, sum := histogramOf(t, n, "reclaimnet_killswitch_isolate_duration_seconds", map[string]string{"mode": mode}); got != want || (want > 0 && sum <= 0) {
+			t.Errorf("time to isolate %s: %d samples (%.6f s), want %d", mode, got, sum, want)
+		}
 	}
 	n.stop(t, false)
 	if _, err := os.Stat(pin); !errors.Is(err, fs.ErrNotExist) {

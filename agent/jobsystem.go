@@ -133,7 +133,8 @@ func (js *jobSystem) open(c *raft.Coordinator) error {
 	a := js.a
 	mgr, err := jobs.New(jobs.Config{Node: policy.NodeID(a.cfg.Name), Coord: c, Store: js.store,
 		Client: js.client, Supervisor: js.sup, GPUs: gpuDevices(js.devDir, a.gpuIndices), WorkDir: filepath.Join(a.cfg.DataDir, jobsDirName), Logger: a.logger.With("subsystem", "jobs"),
-		Since: a.started}) // no job starts before the state records this membership
+		Since:   a.started, // no job starts before the state records this membership
+		Observe: a.hist.jobObservers()})
 	if err != nil {
 		return fmt.Errorf("job manager: %w", err)
 	}

@@ -162,6 +162,21 @@ func TestScheduledReclaimHandsOff(t *testing.T) {
 		}
 		return false
 	})
+	// The histograms saw it: the host wrote checkpoints and sent the
+	// final one as a migration; the destination measured the downtime.
+	if n, _ := histogramOf(t, host, "reclaimnet_checkpoint_write_duration_seconds", nil); n == 0 {
+		t.Errorf("%s: no checkpoint write recorded", host.info.Node)
+	}
+	if n, _ := histogramOf(t, host, "reclaimnet_transfer_duration_seconds", map[string]string{"class": "migration"}); n == 0 {
+		t.Errorf("%s: no migration transfer recorded", host.info.Node)
+	}
+	dest := byName[complete.Jobs[0].To]
+	if dest == nil {
+		t.Fatalf("destination %q is not a node of the cluster", complete.Jobs[0].To)
+	}
+	if n, sum := histogramOf(t, dest, "reclaimnet_handoff_downtime_seconds", nil); n != 1 || sum <= 0 || sum > notice.Seconds()+60 {
+		t.Errorf("%s: hand-off downtime %d samples, %.3f s in all; want one, above 0 and within the notice plus a minute", dest.info.Node, n, sum)
+	}
 	// At the deadline the node leaves on its own.
 	waitLeft(t, host, time.Until(deadline)+30*time.Second)
 	if time.Now().Before(deadline) {
@@ -180,10 +195,13 @@ func TestScheduledReclaimHandsOff(t *testing.T) {
 
 // TestEmergencyReclaim: the reclaim-now operation stops the job here,
 // the node leaves at once without waiting, and the job recovers on
-// another node from its replica.
+// another node from its replica; the history's downtime runs from the
+// command to the job's readiness there (at least the 2 s the job takes
+// to become ready, not the moment of its placement).
 func TestEmergencyReclaim(t *testing.T) {
 	c, byName := startJobCluster(t)
-	host, stepLog := startStepJob(t, c, byName, "emerg", e2eStepJob)
+	slow := strings.Replace(e2eStepJob, `touch "$RECLAIMNET_READY_FILE"`, `sleep 2; touch "$RECLAIMNET_READY_FILE"`, 1)
+	host, stepLog := startStepJob(t, c, byName, "emerg", slow)
 	before := pidsOf(t, stepLog)
 	start := time.Now()
 	r := call(t, host, localapi.Request{Op: localapi.OpReclaimNow})
@@ -212,6 +230,22 @@ func TestEmergencyReclaim(t *testing.T) {
 		j, ok := findJob(call(t, survivor, localapi.Request{Op: localapi.OpJobs}).Jobs, "emerg")
 		return ok && j.State == policy.JobRunning.String() && j.Node != host.info.Node
 	})
+	var out web.ReclaimOutcome
+	wait.For(t, 60*time.Second, "the recovery's downtime in the history", func() bool {
+		for _, h := range survivor.agent.view.Web(time.Now()).Reclaims.History {
+			for _, o := range h.Jobs {
+				if h.Reclaim.Node == policy.NodeID(host.info.Node) && o.Job == "emerg" {
+					out = o
+				}
+			}
+		}
+		return out.Downtime > 0
+	})
+	if out.Downtime < 2*time.Second || out.Downtime > time.Since(start) || out.Resuming {
+		t.Errorf("recovery downtime %v (resuming %v), want from the command to the readiness: at least 2 s, at most the %v since the command",
+			out.Downtime, out.Resuming, time.Since(start))
+	}
+	t.Logf("recovery downtime %v", out.Downtime)
 }
 
 // TestScheduledReclaimDegraded: a notice shorter than the job's restart

@@ -206,6 +206,11 @@ func TestStatusPageInBrowser(t *testing.T) {
 	if row := domRow(dom, "job-train-a"); !strings.Contains(row, "running") || !strings.Contains(row, "<td>"+string(jobA.Node)+"</td>") {
 		t.Errorf("job train-a: got row %q, want running on %s", row, jobA.Node)
 	}
+	// No node measures bandwidth here (enforcement off) and no uplink is
+	// declared: every figure is a default, marked assumed and not coloured.
+	if cell := domRow(dom, "bw-physics-chemistry"); !strings.Contains(cell, `class="unmeasured"`) || !strings.Contains(cell, ">assumed</span>") {
+		t.Errorf("bandwidth physics → chemistry: got %q, want the default marked assumed", cell)
+	}
 	// Leadership may move while voters settle, so the page is checked
 	// against itself: the leader it names is a member marked leader.
 	if m := leaderRe.FindStringSubmatch(dom); m == nil {
@@ -285,8 +290,9 @@ func TestStatusPageInBrowser(t *testing.T) {
 }
 
 // TestAgentMetricsPromtool scrapes a real agent's /metrics (the agent's
-// own gauges, the Go collector and web's reclaimnet_* cluster metrics,
-// with a job running) and checks it with promtool.
+// own gauges and histograms, the Go collector and web's reclaimnet_*
+// cluster metrics, with a job running) and checks it with promtool and
+// against docs/metrics.md.
 func TestAgentMetricsPromtool(t *testing.T) {
 	promtool, err := exec.LookPath("promtool")
 	if err != nil {
@@ -329,6 +335,13 @@ func TestAgentMetricsPromtool(t *testing.T) {
 	if err != nil || len(bytes.TrimSpace(out)) > 0 {
 		t.Errorf("promtool check metrics: %v\n%s", err, out)
 	}
+	for _, want := range []string{`reclaimnet_build_info{`, `reclaimnet_handoff_downtime_seconds_count{node="node-00"} 0`,
+		`reclaimnet_transfer_duration_seconds_count{class="migration",node="node-00"} 0`} {
+		if !strings.Contains(string(body), want) {
+			t.Errorf("/metrics lacks %q", want)
+		}
+	}
+	checkScrapeAgainstDocs(t, string(body))
 
 	// /v1/status is the document the metrics came from: the same job.
 	resp, err = http.Get("http://" + n.info.HTTPAddr + "/v1/status")

@@ -53,6 +53,12 @@ type AgentsConfig struct {
 	ExtraArgs []string
 	// Log receives progress messages (nil: discard).
 	Log *slog.Logger
+	// Progress, when set, is told each start-up step as it begins, in
+	// words for a person watching (the demo prints them): building the
+	// namespaces, making credentials, starting the agents, and while the
+	// cluster forms what it still waits for (when that changes, at most
+	// once a second, and every 5 s when it does not).
+	Progress func(step string)
 
 	// Enforce is the agents' --enforce in namespace mode: "" means "on"
 	// (the campus is root: enforcement that cannot start is an error, not
@@ -145,7 +151,14 @@ func StartAgents(ctx context.Context, cfg AgentsConfig) (*Agents, error) {
 
 func (a *Agents) start(ctx context.Context) error {
 	cfg := a.cfg
+	progress := func(format string, args ...any) {
+		if cfg.Progress != nil {
+			cfg.Progress(fmt.Sprintf(format, args...))
+		}
+	}
 	if !cfg.Loopback {
+		progress("building the campus: a network namespace per node, building switch and the core, links shaped to %s (access) and %s (uplinks)",
+			cfg.Topology.AccessRate, cfg.Topology.UplinkRate)
 		if stale, err := CleanupStale(); err != nil {
 			cfg.Log.Warn("removing stale campuses", "prefixes", stale, "err", err)
 		}
@@ -163,6 +176,7 @@ func (a *Agents) start(ctx context.Context) error {
 	}
 	a.fixedArg = fixedLoadArgs(cfg.FixedLoad)
 	// Credentials: one gossip key, one CA, one certificate per node.
+	progress("making the cluster's gossip key, a CA and a TLS certificate for each of the %d nodes", len(a.names))
 	key, err := a.tool(ctx, "keygen")
 	if err != nil {
 		return err
@@ -187,10 +201,12 @@ func (a *Agents) start(ctx context.Context) error {
 		}
 	}
 	// The first node bootstraps; the others join it, started together.
+	progress("starting %s, which bootstraps the Raft cluster alone", a.names[0])
 	if err := a.launch(ctx, a.names[0], nil); err != nil {
 		return err
 	}
 	first := a.gossipAddr(a.names[0])
+	progress("starting the other %d agents, which join %s by gossip", len(a.names)-1, a.names[0])
 	errs := make([]error, len(a.names))
 	var wg sync.WaitGroup
 	for i, n := range a.names[1:] {
@@ -205,7 +221,8 @@ func (a *Agents) start(ctx context.Context) error {
 		return err
 	}
 	cfg.Log.Info("agents started; waiting for the cluster to form", "agents", len(a.names))
-	return a.WaitFormed(ctx, a.names...)
+	progress("waiting for the cluster to form: every agent alive in everyone's view, a Raft leader, %d voters", wantVoters(len(a.names)))
+	return a.waitFormed(ctx, a.names, func(why string) { progress("still waiting: %s", why) })
 }
 
 // fixedLoadArgs is the --fixed-load flag for AgentsConfig.FixedLoad.

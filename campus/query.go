@@ -23,6 +23,17 @@ func (a *Agents) Campus() *Campus { return a.campus }
 // Names returns the node names in topology order.
 func (a *Agents) Names() []string { return slices.Clone(a.names) }
 
+// NetNSNames returns the campus's network namespaces (none in loopback
+// mode); Close removes them.
+func (a *Agents) NetNSNames() []string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.campus == nil {
+		return nil
+	}
+	return a.campus.NetNSNames()
+}
+
 // Building returns the node's building.
 func (a *Agents) Building(node string) string { return a.building[node] }
 
@@ -155,14 +166,33 @@ func (a *Agents) Leader(ctx context.Context) (string, error) {
 // given node alive with a Raft role, and at least three voters among them
 // (one below three nodes), so the cluster survives one failure.
 func (a *Agents) WaitFormed(ctx context.Context, nodes ...string) error {
+	return a.waitFormed(ctx, nodes, nil)
+}
+
+// How often waitFormed tells what it still waits for: at most every
+// formedReportMin when that changes, every formedReportMax when not.
+const (
+	formedReportMin = time.Second
+	formedReportMax = 5 * time.Second
+)
+
+// waitFormed is WaitFormed telling report (when not nil) what it still
+// waits for.
+func (a *Agents) waitFormed(ctx context.Context, nodes []string, report func(why string)) error {
 	tick := time.NewTicker(200 * time.Millisecond)
 	defer tick.Stop()
 	deadline := time.NewTimer(3 * time.Minute)
 	defer deadline.Stop()
+	var told string
+	var toldAt time.Time
 	for {
 		why := a.formed(ctx, nodes)
 		if why == "" {
 			return nil
+		}
+		if since := time.Since(toldAt); report != nil && (why != told && since >= formedReportMin || since >= formedReportMax) {
+			report(why)
+			told, toldAt = why, time.Now()
 		}
 		select {
 		case <-ctx.Done():

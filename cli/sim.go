@@ -1,8 +1,10 @@
 package cli
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"strconv"
 	"strings"
 	"time"
@@ -17,11 +19,11 @@ func init() { register(newSimCmd) }
 
 // simOptions are 'reclaimnet sim's flags.
 type simOptions struct {
-	tracePath, policies, seeds, out, genOut, importDeps, workload, tracesDir string
-	ablation, quiet, sweep, frontier, correlated                             bool
-	nodes, storage                                                           int
-	days, drift, changed, betaP1, alpha, betaP3                              float64
-	period, lossBudget, b1Refresh                                            time.Duration
+	tracePath, policies, seeds, out, genOut, importDeps, workload, tracesDir, format string
+	ablation, quiet, sweep, frontier, correlated                                     bool
+	nodes, storage                                                                   int
+	days, drift, changed, betaP1, alpha, betaP3                                      float64
+	period, lossBudget, b1Refresh                                                    time.Duration
 }
 
 func newSimCmd(env *Env) *cobra.Command {
@@ -35,7 +37,8 @@ trace (microsoft99, bamboo-p3, bamboo-g4dn) with a --workload (generator, alibab
 the Bamboo traces are built into the binary, the others are read from --traces DIR
 (docs/sim.md says where to download each). --gen-out writes the generated or imported trace
 so it can be inspected or replayed. --out receives results.json and SVG plots (cumulative
-work loss, downtime CDF, estimated vs true hazard). --frontier prints work loss against
+work loss and downtime CDF on log axes, the true and estimated hazard over the day). The
+tables print as aligned columns, or in Markdown with --format md. --frontier prints work loss against
 checkpoint traffic instead (ReclaimNet at several loss budgets, B1 at several refreshes):
 the comparison at equal traffic, and what a tighter loss budget costs the network.`,
 		GroupID: groupTools,
@@ -62,6 +65,7 @@ the comparison at equal traffic, and what a tighter loss budget costs the networ
 	fs.Float64Var(&o.betaP3, "beta-p3", 0, "override the share of each link reserved for other traffic (default 0.3)")
 	fs.DurationVar(&o.b1Refresh, "b1-refresh", 0, "replace B1's 2-min peer refresh (to compare work loss at equal checkpoint traffic; the row is labelled with it)")
 	fs.BoolVarP(&o.quiet, "quiet", "q", false, "no progress output")
+	fs.StringVar(&o.format, "format", "text", "how the tables are printed: `text` (aligned columns) or md (Markdown, as in docs/)")
 	fs.BoolVar(&o.sweep, "sweep", false, "run ReclaimNet's sensitivity sweep (--beta-p1, --alpha, --beta-p3) instead of the table")
 	fs.BoolVar(&o.frontier, "frontier", false, "instead of the table: work loss against checkpoint traffic, ReclaimNet at several loss budgets and B1 at several refreshes (mean over --seeds)")
 	fs.StringVar(&o.importDeps, "import", "", "build the trace from a public departure `trace`: microsoft99, bamboo-p3 or bamboo-g4dn")
@@ -72,6 +76,23 @@ the comparison at equal traffic, and what a tighter loss budget costs the networ
 }
 
 func runSim(ctx context.Context, env *Env, o simOptions) error {
+	switch o.format {
+	case "md":
+		return simulate(ctx, env, env.Stdout, o)
+	case "text":
+		// The tables are written in Markdown and laid out for the terminal.
+		var buf bytes.Buffer
+		err := simulate(ctx, env, &buf, o)
+		if _, werr := io.WriteString(env.Stdout, sim.TextTables(buf.String())); err == nil {
+			err = werr
+		}
+		return err
+	}
+	return usagef("--format %q: want text or md", o.format)
+}
+
+// simulate runs what the flags ask for and writes its report to stdout.
+func simulate(ctx context.Context, env *Env, stdout io.Writer, o simOptions) error {
 	var seeds []uint64
 	for _, s := range strings.Split(o.seeds, ",") {
 		v, err := strconv.ParseUint(strings.TrimSpace(s), 10, 64)
@@ -178,13 +199,13 @@ func runSim(ctx context.Context, env *Env, o simOptions) error {
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(env.Stdout, "seeds: %v (means)\n\n", seeds)
-		sim.WriteFrontier(env.Stdout, points)
+		fmt.Fprintf(stdout, "seeds: %v (means)\n\n", seeds)
+		sim.WriteFrontier(stdout, points)
 		if o.out != "" {
 			if err := sim.SaveFrontier(o.out, points); err != nil {
 				return err
 			}
-			fmt.Fprintf(env.Stdout, "\nresults: %s/frontier.json\n", o.out)
+			fmt.Fprintf(stdout, "\nresults: %s/frontier.json\n", o.out)
 		}
 		return nil
 	}
@@ -200,8 +221,8 @@ func runSim(ctx context.Context, env *Env, o simOptions) error {
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(env.Stdout, "trace: %s, seed %d\n\n", tr.Header.Name, seeds[0])
-		sim.WriteSweep(env.Stdout, points)
+		fmt.Fprintf(stdout, "trace: %s, seed %d\n\n", tr.Header.Name, seeds[0])
+		sim.WriteSweep(stdout, points)
 		return nil
 	}
 	progress := func(key string, seed uint64) {
@@ -216,7 +237,7 @@ func runSim(ctx context.Context, env *Env, o simOptions) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("sim interrupted: %w", err)
 	}
-	rep.WriteTable(env.Stdout)
+	rep.WriteTable(stdout)
 	if o.drift > 0 && loaded == nil {
 		c := cfg
 		truth := func(t float64) float64 { return c.TrueHazard(time.Duration(t * float64(time.Second))) }
@@ -233,9 +254,9 @@ func runSim(ctx context.Context, env *Env, o simOptions) error {
 			}
 			rate := events / (cfg.Duration - cfg.DriftAt).Hours()
 			if d := sim.Reconvergence(r.PerSeed[0].HazardSeries, truth, cfg.DriftAt.Seconds(), 2*time.Hour); d >= 0 {
-				fmt.Fprintf(env.Stdout, "drift x%.2g at day %.0f: estimate within 10 %% for 2 h from %v after the shift (%.2f emergencies/h cluster-wide; paper: 18 min at its rate)\n", o.drift, cfg.DriftAt.Hours()/24, d.Round(time.Minute), rate)
+				fmt.Fprintf(stdout, "drift x%.2g at day %.0f: estimate within 10 %% for 2 h from %v after the shift (%.2f emergencies/h cluster-wide; paper: 18 min at its rate)\n", o.drift, cfg.DriftAt.Hours()/24, d.Round(time.Minute), rate)
 			} else {
-				fmt.Fprintf(env.Stdout, "drift x%.2g at day %.0f: estimate never stayed within 10 %% for 2 h (%.2f emergencies/h cluster-wide; paper: 18 min at its rate)\n", o.drift, cfg.DriftAt.Hours()/24, rate)
+				fmt.Fprintf(stdout, "drift x%.2g at day %.0f: estimate never stayed within 10 %% for 2 h (%.2f emergencies/h cluster-wide; paper: 18 min at its rate)\n", o.drift, cfg.DriftAt.Hours()/24, rate)
 			}
 		}
 	}
@@ -248,7 +269,7 @@ func runSim(ctx context.Context, env *Env, o simOptions) error {
 		if err := rep.Save(o.out, truth); err != nil {
 			return err
 		}
-		fmt.Fprintf(env.Stdout, "\nresults: %s/results.json\n", o.out)
+		fmt.Fprintf(stdout, "\nresults: %s/results.json\n", o.out)
 	}
 	return nil
 }

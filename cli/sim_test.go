@@ -6,8 +6,12 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+	"unicode/utf8"
+
+	"github.com/reclaimnet/reclaimnet/sim"
 )
 
 func runSimCLI(t *testing.T, args ...string) (int, string, string) {
@@ -20,7 +24,7 @@ func runSimCLI(t *testing.T, args ...string) (int, string, string) {
 
 func TestSimCommandWritesTableJSONAndPlots(t *testing.T) {
 	dir := t.TempDir()
-	code, out, errs := runSimCLI(t, "sim", "--days", "2", "--nodes", "12", "--policies", "b1p,b2,reclaimnet,b6", "--out", dir, "--gen-out", filepath.Join(dir, "trace"))
+	code, out, errs := runSimCLI(t, "sim", "--format", "md", "--days", "2", "--nodes", "12", "--policies", "b1p,b2,reclaimnet,b6", "--out", dir, "--gen-out", filepath.Join(dir, "trace"))
 	if code != ExitOK {
 		t.Fatalf("exit %d, want 0; stderr: %s", code, errs)
 	}
@@ -61,7 +65,7 @@ func TestSimCommandWritesTableJSONAndPlots(t *testing.T) {
 		}
 	}
 	// The written trace replays.
-	code, out2, errs := runSimCLI(t, "sim", "-q", "--trace", filepath.Join(dir, "trace"), "--policies", "b1p")
+	code, out2, errs := runSimCLI(t, "sim", "-q", "--format", "md", "--trace", filepath.Join(dir, "trace"), "--policies", "b1p")
 	if code != ExitOK || !strings.Contains(out2, "| B1' Slurm requeue |") {
 		t.Fatalf("replay: exit %d, stderr %s, out %s", code, errs, out2)
 	}
@@ -98,7 +102,7 @@ func TestSimCommandUsageErrors(t *testing.T) {
 // TestSimCommandB1Refresh checks that a B1 refresh other than the table's
 // is named in its row and not compared with the paper's 38 %.
 func TestSimCommandB1Refresh(t *testing.T) {
-	args := []string{"sim", "-q", "--days", "5", "--nodes", "20", "--policies", "b1,reclaimnet"} // B1 loses work: the comparison line is printed
+	args := []string{"sim", "-q", "--format", "md", "--days", "5", "--nodes", "20", "--policies", "b1,reclaimnet"} // B1 loses work: the comparison line is printed
 	code, out, errs := runSimCLI(t, args...)
 	if code != ExitOK || !strings.Contains(out, "| B1 Bamboo-like |") || !strings.Contains(out, "reduction vs B1 Bamboo") {
 		t.Fatalf("default refresh: exit %d, stderr %s, out %s", code, errs, out)
@@ -112,7 +116,7 @@ func TestSimCommandB1Refresh(t *testing.T) {
 // TestSimCommandFrontier checks the frontier's table and its JSON file.
 func TestSimCommandFrontier(t *testing.T) {
 	dir := t.TempDir()
-	code, out, errs := runSimCLI(t, "sim", "-q", "--days", "3", "--nodes", "12", "--frontier", "--out", dir)
+	code, out, errs := runSimCLI(t, "sim", "-q", "--format", "md", "--days", "3", "--nodes", "12", "--frontier", "--out", dir)
 	if code != ExitOK || !strings.Contains(out, "| ReclaimNet | Lmax 5m0s |") || !strings.Contains(out, "| B1 Bamboo-like | refresh 40m0s |") {
 		t.Fatalf("exit %d, stderr %s; want the frontier table:\n%s", code, errs, out)
 	}
@@ -145,5 +149,41 @@ func TestSimCommandImport(t *testing.T) {
 	code, _, errs = runSimCLI(t, "sim", "-q", "--import", "microsoft99", "--policies", "b1p")
 	if code != ExitError || !strings.Contains(errs, "microsoft99_desktop/PingData00.txt") || !strings.Contains(errs, "-traces DIR") {
 		t.Fatalf("missing trace: exit %d, stderr %q; want exit 1 naming the file and --traces DIR", code, errs)
+	}
+}
+
+// TestSimCommandTextTable: by default the tables are aligned columns, the
+// same figures as --format md in the same order; a bad --format is a
+// usage error.
+func TestSimCommandTextTable(t *testing.T) {
+	args := []string{"sim", "-q", "--days", "2", "--nodes", "12", "--policies", "b2,reclaimnet"}
+	code, text, errs := runSimCLI(t, args...)
+	if code != ExitOK {
+		t.Fatalf("exit %d, stderr %s", code, errs)
+	}
+	code, md, errs := runSimCLI(t, append(args, "--format", "md")...)
+	if code != ExitOK {
+		t.Fatalf("--format md: exit %d, stderr %s", code, errs)
+	}
+	if strings.Contains(text, "|") || strings.Contains(text, "---") {
+		t.Errorf("text output still has Markdown table syntax:\n%s", text)
+	}
+	if got := sim.TextTables(md); got != text {
+		t.Errorf("text output is not the Markdown output laid out:\n got %s\nwant %s", text, got)
+	}
+	// The first table's rows start their columns at the same offsets as
+	// the header: each row's cells end where the rule's dashes end.
+	lines := strings.Split(text, "\n")
+	rule := slices.IndexFunc(lines, func(l string) bool { return strings.HasPrefix(l, "─") })
+	if rule < 1 {
+		t.Fatalf("no rule under a header:\n%s", text)
+	}
+	for _, row := range lines[rule+1 : rule+3] {
+		if w, rw := utf8.RuneCountInString(row), utf8.RuneCountInString(lines[rule]); w != rw {
+			t.Errorf("row %q is %d wide, the rule %d: columns not aligned", row, w, rw)
+		}
+	}
+	if code, _, errs := runSimCLI(t, append(args, "--format", "html")...); code != ExitUsage || !strings.Contains(errs, "--format") {
+		t.Errorf("--format html: exit %d (%s), want %d naming the flag", code, errs, ExitUsage)
 	}
 }

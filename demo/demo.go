@@ -198,7 +198,8 @@ func Run(ctx context.Context, cfg Config) (res *Result, err error) {
 	if cfg.Loopback {
 		r.res.Mode = "loopback"
 	}
-	var cleanup []error // errors of the clean-up, reported even after Ctrl-C
+	var cleanup []error  // errors of the clean-up, reported even after Ctrl-C
+	var cleaned []string // what the clean-up did, confirmed in one line at the end
 	defer func() {
 		if err != nil && ctx.Err() != nil {
 			// Ctrl-C before the end: what failed is only the wait it cut short.
@@ -232,12 +233,15 @@ func Run(ctx context.Context, cfg Config) (res *Result, err error) {
 	defer func() {
 		if cfg.Keep {
 			fmt.Fprintf(cfg.Out, "work dir kept: %s (agent logs %s/NODE.log, job output %s/NODE/data/jobs/%s/run/job.log)\n", dir, dir, dir, JobName)
-			return
-		}
-		if rerr := os.RemoveAll(dir); rerr != nil {
+		} else if rerr := os.RemoveAll(dir); rerr != nil {
 			rerr = fmt.Errorf("remove work dir: %w", rerr)
 			cleanup = append(cleanup, rerr)
 			err = errors.Join(err, rerr)
+		} else {
+			cleaned = append(cleaned, "removed "+dir)
+		}
+		if len(cleaned) > 0 {
+			fmt.Fprintf(cfg.Out, "clean-up done: %s\n", strings.Join(cleaned, ", "))
 		}
 	}()
 
@@ -250,10 +254,16 @@ func Run(ctx context.Context, cfg Config) (res *Result, err error) {
 		wg.Wait()
 		if r.agents != nil {
 			fmt.Fprintln(cfg.Out, "stopping the campus...")
+			namespaces := len(r.agents.NetNSNames())
 			if cerr := r.agents.Close(); cerr != nil {
 				cerr = fmt.Errorf("stop the campus: %w", cerr)
 				cleanup = append(cleanup, cerr)
 				err = errors.Join(err, cerr)
+			} else {
+				cleaned = append(cleaned, fmt.Sprintf("stopped %d agents", len(r.agents.Names())))
+				if namespaces > 0 {
+					cleaned = append(cleaned, fmt.Sprintf("removed %d network namespaces and the pinned BPF objects", namespaces))
+				}
 			}
 		}
 		if n := killLeftovers(dir); n > 0 {
@@ -278,6 +288,8 @@ func Run(ctx context.Context, cfg Config) (res *Result, err error) {
 		Loopback: cfg.Loopback,
 		Topology: cfg.Topology(),
 		Log:      cfg.Log,
+		// The ~20 s until the cluster forms, step by step.
+		Progress: func(step string) { r.tl.addf(KindDemo, "", "", "%s", step) },
 		GPUs:     []string{"DemoGPU:24GiB:8.6"},
 		// The job runs in each agent's sandbox, which shows it the host's
 		// system directories and, as an owner shows a dataset, its files.

@@ -236,6 +236,7 @@ func runScenario(t *testing.T, loopback bool) (Result, int) {
 		t.Errorf("status page after the reclaims came from %q with %d members; want a live node (not %s or %s) listing all 4",
 			afterNode, len(after.Cluster.Members), s0.Node, s1.Node)
 	}
+	checkStartAndCleanupLines(t, out, dir, !loopback)
 	// Everything is cleaned up.
 	if _, err := os.Stat(dir); !os.IsNotExist(err) {
 		t.Errorf("work dir %s still there (%v)", dir, err)
@@ -244,6 +245,42 @@ func runScenario(t *testing.T, loopback bool) (Result, int) {
 		t.Errorf("processes left behind: %v", left)
 	}
 	return res, d.cmd.Process.Pid
+}
+
+// checkStartAndCleanupLines checks that the demo said what it waited for
+// before the cluster formed, and confirmed its clean-up at the end: the
+// 4 agents stopped, the namespaces (namespace mode) and the work dir
+// removed.
+func checkStartAndCleanupLines(t *testing.T, out, dir string, namespaces bool) {
+	t.Helper()
+	formed := strings.Index(out, "cluster formed")
+	for _, want := range []string{"making the cluster's gossip key, a CA and a TLS certificate for each of the 4 nodes",
+		"starting the other 3 agents", "waiting for the cluster to form: every agent alive in everyone's view, a Raft leader, 3 voters"} {
+		if i := strings.Index(out, want); i < 0 || (formed >= 0 && i > formed) {
+			t.Errorf("no %q before \"cluster formed\" (at %d, formed at %d)", want, i, formed)
+		}
+	}
+	if namespaces && !strings.Contains(out, "building the campus: a network namespace per node") {
+		t.Errorf("namespace mode: the demo did not say it builds the namespaces")
+	}
+	var done string
+	for _, l := range strings.Split(out, "\n") {
+		if strings.HasPrefix(l, "clean-up done: ") {
+			done = l
+		}
+	}
+	want := []string{"stopped 4 agents", "removed " + dir}
+	if namespaces {
+		want = append(want, "network namespaces and the pinned BPF objects")
+	}
+	for _, w := range want {
+		if !strings.Contains(done, w) {
+			t.Errorf("clean-up line %q lacks %q", done, w)
+		}
+	}
+	if !namespaces && strings.Contains(done, "namespaces") {
+		t.Errorf("loopback: clean-up line %q claims namespaces", done)
+	}
 }
 
 // The whole demo on loopback (no root needed): 4 agents, the synthetic job,
@@ -323,9 +360,11 @@ func TestDemoInterrupted(t *testing.T) {
 	case <-time.After(2 * time.Minute):
 		t.Fatal("demo did not stop within 2m of Ctrl-C")
 	}
-	if out := d.output(); !strings.Contains(out, "interrupted") {
+	out := d.output()
+	if !strings.Contains(out, "interrupted") {
 		t.Errorf("exit %v; output does not say it was interrupted:\n%s", err, out)
 	}
+	checkStartAndCleanupLines(t, out, dir, false)
 	if _, err := os.Stat(dir); !os.IsNotExist(err) {
 		t.Errorf("work dir %s still there (%v)", dir, err)
 	}

@@ -254,11 +254,13 @@ func bytesText(b int64) string {
 	return fmt.Sprintf("%d B", b)
 }
 
+// rateText shows a rate in bytes/s in Mbit/s, as the status page does
+// (sizes are binary, rates the network's bits).
 func rateText(bps float64) string {
 	if bps <= 0 || bps >= math.MaxFloat64/2 {
 		return "unknown"
 	}
-	return fmt.Sprintf("%.1f MB/s", bps/1e6)
+	return fmt.Sprintf("%.0f Mbit/s", bps*8/1e6)
 }
 
 func intervalText(j web.Job) string {
@@ -363,7 +365,13 @@ func historyText(r web.ReclaimRecord) string {
 			s += " with a final checkpoint"
 		}
 		if o.WorkLost > 0 || o.Downtime > 0 {
-			s += fmt.Sprintf(", work lost %s, downtime %s", o.WorkLost.Round(time.Millisecond), o.Downtime.Round(time.Millisecond))
+			s += fmt.Sprintf(", work lost %s", o.WorkLost.Round(time.Millisecond))
+		}
+		switch {
+		case o.Downtime > 0:
+			s += fmt.Sprintf(", downtime %s", o.Downtime.Round(time.Millisecond))
+		case o.Resuming:
+			s += ", not running again yet"
 		}
 		jobs = append(jobs, s)
 	}
@@ -381,5 +389,11 @@ func historyText(r web.ReclaimRecord) string {
 	if !r.Released.IsZero() {
 		rel = fmt.Sprintf(" released %s after the announcement%s;", r.Released.Sub(r.Reclaim.Announced).Round(time.Millisecond), on)
 	}
-	return fmt.Sprintf("owner's report (replicated) for the %s reclaim of %s:%s jobs: %s", kind, r.Reclaim.Node, rel, strings.Join(jobs, "; "))
+	// The same words as the page's history: a record without the owner's
+	// report is the cluster's own.
+	what := "owner's report (replicated)"
+	if !r.OwnerReport {
+		what = "the cluster's record (the owner's report has not reached the cluster yet)"
+	}
+	return fmt.Sprintf("%s for the %s reclaim of %s:%s jobs: %s", what, kind, r.Reclaim.Node, rel, strings.Join(jobs, "; "))
 }

@@ -39,7 +39,7 @@ func TestDifferExplainsChanges(t *testing.T) {
 	j2.State, j2.Node = "running", "a2"
 	j2.LastCheckpoint = &web.Checkpoint{Version: 2, Bytes: 8 << 20, Holders: []policy.NodeID{"a2", "b1"}}
 	second.Jobs = []web.Job{j2}
-	second.Reclaims.History = []web.ReclaimRecord{{Reclaim: rec, Released: t0.Add(2 * time.Second), OnTime: true,
+	second.Reclaims.History = []web.ReclaimRecord{{Reclaim: rec, Released: t0.Add(2 * time.Second), OnTime: true, OwnerReport: true,
 		Jobs: []web.ReclaimOutcome{{Job: JobName, To: "a2", FinalCheckpoint: true}}}}
 
 	var out bytes.Buffer
@@ -131,5 +131,30 @@ func TestDifferInfersMissedRecovery(t *testing.T) {
 	}
 	if got := strings.Count(out.String(), "recovery: "); got != 1 || strings.Contains(out.String(), "between two looks") {
 		t.Errorf("with the decision seen: %d recovery lines, want only the decision's:\n%s", got, out.String())
+	}
+}
+
+// A history record without the owner's report is called the cluster's,
+// as the page calls it; a recovery's downtime is the one the record
+// gives (to the job's readiness), and one not running again says so.
+func TestHistoryTextAgreesWithThePage(t *testing.T) {
+	t0 := time.Date(2026, 11, 30, 1, 0, 0, 0, time.UTC)
+	rec := web.ReclaimRecord{Reclaim: policy.Reclaim{Node: "b1", Announced: t0, Deadline: t0}, Released: t0.Add(20 * time.Millisecond),
+		Emergency: true, Jobs: []web.ReclaimOutcome{{Job: JobName, To: "c1", Replica: "a2", Version: 3, Degraded: true,
+			WorkLost: 4 * time.Second, Downtime: 5200 * time.Millisecond}}}
+	got := historyText(rec)
+	for _, want := range []string{"the cluster's record (the owner's report has not reached the cluster yet) for the emergency reclaim of b1", "downtime 5.2s"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("got %q, want it to contain %q", got, want)
+		}
+	}
+	if strings.Contains(got, "owner's report (replicated)") {
+		t.Errorf("got %q: a cluster-only record called the owner's report", got)
+	}
+	rec.OwnerReport = true
+	rec.Jobs[0].Downtime, rec.Jobs[0].Resuming = 0, true
+	got = historyText(rec)
+	if !strings.Contains(got, "owner's report (replicated) for the emergency reclaim of b1") || !strings.Contains(got, "not running again yet") {
+		t.Errorf("got %q, want the owner's report and the job not running again yet", got)
 	}
 }

@@ -40,11 +40,16 @@ const (
 // when the release names nobody (.invalid: it reaches no one).
 const defaultMaintainer = "ReclaimNet maintainers <maintainers@reclaimnet.invalid>"
 
-// manPages writes the CLI's man pages (section 1, one file per page,
-// named like reclaimnet-agent.1) into dir. The CLI does not generate them
-// yet: set it to the generator once it does, and the package ships every
-// page it writes, compressed, under /usr/share/man/man1.
-var manPages func(dir string) error
+// manPages has the packaged binary write its own man pages (section 1,
+// one file per command, named like reclaimnet-agent.1) into dir with its
+// hidden 'reclaimnet man DIR': the pages come from the same command
+// definitions as its help, of the very version the package holds.
+func manPages(bin, dir string) error {
+	if out, err := exec.Command(bin, "man", dir).CombinedOutput(); err != nil {
+		return fmt.Errorf("%s man %s: %w: %s", bin, dir, err, bytes.TrimSpace(out))
+	}
+	return nil
+}
 
 // debOptions says what to package.
 type debOptions struct {
@@ -101,7 +106,7 @@ func buildDeb(opts debOptions) (string, error) {
 	for _, d := range docs {
 		contents = append(contents, &files.Content{Source: d, Destination: docDir + "/docs/" + filepath.Base(d), FileInfo: &files.ContentFileInfo{Mode: 0o644}})
 	}
-	pages, err := writeManPages(filepath.Join(stage, "man"))
+	pages, err := writeManPages(bin, filepath.Join(stage, "man"))
 	if err != nil {
 		return "", err
 	}
@@ -278,15 +283,13 @@ func writeEmbedded(dir string) error {
 }
 
 // writeManPages runs manPages into dir and compresses what it wrote;
-// it returns the compressed pages.
-func writeManPages(dir string) ([]string, error) {
-	if manPages == nil {
-		return nil, nil
-	}
+// it returns the compressed pages, which the package ships under
+// /usr/share/man/man1.
+func writeManPages(bin, dir string) ([]string, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
-	if err := manPages(dir); err != nil {
+	if err := manPages(bin, dir); err != nil {
 		return nil, fmt.Errorf("man pages: %w", err)
 	}
 	pages, err := filepath.Glob(filepath.Join(dir, "*.1"))

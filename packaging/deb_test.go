@@ -80,16 +80,14 @@ func TestDebPackage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	const page = ".TH RECLAIMNET 1\n.SH NAME\nreclaimnet \\- a page from the man hook\n"
-	manPages = func(dir string) error {
-		for _, n := range []string{"reclaimnet.1", "reclaimnet-agent.1"} {
-			if err := os.WriteFile(filepath.Join(dir, n), []byte(page), 0o644); err != nil {
-				return err
-			}
-		}
-		return nil
+	// The pages the packaged binary writes itself: one per visible
+	// command (help and completion included), none for hidden ones.
+	pagesDir := t.TempDir()
+	cmdOutput(t, testBin, "man", pagesDir)
+	pageFiles, _ := filepath.Glob(filepath.Join(pagesDir, "*.1"))
+	if len(pageFiles) < 20 {
+		t.Fatalf("reclaimnet man wrote %d pages, want one per command", len(pageFiles))
 	}
-	defer func() { manPages = nil }()
 
 	start := time.Now()
 	deb, err := buildDeb(debOptions{Root: root, Binary: testBin, OutDir: t.TempDir(), Maintainer: defaultMaintainer})
@@ -116,13 +114,27 @@ func TestDebPackage(t *testing.T) {
 		modes[strings.TrimPrefix(f[5], ".")] = f[0]
 	}
 	want := map[string]string{
-		binPath:                           "-rwxr-xr-x",
-		unitPath:                          "-rw-r--r--",
-		configPath:                        "-rw-r--r--",
-		docDir + "/copyright":             "-rw-r--r--",
-		docDir + "/README.md":             "-rw-r--r--",
-		manDir + "/reclaimnet.1.gz":       "-rw-r--r--",
-		manDir + "/reclaimnet-agent.1.gz": "-rw-r--r--",
+		binPath:               "-rwxr-xr-x",
+		unitPath:              "-rw-r--r--",
+		configPath:            "-rw-r--r--",
+		docDir + "/copyright": "-rw-r--r--",
+		docDir + "/README.md": "-rw-r--r--",
+	}
+	for _, p := range pageFiles {
+		want[manDir+"/"+filepath.Base(p)+".gz"] = "-rw-r--r--"
+	}
+	for _, p := range []string{"reclaimnet", "reclaimnet-agent", "reclaimnet-run", "reclaimnet-reclaim", "reclaimnet-sim", "reclaimnet-tls-cert-create"} {
+		if modes[manDir+"/"+p+".1.gz"] == "" {
+			t.Errorf("no man page %s.1.gz in %s", p, manDir)
+		}
+	}
+	for p := range modes {
+		if strings.HasPrefix(p, manDir+"/") && !strings.HasSuffix(p, "/") && want[p] == "" {
+			t.Errorf("%s: a man page the binary does not write", p)
+		}
+		if strings.HasPrefix(p, manDir+"/reclaimnet-man.") || strings.HasPrefix(p, manDir+"/reclaimnet-demo-job.") {
+			t.Errorf("%s: a man page of a hidden command", p)
+		}
 	}
 	docs, _ := filepath.Glob(filepath.Join(root, "docs", "*.md"))
 	for _, d := range docs {
@@ -215,14 +227,26 @@ func TestDebPackage(t *testing.T) {
 		}
 	})
 
-	t.Run("man hook", func(t *testing.T) {
+	t.Run("man pages", func(t *testing.T) {
 		z, err := gzip.NewReader(bytes.NewReader(readFile(t, filepath.Join(x, manDir, "reclaimnet-agent.1.gz"))))
 		if err != nil {
 			t.Fatal(err)
 		}
 		b, err := io.ReadAll(z)
-		if err != nil || string(b) != page {
-			t.Errorf("man page: got %q, %v; want what the generator wrote", b, err)
+		if src := readFile(t, filepath.Join(pagesDir, "reclaimnet-agent.1")); err != nil || !bytes.Equal(b, src) {
+			t.Errorf("reclaimnet-agent.1.gz: %v; want exactly the page the binary writes (%d bytes, got %d)", err, len(src), len(b))
+		}
+		for _, want := range []string{`.TH "RECLAIMNET" "1"`, "reclaimnet-agent", `\fB--data-dir\fP`} {
+			if !bytes.Contains(b, []byte(want)) {
+				t.Errorf("reclaimnet-agent.1 lacks %q", want)
+			}
+		}
+		// man itself renders it, where installed.
+		if man, err := exec.LookPath("man"); err == nil {
+			out, err := exec.Command(man, "-l", filepath.Join(x, manDir, "reclaimnet-agent.1.gz")).CombinedOutput()
+			if err != nil || !bytes.Contains(out, []byte("data-dir")) {
+				t.Errorf("man -l reclaimnet-agent.1.gz: %v\n%s", err, out)
+			}
 		}
 	})
 

@@ -6,8 +6,8 @@
 //
 // The .deb holds the cgo build of reclaimnet (NVML included), the systemd
 // unit, a default agent configuration, the README and docs, the licences
-// of everything built into the binary, and the CLI's man pages once it
-// generates them (manPages). docs/packaging.md describes the package and
+// of everything built into the binary, and a man page per command, which
+// the packaged binary writes itself (manPages). docs/packaging.md describes the package and
 // the unit; the files it installs are in files/.
 package main
 

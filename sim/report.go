@@ -4,11 +4,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"math"
 	"os"
 	"path/filepath"
 	"runtime"
-	"strings"
 	"sync"
 
 	"github.com/reclaimnet/reclaimnet/trace"
@@ -208,123 +206,12 @@ func writeJSON(dir, name string, v any) error {
 	return nil
 }
 
-// Save writes results.json and the SVG plots into dir.
+// Save writes results.json and the SVG plots (plot.go) into dir.
 func (rep *Report) Save(dir string, trueHazard func(t float64) float64) error {
 	if err := writeJSON(dir, "results.json", rep); err != nil {
 		return err
 	}
-	var loss, cdf []svgSeries
-	var hazard []svgSeries
-	for _, r := range rep.Rows {
-		if r.Error != "" || len(r.PerSeed) == 0 {
-			continue
-		}
-		first := r.PerSeed[0]
-		s := svgSeries{name: r.Name}
-		for _, p := range first.LossSeries {
-			s.x = append(s.x, p.T/86400)
-			s.y = append(s.y, p.LossGPUh)
-		}
-		loss = append(loss, s)
-		c := svgSeries{name: r.Name}
-		for i, d := range first.Downtimes {
-			c.x = append(c.x, d)
-			c.y = append(c.y, float64(i+1)/float64(len(first.Downtimes)))
-		}
-		cdf = append(cdf, c)
-		if r.Key == "reclaimnet" && len(first.HazardSeries) > 0 {
-			est := svgSeries{name: "estimated λ̂ (global)"}
-			tru := svgSeries{name: "true λ (generator)"}
-			for _, p := range first.HazardSeries {
-				est.x = append(est.x, p.T/86400)
-				est.y = append(est.y, p.Estimated)
-				if trueHazard != nil {
-					tru.x = append(tru.x, p.T/86400)
-					tru.y = append(tru.y, trueHazard(p.T)*3600)
-				}
-			}
-			hazard = append(hazard, est)
-			if trueHazard != nil {
-				hazard = append(hazard, tru)
-			}
-		}
-	}
-	plots := []struct {
-		file, title, xl, yl string
-		s                   []svgSeries
-	}{
-		{"work_loss.svg", "Cumulative work loss (first seed)", "day", "GPU-h", loss},
-		{"downtime_cdf.svg", "Downtime CDF (first seed)", "downtime s", "fraction", cdf},
-		{"hazard.svg", "trace.Emergency hazard per node: estimated vs true", "day", "1/h", hazard},
-	}
-	for _, p := range plots {
-		if len(p.s) == 0 {
-			continue
-		}
-		var sb strings.Builder
-		writeSVG(&sb, p.title, p.xl, p.yl, p.s)
-		if err := os.WriteFile(filepath.Join(dir, p.file), []byte(sb.String()), 0o644); err != nil {
-			return fmt.Errorf("write %s: %w", p.file, err)
-		}
-	}
-	return nil
-}
-
-type svgSeries struct {
-	name string
-	x, y []float64
-}
-
-var svgColours = []string{"#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"}
-
-// writeSVG draws a line chart with the standard library only.
-func writeSVG(w io.Writer, title, xl, yl string, series []svgSeries) {
-	const W, H, L, R, T, B = 900.0, 520.0, 70.0, 250.0, 40.0, 50.0
-	xmin, xmax, ymin, ymax := math.Inf(1), math.Inf(-1), 0.0, math.Inf(-1)
-	for _, s := range series {
-		for i := range s.x {
-			xmin, xmax = math.Min(xmin, s.x[i]), math.Max(xmax, s.x[i])
-			ymax = math.Max(ymax, s.y[i])
-		}
-	}
-	if math.IsInf(xmin, 1) {
-		xmin, xmax, ymax = 0, 1, 1
-	}
-	if xmax <= xmin {
-		xmax = xmin + 1
-	}
-	if ymax <= ymin {
-		ymax = ymin + 1
-	}
-	px := func(x float64) float64 { return L + (x-xmin)/(xmax-xmin)*(W-L-R) }
-	py := func(y float64) float64 { return H - B - (y-ymin)/(ymax-ymin)*(H-T-B) }
-	fmt.Fprintf(w, `<svg xmlns="http://www.w3.org/2000/svg" width="%.0f" height="%.0f" font-family="sans-serif" font-size="12">`+"\n", W, H)
-	fmt.Fprintf(w, `<rect width="100%%" height="100%%" fill="white"/><text x="%.0f" y="22" font-size="15">%s</text>`+"\n", L, esc(title))
-	fmt.Fprintf(w, `<line x1="%.0f" y1="%.0f" x2="%.0f" y2="%.0f" stroke="black"/><line x1="%.0f" y1="%.0f" x2="%.0f" y2="%.0f" stroke="black"/>`+"\n",
-		L, H-B, W-R, H-B, L, T, L, H-B)
-	for k := 0; k <= 4; k++ {
-		xv := xmin + float64(k)/4*(xmax-xmin)
-		yv := ymin + float64(k)/4*(ymax-ymin)
-		fmt.Fprintf(w, `<text x="%.0f" y="%.0f" text-anchor="middle">%.3g</text>`, px(xv), H-B+16, xv)
-		fmt.Fprintf(w, `<text x="%.0f" y="%.0f" text-anchor="end">%.3g</text>`+"\n", L-6, py(yv)+4, yv)
-	}
-	fmt.Fprintf(w, `<text x="%.0f" y="%.0f" text-anchor="middle">%s</text>`, (L+W-R)/2, H-12, esc(xl))
-	fmt.Fprintf(w, `<text x="16" y="%.0f" transform="rotate(-90 16 %.0f)" text-anchor="middle">%s</text>`+"\n", (T+H-B)/2, (T+H-B)/2, esc(yl))
-	for i, s := range series {
-		col := svgColours[i%len(svgColours)]
-		var pts strings.Builder
-		for k := range s.x {
-			fmt.Fprintf(&pts, "%.1f,%.1f ", px(s.x[k]), py(s.y[k]))
-		}
-		fmt.Fprintf(w, `<polyline fill="none" stroke="%s" stroke-width="1.5" points="%s"/>`+"\n", col, strings.TrimSpace(pts.String()))
-		fmt.Fprintf(w, `<rect x="%.0f" y="%.0f" width="12" height="3" fill="%s"/><text x="%.0f" y="%.0f">%s</text>`+"\n",
-			W-R+12, T+float64(i)*18+6, col, W-R+30, T+float64(i)*18+10, esc(s.name))
-	}
-	fmt.Fprintln(w, "</svg>")
-}
-
-func esc(s string) string {
-	return strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;").Replace(s)
+	return writePlots(dir, rep, trueHazard)
 }
 
 // RunSuite runs every policy key over every seed's trace. traceFor returns

@@ -104,8 +104,9 @@ func (s *State) Apply(cmd Command) (bool, error) {
 		if c.Done {
 			j.State = policy.JobDone
 		}
+		resumed := !c.Ready.IsZero() && noteResumed(s, c.Job, c.Node, c.Ready)
 		if reflect.DeepEqual(old, j) {
-			return false, nil
+			return resumed, nil
 		}
 		s.Jobs[c.Job] = j
 		return true, nil
@@ -130,7 +131,7 @@ func (s *State) Apply(cmd Command) (bool, error) {
 			s.Counters.Handoffs++
 		}
 		j.Node, j.State, j.Restore = c.To, policy.JobRunning, RestoreOrder{}
-		j.RunningSince = c.At
+		j.RunningSince, j.HandoffStopped = c.At, c.Stopped
 		j.Restarts++
 		if j.Standby == c.To {
 			j.Standby, j.StandbyHas = "", 0
@@ -383,7 +384,7 @@ func applyDecisions(s *State, d DecisionRecord) bool {
 			}
 		}
 		j.Node, j.State, j.Started = p.To, policy.JobRunning, true
-		j.RunningSince = d.At
+		j.RunningSince, j.HandoffStopped = d.At, time.Time{}
 		s.Jobs[p.Job] = j
 		changed = true
 	}

@@ -101,7 +101,10 @@ type CancelJob struct{ Job policy.JobID }
 
 // JobReport is the host's report about its job: measured restart time,
 // checkpoint size, expected remaining time, and whether it finished. Values
-// are absolute, so a repeated report changes nothing.
+// are absolute, so a repeated report changes nothing. Ready, when set, is
+// when the job became ready on Node after a hand-off or a recovery (its
+// first step there); the reclaim history keeps it as the outcome's
+// Resumed, the end of the job's downtime.
 type JobReport struct {
 	Job             policy.JobID
 	Node            policy.NodeID // the reporting host
@@ -109,6 +112,7 @@ type JobReport struct {
 	RestartTime     time.Duration
 	Remaining       time.Duration
 	Done            bool
+	Ready           time.Time `json:",omitzero"`
 }
 
 // MoveJob records a finished hand-off: the job now runs on To, since At
@@ -116,11 +120,14 @@ type JobReport struct {
 // the checkpoint version To starts from; NoFinalCheckpoint is set when it
 // is not a final checkpoint written for this hand-off (that failed, or
 // none was ordered), so the work since its commit is lost. Both zero from
-// an older node.
+// an older node. Stopped is when the job stopped computing on From (its
+// final checkpoint's request, or its stop without one); To measures the
+// hand-off's downtime from it.
 type MoveJob struct {
 	Job               policy.JobID
 	From, To          policy.NodeID
 	At                time.Time `json:",omitzero"`
+	Stopped           time.Time `json:",omitzero"`
 	Version           uint64    `json:",omitempty"`
 	NoFinalCheckpoint bool      `json:",omitempty"`
 }
@@ -228,6 +235,9 @@ func (c JobReport) validate() error {
 func (c MoveJob) validate() error {
 	if c.Job == "" || c.From == "" || c.To == "" || c.From == c.To {
 		return invalid("move needs a job and two different nodes")
+	}
+	if !c.Stopped.IsZero() && !c.At.IsZero() && c.Stopped.After(c.At) {
+		return invalid("move %s: stopped after the move", c.Job)
 	}
 	return nil
 }

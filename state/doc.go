@@ -29,10 +29,13 @@
 // such optional fields: an entry without them decodes to "" and 0, which
 // mean the host's defaults (USR1, 30 s); so are JobSpec.Memory and
 // JobSpec.CPUs (run --memory, --cpus), whose 0 means "no limit of the
-// job's own", the only behaviour before them. MoveJob.At, JobRecord.RunningSince
-// and Checkpoint.Written too: zero means "not known", and the leader's
-// exposure estimate then falls back to what it does know (or to no
-// estimate, which orders nothing). The one thing the version byte cannot
+// job's own", the only behaviour before them. MoveJob.At,
+// JobRecord.RunningSince and Checkpoint.Written too: zero means "not
+// known", and the leader's exposure estimate then falls back to what it
+// does know (or to no estimate, which orders nothing). So are
+// MoveJob.Stopped, JobRecord.HandoffStopped, JobReport.Ready and
+// JobOutcome.Stopped and Resumed: without them a reclaim's downtime is
+// not known and the history shows none. The one thing the version byte cannot
 // guard is an older binary reading a newer entry that sets the fields: it
 // rejects the entry as an unknown field rather than misreading it (a
 // snapshot's decoder is lenient: an older binary restoring a newer

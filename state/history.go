@@ -85,13 +85,33 @@ func addOutcome(s *State, node policy.NodeID, announced, deadline time.Time, kin
 	s.ReclaimReports[i] = e
 }
 
+// noteResumed records at as the Resumed time of job's newest outcome in
+// the history, when that outcome placed it on node and has none yet; it
+// reports whether it changed the history.
+func noteResumed(s *State, job policy.JobID, node policy.NodeID, at time.Time) bool {
+	for i := len(s.ReclaimReports) - 1; i >= 0; i-- {
+		k := slices.IndexFunc(s.ReclaimReports[i].Jobs, func(o JobOutcome) bool { return o.Job == job })
+		if k < 0 {
+			continue
+		}
+		if o := s.ReclaimReports[i].Jobs[k]; o.To != node || !o.Resumed.IsZero() || at.Before(o.At) {
+			return false
+		}
+		e := s.ReclaimReports[i].clone()
+		e.Jobs[k].Resumed = at
+		s.ReclaimReports[i] = e
+		return true
+	}
+	return false
+}
+
 // noteHandoff records a finished hand-off off a node with a pending reclaim.
 func noteHandoff(s *State, r policy.Reclaim, c MoveJob, j JobRecord) {
 	kind := DepartureScheduled
 	if r.Emergency() {
 		kind = DepartureEmergency
 	}
-	o := JobOutcome{Job: j.ID, To: c.To, HandedOff: true, Version: c.Version, NoFinalCheckpoint: c.NoFinalCheckpoint}
+	o := JobOutcome{Job: j.ID, To: c.To, HandedOff: true, Version: c.Version, NoFinalCheckpoint: c.NoFinalCheckpoint, Stopped: c.Stopped}
 	if cp, ok := s.CheckpointVersion(j.ID, c.Version); ok && c.NoFinalCheckpoint && cp.Committed && !c.At.IsZero() {
 		// As for a recovery: the work since the version's commit.
 		o.LostWork = max(c.At.Sub(cp.CommittedAt), 0)

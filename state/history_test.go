@@ -1,6 +1,7 @@
 package state
 
 import (
+	"errors"
 	"testing"
 	"time"
 
@@ -202,5 +203,39 @@ func TestCounters(t *testing.T) {
 	}
 	if c := st.clone().Counters; c != st.Counters {
 		t.Fatalf("clone's counters %+v, want %+v", c, st.Counters)
+	}
+}
+
+// TestHistoryRecordsResumed: the destination's readiness report ends the
+// hand-off's downtime in the history (with the source's stop from the
+// move); a repeated or foreign report changes nothing.
+func TestHistoryRecordsResumed(t *testing.T) {
+	t0 := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	st, must := historyState(t, t0)
+	announced, deadline := t0.Add(20*time.Second), t0.Add(80*time.Second)
+	must(AnnounceReclaim{Reclaim: policy.Reclaim{Node: "a", Announced: announced, Deadline: deadline}})
+	stopped, ready := t0.Add(30*time.Second), t0.Add(33*time.Second)
+	must(MoveJob{Job: "j", From: "a", To: "b", At: t0.Add(32 * time.Second), Stopped: stopped})
+	if o := st.ReclaimReports[0].Jobs[0]; !o.Stopped.Equal(stopped) || !o.Resumed.IsZero() {
+		t.Fatalf("outcome after the move %+v, want the stop and no readiness", o)
+	}
+	if j := st.Jobs["j"]; !j.HandoffStopped.Equal(stopped) {
+		t.Fatalf("job after the move: hand-off stop %v, want %v", j.HandoffStopped, stopped)
+	}
+	changed, err := st.Apply(JobReport{Job: "j", Node: "b", Ready: ready})
+	if err != nil || !changed {
+		t.Fatalf("readiness report: changed %v, err %v; want a change", changed, err)
+	}
+	if o := st.ReclaimReports[0].Jobs[0]; !o.Resumed.Equal(ready) {
+		t.Fatalf("outcome after the readiness %+v, want resumed at %v", o, ready)
+	}
+	if changed, err := st.Apply(JobReport{Job: "j", Node: "b", Ready: ready.Add(time.Second)}); err != nil || changed {
+		t.Errorf("a second readiness: changed %v, err %v; want nothing (the first one ends the downtime)", changed, err)
+	}
+	if _, err := st.Apply(JobReport{Job: "j", Node: "c", Ready: ready}); !errors.Is(err, ErrNotHost) {
+		t.Errorf("readiness from a node that does not host the job: err %v, want ErrNotHost", err)
+	}
+	if o := st.ReclaimReports[0].Jobs[0]; !o.Resumed.Equal(ready) {
+		t.Errorf("outcome %+v changed by the later reports", o)
 	}
 }

@@ -299,6 +299,9 @@ type JobRecord struct {
 	// placement's decision time, or a hand-off's MoveJob time); zero when
 	// unknown (records from before it was kept).
 	RunningSince time.Time `json:",omitzero"`
+	// HandoffStopped is MoveJob.Stopped of the hand-off that placed the
+	// job on its node; zero after any other placement or when unknown.
+	HandoffStopped time.Time `json:",omitzero"`
 	// Restore is set while the job, placed by a recovery, waits for its
 	// replica holder's push; the state machine clears it when the job's
 	// node records the version, and returns the job to recovery when the
@@ -488,6 +491,12 @@ type JobOutcome struct {
 	LostWork time.Duration `json:",omitempty"`
 	// At is when the job was placed or moved.
 	At time.Time `json:",omitzero"`
+	// Stopped is when a handed-off job stopped computing on the node
+	// (MoveJob.Stopped); Resumed when it became ready on To (its host's
+	// JobReport.Ready). Its downtime runs from Stopped, or from the
+	// departure for a recovery, to Resumed. Zero when not known (yet).
+	Stopped time.Time `json:",omitzero"`
+	Resumed time.Time `json:",omitzero"`
 }
 
 func (r ReclaimReport) clone() ReclaimReport {

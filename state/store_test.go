@@ -32,7 +32,7 @@ func sampleCommands() []Command {
 		ReplicaComplete{Job: "j1", Version: 1, ManifestHash: "sha256:aa", Size: 2 << 30, Source: "a", Holder: "b", At: t0.Add(3 * time.Second)},
 		PublishHazards{At: t0.Add(4 * time.Second), Hazards: map[policy.NodeID]policy.HazardEstimate{"a": {EmergencyUpper: policy.HazardProfile{Rates: []float64{1e-5, 2e-5}}}}},
 		AnnounceReclaim{Reclaim: policy.Reclaim{Node: "a", Announced: t0.Add(5 * time.Second), Deadline: t0.Add(65 * time.Second)}},
-		MoveJob{Job: "j1", From: "a", To: "b", At: t0.Add(40 * time.Second)},
+		MoveJob{Job: "j1", From: "a", To: "b", At: t0.Add(40 * time.Second), Stopped: t0.Add(37 * time.Second)},
 		RecordDeparture{Departure: Departure{Node: "a", At: t0.Add(65 * time.Second), Kind: DepartureScheduled}},
 		RecordReclaimReport{Report: ReclaimReport{Node: "a", Kind: DepartureScheduled, Announced: t0.Add(5 * time.Second), Deadline: t0.Add(65 * time.Second),
 			Completed: t0.Add(40 * time.Second), Isolate: 3 * time.Millisecond, Isolated: true, Moved: []policy.JobID{"j1"}, BytesSent: 2 << 30, UsedFor: 35 * time.Second}},
@@ -97,7 +97,8 @@ func TestCommandsAppliedTwiceAreIdempotent(t *testing.T) {
 // TestFSMRecordsStartAndWriteTimes: the times the leader's exposure
 // estimate reads: a job's last start (its placement's decision time, then
 // the hand-off's MoveJob time) and a version's local write (its source's
-// own ReplicaComplete, not a copy's).
+// own ReplicaComplete, not a copy's); and the hand-off's stop on the
+// source, which the destination measures the downtime from.
 func TestFSMRecordsStartAndWriteTimes(t *testing.T) {
 	f := NewStore()
 	for i, c := range sampleCommands() {
@@ -111,6 +112,9 @@ func TestFSMRecordsStartAndWriteTimes(t *testing.T) {
 			if !j.RunningSince.Equal(c.Decisions.At) {
 				t.Errorf("after the placement: running since %v, want the decision's %v", j.RunningSince, c.Decisions.At)
 			}
+			if !j.HandoffStopped.IsZero() {
+				t.Errorf("after the placement: hand-off stop %v, want none", j.HandoffStopped)
+			}
 		case ReplicaComplete:
 			if w := st.Checkpoints["j1"][0].Written; !w.Equal(t0.Add(2 * time.Second)) {
 				t.Errorf("after %s's completion: written %v, want the source's %v", c.Holder, w, t0.Add(2*time.Second))
@@ -118,6 +122,9 @@ func TestFSMRecordsStartAndWriteTimes(t *testing.T) {
 		case MoveJob:
 			if !j.RunningSince.Equal(c.At) {
 				t.Errorf("after the hand-off: running since %v, want the move's %v", j.RunningSince, c.At)
+			}
+			if !j.HandoffStopped.Equal(c.Stopped) {
+				t.Errorf("after the hand-off: hand-off stop %v, want the move's %v", j.HandoffStopped, c.Stopped)
 			}
 		}
 	}
@@ -239,6 +246,7 @@ func TestDecodeRejects(t *testing.T) {
 		{"unknown kind", append([]byte{1, 200}, good[2:]...), ErrUnknownCommand},
 		{"unknown field", append([]byte{1, byte(KindCancelJob)}, []byte(`{"Job":"j","X":1}`)...), ErrInvalidCommand},
 		{"invalid value", append([]byte{1, byte(KindCancelJob)}, []byte(`{"Job":""}`)...), ErrInvalidCommand},
+		{"stopped after the move", append([]byte{1, byte(KindMoveJob)}, []byte(`{"Job":"j","From":"a","To":"b","At":"2026-01-01T00:00:00Z","Stopped":"2026-01-01T00:00:01Z"}`)...), ErrInvalidCommand},
 		{"trailing", append(good, []byte(`{}`)...), ErrInvalidCommand},
 		{"trailing brace", append(good, []byte(`}`)...), ErrInvalidCommand},
 		{"trailing bracket", append(good, []byte(`]`)...), ErrInvalidCommand},

@@ -15,8 +15,9 @@ import (
 )
 
 // TestBrowser loads the page in headless Chromium: it shows the members
-// and a running job, its script keeps it live (a change in the source
-// appears without a reload), and a screenshot is written.
+// and a running job, an assumed capacity as assumed and a recovery's real
+// downtime, its script keeps it live (a change in the source appears
+// without a reload), and a screenshot is written.
 func TestBrowser(t *testing.T) {
 	bin := browsertest.Chromium(t)
 	src := newMemSource(scenarioA)
@@ -56,6 +57,15 @@ func TestBrowser(t *testing.T) {
 	}
 	if !strings.Contains(dom, `<span id="conn" class="conn ok">live</span>`) {
 		t.Errorf("connection badge does not say live")
+	}
+	// The default capacity nobody measured is marked assumed, not
+	// coloured as a share; the emergency recovery shows its downtime
+	// until readiness.
+	if cell := browsertest.Row(dom, "bw-sci-sci"); !strings.Contains(cell, `class="unmeasured"`) || !strings.Contains(cell, ">assumed</span>") {
+		t.Errorf("bandwidth sci → sci: got %q, want the assumed mark and no share colour", cell)
+	}
+	if li := browsertest.Row(dom, "outcome-n5-vit"); !strings.Contains(li, "down 1m01s") {
+		t.Errorf("history n5/vit: got %q, want its downtime 1m01s", li)
 	}
 
 	// 2. A screenshot, as an artifact to look at.

@@ -9,18 +9,20 @@ import (
 // Display formats. They convert units (bytes/s to bit/s, 1/s to 1/h) and
 // round; they never derive one quantity from another.
 
-// fmtBytes shows a size in decimal units, as the SPEC counts checkpoints.
+// fmtBytes shows a size in binary units (KiB, MiB, GiB, TiB), the units
+// the CLI reads and prints sizes in and GPU memory is stated in: one unit
+// system for every size on the page (rates stay in bit/s, the network's).
 func fmtBytes(n int64) string {
 	f := float64(n)
 	switch {
-	case f >= 1e12:
-		return fmt.Sprintf("%.2f TB", f/1e12)
-	case f >= 1e9:
-		return fmt.Sprintf("%.2f GB", f/1e9)
-	case f >= 1e6:
-		return fmt.Sprintf("%.1f MB", f/1e6)
-	case f >= 1e3:
-		return fmt.Sprintf("%.1f kB", f/1e3)
+	case f >= 1<<40:
+		return fmt.Sprintf("%.2f TiB", f/(1<<40))
+	case f >= 1<<30:
+		return fmt.Sprintf("%.2f GiB", f/(1<<30))
+	case f >= 1<<20:
+		return fmt.Sprintf("%.1f MiB", f/(1<<20))
+	case f >= 1<<10:
+		return fmt.Sprintf("%.1f KiB", f/(1<<10))
 	}
 	return fmt.Sprintf("%d B", n)
 }
@@ -127,4 +129,13 @@ func fmtSeconds(s float64) string {
 // fmtGiB shows GPU memory in binary units, as GPU vendors state it.
 func fmtGiB(n int64) string {
 	return fmt.Sprintf("%.0f GiB", float64(n)/(1<<30))
+}
+
+// fmtBuilding names a building; a node without one (no --building) is
+// grouped under "no building".
+func fmtBuilding(name string) string {
+	if name == "" {
+		return "no building"
+	}
+	return name
 }

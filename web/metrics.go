@@ -3,6 +3,7 @@ package web
 import (
 	"context"
 	"log/slog"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -13,7 +14,7 @@ import (
 const metricsNamespace = "reclaimnet"
 
 // metric is one documented metric: its description and whether it is a
-// counter. The README's metric table lists the same names.
+// counter. docs/metrics.md lists the same names, types and labels.
 type metric struct {
 	desc    *prometheus.Desc
 	counter bool
@@ -23,7 +24,10 @@ func newMetric(name, help string, counter bool, labels ...string) metric {
 	return metric{desc: prometheus.NewDesc(metricsNamespace+"_"+name, help, labels, nil), counter: counter}
 }
 
-// The metrics, all read from one Status per scrape.
+// The metrics, all read from one Status per scrape. The first four are
+// the node's own; the others are cluster-wide figures of the replicated
+// state and the gossiped telemetry, which only the leader exports
+// (collectCluster).
 var (
 	mStatusUp    = newMetric("status_up", "1 when the agent could read its status for this scrape, 0 when not (then no other reclaimnet metric is present).", false)
 	mGeneratedAt = newMetric("status_generated_timestamp_seconds", "When the status these metrics come from was taken, Unix seconds.", false)
@@ -38,25 +42,25 @@ var (
 	mKillMode  = newMetric("killswitch_mode", "A node's kill-switch: 1 for its current mode (off, soft, hard), 0 for the others.", false, "node", "mode")
 	mKillDrops = newMetric("killswitch_drops_total", "Packets a node's kill-switch dropped since its agent started.", true, "node")
 
-	mBandwidth    = newMetric("bandwidth_available_bytes_per_second", "Smoothed bandwidth available to migration from one building to another, bytes per second.", false, "from_building", "to_building")
-	mBandwidthLow = newMetric("bandwidth_available_low_bytes_per_second", "Lower confidence bound of the bandwidth available to migration between buildings, bytes per second.", false, "from_building", "to_building")
-	mBandwidthCap = newMetric("bandwidth_capacity_bytes_per_second", "Configured or probed capacity between buildings, bytes per second (absent when unknown).", false, "from_building", "to_building")
+	mBandwidth    = newMetric("bandwidth_available_bytes_per_second", "Smoothed bandwidth available to migration from one building to another, bytes per second; basis measured, declared or assumed (a default nobody measured).", false, "from_building", "to_building", "basis")
+	mBandwidthLow = newMetric("bandwidth_available_low_bytes_per_second", "Lower confidence bound of the bandwidth available to migration between buildings, bytes per second.", false, "from_building", "to_building", "basis")
+	mBandwidthCap = newMetric("bandwidth_capacity_bytes_per_second", "Configured or probed capacity between buildings, bytes per second (absent when unknown).", false, "from_building", "to_building", "basis")
 	mCkptBudget   = newMetric("checkpoint_budget_bytes_per_second", "Checkpoint budget Bckpt that P3 left for P1 in the last control period, bytes per second.", false)
 
 	mJobs          = newMetric("jobs", "Jobs by state.", false, "state")
-	mJobInterval   = newMetric("job_checkpoint_interval_seconds", "A job's checkpoint interval Δ chosen by P1, seconds.", false, "job")
-	mJobBandwidth  = newMetric("job_checkpoint_bandwidth_bytes_per_second", "A job's checkpoint bandwidth b chosen by P1, bytes per second.", false, "job")
-	mJobHazard     = newMetric("job_hazard_per_second", "The hazard λ̂⁺ P1 used for a job, events per second.", false, "job")
-	mJobInfeasible = newMetric("job_loss_budget_infeasible", "1 when the network cannot checkpoint a job often enough to meet its loss budget, else 0.", false, "job")
-	mJobCkptAge    = newMetric("job_checkpoint_age_seconds", "Age of a job's last committed checkpoint, seconds (absent before the first).", false, "job")
-	mJobRestarts   = newMetric("job_restarts_total", "Restarts of a job (moves and recoveries).", true, "job")
+	mJobInterval   = newMetric("job_checkpoint_interval_seconds", "A job's checkpoint interval Δ chosen by P1, seconds.", false, "job_id")
+	mJobBandwidth  = newMetric("job_checkpoint_bandwidth_bytes_per_second", "A job's checkpoint bandwidth b chosen by P1, bytes per second.", false, "job_id")
+	mJobHazard     = newMetric("job_hazard_per_second", "The hazard λ̂⁺ P1 used for a job, events per second.", false, "job_id")
+	mJobInfeasible = newMetric("job_loss_budget_infeasible", "1 when the network cannot checkpoint a job often enough to meet its loss budget, else 0.", false, "job_id")
+	mJobCkptAge    = newMetric("job_checkpoint_age_seconds", "Age of a job's last committed checkpoint, seconds (absent before the first).", false, "job_id")
+	mJobRestarts   = newMetric("job_restarts_total", "Restarts of a job (moves and recoveries).", true, "job_id")
 
-	mXferAssigned = newMetric("transfer_assigned_bytes_per_second", "Rate P3 assigned to a transfer in flight, bytes per second.", false, "transfer", "job", "class")
-	mXferAchieved = newMetric("transfer_achieved_bytes_per_second", "Rate a transfer in flight achieved recently, bytes per second.", false, "transfer", "job", "class")
-	mXferDone     = newMetric("transfer_done_bytes", "Bytes a transfer in flight has moved.", false, "transfer", "job", "class")
-	mXferSize     = newMetric("transfer_size_bytes", "Bytes a transfer in flight moves in all.", false, "transfer", "job", "class")
-	mXferLeft     = newMetric("transfer_time_left_seconds", "Estimated time a transfer still needs at its achieved rate, seconds (absent before a rate is measured).", false, "transfer", "job", "class")
-	mXferDeadline = newMetric("transfer_until_deadline_seconds", "Time until a transfer's deadline, seconds (absent for pre-sync and periodic checkpoints).", false, "transfer", "job", "class")
+	mXferAssigned = newMetric("transfer_assigned_bytes_per_second", "Rate P3 assigned to a job's transfers in flight of one class, summed, bytes per second.", false, "job_id", "class")
+	mXferAchieved = newMetric("transfer_achieved_bytes_per_second", "Rate a job's transfers in flight of one class achieved recently, summed, bytes per second.", false, "job_id", "class")
+	mXferDone     = newMetric("transfer_done_bytes", "Bytes a job's transfers in flight of one class have moved.", false, "job_id", "class")
+	mXferSize     = newMetric("transfer_size_bytes", "Bytes a job's transfers in flight of one class move in all.", false, "job_id", "class")
+	mXferLeft     = newMetric("transfer_time_left_seconds", "Estimated time the slowest of a job's transfers in flight of one class still needs at its achieved rate, seconds (absent before a rate is measured).", false, "job_id", "class")
+	mXferDeadline = newMetric("transfer_until_deadline_seconds", "Time until the earliest deadline of a job's transfers in flight of one class, seconds (absent for pre-sync and periodic checkpoints).", false, "job_id", "class")
 
 	mReclaimsPending = newMetric("reclaims_pending", "Reclaims whose node has not left yet.", false)
 	mReclaimLeft     = newMetric("reclaim_remaining_seconds", "Time until a pending reclaim's node leaves, seconds.", false, "node", "kind")
@@ -130,17 +134,32 @@ func b2f(b bool) float64 {
 	return 0
 }
 
-// collectStatus emits everything but status_up from a prepared status.
+// collectStatus emits everything but status_up from a prepared status:
+// the node's own figures always, the cluster-wide ones only on the Raft
+// leader (every agent holds the same replicated state and gossip, so one
+// exporter keeps sums over agents right).
 func collectStatus(ch chan<- prometheus.Metric, s *Status) {
 	emit(ch, mGeneratedAt, float64(s.GeneratedAt.UnixNano())/1e9)
-
 	self := RaftNone
-	type bs struct{ building, state string }
-	members := map[bs]int{}
 	for _, m := range s.Cluster.Members {
 		if m.ID == s.Node && m.RaftRole != "" {
 			self = m.RaftRole
 		}
+	}
+	for _, r := range raftRoles {
+		emit(ch, mRaftRole, b2f(r == self), string(r))
+	}
+	emit(ch, mHasLeader, b2f(s.Cluster.Leader != ""))
+	if self == RaftLeader {
+		collectCluster(ch, s)
+	}
+}
+
+// collectCluster emits the cluster-wide figures.
+func collectCluster(ch chan<- prometheus.Metric, s *Status) {
+	type bs struct{ building, state string }
+	members := map[bs]int{}
+	for _, m := range s.Cluster.Members {
 		members[bs{m.Building, string(m.State)}]++
 		emit(ch, mGPUs, float64(m.GPUs), string(m.ID), m.Building)
 		emit(ch, mFreeGPUs, float64(m.FreeGPUs), string(m.ID), m.Building)
@@ -158,16 +177,12 @@ func collectStatus(ch chan<- prometheus.Metric, s *Status) {
 	for k, n := range members {
 		emit(ch, mMembers, float64(n), k.building, k.state)
 	}
-	for _, r := range raftRoles {
-		emit(ch, mRaftRole, b2f(r == self), string(r))
-	}
-	emit(ch, mHasLeader, b2f(s.Cluster.Leader != ""))
 
 	for _, b := range s.Cluster.Bandwidth {
-		emit(ch, mBandwidth, b.Available, b.From, b.To)
-		emit(ch, mBandwidthLow, b.AvailableLow, b.From, b.To)
+		emit(ch, mBandwidth, b.Available, b.From, b.To, b.Basis)
+		emit(ch, mBandwidthLow, b.AvailableLow, b.From, b.To, b.Basis)
 		if b.Capacity > 0 {
-			emit(ch, mBandwidthCap, b.Capacity, b.From, b.To)
+			emit(ch, mBandwidthCap, b.Capacity, b.From, b.To, b.Basis)
 		}
 	}
 	emit(ch, mCkptBudget, s.Control.CheckpointBudget)
@@ -175,6 +190,9 @@ func collectStatus(ch chan<- prometheus.Metric, s *Status) {
 	byState := map[string]int{}
 	for _, j := range s.Jobs {
 		byState[j.State]++
+		if j.State == policy.JobDone.String() {
+			continue // a finished job's series end with it
+		}
 		id := string(j.ID)
 		if d := j.Decision; d != nil {
 			emit(ch, mJobInterval, d.Interval.Seconds(), id)
@@ -195,17 +213,17 @@ func collectStatus(ch chan<- prometheus.Metric, s *Status) {
 		emit(ch, mJobs, float64(n), st)
 	}
 
-	for _, t := range s.Transfers {
-		l := []string{t.Flow.ID, string(t.Flow.Job), t.Class}
-		emit(ch, mXferAssigned, t.Flow.Rate, l...)
-		emit(ch, mXferAchieved, t.Achieved, l...)
-		emit(ch, mXferDone, float64(t.BytesDone), l...)
-		emit(ch, mXferSize, float64(t.BytesTotal), l...)
-		if t.TimeLeft != nil {
-			emit(ch, mXferLeft, t.TimeLeft.Seconds(), l...)
+	for _, x := range groupTransfers(s.Transfers) {
+		l := []string{string(x.job), x.class}
+		emit(ch, mXferAssigned, x.assigned, l...)
+		emit(ch, mXferAchieved, x.achieved, l...)
+		emit(ch, mXferDone, float64(x.done), l...)
+		emit(ch, mXferSize, float64(x.size), l...)
+		if x.timeLeft != nil {
+			emit(ch, mXferLeft, x.timeLeft.Seconds(), l...)
 		}
-		if t.UntilDeadline != nil {
-			emit(ch, mXferDeadline, t.UntilDeadline.Seconds(), l...)
+		if x.untilDeadline != nil {
+			emit(ch, mXferDeadline, x.untilDeadline.Seconds(), l...)
 		}
 	}
 
@@ -221,4 +239,43 @@ func collectStatus(ch chan<- prometheus.Metric, s *Status) {
 	emit(ch, mAdmissions, float64(s.Counters.RejectedMigrations), "rejected")
 	emit(ch, mHandoffs, float64(s.Counters.Handoffs))
 	emit(ch, mDegraded, float64(s.Counters.DegradedRecoveries))
+}
+
+// transferSeries is one job's transfers in flight of one class, the unit
+// of the transfer metrics: flow IDs would be an unbounded label.
+type transferSeries struct {
+	job                     policy.JobID
+	class                   string
+	assigned, achieved      float64
+	done, size              int64
+	timeLeft, untilDeadline *time.Duration
+}
+
+// groupTransfers groups transfers by job and class, in first-seen order:
+// rates and bytes add up, the time left is the slowest one's and the
+// deadline the earliest.
+func groupTransfers(ts []Transfer) []transferSeries {
+	var out []transferSeries
+	index := map[[2]string]int{}
+	for _, t := range ts {
+		k := [2]string{string(t.Flow.Job), t.Class}
+		i, ok := index[k]
+		if !ok {
+			i = len(out)
+			index[k] = i
+			out = append(out, transferSeries{job: t.Flow.Job, class: t.Class})
+		}
+		x := &out[i]
+		x.assigned += t.Flow.Rate
+		x.achieved += t.Achieved
+		x.done += t.BytesDone
+		x.size += t.BytesTotal
+		if t.TimeLeft != nil && (x.timeLeft == nil || *t.TimeLeft > *x.timeLeft) {
+			x.timeLeft = t.TimeLeft
+		}
+		if t.UntilDeadline != nil && (x.untilDeadline == nil || *t.UntilDeadline < *x.untilDeadline) {
+			x.untilDeadline = t.UntilDeadline
+		}
+	}
+	return out
 }

@@ -26,6 +26,7 @@ func newPageRenderer() (*pageRenderer, error) {
 	t, err := template.New("").Funcs(template.FuncMap{
 		"bytes":     fmtBytes,
 		"vram":      fmtGiB,
+		"building":  fmtBuilding,
 		"rate":      fmtRate,
 		"dur":       fmtDur,
 		"durp":      fmtDurPtr,

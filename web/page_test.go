@@ -77,7 +77,7 @@ func TestPageWithoutJavaScript(t *testing.T) {
 		{"job-bert", "results v9 on n2, n4 until 2026-12-09 06:30Z"},
 		{"transfer-f-resnet-12", "240 Mbit/s / <b>228 Mbit/s</b>"},
 		{"transfer-f-resnet-12", "35s / 1m00s"},
-		{"transfer-f-resnet-12", "600.0 MB of 1.60 GB (38%)"},
+		{"transfer-f-resnet-12", "572.2 MiB of 1.49 GiB (38%)"},
 		{"transfer-f-llama-presync", "no deadline"},
 		{"reclaim-n3", "<b>1m00s</b>"},
 		{"reclaim-n3", "resnet"},
@@ -119,7 +119,7 @@ func TestPageWithoutJavaScript(t *testing.T) {
 		t.Errorf("reclaim history lacks the owner's report")
 	}
 	// ... and the cluster's record: replica, version, detection.
-	for _, want := range []string{"(from the replica on n4)", "v3</span>", "found by failure detection", "no owner's report yet", "lost 4m00s"} {
+	for _, want := range []string{"(from the replica on n4)", "v3</span>", "found by failure detection", "the owner's report has not reached the cluster yet", "lost 4m00s"} {
 		if !strings.Contains(page, want) {
 			t.Errorf("reclaim history lacks %q", want)
 		}
@@ -207,8 +207,8 @@ func TestBandwidthMatrix(t *testing.T) {
 		t.Fatalf("got buildings %v and %d rows, want eng,sci and 2", m.Buildings, len(m.Rows))
 	}
 	want := [2][2]string{
-		{"bw8", "bw2"}, // 102.5 and 30 of 125 MB/s capacity
-		{"bw2", "bw9"}, // 28 of 125; 95 of the best pair's 102.5 (no capacity)
+		{"bw8", "bw2"},        // 102.5 and 30 of 125 MB/s capacity
+		{"bw2", "unmeasured"}, // 28 of 125; the default nobody measured: no share colour
 	}
 	for i, row := range m.Rows {
 		for j, c := range row.Cells {
@@ -216,6 +216,16 @@ func TestBandwidthMatrix(t *testing.T) {
 				t.Errorf("cell %s→%s: got %+v, want class %s", m.Buildings[i], m.Buildings[j], c, want[i][j])
 			}
 		}
+	}
+	// Without a capacity a measured figure is a share of the best measured
+	// pair's; a declared or assumed figure is never that pair.
+	ref := newBandwidthMatrix([]BuildingBandwidth{{From: "a", To: "a", Available: 50, Basis: BandwidthMeasured},
+		{From: "a", To: "b", Available: 100, Basis: BandwidthMeasured}, {From: "b", To: "b", Available: 1000, Basis: BandwidthDeclared}})
+	if got := ref.Rows[0].Cells[0].Class; got != "bw5" {
+		t.Errorf("50 of the best measured 100: got class %s, want bw5", got)
+	}
+	if got := ref.Rows[1].Cells[1].Class; got != "unmeasured" {
+		t.Errorf("declared: got class %s, want unmeasured", got)
 	}
 	gap := newBandwidthMatrix([]BuildingBandwidth{{From: "a", To: "b", Available: 5}})
 	if len(gap.Rows) != 2 || gap.Rows[1].Cells[0].Has || !gap.Rows[0].Cells[1].Has {
@@ -274,8 +284,12 @@ func TestPrepareDerivedFields(t *testing.T) {
 
 func TestFormats(t *testing.T) {
 	cases := []struct{ got, want string }{
-		{fmtBytes(3_200_000_000), "3.20 GB"},
-		{fmtBytes(600_000_000), "600.0 MB"},
+		{fmtBytes(3_200_000_000), "2.98 GiB"},
+		{fmtBytes(600_000_000), "572.2 MiB"},
+		{fmtBytes(3 << 40), "3.00 TiB"},
+		{fmtBytes(1536), "1.5 KiB"},
+		{fmtBuilding(""), "no building"},
+		{fmtBuilding("sci"), "sci"},
 		{fmtBytes(512), "512 B"},
 		{fmtRate(30_000_000), "240 Mbit/s"},
 		{fmtRate(125_000_000), "1.00 Gbit/s"},
@@ -318,5 +332,60 @@ func TestPageShowsSandbox(t *testing.T) {
 		if !strings.Contains(page, tc.want) {
 			t.Errorf("sandbox %+v: page lacks %q", tc.sb, tc.want)
 		}
+	}
+}
+
+// cellOf returns the rendered table cell with the given id.
+func cellOf(t *testing.T, page, id string) string {
+	t.Helper()
+	row := rowOf(t, page, id)
+	if j := strings.Index(row, "</td>"); j >= 0 {
+		return row[:j]
+	}
+	return row
+}
+
+// The page says what it does not know: a capacity nobody measured is
+// marked assumed (no share colour), a declared one declared; a recovery
+// shows its downtime until readiness, or that the job is not running
+// again yet; a node without a building gets a labelled group.
+func TestPageMarksAssumedFiguresAndDowntime(t *testing.T) {
+	build := func() Status {
+		s := scenarioA()
+		s.Cluster.Bandwidth[1].Basis = BandwidthDeclared // eng → sci
+		m := member("n9", "", MemberAlive, RaftNonvoter, gpuA6k, 1, 1, 0.1)
+		s.Cluster.Members = append(s.Cluster.Members, m)
+		s.Reclaims.History[0].Jobs = append(s.Reclaims.History[0].Jobs,
+			ReclaimOutcome{Job: "gpt", To: "n4", Degraded: true, Reason: "recovered from the freshest committed replica", Resuming: true})
+		return s
+	}
+	h := newTestHandler(t, Config{Source: newMemSource(build)})
+	_, page := do(t, h, http.MethodGet, "/", "", nil)
+	for id, want := range map[string]string{
+		"bw-sci-sci": `class="unmeasured"`,
+		"bw-eng-sci": `class="unmeasured"`,
+		"bw-eng-eng": `class="bw8"`,
+	} {
+		if cell := cellOf(t, page, id); !strings.Contains(cell, want) {
+			t.Errorf("cell %s lacks %s:\n%s", id, want, cell)
+		}
+	}
+	if cell := cellOf(t, page, "bw-sci-sci"); !strings.Contains(cell, ">assumed</span>") || strings.Contains(cell, ">declared<") {
+		t.Errorf("sci → sci, the default nobody measured: want the assumed mark alone:\n%s", cell)
+	}
+	if cell := cellOf(t, page, "bw-eng-sci"); !strings.Contains(cell, ">declared</span>") || strings.Contains(cell, ">assumed<") {
+		t.Errorf("eng → sci, declared: want the declared mark alone:\n%s", cell)
+	}
+	if cell := cellOf(t, page, "bw-eng-eng"); strings.Contains(cell, ">assumed<") || strings.Contains(cell, ">declared<") {
+		t.Errorf("eng → eng, measured: want no mark:\n%s", cell)
+	}
+	if !strings.Contains(page, "No building") || strings.Contains(page, "Building  <") {
+		t.Errorf("the node without a building is not in a labelled group")
+	}
+	if li := rowOf(t, page, "outcome-n5-vit"); !strings.Contains(li, "down 1m01s") {
+		t.Errorf("vit's recovery: want its downtime:\n%s", li)
+	}
+	if li := rowOf(t, page, "outcome-n5-gpt"); !strings.Contains(li, "not running again yet") || strings.Contains(li, "down ") {
+		t.Errorf("gpt, placed but not ready: want 'not running again yet' and no downtime:\n%s", li)
 	}
 }

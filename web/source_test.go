@@ -124,10 +124,11 @@ func scenarioA() Status {
 			},
 			Hazard: lunchProfile(0.25),
 			Bandwidth: []BuildingBandwidth{
-				{From: "eng", To: "eng", Available: 102_500_000, AvailableLow: 90_000_000, Capacity: 125_000_000},
-				{From: "eng", To: "sci", Available: 30_000_000, AvailableLow: 22_000_000, Capacity: 125_000_000},
-				{From: "sci", To: "eng", Available: 28_000_000, AvailableLow: 20_000_000, Capacity: 125_000_000},
-				{From: "sci", To: "sci", Available: 95_000_000, AvailableLow: 80_000_000},
+				{From: "eng", To: "eng", Available: 102_500_000, AvailableLow: 90_000_000, Capacity: 125_000_000, Basis: BandwidthMeasured},
+				{From: "eng", To: "sci", Available: 30_000_000, AvailableLow: 22_000_000, Capacity: 125_000_000, Basis: BandwidthMeasured},
+				{From: "sci", To: "eng", Available: 28_000_000, AvailableLow: 20_000_000, Capacity: 125_000_000, Basis: BandwidthMeasured},
+				// No node of sci reports bandwidth: the 1 Gbit/s access default.
+				{From: "sci", To: "sci", Available: 125_000_000, AvailableLow: 62_500_000, Capacity: 125_000_000, Basis: BandwidthAssumed},
 			},
 			Protocols: Protocols{P1: true, P3: true, FixedInterval: 10 * time.Minute, Summary: "p1,p3 (P2 off: random destination)",
 				DecidedBy: "n1", Local: "p1,p2,p3"},

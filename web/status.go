@@ -165,7 +165,22 @@ type BuildingBandwidth struct {
 	Available    float64 `json:"available_bytes_per_s"`
 	AvailableLow float64 `json:"available_low_bytes_per_s"`
 	Capacity     float64 `json:"capacity_bytes_per_s,omitempty"`
+	// Basis is what the figures rest on: BandwidthMeasured,
+	// BandwidthDeclared or BandwidthAssumed.
+	Basis string `json:"basis"`
 }
+
+// What a bandwidth figure rests on.
+const (
+	// BandwidthMeasured: the nodes' own estimates (docs/design.md P1.7).
+	BandwidthMeasured = "measured"
+	// BandwidthDeclared: a capacity the operator declared
+	// (--uplink-capacity), taken as free; nothing measures it.
+	BandwidthDeclared = "declared"
+	// BandwidthAssumed: a default capacity nobody measured or declared
+	// (1 Gbit/s access, 10 Gbit/s uplink).
+	BandwidthAssumed = "assumed"
+)
 
 // Job is one training job.
 type Job struct {
@@ -292,9 +307,14 @@ type ReclaimOutcome struct {
 	FinalCheckpoint bool   `json:"final_checkpoint"`
 	Degraded        bool   `json:"degraded"`
 	Reason          string `json:"reason,omitempty"`
-	// WorkLost is the training time lost; Downtime from stop to restart.
+	// WorkLost is the training time lost. Downtime is how long the job
+	// computed nowhere: from its stop (a hand-off's final checkpoint, a
+	// departure or an emergency command) until it was ready again on To;
+	// zero while that is not known, with Resuming set while the job is
+	// placed but has not reported its readiness.
 	WorkLost time.Duration `json:"work_lost_ns"`
 	Downtime time.Duration `json:"downtime_ns"`
+	Resuming bool          `json:"resuming,omitempty"`
 }
 
 // DecisionKind says what a Decision chose.

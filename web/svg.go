@@ -143,7 +143,7 @@ func newBandwidthMatrix(entries []BuildingBandwidth) bwMatrix {
 				m.Buildings = append(m.Buildings, name)
 			}
 		}
-		if !math.IsInf(e.Available, 1) {
+		if !math.IsInf(e.Available, 1) && e.Basis == BandwidthMeasured {
 			peak = max(peak, e.Available)
 		}
 		cells[[2]string{e.From, e.To}] = e
@@ -154,8 +154,12 @@ func newBandwidthMatrix(entries []BuildingBandwidth) bwMatrix {
 		for _, to := range m.Buildings {
 			e, ok := cells[[2]string{from, to}]
 			c := bwCell{Has: ok, E: e}
-			if ok {
+			switch {
+			case !ok:
+			case e.Basis == BandwidthMeasured:
 				c.Class = fmt.Sprintf("bw%d", shareBucket(e.Available, e.Capacity, peak))
+			default: // nothing measured: no colour of a share
+				c.Class = "unmeasured"
 			}
 			row.Cells = append(row.Cells, c)
 		}

@@ -128,6 +128,7 @@ func (w *worker) loop(ctx context.Context, job *supervisor.Job, deadline time.Ti
 			case supervisor.EventReady:
 				w.set(func() { w.restartTime = ev.RestartTime })
 				w.reportRestart(ctx, j, true)
+				w.resumed(ctx, j)
 			case supervisor.EventCheckpointReady:
 				if ev.Checkpoint != nil && !ev.Checkpoint.Requested {
 					// The job checkpointed by itself (exit 85, or a deadline).
@@ -303,9 +304,13 @@ func (w *worker) commit(ctx context.Context, dir string) (uint64, error) {
 			return 0, fmt.Errorf("commit checkpoint: %w", err)
 		}
 	}
+	began := time.Now()
 	mf, err := m.cfg.Store.AddCheckpoint(string(w.id), v, dir, w.outputDir(), m.cfg.Now())
 	if err != nil {
 		return 0, fmt.Errorf("commit checkpoint: %w", err)
+	}
+	if f := m.cfg.Observe.CheckpointWrite; f != nil {
+		f(time.Since(began))
 	}
 	size := mf.TotalSize()
 	w.set(func() { w.checkpoints++; w.lastCkpt = m.cfg.Now() })

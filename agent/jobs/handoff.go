@@ -26,6 +26,9 @@ func (w *worker) handoff(ctx context.Context, job *supervisor.Job, h policy.Hand
 	}
 	var cp state.Checkpoint
 	have, final := false, false
+	// What the job computes after this is not kept: the hand-off's
+	// downtime runs from here.
+	stopped := m.cfg.Now()
 	if h.FinalCheckpoint {
 		began := time.Now()
 		dir, err := job.RequestCheckpoint(hctx)
@@ -72,7 +75,7 @@ func (w *worker) handoff(ctx context.Context, job *supervisor.Job, h policy.Hand
 	}
 	// The history tells a move with its final checkpoint from one that
 	// lost the work since an older version (the owner's report too).
-	move := state.MoveJob{Job: w.id, From: m.cfg.Node, To: h.To, At: m.cfg.Now(), NoFinalCheckpoint: !final}
+	move := state.MoveJob{Job: w.id, From: m.cfg.Node, To: h.To, At: m.cfg.Now(), Stopped: stopped, NoFinalCheckpoint: !final}
 	if have {
 		move.Version = cp.Version
 	}

@@ -60,6 +60,23 @@ type Config struct {
 	// records that membership (see waitCurrent): a restarted node must
 	// not act on the Raft state it replays locally. Zero skips the wait.
 	Since time.Time
+	// Observe receives durations for the node's histograms (the agent's
+	// /metrics); a nil function records nothing.
+	Observe Observers
+}
+
+// Observers receive what the manager measures.
+type Observers struct {
+	// CheckpointWrite is how long storing one checkpoint in the local
+	// store took (chunking, compression, fsync).
+	CheckpointWrite func(time.Duration)
+	// Transfer is how long one completed push to another node took, from
+	// its start to the receiver's commit.
+	Transfer func(class policy.TrafficClass, d time.Duration)
+	// HandoffDowntime is how long a job handed off to this node computed
+	// nowhere: from its stop on the source (MoveJob.Stopped) to its
+	// readiness here.
+	HandoffDowntime func(time.Duration)
 }
 
 // Validate reports a configuration that cannot work (zero durations and a
@@ -462,6 +479,9 @@ func (m *Manager) send(ctx context.Context, ps *push, addr string, cp state.Chec
 	m.mu.Unlock()
 	if err := tr.Wait(); err != nil {
 		return fmt.Errorf("send %s v%d to %s: %w", ps.key.job, ps.key.version, ps.key.to, err)
+	}
+	if f := m.cfg.Observe.Transfer; f != nil {
+		f(ps.class, m.cfg.Now().Sub(ps.started))
 	}
 	return m.submit(ctx, state.ReplicaComplete{Job: ps.key.job, Version: cp.Version, ManifestHash: cp.ManifestHash,
 		Size: cp.Size, Source: cp.Source, Holder: ps.key.to, At: m.cfg.Now()})

@@ -124,3 +124,24 @@ func (w *worker) progress(ps *push, cp state.Checkpoint) int64 {
 	}
 	return max(cp.Size-tr.Stats().RawBytes, 0)
 }
+
+// resumed runs at the job's first readiness on this node: after a
+// hand-off or a recovery it reports the time, which ends the downtime in
+// the reclaim history, and after a hand-off it records the downtime (the
+// source's clock at the stop, this node's at readiness; a negative skew
+// records nothing).
+func (w *worker) resumed(ctx context.Context, j state.JobRecord) {
+	m := w.m
+	var first bool
+	w.set(func() { first, w.resumeSeen = !w.resumeSeen, true })
+	if !first || j.Node != m.cfg.Node || j.Restarts == 0 {
+		return
+	}
+	now := m.cfg.Now()
+	if f := m.cfg.Observe.HandoffDowntime; f != nil && !j.HandoffStopped.IsZero() && !now.Before(j.HandoffStopped) {
+		f(now.Sub(j.HandoffStopped))
+	}
+	if err := m.submit(ctx, state.JobReport{Job: w.id, Node: m.cfg.Node, Remaining: j.Remaining, Ready: now}); err != nil {
+		w.noteErr(fmt.Errorf("report readiness: %w", err))
+	}
+}

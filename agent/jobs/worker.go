@@ -39,6 +39,7 @@ type worker struct {
 	result       finish          // set before the worker ends; reason empty when the job left
 	ckptTimes    []time.Duration // the last requested checkpoints' write + local commit (overhead.go)
 	reportedTr   time.Duration   // the Tr last reported to the leader
+	resumeSeen   bool            // the first readiness was handled (overhead.go)
 }
 
 func newWorker(m *Manager, id policy.JobID, cancel context.CancelFunc, st *state.State) *worker {

@@ -28,7 +28,7 @@ func (v *View) Web(now time.Time) web.Status {
 	raftState := c.Status().RaftState
 	st.Cluster.Members = v.webMembers(now, cs, servers, raftState)
 	st.Cluster.Hazard = clusterHazard(cs)
-	st.Cluster.Bandwidth = buildingBandwidth(v.cfg.Gossip.Links(), v.cfg.Mesh.Members())
+	st.Cluster.Bandwidth = buildingBandwidth(v.cfg.Gossip.Links(), v.cfg.Mesh.Members(), v.cfg.Gossip.Uplink)
 	st.Cluster.Protocols = v.webProtocols(cs)
 	st.Jobs = webJobs(cs)
 	st.Reclaims = webReclaims(cs)
@@ -193,7 +193,11 @@ func clusterHazard(cs *state.State) policy.HazardProfile {
 // one uplink per building; measured where reported, default capacity
 // where not). Between two buildings the path is both uplinks; within a
 // building it is two access links, taken conservatively as the smallest.
-func buildingBandwidth(links []policy.Link, members []mesh.Member) []web.BuildingBandwidth {
+// Each figure says what it rests on: an access link is measured when its
+// node reports bandwidth; an uplink is never measured, so a figure
+// between buildings is the operator's declared capacity (declared, when
+// both uplinks are) or a default (assumed).
+func buildingBandwidth(links []policy.Link, members []mesh.Member, declared func(string) (float64, bool)) []web.BuildingBandwidth {
 	uplink := map[string]policy.Link{}
 	access := map[string]policy.Link{}
 	for _, l := range links {
@@ -202,8 +206,18 @@ func buildingBandwidth(links []policy.Link, members []mesh.Member) []web.Buildin
 		}
 	}
 	nodeBuilding := map[string]string{}
+	measured := map[string]bool{} // access links by node
 	for _, m := range members {
 		nodeBuilding[m.Name] = m.Meta.Building
+		measured[m.Name] = m.HasTelemetry && len(m.Telemetry.Bandwidth) > 0
+	}
+	uplinkBasis := func(b string) string {
+		if declared != nil {
+			if _, ok := declared(b); ok {
+				return web.BandwidthDeclared
+			}
+		}
+		return web.BandwidthAssumed
 	}
 	for _, l := range links {
 		b, ok := nodeBuilding[l.A]
@@ -229,11 +243,17 @@ func buildingBandwidth(links []policy.Link, members []mesh.Member) []web.Buildin
 				if !ok {
 					continue
 				}
-				e = web.BuildingBandwidth{Available: l.Available, AvailableLow: l.AvailableLow, Capacity: l.Capacity}
+				e = web.BuildingBandwidth{Available: l.Available, AvailableLow: l.AvailableLow, Capacity: l.Capacity, Basis: web.BandwidthAssumed}
+				if measured[l.A] {
+					e.Basis = web.BandwidthMeasured
+				}
 			} else {
 				a, b := uplink[from], uplink[to]
 				e = web.BuildingBandwidth{Available: min(a.Available, b.Available),
-					AvailableLow: min(a.AvailableLow, b.AvailableLow), Capacity: min(a.Capacity, b.Capacity)}
+					AvailableLow: min(a.AvailableLow, b.AvailableLow), Capacity: min(a.Capacity, b.Capacity), Basis: web.BandwidthAssumed}
+				if uplinkBasis(strip(from)) == web.BandwidthDeclared && uplinkBasis(strip(to)) == web.BandwidthDeclared {
+					e.Basis = web.BandwidthDeclared
+				}
 			}
 			e.From, e.To = strip(from), strip(to)
 			out = append(out, e)
@@ -310,6 +330,30 @@ func webReclaims(cs *state.State) web.Reclaims {
 	return r
 }
 
+// outcomeDowntime is how long a job of a reclaim computed nowhere: from
+// a hand-off's stop on the node, or for a recovery from the departure
+// (the command, for an emergency reclaim: it stops the jobs at once), to
+// its readiness on the new node. With a destination but no readiness yet
+// the job is resuming.
+func outcomeDowntime(rep state.ReclaimReport, o state.JobOutcome) (time.Duration, bool) {
+	start := o.Stopped
+	if !o.HandedOff {
+		start = rep.Left
+		if rep.Kind == state.DepartureEmergency && !rep.Announced.IsZero() && (start.IsZero() || rep.Announced.Before(start)) {
+			start = rep.Announced
+		}
+	}
+	switch {
+	case o.To == "":
+		return 0, false
+	case o.Resumed.IsZero():
+		return 0, true
+	case start.IsZero() || o.Resumed.Before(start):
+		return 0, false // not known (an older node), or clocks apart
+	}
+	return o.Resumed.Sub(start), false
+}
+
 // webReclaimRecord maps one replicated reclaim report to the page's
 // record: the node was released when its jobs had all left (or when it
 // left, if that came first).
@@ -332,9 +376,7 @@ func webReclaimRecord(rep state.ReclaimReport) web.ReclaimRecord {
 	for _, o := range rep.Jobs {
 		seen[o.Job] = true
 		out := web.ReclaimOutcome{Job: o.Job, To: o.To, Replica: o.Replica, Version: o.Version, WorkLost: o.LostWork}
-		if !o.At.IsZero() && !rep.Left.IsZero() && o.At.After(rep.Left) {
-			out.Downtime = o.At.Sub(rep.Left) // departure to placement
-		}
+		out.Downtime, out.Resuming = outcomeDowntime(rep, o)
 		switch {
 		case o.HandedOff && o.NoFinalCheckpoint:
 			out.Degraded = true

@@ -12,7 +12,9 @@ import (
 )
 
 // The bandwidth matrix follows the campus graph: between buildings the
-// smaller of the two uplinks, within one the smallest access link.
+// smaller of the two uplinks, within one the smallest access link; each
+// figure says whether it was measured (a node's report), declared (both
+// uplinks) or assumed (a default).
 func TestBuildingBandwidth(t *testing.T) {
 	links := []policy.Link{
 		{ID: "access/a1", A: "a1", B: "building/A", Capacity: 125e6, Available: 100e6, AvailableLow: 80e6},
@@ -21,17 +23,19 @@ func TestBuildingBandwidth(t *testing.T) {
 		{ID: "uplink/A", A: "building/A", B: "core", Capacity: 1.25e9, Available: 900e6, AvailableLow: 700e6},
 		{ID: "uplink/B", A: "building/B", B: "core", Capacity: 1e9, Available: 1e9, AvailableLow: 500e6},
 	}
+	reported := mesh.Telemetry{Bandwidth: []mesh.BuildingBandwidth{{Building: "A", Available: 60e6, AvailableLow: 50e6}}}
 	members := []mesh.Member{
 		{Name: "a1", Meta: mesh.Meta{Building: "A"}},
-		{Name: "a2", Meta: mesh.Meta{Building: "A"}},
+		{Name: "a2", Meta: mesh.Meta{Building: "A"}, HasTelemetry: true, Telemetry: reported},
 		{Name: "b1", Meta: mesh.Meta{Building: "B"}},
 	}
-	got := buildingBandwidth(links, members)
+	declaredA := func(b string) (float64, bool) { return 1.25e9, b == "A" }
+	got := buildingBandwidth(links, members, declaredA)
 	want := []web.BuildingBandwidth{
-		{From: "A", To: "A", Available: 60e6, AvailableLow: 50e6, Capacity: 125e6},
-		{From: "A", To: "B", Available: 900e6, AvailableLow: 500e6, Capacity: 1e9},
-		{From: "B", To: "A", Available: 900e6, AvailableLow: 500e6, Capacity: 1e9},
-		{From: "B", To: "B", Available: 125e6, AvailableLow: 62.5e6, Capacity: 125e6},
+		{From: "A", To: "A", Available: 60e6, AvailableLow: 50e6, Capacity: 125e6, Basis: web.BandwidthMeasured},
+		{From: "A", To: "B", Available: 900e6, AvailableLow: 500e6, Capacity: 1e9, Basis: web.BandwidthAssumed},
+		{From: "B", To: "A", Available: 900e6, AvailableLow: 500e6, Capacity: 1e9, Basis: web.BandwidthAssumed},
+		{From: "B", To: "B", Available: 125e6, AvailableLow: 62.5e6, Capacity: 125e6, Basis: web.BandwidthAssumed},
 	}
 	if len(got) != len(want) {
 		t.Fatalf("got %d entries %+v, want %d", len(got), got, len(want))
@@ -39,6 +43,47 @@ func TestBuildingBandwidth(t *testing.T) {
 	for i := range want {
 		if got[i] != want[i] {
 			t.Errorf("entry %d: got %+v, want %+v", i, got[i], want[i])
+		}
+	}
+	// Both uplinks declared: declared; nothing declared: assumed.
+	for _, tc := range []struct {
+		declared func(string) (float64, bool)
+		want     string
+	}{
+		{func(string) (float64, bool) { return 1e9, true }, web.BandwidthDeclared},
+		{nil, web.BandwidthAssumed},
+	} {
+		if got := buildingBandwidth(links, members, tc.declared)[1].Basis; got != tc.want {
+			t.Errorf("A → B: got basis %q, want %q", got, tc.want)
+		}
+	}
+}
+
+// A reclaim outcome's downtime runs from the hand-off's stop, or from the
+// departure (the command, for an emergency) for a recovery, to the job's
+// readiness; without readiness the job is resuming.
+func TestOutcomeDowntime(t *testing.T) {
+	t0 := time.Date(2026, 11, 30, 1, 0, 0, 0, time.UTC)
+	emergency := state.ReclaimReport{Kind: state.DepartureEmergency, Announced: t0, Deadline: t0, Left: t0.Add(20 * time.Millisecond)}
+	scheduled := state.ReclaimReport{Kind: state.DepartureScheduled, Announced: t0, Deadline: t0.Add(time.Minute), Left: t0.Add(time.Minute)}
+	cases := []struct {
+		name     string
+		rep      state.ReclaimReport
+		o        state.JobOutcome
+		want     time.Duration
+		resuming bool
+	}{
+		{"emergency: from the command", emergency, state.JobOutcome{To: "b", At: t0.Add(25 * time.Millisecond), Resumed: t0.Add(5 * time.Second)}, 5 * time.Second, false},
+		{"placed, not ready", emergency, state.JobOutcome{To: "b", At: t0.Add(25 * time.Millisecond)}, 0, true},
+		{"recovery after a scheduled departure", scheduled, state.JobOutcome{To: "b", Resumed: t0.Add(70 * time.Second)}, 10 * time.Second, false},
+		{"hand-off: from the stop", scheduled, state.JobOutcome{To: "b", HandedOff: true, Stopped: t0.Add(30 * time.Second), Resumed: t0.Add(33 * time.Second)}, 3 * time.Second, false},
+		{"hand-off from an older node", scheduled, state.JobOutcome{To: "b", HandedOff: true, Resumed: t0.Add(33 * time.Second)}, 0, false},
+		{"no destination", emergency, state.JobOutcome{}, 0, false},
+		{"clocks apart", emergency, state.JobOutcome{To: "b", Resumed: t0.Add(-time.Second)}, 0, false},
+	}
+	for _, tc := range cases {
+		if got, resuming := outcomeDowntime(tc.rep, tc.o); got != tc.want || resuming != tc.resuming {
+			t.Errorf("%s: got %v resuming %v, want %v resuming %v", tc.name, got, resuming, tc.want, tc.resuming)
 		}
 	}
 }

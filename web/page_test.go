@@ -73,7 +73,7 @@ func TestPageWithoutJavaScript(t *testing.T) {
 		{"job-llama-ft", "has 75%"},
 		{"job-resnet", "loss budget infeasible"},
 		{"job-bert", "no decision yet"},
-		{"job-llama-ft", "12.5 MB"},
+		{"job-llama-ft", "11.9 MiB"},
 		{"job-bert", "results v9 on n2, n4 until 2026-12-09 06:30Z"},
 		{"transfer-f-resnet-12", "240 Mbit/s / <b>228 Mbit/s</b>"},
 		{"transfer-f-resnet-12", "35s / 1m00s"},

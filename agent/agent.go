@@ -99,6 +99,12 @@ type Agent struct {
 
 	// reclaim is the owner's reclaim of this node (set by Run).
 	reclaim *reclaim.Flow
+	// lending is the owner policy (set by New).
+	lending *lending
+	// meta is the node's gossip metadata; metaMu orders its updates (the
+	// owner outlook).
+	metaMu sync.Mutex
+	meta   mesh.Meta
 
 	mu     sync.Mutex
 	joined bool // a join (or a join by a peer) succeeded
@@ -180,6 +186,9 @@ func New(cfg Config, logger *slog.Logger) (_ *Agent, err error) {
 	if err := a.startMesh(); err != nil {
 		return nil, err
 	}
+	if a.lending, err = openLending(a.cfg, a.gpuIndices, logger.With("subsystem", "owner")); err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
 	a.telemetry = view.Gossip{Mesh: a.mesh, Outgoing: a.flowProgress, Uplink: a.cfg.UplinkCapacity.Of}
 	a.registry = a.newRegistry()
 	if a.web, err = a.newWebHandler(); err != nil {
@@ -225,8 +234,11 @@ func (a *Agent) prepareDev() error {
 
 // Run serves until ctx is cancelled, then shuts down in the documented
 // order and returns. ready, if not nil, is called once the node serves.
+// Running the node lends it: the hold of an owner's earlier reclaim ends
+// (Serve runs it only once the owner policy lends it).
 func (a *Agent) Run(ctx context.Context, ready func(localapi.Info)) error {
 	defer a.closeAll()
+	a.lending.startedByOwner()
 	runCtx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 
@@ -244,7 +256,8 @@ func (a *Agent) Run(ctx context.Context, ready func(localapi.Info)) error {
 	}
 	a.reclaim = reclaim.New(reclaim.Config{Node: a.cfg.Name, DataDir: a.cfg.DataDir, Coord: a.coord, Jobs: a.Jobs(),
 		Switch: timedSwitch{a.enforce, a.hist.isolate}, Abandon: a.Abandon, RetryPeriod: max(time.Duration(a.cfg.TelemetryInterval), 100*time.Millisecond),
-		Logger: a.logger.With("subsystem", "reclaim")})
+		Afterwards: a.lendingAfter,
+		Logger:     a.logger.With("subsystem", "reclaim")})
 	a.view = a.newView()
 	reclaimCtx, stopReclaim := context.WithCancel(context.Background())
 	reclaimDone := make(chan struct{})
@@ -279,6 +292,12 @@ func (a *Agent) Run(ctx context.Context, ready func(localapi.Info)) error {
 		startedSubs = append(startedSubs, s)
 	}
 	if startErr == nil {
+		if a.lending.lent() {
+			// A node that starts lent takes guests: a kill-switch its
+			// last reclaim left on goes off.
+			a.killSwitchOff()
+		}
+		a.wg.Go(func() { a.ownerLoop(runCtx) })
 		a.reconcile()
 		a.info = a.makeInfo()
 		if err := a.writeInfo(); err != nil {
@@ -292,6 +311,9 @@ func (a *Agent) Run(ctx context.Context, ready func(localapi.Info)) error {
 		select {
 		case <-ctx.Done():
 		case <-a.reclaim.Leaving(): // a reclaim's deadline or emergency
+			// Peers remember a departed member's metadata: it says from
+			// when the node may be lent again.
+			a.publishOutlook(time.Now())
 		}
 		a.logger.Info("shutting down", "node", a.cfg.Name)
 	}
@@ -373,6 +395,10 @@ func (a *Agent) shutdown(subs []Subsystem, cancelLoops context.CancelFunc) {
 // closeAll releases what New opened; safe after a partial New and after
 // shutdown.
 func (a *Agent) closeAll() {
+	if a.lending != nil {
+		a.lending.close()
+		a.lending = nil
+	}
 	if a.mesh != nil {
 		a.mesh.Shutdown()
 	}

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/reclaimnet/reclaimnet/agent/enforce"
+	"github.com/reclaimnet/reclaimnet/agent/owner"
 	"github.com/reclaimnet/reclaimnet/localapi"
 
 	"github.com/reclaimnet/reclaimnet/gpu"
@@ -131,10 +132,40 @@ type Config struct {
 	// GuestROPaths are host paths every guest job sees read-only (datasets,
 	// shared software).
 	GuestROPaths []string `json:"guest_ro_paths"`
+	// Owner is the owner's policy (docs/owner.md): lending windows, what
+	// owner activity takes the machine back and how, hysteresis and the
+	// hourly cap. The zero value is owner.DefaultConfig.
+	Owner owner.Config `json:"owner"`
+	// OnReclaim is what the agent does once a reclaim made the node leave:
+	// "stay" (the default, also when empty): it stays up, reclaimed, out of
+	// the cluster with the kill-switch hard, until the owner lends it again
+	// or the next lending window opens; "exit": it exits (10), and starting
+	// it again lends the node.
+	OnReclaim string `json:"on_reclaim"`
+	// OwnerCheck is how often the owner policy looks at the machine
+	// (default 5s).
+	OwnerCheck Duration `json:"owner_check"`
+	// LentAhead is, when this node leads, how long a node must stay lent
+	// (its owner outlook) to be chosen as a job's destination, standby or
+	// holder; 0 means policy.DefaultParams' (15 min).
+	LentAhead Duration `json:"lent_ahead"`
+
 	// GPUDevDir is where the GPUs' device nodes are (/dev when empty); a
 	// test points it at fake nodes. Not part of the file format.
 	GPUDevDir string `json:"-"`
+	// OwnerSource, when set, replaces the owner-activity sources (a test's
+	// fake GPU process list and input). Not part of the file format.
+	OwnerSource OwnerSource `json:"-"`
 }
+
+// What the agent does once a reclaim made the node leave (Config.OnReclaim).
+const (
+	OnReclaimStay = "stay"
+	OnReclaimExit = "exit"
+)
+
+// DefaultOwnerCheck is how often the owner policy looks at the machine.
+const DefaultOwnerCheck = 5 * time.Second
 
 // UplinkCapacities maps a building ("*": every building not listed) to
 // its uplink capacity. As a flag it reads "60Mbit" (every building) or
@@ -292,6 +323,9 @@ func DefaultConfig() Config {
 		UplinkCapacity:    UplinkCapacities{},
 		Sandbox:           "on",
 		GuestUIDs:         "2100000000-2100000999",
+		Owner:             owner.DefaultConfig(),
+		OnReclaim:         OnReclaimStay,
+		OwnerCheck:        Duration(DefaultOwnerCheck),
 	}
 }
 
@@ -374,6 +408,20 @@ func (c Config) Validate() error {
 	}
 	if _, err := c.sandboxConfig(); err != nil {
 		return err
+	}
+	if _, err := c.Owner.Policy(); err != nil {
+		return err
+	}
+	switch c.OnReclaim {
+	case "", OnReclaimStay, OnReclaimExit:
+	default:
+		return fmt.Errorf("on reclaim %q: want stay or exit", c.OnReclaim)
+	}
+	if c.LentAhead < 0 {
+		return fmt.Errorf("lent ahead %v: must not be negative", time.Duration(c.LentAhead))
+	}
+	if c.OwnerCheck < 0 {
+		return fmt.Errorf("owner check %v: must not be negative", time.Duration(c.OwnerCheck))
 	}
 	return nil
 }

@@ -75,6 +75,10 @@ var configDocs = map[string]string{
 	"guest_memory":       "memory cap on all guest jobs together (0: three quarters of the machine's)",
 	"guest_cpus":         "CPU cap on all guest jobs together, in CPUs (0: none)",
 	"guest_ro_paths":     "host paths every guest job sees read-only (datasets, shared software)",
+	"owner":              "the owner's policy (docs/owner.md): lend_windows like \"Mon-Fri 19:00-08:00\", lend_tz, lend_lead, gpu/input/cpu actions (off, now, \"notice 2m\"), input_source, cpu_threshold, cpu_for, idle, max_reclaims_per_hour",
+	"on_reclaim":         "once a reclaim made the node leave: stay (up, reclaimed, until lent again) or exit (10)",
+	"owner_check":        "how often the owner policy looks at the machine",
+	"lent_ahead":         "when this node leads: how long a node must stay lent to take a job, a standby or a copy (0s: 15m)",
 	"bmin":               "least bandwidth kept for other traffic on every link when this node leads (the reservation is the larger of 30 % of the link and this)",
 }
 

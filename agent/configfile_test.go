@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/reclaimnet/reclaimnet/agent/owner"
 )
 
 // fullConfig sets every option of Config to a value other than its default
@@ -24,6 +26,10 @@ func fullConfig() Config {
 		FixedInterval: Duration(90 * time.Second), UplinkCapacity: UplinkCapacities{"*": Rate(60e6 / 8), "chemistry": Rate(1e9 / 8)},
 		Bmin: Rate(10e6 / 8), Sandbox: "off", GuestUIDs: "3000000-3000099", GuestMemory: Size(64 << 30), GuestCPUs: 12,
 		GuestROPaths: []string{"/datasets", "/opt/sw"},
+		Owner: owner.Config{LendWindows: []string{"Mon-Fri 19:00-08:00", "Sat,Sun"}, LendTZ: "Europe/Berlin", LendLead: owner.Duration(20 * time.Minute),
+			GPU: "now", Input: "notice 5m", CPU: "notice 3m", InputSource: owner.InputLogind, CPUThreshold: 2.5,
+			CPUFor: owner.Duration(3 * time.Minute), Idle: owner.Duration(20 * time.Minute), MaxReclaimsPerHour: 2},
+		OnReclaim: OnReclaimExit, OwnerCheck: Duration(2 * time.Second), LentAhead: Duration(20 * time.Minute),
 	}
 }
 

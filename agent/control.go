@@ -104,8 +104,9 @@ func (a *Agent) control(req localapi.Request) localapi.Response {
 			return localapi.Response{Error: err.Error(), Kind: localapi.KindInternal}
 		}
 		return localapi.Response{Trace: string(doc)}
-	case localapi.OpReclaim, localapi.OpReclaimStatus, localapi.OpReclaimCancel, localapi.OpReclaimNow:
-		return a.reclaim.Handle(req)
+	case localapi.OpReclaim, localapi.OpReclaimStatus, localapi.OpReclaimCancel, localapi.OpReclaimNow,
+		localapi.OpLend, localapi.OpLendStatus:
+		return a.ownerControl(req)
 	}
 	return localapi.Response{Error: fmt.Sprintf("unknown operation %q", req.Op), Kind: localapi.KindBadRequest}
 }

@@ -53,6 +53,9 @@ func (a *Agent) startCoordinator(ln net.Listener) error {
 	if a.cfg.FixedInterval > 0 {
 		rc.Params.FixedInterval = time.Duration(a.cfg.FixedInterval)
 	}
+	if a.cfg.LentAhead > 0 {
+		rc.Params.LentAhead = time.Duration(a.cfg.LentAhead) // when this node leads
+	}
 	if a.cfg.Bmin > 0 {
 		rc.Params.Bmin = float64(a.cfg.Bmin) // P3's reservation floor when this node leads
 	}

@@ -33,4 +33,14 @@
 //  5. optional subsystems (transfers, BPF links),
 //  6. control socket, then HTTP Shutdown,
 //  7. data-dir lock released.
+//
+// The owner's policy (agent/owner, docs/owner.md) runs in every node: each
+// Config.OwnerCheck the owner's activity and the lending windows are
+// turned into a decision, carried out through the reclaim flow (a notice,
+// or at once) with its reason; the decision's outlook (lent until when, or
+// lendable again from when) goes into the node's gossip metadata for the
+// leader, members and the page. Serve runs a node across reclaims: a
+// reclaimed node stays out of the cluster, holding its data dir and
+// answering the lending operations on its control socket, until the owner
+// or the policy lends it again, and each lent stretch is a new Agent.
 package agent

@@ -39,6 +39,10 @@ func (a *Agent) startMesh() error {
 		Started:       a.started,
 		Paths:         a.announcedPaths(),
 	}
+	if p, err := a.cfg.Owner.Policy(); err == nil { // checked by Validate
+		mc.Meta.Lending = truncate(p.Schedule.String(), mesh.MaxLendingLen)
+	}
+	a.meta = mc.Meta
 	m, err := mesh.Create(mc)
 	if err != nil {
 		return fmt.Errorf("gossip: %w", err)

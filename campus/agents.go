@@ -51,6 +51,9 @@ type AgentsConfig struct {
 	// ExtraArgs are appended to every agent's command line (e.g. protocol
 	// switches); a flag given here overrides the one StartAgents sets.
 	ExtraArgs []string
+	// NodeArgs are appended to one node's command line, after ExtraArgs
+	// (an owner's own policy: lending windows).
+	NodeArgs map[string][]string
 	// Log receives progress messages (nil: discard).
 	Log *slog.Logger
 	// Progress, when set, is told each start-up step as it begins, in

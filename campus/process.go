@@ -46,7 +46,10 @@ func (a *Agents) args(node string, join []string) []string {
 		"--gossip-key", a.key, "--building", a.building[node], "--local-timings", "--log-level", "debug",
 		// Fast gossip, but the production Raft timeouts: 50 ms ones make
 		// leaders come and go when 8 agents share a busy 2-core host.
-		"--raft-heartbeat", "1s"}
+		"--raft-heartbeat", "1s",
+		// The scenarios judge a reclaim by the agent's exit at its
+		// deadline, and restart the machine as its owner would.
+		"--on-reclaim", "exit"}
 	for _, g := range cfg.GPUs {
 		args = append(args, "--gpu", g)
 	}
@@ -72,7 +75,8 @@ func (a *Agents) args(node string, join []string) []string {
 		args = append(args, "--join", j)
 	}
 	args = append(args, a.fixedArg...)
-	return append(args, cfg.ExtraArgs...)
+	args = append(args, cfg.ExtraArgs...)
+	return append(args, cfg.NodeArgs[node]...)
 }
 
 // command is the exec.Cmd running the reclaimnet binary with args in the

@@ -362,6 +362,19 @@ func (h *history) handoffRecord(node, job string, deadline time.Time) (web.Recla
 	return web.ReclaimOutcome{}, false
 }
 
+// moveLimit waits briefly for the history's downtime limit of job's move
+// off node (recorded once the destination reports its first step) and
+// returns it; 0 when it does not come.
+func (b *box) moveLimit(node, job string, deadline time.Time) time.Duration {
+	var limit time.Duration
+	wait.Until(15*time.Second, func() (bool, string) {
+		rec, _ := b.h.handoffRecord(node, job, deadline)
+		limit = rec.DowntimeLimit
+		return limit > 0, ""
+	})
+	return limit
+}
+
 // stepOfBytes is the step a synthetic job's checkpoint of n bytes holds.
 func stepOfBytes(n int64) int { return int(n - synthCkptBytes - 13) }
 
@@ -507,10 +520,14 @@ type box struct {
 	jobs    []string // synthetic jobs
 	torch   string   // the PyTorch job ("" when torch is missing)
 	ledgers map[string]string
+	script  string // the synthetic job
 	figures []figure
 	// measureOnly turns the research-flow floor into a figure, not an
 	// assertion (the ablation runs switch P3 off on purpose).
 	measureOnly bool
+	// downBound, when set, is the downtime every moved job of the next
+	// scheduled reclaim must stay under.
+	downBound time.Duration
 }
 
 // figure is one reclaim's measured outcome for one job.
@@ -520,6 +537,9 @@ type figure struct {
 	kind     string // moved, degraded, recovered
 	workLost time.Duration
 	downtime time.Duration
+	// limit is the move's downtime limit from the cluster's history
+	// (design P3.8d); 0 when not recorded.
+	limit time.Duration
 	// crossed is set when the job resumed in another building than the
 	// one it left (its copy crossed the core).
 	crossed bool
@@ -530,6 +550,13 @@ type figure struct {
 
 // protocolsArgs is the --protocols flag set of a run.
 func startBox(t *testing.T, protocols string, synth int, withTorch bool) *box {
+	t.Helper()
+	return startBoxWith(t, protocols, synth, withTorch, nil)
+}
+
+// startBoxWith is startBox with the agents' configuration adjusted first
+// (nil: as is).
+func startBoxWith(t *testing.T, protocols string, synth int, withTorch bool, adjust func(*AgentsConfig)) *box {
 	t.Helper()
 	requireRoot(t)
 	// The jobs run in each agent's sandbox: their programs lie where the
@@ -547,19 +574,16 @@ func startBox(t *testing.T, protocols string, synth int, withTorch bool) *box {
 		t.Fatal(err)
 	}
 	extra := []string{"--protocols", protocols, "--fixed-interval", "8s", "--guest-ro-path", scripts, "--guest-ro-path", examples}
-	a := startAgentsForTest(t, AgentsConfig{Topology: DefaultTopology(), ExtraArgs: extra})
-	b := &box{t: t, a: a, dir: a.cfg.Dir, ledgers: map[string]string{}}
+	cfg := AgentsConfig{Topology: DefaultTopology(), ExtraArgs: extra}
+	if adjust != nil {
+		adjust(&cfg)
+	}
+	a := startAgentsForTest(t, cfg)
+	b := &box{t: t, a: a, dir: a.cfg.Dir, ledgers: map[string]string{}, script: script}
 	ctx := context.Background()
 	submitter := a.Names()[0]
 	for i := 1; i <= synth; i++ {
-		job := fmt.Sprintf("syn%d", i)
-		b.ledgers[job] = filepath.Join(b.dir, "*", "data", "jobs", job, "run", "home", "ledger")
-		if _, err := a.CLI(ctx, submitter, "run", "--name", job, "--workdir", scripts, "--gpus", "1", "--loss-budget", "8s",
-			"--size-hint", strconv.Itoa(synthCkptBytes)+"B", "--grace", "5s",
-			"--env", "CKPT_BYTES="+strconv.Itoa(synthCkptBytes), "--", "/bin/sh", script); err != nil {
-			t.Fatalf("submit %s: %v", job, err)
-		}
-		b.jobs = append(b.jobs, job)
+		b.submitSynth(submitter, fmt.Sprintf("syn%d", i))
 	}
 	if withTorch {
 		if err := exec.Command("/usr/bin/python3", "-c", "import torch").Run(); err != nil {
@@ -589,6 +613,18 @@ func startBox(t *testing.T, protocols string, synth int, withTorch bool) *box {
 	b.h = startHistory(a, b.allJobs())
 	t.Cleanup(b.h.close)
 	return b
+}
+
+// submitSynth submits one more synthetic job through node.
+func (b *box) submitSynth(node, job string) {
+	b.t.Helper()
+	b.ledgers[job] = filepath.Join(b.dir, "*", "data", "jobs", job, "run", "home", "ledger")
+	if _, err := b.a.CLI(context.Background(), node, "run", "--name", job, "--workdir", filepath.Dir(b.script), "--gpus", "1", "--loss-budget", "8s",
+		"--size-hint", strconv.Itoa(synthCkptBytes)+"B", "--grace", "5s",
+		"--env", "CKPT_BYTES="+strconv.Itoa(synthCkptBytes), "--", "/bin/sh", b.script); err != nil {
+		b.t.Fatalf("submit %s: %v", job, err)
+	}
+	b.jobs = append(b.jobs, job)
 }
 
 func (b *box) allJobs() []string {
@@ -1069,7 +1105,12 @@ func (b *box) checkScheduled(scenario, node string, jobs []string, t0, deadline 
 				t.Errorf("%s: %s recovered degraded (restarted at step %d on %s) without a hand-off marked infeasible", scenario, job, next.start.step, next.start.node)
 			}
 		}
-		b.figures = append(b.figures, figure{scenario: scenario, job: job, kind: kind, workLost: lost, downtime: down,
+		limit := b.moveLimit(node, job, deadline)
+		if isMoved && b.downBound > 0 && down >= b.downBound {
+			t.Errorf("%s: %s was down %v (limit %v): want under %v", scenario, job, down, limit, b.downBound)
+		}
+		t.Logf("%s: %s down %v, limit %v", scenario, job, down.Round(time.Millisecond), limit.Round(time.Millisecond))
+		b.figures = append(b.figures, figure{scenario: scenario, job: job, kind: kind, workLost: lost, downtime: down, limit: limit,
 			crossed: b.a.Building(next.start.node) != b.a.Building(node)})
 	}
 
@@ -1280,6 +1321,23 @@ func TestCampusScenarios(t *testing.T) {
 		node := b.busiest(leader)
 		return node, b.jobsOn(node)
 	}
+
+	t.Run("scheduled-downtime", func(t *testing.T) {
+		// A 60 s notice for checkpoints that need about a tenth of it
+		// (24 MiB at P3's share of a 200 Mbit/s access link, or of the
+		// 60 Mbit/s uplink at its lower bound, plus Tr): the jobs compute
+		// until their final checkpoints' latest safe start and move at
+		// their paths' share (design P3.8), so each is down for well under
+		// half the notice, not for most of it.
+		b.t = t
+		leader, _ = b.a.Leader(ctx)
+		b.waitCommitted(2*time.Minute, 1)
+		node := b.busiest(leader)
+		b.downBound = 30 * time.Second
+		defer func() { b.downBound = 0 }()
+		b.scheduled("scheduled-downtime", node, 60*time.Second, nil, nil)
+		b.restart(node)
+	})
 
 	t.Run("sigkill", func(t *testing.T) {
 		node, jobs := nextVictim(t)

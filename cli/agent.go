@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/reclaimnet/reclaimnet/agent"
 	"github.com/reclaimnet/reclaimnet/agent/enforce"
+	"github.com/reclaimnet/reclaimnet/agent/owner"
 	"github.com/reclaimnet/reclaimnet/localapi"
 	"github.com/reclaimnet/reclaimnet/state"
 )
@@ -39,8 +41,17 @@ func newAgentCmd(env *Env) *cobra.Command {
 		Use:   "agent",
 		Short: "run the node agent (gossip, coordinator, control socket, status page)",
 		Long: `Runs one node until SIGINT or SIGTERM, then leaves the cluster gracefully and exits 0. A
-reclaim of the node (its deadline, or --now) makes it leave too, and it exits 10, so that a
-service manager does not restart it. --dev runs a complete throwaway node: temporary data
+reclaim of the node (its deadline, or --now) makes it leave too; the agent then stays up,
+reclaimed: out of the cluster, kill-switch hard, no guests, until the owner lends it again
+('reclaimnet lend') or the next lending window opens. With --on-reclaim exit it exits 10
+instead, so that a service manager does not restart it (starting it again lends it).
+
+The owner's policy (docs/owner.md) says when the machine is lent and what takes it back:
+lending windows (--lend-window 'Mon-Fri 19:00-08:00' --lend-window 'Sat,Sun', --lend-tz),
+announced --lend-lead before a window ends as 'reclaim --notice' would; owner activity
+(--owner-gpu, --owner-input, --owner-cpu: off, now or 'notice 2m'); lent again only after the
+owner is idle --owner-idle, with at most --owner-max-reclaims automatic reclaims an hour.
+--dev runs a complete throwaway node: temporary data
 dir, generated gossip key and CA, loopback addresses. Flags override the --config file (JSON or HCL, chosen by the file's extension;
 'reclaimnet agent --print-config=hcl' prints every option with its value).
 
@@ -118,6 +129,7 @@ trusted lab only; it is logged and shown too.`,
 	fs.Var(&fc.GuestMemory, "guest-memory", "memory cap on all guest jobs together, e.g. 64GiB (default: three quarters of the machine's)")
 	fs.Float64Var(&fc.GuestCPUs, "guest-cpus", 0, "CPU cap on all guest jobs together, in CPUs (default: none)")
 	fs.StringArrayVar(&fc.GuestROPaths, "guest-ro-path", nil, "host `path` every guest job sees read-only, e.g. /datasets (repeatable)")
+	ownerFlags(fs, &fc)
 	fs.StringVar(&o.logLevel, "log-level", "info", "log `level`: debug, info, warn or error")
 	fs.StringVar(&o.logFormat, "log-format", logText, "log line `format`: text (key=value) or json (one object a line)")
 	fs.StringVar(&o.printConfig, "print-config", "", "print every option with its effective value, in `format` json or hcl, and exit")
@@ -180,20 +192,23 @@ func agentConfig(fs *pflag.FlagSet, fc *agent.Config, o agentOptions) (agent.Con
 			return agent.Config{}, err
 		}
 	}
-	fs.Visit(func(f *pflag.Flag) { applyAgentFlag(&cfg, fc, f.Name) })
+	fs.Visit(func(f *pflag.Flag) {
+		if !applyOwnerFlag(&cfg, fc, f.Name) {
+			applyAgentFlag(&cfg, fc, f.Name)
+		}
+	})
 	if cfg.Dev {
 		devDefaults(&cfg, fs)
+	}
+	if err := checkOwnerConfig(cfg); err != nil {
+		return agent.Config{}, err
 	}
 	return cfg, nil
 }
 
 func runAgent(ctx context.Context, env *Env, cfg agent.Config, logger *slog.Logger) error {
 	agent.Version = Version
-	a, err := agent.New(cfg, logger)
-	if err != nil {
-		return err
-	}
-	err = a.Run(ctx, func(info localapi.Info) {
+	err := agent.Serve(ctx, cfg, logger, func(a *agent.Agent, info localapi.Info) {
 		if cfg.Dev {
 			fmt.Fprintf(env.Stdout, "ReclaimNet dev agent %q is running (Ctrl-C stops it and deletes its state).\n", info.Node)
 		} else {
@@ -205,7 +220,7 @@ func runAgent(ctx context.Context, env *Env, cfg agent.Config, logger *slog.Logg
 		fmt.Fprintf(env.Stdout, "  gossip:      %s\n  data dir:    %s\n", info.GossipAddr, a.DataDir())
 		fmt.Fprintf(env.Stdout, "In another terminal:\n  export %s=%s\n  reclaimnet members\n", DataDirEnv, a.DataDir())
 	})
-	if err == nil && a.Reclaimed() {
+	if errors.Is(err, agent.ErrReclaimed) {
 		return errReclaimed
 	}
 	return err
@@ -338,4 +353,100 @@ func devDefaults(cfg *agent.Config, fs *pflag.FlagSet) {
 	if cfg.Name == "" {
 		cfg.Name, _ = os.Hostname()
 	}
+}
+
+// ownerFlags adds the owner policy's flags (docs/owner.md) to the agent's.
+func ownerFlags(fs *pflag.FlagSet, fc *agent.Config) {
+	o := &fc.Owner
+	fs.StringArrayVar(&o.LendWindows, "lend-window", nil, "lending `window` in local time, e.g. 'Mon-Fri 19:00-08:00' or 'Sat,Sun' (repeatable; none: lent at all times)")
+	fs.StringVar(&o.LendTZ, "lend-tz", "", "IANA time `zone` of the lending windows, e.g. Europe/Berlin (default: the machine's)")
+	fs.Var((*ownerDuration)(&o.LendLead), "lend-lead", "notice a lending window's end gives the guests (default 10m)")
+	fs.StringVar(&o.GPU, "owner-gpu", o.GPU, "`action` when an owner process uses a lent GPU: off, now or 'notice DURATION'")
+	fs.StringVar(&o.Input, "owner-input", o.Input, "`action` on keyboard, mouse or login-session activity: off, now or 'notice DURATION'")
+	fs.StringVar(&o.InputSource, "owner-input-source", o.InputSource, "where input is read: auto, devices (/dev/input) or logind")
+	fs.StringVar(&o.CPU, "owner-cpu", o.CPU, "`action` on CPU load of processes that are not guests': off, now or 'notice DURATION'")
+	fs.Float64Var(&o.CPUThreshold, "owner-cpu-threshold", o.CPUThreshold, "owner CPU load, in `cores`, that counts as use")
+	fs.Var((*ownerDuration)(&o.CPUFor), "owner-cpu-for", "how long the owner's CPU load must stay above the threshold (default 2m)")
+	fs.Var((*ownerDuration)(&o.Idle), "owner-idle", "how long the owner must be idle before the machine is lent again (default 15m)")
+	fs.IntVar(&o.MaxReclaimsPerHour, "owner-max-reclaims", o.MaxReclaimsPerHour, "most automatic reclaims for owner activity in any hour")
+	fs.StringVar(&fc.OnReclaim, "on-reclaim", fc.OnReclaim, "once a reclaim made the node leave: stay (up, reclaimed, until 'reclaimnet lend' or the next window) or exit (status 10)")
+	fs.Var((*durationFlag)(&fc.OwnerCheck), "owner-check", "how often the owner policy looks at the machine (default 5s)")
+	fs.Var((*durationFlag)(&fc.LentAhead), "lent-ahead", "when this node leads: how long a node must stay lent to be given a job, a standby or a copy (default 15m)")
+}
+
+// applyOwnerFlag copies one explicitly set owner flag from fc over cfg;
+// false when name is not one of them.
+func applyOwnerFlag(cfg, fc *agent.Config, name string) bool {
+	o, f := &cfg.Owner, &fc.Owner
+	switch name {
+	case "lend-window":
+		o.LendWindows = f.LendWindows
+	case "lend-tz":
+		o.LendTZ = f.LendTZ
+	case "lend-lead":
+		o.LendLead = f.LendLead
+	case "owner-gpu":
+		o.GPU = f.GPU
+	case "owner-input":
+		o.Input = f.Input
+	case "owner-input-source":
+		o.InputSource = f.InputSource
+	case "owner-cpu":
+		o.CPU = f.CPU
+	case "owner-cpu-threshold":
+		o.CPUThreshold = f.CPUThreshold
+	case "owner-cpu-for":
+		o.CPUFor = f.CPUFor
+	case "owner-idle":
+		o.Idle = f.Idle
+	case "owner-max-reclaims":
+		o.MaxReclaimsPerHour = f.MaxReclaimsPerHour
+	case "on-reclaim":
+		cfg.OnReclaim = fc.OnReclaim
+	case "owner-check":
+		cfg.OwnerCheck = fc.OwnerCheck
+	case "lent-ahead":
+		cfg.LentAhead = fc.LentAhead
+	default:
+		return false
+	}
+	return true
+}
+
+// checkOwnerConfig reports a wrong owner policy as a usage error, naming
+// every fault.
+func checkOwnerConfig(cfg agent.Config) error {
+	if _, err := cfg.Owner.Policy(); err != nil {
+		return usagef("%v", err)
+	}
+	switch cfg.OnReclaim {
+	case "", agent.OnReclaimStay, agent.OnReclaimExit:
+	default:
+		return usagef("--on-reclaim %q: want stay or exit", cfg.OnReclaim)
+	}
+	return nil
+}
+
+// ownerDuration is an owner.Duration flag ("10m").
+type ownerDuration owner.Duration
+
+func (d *ownerDuration) String() string {
+	if *d == 0 {
+		return "0"
+	}
+	return time.Duration(*d).String()
+}
+
+func (d *ownerDuration) Type() string { return "duration" }
+
+func (d *ownerDuration) Set(v string) error {
+	x, err := time.ParseDuration(v)
+	if err != nil {
+		return err
+	}
+	if x <= 0 {
+		return fmt.Errorf("%v: must be positive", x)
+	}
+	*d = ownerDuration(x)
+	return nil
 }

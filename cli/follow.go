@@ -56,6 +56,17 @@ func followReclaim(ctx context.Context, env *Env, dataDir string, asJSON bool) e
 		case err != nil && ctx.Err() == nil:
 			// The agent is shutting down (it answers until its socket
 			// closes) or busy: read again.
+		case err == nil && st.Reclaimed:
+			// The node left and its agent holds it out of the cluster.
+			if asJSON {
+				printJSONLine(env.Stdout, st)
+				return nil
+			}
+			fmt.Fprintln(env.Stdout, "the node has left the cluster; its agent holds it reclaimed until 'reclaimnet lend'")
+			if st.Report != nil {
+				printReport(env.Stdout, st.Report)
+			}
+			return nil
 		case err == nil:
 			if asJSON {
 				if last == nil || !reflect.DeepEqual(*last, st) {

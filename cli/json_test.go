@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/reclaimnet/reclaimnet/agent/enforce"
+	"github.com/reclaimnet/reclaimnet/agent/owner"
 	"github.com/reclaimnet/reclaimnet/gpu"
 	"github.com/reclaimnet/reclaimnet/internal/wait"
 	"github.com/reclaimnet/reclaimnet/localapi"
@@ -34,6 +35,7 @@ var jsonOutputs = []struct {
 	{"logs JOB --json", reflect.TypeFor[LogsView](), ""},
 	{"fetch JOB --json", reflect.TypeFor[localapi.FetchInfo](), ""},
 	{"reclaim --status --json", reflect.TypeFor[localapi.ReclaimStatus](), ""},
+	{"lend --status --json", reflect.TypeFor[owner.Status](), ""},
 	{"gpus --json", reflect.TypeFor[gpu.Inventory](), ""},
 	{"killswitch status --json", reflect.TypeFor[KillSwitchView](), ""},
 	{"trace export --out FILE --json", reflect.TypeFor[TraceSummary](), ""},

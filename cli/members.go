@@ -52,7 +52,7 @@ func runMembers(ctx context.Context, env *Env, dataDir string, asJSON bool) erro
 // printMembers writes the members table.
 func printMembers(w io.Writer, members []localapi.MemberView) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "NAME\tBUILDING\tSTATE\tRAFT\tGPUS\tHAZARD\tBANDWIDTH\tADDRESS")
+	fmt.Fprintln(tw, "NAME\tBUILDING\tSTATE\tRAFT\tGPUS\tHAZARD\tBANDWIDTH\tLENDING\tADDRESS")
 	for _, m := range members {
 		building := m.Building
 		if building == "" {
@@ -62,10 +62,33 @@ func printMembers(w io.Writer, members []localapi.MemberView) {
 		if m.GPUModel != "" {
 			gpus += " " + m.GPUModel
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", m.Name, building, m.State, m.Role, gpus,
-			formatHazard(m.Hazard), formatBandwidth(m.Bandwidth), m.Addr)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", m.Name, building, m.State, m.Role, gpus,
+			formatHazard(m.Hazard), formatBandwidth(m.Bandwidth), formatLending(m.Lending), m.Addr)
 	}
 	tw.Flush()
+}
+
+// formatLending shows a node's lending in one cell: its state and the
+// next planned reclaim or when it may be lent again, then its windows
+// ("lent until 2026-03-03T07:00Z [Mon-Fri 19:00-08:00 (Europe/Berlin)]").
+func formatLending(l *localapi.Lending) string {
+	if l == nil {
+		return "-"
+	}
+	s := l.State
+	if s == "" {
+		s = "-"
+	}
+	switch {
+	case !l.Until.IsZero():
+		s += " until " + l.Until.UTC().Format("2006-01-02T15:04Z")
+	case !l.From.IsZero():
+		s += " from " + l.From.UTC().Format("2006-01-02T15:04Z")
+	}
+	if l.Windows != "" {
+		s += " [" + l.Windows + "]"
+	}
+	return s
 }
 
 // formatHazard shows a rate in 1/s as events per hour, the unit people

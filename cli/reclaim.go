@@ -118,6 +118,9 @@ func runReclaim(ctx context.Context, env *Env, o reclaimOptions) error {
 		return err
 	}
 	st := resp.Reclaim
+	if st.Reclaimed {
+		return alreadyReclaimed(env.Stdout, st, o.asJSON)
+	}
 	if o.detach && o.asJSON {
 		return printJSON(env.Stdout, st)
 	}
@@ -133,6 +136,17 @@ func runReclaim(ctx context.Context, env *Env, o reclaimOptions) error {
 		return nil
 	}
 	return followReclaim(ctx, env, o.dataDir, o.asJSON)
+}
+
+// alreadyReclaimed answers a reclaim of a node that is out of the cluster
+// already: nothing runs there; the owner's reclaim now also holds it back
+// from its next lending window.
+func alreadyReclaimed(w io.Writer, st *localapi.ReclaimStatus, asJSON bool) error {
+	if asJSON {
+		return printJSON(w, st)
+	}
+	fmt.Fprintf(w, "%s is already reclaimed (out of the cluster, no jobs); it stays so until 'reclaimnet lend'\n", st.Node)
+	return nil
 }
 
 func killSwitchWord(st *localapi.ReclaimStatus) string {
@@ -165,6 +179,14 @@ func reclaimStatus(ctx context.Context, env *Env, dataDir string, asJSON bool) e
 		return printJSON(env.Stdout, st)
 	}
 	w := env.Stdout
+	if st.Reclaimed {
+		fmt.Fprintf(w, "%s is reclaimed: out of the cluster until 'reclaimnet lend' (or its next lending window)\n", st.Node)
+		if st.Report != nil {
+			fmt.Fprintln(w, "last reclaim:")
+			printReport(w, st.Report)
+		}
+		return nil
+	}
 	if !st.Active {
 		fmt.Fprintf(w, "no reclaim under way on %s\n", st.Node)
 		if st.Report != nil {
@@ -197,18 +219,40 @@ func printReport(w io.Writer, rep *localapi.ReclaimReport) {
 		kind = "emergency"
 	}
 	fmt.Fprintf(w, "owner's report (%s reclaim of %s, %s):\n", kind, rep.Node, rep.Announced.UTC().Format(time.RFC3339))
+	if rep.Reason != "" {
+		fmt.Fprintf(w, "  why:               %s\n", rep.Reason)
+	}
 	if rep.Isolated {
 		fmt.Fprintf(w, "  time to isolate:   %s (kill-switch flip)\n", rep.Isolate)
 	} else {
 		fmt.Fprintf(w, "  time to isolate:   - (kernel enforcement off: nothing isolated)\n")
 	}
 	fmt.Fprintf(w, "  jobs moved:        %d %s\n", len(rep.Moved), strings.Join(rep.Moved, " "))
+	for _, d := range rep.Downtimes {
+		switch {
+		case d.Downtime == 0:
+			fmt.Fprintf(w, "    %-16s down until its start on the new node (not recorded yet)", d.Job)
+		default:
+			fmt.Fprintf(w, "    %-16s down %s", d.Job, d.Downtime.Round(time.Millisecond))
+		}
+		if d.Limit > 0 {
+			fmt.Fprintf(w, " (limit %s)", d.Limit.Round(time.Millisecond))
+		}
+		fmt.Fprintln(w)
+	}
 	fmt.Fprintf(w, "  jobs degraded:     %d %s\n", len(rep.Degraded), strings.Join(rep.Degraded, " "))
 	if len(rep.Finished) > 0 {
 		fmt.Fprintf(w, "  jobs finished:     %d %s\n", len(rep.Finished), strings.Join(rep.Finished, " "))
 	}
 	fmt.Fprintf(w, "  bytes sent:        %d\n", rep.BytesSent)
 	fmt.Fprintf(w, "  machine used for:  %s after the command\n", rep.UsedFor.Round(time.Millisecond))
+	if rep.LendingAfter != "" {
+		again := "only by 'reclaimnet lend'"
+		if !rep.LendableFrom.IsZero() {
+			again = "from " + rep.LendableFrom.UTC().Format(time.RFC3339)
+		}
+		fmt.Fprintf(w, "  afterwards:        %s; lendable again %s\n", rep.LendingAfter, again)
+	}
 }
 
 // reclaimNow is the emergency: the kill-switch first, by this process,
@@ -257,6 +301,9 @@ func reclaimNow(ctx context.Context, env *Env, o reclaimOptions) error {
 		return fmt.Errorf("the agent did not stop the jobs (%w); the kill-switch step above is all that was done", err)
 	}
 	st := resp.Reclaim
+	if st.Reclaimed {
+		return alreadyReclaimed(w, st, asJSON)
+	}
 	rep := st.Report
 	if rep == nil {
 		rep = &localapi.ReclaimReport{Node: st.Node, Emergency: true, Announced: start}

@@ -72,7 +72,8 @@ func TestReclaimNowAgentGone(t *testing.T) {
 func TestReclaimStatusAfterLeave(t *testing.T) {
 	dir := t.TempDir()
 	rep := `{"node":"node-07","emergency":false,"announced":"2026-01-01T00:00:00Z","isolate_ns":1500,"isolated":true,
-"moved":["a"],"degraded":["b"],"bytes_sent":4096,"used_for_ns":12000000000}`
+"moved":["a","c"],"degraded":["b"],"bytes_sent":4096,"used_for_ns":12000000000,
+"downtimes":[{"job":"a","downtime_ns":2500000000,"limit_ns":2000000000},{"job":"c","downtime_ns":0,"limit_ns":1000000000}]}`
 	if err := os.WriteFile(filepath.Join(dir, "reclaim-report.json"), []byte(rep), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -80,7 +81,8 @@ func TestReclaimStatusAfterLeave(t *testing.T) {
 	if code != ExitOK {
 		t.Fatalf("got exit %d (%s), want 0", code, errOut)
 	}
-	for _, want := range []string{"the agent has left", "node-07", "jobs moved:        1 a", "jobs degraded:     1 b", "bytes sent:        4096", "machine used for:  12s", "time to isolate:   1.5µs"} {
+	for _, want := range []string{"the agent has left", "node-07", "jobs moved:        2 a c", "jobs degraded:     1 b", "bytes sent:        4096", "machine used for:  12s", "time to isolate:   1.5µs",
+		"a                down 2.5s (limit 2s)", "c                down until its start on the new node (not recorded yet) (limit 1s)"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("status output %q: missing %q", out, want)
 		}

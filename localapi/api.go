@@ -45,6 +45,9 @@ type Request struct {
 	Notice time.Duration `json:"notice,omitempty"`
 	// Fetch says where OpFetch writes JobID's results.
 	Fetch *FetchRequest `json:"fetch,omitempty"`
+	// Until is the end of a lend (OpLend): "18:00", "Fri 18:00", "3h" or
+	// an RFC 3339 time; empty follows the lending windows.
+	Until string `json:"until,omitempty"`
 }
 
 // Error kinds in Response.Kind, so the CLI can explain a failure.
@@ -78,6 +81,10 @@ type Response struct {
 	Fetched *FetchInfo `json:"fetched,omitempty"`
 	// Reclaim is the reclaim's progress (the reclaim operations).
 	Reclaim *ReclaimStatus `json:"reclaim,omitempty"`
+	// Lend is the owner policy's status (the lending operations): an
+	// owner.Status document (agent/owner), kept raw so that clients link
+	// this package alone.
+	Lend json.RawMessage `json:"lend,omitempty"`
 }
 
 // Info is what the agent writes to InfoFile.

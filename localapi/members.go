@@ -49,6 +49,24 @@ type MemberView struct {
 	// KillSwitch is off, soft, hard, disabled (no kernel enforcement on
 	// the node) or unknown (not reported).
 	KillSwitch string `json:"kill_switch"`
+	// Lending is what the node's owner policy publishes; nil when it
+	// publishes nothing.
+	Lending *Lending `json:"lending,omitempty"`
+}
+
+// Lending is a node's lending as its owner policy publishes it in gossip.
+type Lending struct {
+	// Windows are the owner's lending windows ("Mon-Fri 19:00-08:00;
+	// Sat,Sun (Europe/Berlin)", or "always (...)").
+	Windows string `json:"windows"`
+	// State is lent, reclaiming, owner active, reclaimed, outside window,
+	// rate limited or not lent.
+	State string `json:"state,omitempty"`
+	// Until is the next planned reclaim's deadline while lent (zero: none
+	// known); From the earliest time lending may resume while not lent
+	// (zero: only the owner's lend).
+	Until time.Time `json:"until,omitzero"`
+	From  time.Time `json:"from,omitzero"`
 }
 
 // GossipStats are the node's gossip counters (the mesh's).

@@ -56,13 +56,26 @@ type ReclaimStatus struct {
 	KillSwitch  string `json:"kill_switch,omitempty"`
 	// Report is the owner's report, once complete (or after --now).
 	Report *ReclaimReport `json:"report,omitempty"`
+	// Reclaimed: the node has left the cluster and its agent holds it
+	// out, kill-switch hard, until it is lent again (reclaimnet lend, or
+	// the next lending window).
+	Reclaimed bool `json:"reclaimed,omitempty"`
 }
 
 // ReclaimReport is the owner's short report after a reclaim.
 type ReclaimReport struct {
-	Node      string    `json:"node"`
-	Emergency bool      `json:"emergency"`
-	Announced time.Time `json:"announced"`
+	Node      string `json:"node"`
+	Emergency bool   `json:"emergency"`
+	// Reason is why the machine was taken back: the owner's command, or
+	// the owner policy's words ("lending window ends 08:00", "owner
+	// process 4242 (python3) on GPU 0").
+	Reason string `json:"reason,omitempty"`
+	// LendingAfter is the node's lending state as it left (reclaimed,
+	// owner active, outside window, ...), LendableFrom the earliest time
+	// its owner policy may lend it again (zero: only the owner's lend).
+	LendingAfter string    `json:"lending_after,omitempty"`
+	LendableFrom time.Time `json:"lendable_from,omitzero"`
+	Announced    time.Time `json:"announced"`
 	// Isolate is how long the kill-switch flip took (0 with enforcement
 	// off: nothing was isolated).
 	Isolate  time.Duration `json:"isolate_ns"`
@@ -84,4 +97,16 @@ type ReclaimReport struct {
 	// report; a report left without it (an emergency: the node left at
 	// once) is submitted by the agent when it runs again.
 	Replicated bool `json:"replicated,omitempty"`
+	// Downtimes is each moved job's downtime against its limit (design
+	// P3.8d), from the cluster's record of the move.
+	Downtimes []JobDowntime `json:"downtimes,omitempty"`
+}
+
+// JobDowntime is one moved job's downtime, from its last step here to its
+// first on its new node (0 while that start is not recorded), and the
+// limit it is measured against (0 when not known).
+type JobDowntime struct {
+	Job      string        `json:"job"`
+	Downtime time.Duration `json:"downtime_ns"`
+	Limit    time.Duration `json:"limit_ns"`
 }

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"math"
 	"reflect"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -16,7 +15,8 @@ func sampleMeta() Meta {
 	return Meta{
 		ID: "gpu-07", Building: "physics", RaftPort: 7947, TransferPort: 7948, HTTPPort: 7949,
 		Role: RoleNonVoter, GPUs: 4, GPUModel: "A100-80GB", GPUVRAMMiB: 81920, GPUCapability: 80,
-		Started: time.Unix(1_780_000_000, 0), Paths: []string{"/datasets", "/scratch/shared"},
+		Started: time.Unix(1_780_000_000, 0), Lending: "Mon-Fri 19:00-08:00; Sat,Sun (Europe/Berlin)", Outlook: []byte{1, 1, 0x80, 0x01, 0},
+		Paths: []string{"/datasets", "/scratch/shared"},
 	}
 }
 
@@ -85,6 +85,26 @@ func TestMetaRoundTrip(t *testing.T) {
 	}
 }
 
+// TestMetaVersion1: metadata of a version-1 node (no lending fields)
+// still decodes, with none.
+func TestMetaVersion1(t *testing.T) {
+	m := sampleMeta()
+	m.Lending, m.Outlook, m.Paths = "", nil, nil
+	b, err := m.Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	v1 := append([]byte(nil), b[:len(b)-3]...) // the two empty strings and no paths
+	v1[0] = 1
+	got, err := DecodeMeta(v1)
+	if err != nil || !reflect.DeepEqual(got, m) {
+		t.Fatalf("version 1: %+v, %v; want %+v", got, err, m)
+	}
+	if _, err := DecodeMeta(append(v1[:len(v1):len(v1)], 0)); err == nil {
+		t.Error("a version-1 encoding with a trailing byte decoded")
+	}
+}
+
 // The longest metadata the limits allow still fits memberlist's cap, and
 // one byte more in any string is refused by Encode instead of panicking
 // memberlist.
@@ -94,7 +114,8 @@ func TestMetaLimits(t *testing.T) {
 	m.Building = strings.Repeat("b", MaxBuildingLen)
 	m.GPUModel = strings.Repeat("g", MaxGPUModelLen)
 	m.GPUVRAMMiB = math.MaxUint32
-	m.Paths = []string{"/" + strings.Repeat("p", MaxPathsBytes/2-2), "/" + strings.Repeat("q", MaxPathsBytes/2-2)}
+	m.Lending = strings.Repeat("l", MaxLendingLen)
+	m.Outlook = []byte(strings.Repeat("o", MaxOutlookLen))
 	b, err := m.Encode()
 	if err != nil {
 		t.Fatalf("Encode at the limits: %v", err)
@@ -102,12 +123,26 @@ func TestMetaLimits(t *testing.T) {
 	if len(b) > memberlist.MetaMaxSize {
 		t.Fatalf("encoded size %d, want ≤ %d", len(b), memberlist.MetaMaxSize)
 	}
+	// Paths at their own limit beside every other field at its limit do
+	// not fit: Encode refuses them rather than memberlist.
+	full := m
+	full.Paths = []string{"/" + strings.Repeat("p", MaxPathsBytes-2)}
+	if _, err := full.Encode(); err == nil {
+		t.Error("metadata over memberlist's 512 bytes encoded")
+	}
+	short := sampleMeta()
+	short.Paths = full.Paths
+	if b, err := short.Encode(); err != nil || len(b) > memberlist.MetaMaxSize {
+		t.Errorf("paths at their limit with short other fields: %d bytes, %v", len(b), err)
+	}
 	for name, mutate := range map[string]func(*Meta){
 		"name":     func(m *Meta) { m.ID += "n" },
 		"building": func(m *Meta) { m.Building += "b" },
 		"model":    func(m *Meta) { m.GPUModel += "g" },
+		"lending":  func(m *Meta) { m.Lending += "l" },
+		"outlook":  func(m *Meta) { m.Outlook = append(m.Outlook, 'o') },
 		"empty id": func(m *Meta) { m.ID = "" },
-		"paths":    func(m *Meta) { m.Paths = append(slices.Clone(m.Paths), "/") },
+		"paths":    func(m *Meta) { m.Paths = []string{"/" + strings.Repeat("p", MaxPathsBytes)} },
 	} {
 		mm := m
 		mutate(&mm)

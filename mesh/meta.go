@@ -10,7 +10,7 @@ import (
 // MetaVersion is the metadata encoding this build writes. A decoder reads
 // the fields it knows from any version ≥ 1 and ignores fields appended by a
 // newer version, so nodes can be upgraded one by one.
-const MetaVersion = 2
+const MetaVersion = 3
 
 // Limits on metadata strings; with them an encoded Meta always fits in
 // memberlist.MetaMaxSize (512 bytes).
@@ -18,9 +18,13 @@ const (
 	MaxNodeNameLen = 128
 	MaxBuildingLen = 64
 	MaxGPUModelLen = 64
-	// MaxPathsBytes bounds a node's read-only paths together (each path's
-	// bytes plus one): what is left of memberlist's 512 bytes beside the
-	// other fields at their limits.
+	// MaxLendingLen bounds the lending windows' description (version 2).
+	MaxLendingLen = 160
+	// MaxOutlookLen bounds the encoded lending outlook (version 2).
+	MaxOutlookLen = 32
+	// MaxPathsBytes bounds a node's read-only paths together (each
+	// path's bytes plus one; version 3). With every other field at its
+	// limit they do not fit beside them: Encode then refuses the whole.
 	MaxPathsBytes = 200
 )
 
@@ -62,9 +66,17 @@ type Meta struct {
 	GPUCapability uint8
 	// Started is when the agent started (uptime counts toward voter choice).
 	Started time.Time
+	// Lending describes the owner's lending windows ("Mon-Fri 19:00-08:00;
+	// Sat,Sun (Europe/Berlin)"; version 2), for the members list and the
+	// page.
+	Lending string
+	// Outlook is the node's known future as its owner policy sees it: an
+	// encoded owner.Outlook (lent until when, or lendable again from
+	// when; version 2). Empty: none published.
+	Outlook []byte
 	// Paths are the host paths the node's owner lets guest jobs read (and
 	// that exist there): a job that declares a path (run --ro-path) runs
-	// only on a node one of whose Paths holds it. Since version 2.
+	// only on a node one of whose Paths holds it. Version 3.
 	Paths []string
 }
 
@@ -78,6 +90,10 @@ func (m Meta) Encode() ([]byte, error) {
 		return nil, fmt.Errorf("building %q: longer than %d bytes", m.Building, MaxBuildingLen)
 	case len(m.GPUModel) > MaxGPUModelLen:
 		return nil, fmt.Errorf("gpu model %q: longer than %d bytes", m.GPUModel, MaxGPUModelLen)
+	case len(m.Lending) > MaxLendingLen:
+		return nil, fmt.Errorf("lending windows %q: longer than %d bytes", m.Lending, MaxLendingLen)
+	case len(m.Outlook) > MaxOutlookLen:
+		return nil, fmt.Errorf("lending outlook of %d bytes: longer than %d", len(m.Outlook), MaxOutlookLen)
 	}
 	paths := 0
 	for _, p := range m.Paths {
@@ -99,6 +115,8 @@ func (m Meta) Encode() ([]byte, error) {
 	w.uvarint(uint64(m.GPUVRAMMiB))
 	w.byte(m.GPUCapability)
 	w.varint(m.Started.Unix())
+	w.string(m.Lending)
+	w.string(string(m.Outlook))
 	w.uvarint(uint64(len(m.Paths)))
 	for _, p := range m.Paths {
 		w.string(p)
@@ -133,6 +151,10 @@ func DecodeMeta(b []byte) (Meta, error) {
 	m.GPUCapability = r.byte("gpu capability")
 	started := r.varint("start time")
 	if v >= 2 {
+		m.Lending = r.string("lending windows", MaxLendingLen)
+		m.Outlook = r.bytes("lending outlook", MaxOutlookLen)
+	}
+	if v >= 3 {
 		n := r.uvarint("path count")
 		if n > MaxPathsBytes {
 			r.fail("path count %d over the limit", n)
@@ -158,7 +180,7 @@ func DecodeMeta(b []byte) (Meta, error) {
 	if len(m.ID) == 0 {
 		return Meta{}, fmt.Errorf("%w: empty node name", ErrMalformed)
 	}
-	if v == MetaVersion && len(r.buf) != 0 {
+	if v <= MetaVersion && len(r.buf) != 0 {
 		return Meta{}, fmt.Errorf("%w: %d trailing bytes", ErrMalformed, len(r.buf))
 	}
 	m.GPUVRAMMiB = uint32(vram)

@@ -113,23 +113,33 @@ func (r *reader) float64(what string) float64 {
 
 // string reads a UTF-8 string of at most max bytes.
 func (r *reader) string(what string, max int) string {
-	n := r.uvarint(what + " length")
-	if r.err != nil {
-		return ""
-	}
-	if n > uint64(max) {
-		r.fail("%s: length %d over the limit %d", what, n, max)
-		return ""
-	}
-	if uint64(len(r.buf)) < n {
-		r.fail("%s: truncated", what)
-		return ""
-	}
-	s := string(r.buf[:n])
-	r.buf = r.buf[n:]
-	if !utf8.ValidString(s) {
+	s := string(r.bytes(what, max))
+	if r.err == nil && !utf8.ValidString(s) {
 		r.fail("%s: not UTF-8", what)
 		return ""
 	}
 	return s
+}
+
+// bytes reads a length-prefixed byte string of at most max bytes (nil
+// when empty).
+func (r *reader) bytes(what string, max int) []byte {
+	n := r.uvarint(what + " length")
+	if r.err != nil {
+		return nil
+	}
+	if n > uint64(max) {
+		r.fail("%s: length %d over the limit %d", what, n, max)
+		return nil
+	}
+	if uint64(len(r.buf)) < n {
+		r.fail("%s: truncated", what)
+		return nil
+	}
+	if n == 0 {
+		return nil
+	}
+	b := append([]byte(nil), r.buf[:n]...)
+	r.buf = r.buf[n:]
+	return b
 }

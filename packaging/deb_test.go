@@ -330,8 +330,10 @@ func TestDebPackage(t *testing.T) {
 }
 
 // TestUnitKeepsReclaimedNodeDown checks the unit's restart rules against
-// how the real binary exits: a reclaimed agent's exit status is one the
-// unit counts as success and never restarts; a stop exits 0.
+// how the real binary exits: an agent set to exit at a reclaim (on_reclaim
+// exit) exits with a status the unit counts as success and never
+// restarts; a stop exits 0. (With the default, stay, a reclaimed agent
+// does not exit at all: agent.TestLendAfterReclaim.)
 func TestUnitKeepsReclaimedNodeDown(t *testing.T) {
 	src, err := packageFiles.ReadFile("files/reclaimnet.service")
 	if err != nil {
@@ -382,7 +384,8 @@ func runAgent(t *testing.T, name string, act func(dataDir string)) (int, string)
 	t.Helper()
 	dir := t.TempDir()
 	cmd := exec.Command(testBin, "agent", "--dev", "--name", "pkg-"+name, "--data-dir", dir, "--bind", "127.0.0.1",
-		"--http", "", "--gossip-port", "0", "--raft-port", "0", "--transfer-port", "0", "--local-timings", "--enforce", "off")
+		"--http", "", "--gossip-port", "0", "--raft-port", "0", "--transfer-port", "0", "--local-timings", "--enforce", "off",
+		"--on-reclaim", "exit")
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {

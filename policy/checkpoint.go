@@ -162,7 +162,7 @@ func (w *world) standby(j *Job, host int) int {
 		}
 	}
 	holders := w.durable()
-	if sb, ok := w.nodeIndex(j.Standby); ok && sb != host && !w.leaving[sb] && sb != sole {
+	if sb, ok := w.nodeIndex(j.Standby); ok && sb != host && !w.leaving[sb] && !w.ending[sb] && sb != sole {
 		nd := w.nodes[sb]
 		if nd.GPU.VRAM >= j.VRAM && nd.GPU.Capability >= j.Capability && nd.GPUs >= j.GPUs {
 			if _, _, ok := w.pathRate(host, sb); ok {

@@ -131,6 +131,8 @@ func (w *world) staticReject(r scanRequest, i int) RejectReason {
 		return RejectSource
 	case w.leaving[i]:
 		return RejectLeaving
+	case w.ending[i]:
+		return RejectLendingEnds
 	case w.storage[i] && !r.holdOnly && !r.holders:
 		return RejectStorage
 	case r.holdOnly || w.storage[i]:
@@ -403,7 +405,7 @@ const countCaches = 8
 // staticReject's but the source one) for a job's requirements.
 func (w *world) passesStatic(i int, vram int64, capability float64, gpus int) bool {
 	nd := &w.facts[i]
-	return !w.leaving[i] && nd.vram >= vram && nd.capability >= capability &&
+	return !w.leaving[i] && !w.ending[i] && nd.vram >= vram && nd.capability >= capability &&
 		w.freeGPUs[i] >= gpus && nd.load <= w.p.MaxLoad && w.vertex[i] >= 0
 }
 

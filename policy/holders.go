@@ -216,7 +216,7 @@ func (w *world) replicaFor(j *Job, host int, carried *Flow) (replica, float64, b
 	}
 	best, bestSrc, bestScore, bestQ, bestRate := -1, -1, math.Inf(1), 1.0, 0.0
 	for _, i := range candidates {
-		if i == host || w.leaving[i] || w.vertex[i] < 0 || slices.Contains(sources, i) {
+		if i == host || w.leaving[i] || w.ending[i] || w.vertex[i] < 0 || slices.Contains(sources, i) {
 			continue
 		}
 		q := w.leaveGiven(j, i, given)

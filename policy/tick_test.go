@@ -242,7 +242,7 @@ func TestTickMigrationBeforeCheckpoints(t *testing.T) {
 			s.Nodes[i].FreeGPUs = 0
 		}
 	}
-	s.Jobs[3].CheckpointBytes, s.Jobs[3].StandbyHas = 3e9, 0
+	s.Jobs[3].CheckpointBytes, s.Jobs[3].StandbyHas = 1e9, 0
 	s.Reclaims = []Reclaim{{Node: nodeName(0, 3), Announced: testEpoch, Deadline: testEpoch.Add(120 * time.Second)}}
 	d := Tick(s, testEpoch)
 	checkInvariants(t, s, d, testEpoch)
@@ -255,12 +255,23 @@ func TestTickMigrationBeforeCheckpoints(t *testing.T) {
 	if mig == nil {
 		t.Fatalf("no migration flow; hand-offs %+v", d.Handoffs)
 	}
-	rmin := 3e9 / 90.0
-	if math.Abs(mig.MinRate-rmin) > 1e-6*rmin || mig.Rate < rmin {
-		t.Errorf("migration r_min %g rate %g, want r_min %g and rate ≥ it", mig.MinRate, mig.Rate, rmin)
-	}
-	// The checkpoints share what is left of the uplink after r_min·1.1.
+	// The hand-off alone on the uplink gets all its migration share
+	// (P3.8) and computes until the latest start that share allows.
 	share := MigrationShare(gbit, gbit, 0.3, 0)
+	hd := d.Handoffs[0]
+	deadline := testEpoch.Add(120 * time.Second)
+	if math.Abs(hd.FinalRate*1.1-share) > 1e-9*share || mig.Rate < hd.FinalRate*(1-1e-12) {
+		t.Errorf("final rate %g (flow %g), want the uplink's share %g at the ceiling", hd.FinalRate, mig.Rate, share/1.1)
+	}
+	wantStart := deadline.Add(-(FinalSafety*(transferTime(1e9, hd.FinalRate)+30*time.Second) + 120*time.Second/4))
+	if !hd.FinalStart.Equal(wantStart) || !mig.Start.Equal(wantStart) {
+		t.Errorf("final checkpoint at %v (flow %v), want the latest safe start %v", hd.FinalStart.Sub(testEpoch), mig.Start.Sub(testEpoch), wantStart.Sub(testEpoch))
+	}
+	rmin := 1e9 / (deadline.Sub(wantStart) - 30*time.Second).Seconds()
+	if math.Abs(mig.MinRate-rmin) > 1e-6*rmin || mig.Rate < rmin {
+		t.Errorf("migration r_min %g rate %g, want r_min %g from the final start and rate ≥ it", mig.MinRate, mig.Rate, rmin)
+	}
+	// The checkpoints share what is left of the uplink.
 	var ckpt float64
 	for _, f := range d.Flows {
 		if f.Class == ClassPresync {

@@ -89,6 +89,12 @@ type Node struct {
 	// hosts no jobs and is never lent or reclaimed, so P2 takes its hazard
 	// as 0 and prefers it as a holder.
 	Storage bool `json:",omitzero"`
+	// LentUntil is the end of the node's known lending time (its owner's
+	// lending window, the deadline of the reclaim the owner policy plans);
+	// zero: no end known. A node lent for less than Params.LentAhead more
+	// is no destination, standby or holder: a job moved there would have
+	// to move again at once (docs/owner.md).
+	LentUntil time.Time `json:",omitzero"`
 }
 
 // Link is one edge of the campus graph (SPEC P2.1). Links are full duplex:
@@ -261,6 +267,14 @@ type Params struct {
 	// (P2.3's d ≠ s), so the copy stays off the job's node (0.01; 0 keeps
 	// the standby while it can take the job and lets the holder host).
 	SoleCopyRisk float64
+	// HandoffMargin is the slack the final checkpoint's latest safe start
+	// keeps before the deadline (SPEC P3.8), at least one control period.
+	HandoffMargin time.Duration `json:",omitzero"`
+	// LentAhead is how long a node must stay lent (Node.LentUntil) to be
+	// chosen as destination, standby or holder (15 min: longer than a
+	// lending window's default 10-minute notice, so a job does not arrive
+	// just before the node's planned reclaim announces itself).
+	LentAhead time.Duration
 }
 
 // DefaultSoleCopyHorizon is the horizon of SoleCopyRisk for a job without
@@ -290,6 +304,8 @@ func DefaultParams() Params {
 		Switches:      Switches{P1: true, P2: true, P3: true},
 		MaxCandidates: 20,
 		SoleCopyRisk:  0.01,
+		HandoffMargin: DefaultHandoffMargin,
+		LentAhead:     15 * time.Minute,
 	}
 }
 
@@ -324,6 +340,8 @@ const (
 	RejectBandwidth RejectReason = "no migration bandwidth on the path"
 	// RejectStorage: a storage node keeps checkpoints but hosts no jobs.
 	RejectStorage RejectReason = "storage node (hosts no jobs)"
+	// RejectLendingEnds: the node's lending ends within Params.LentAhead.
+	RejectLendingEnds RejectReason = "lending ends soon"
 	// RejectMissingPath: the node lacks a path the job reads (run
 	// --ro-path).
 	RejectMissingPath RejectReason = "lacks a read-only path the job needs"
@@ -384,6 +402,13 @@ type HandoffDecision struct {
 	// Bytes is what the destination still lacks.
 	Bytes    int64
 	Deadline time.Time
+	// FinalStart is when the job takes its final checkpoint (SPEC P3.8):
+	// its latest safe start for FinalRate; the job computes on the source
+	// until then. Zero: at once (P3 off, or not admitted).
+	FinalStart time.Time `json:",omitzero"`
+	// FinalRate is the final transfer's rate: r_min plus its max-min share
+	// of what the other admitted flows leave (P3.8), bytes/s.
+	FinalRate float64 `json:",omitzero"`
 	// Degraded is set when the job will recover from an older replica;
 	// Reason says why (no candidate, not admitted, not enough time).
 	Degraded   bool

@@ -26,6 +26,7 @@ type world struct {
 	offGraph   map[NodeID]int
 	vertex     []int // topology vertex of each node, -1 if absent
 	leaving    []bool
+	ending     []bool // lent for less than Params.LentAhead more
 	// standbyOf fixes the standby of a job whose evacuation already
 	// chose one this period, so that P1 sends its checkpoints there too.
 	standbyOf map[JobID]int
@@ -116,6 +117,7 @@ func newWorld(s Snapshot, now time.Time, reclaimed map[NodeID]bool) *world {
 	}
 	w.vertex = make([]int, n)
 	w.leaving = make([]bool, n)
+	w.ending = make([]bool, n)
 	w.freeGPUs = make([]int, n)
 	w.facts = make([]nodeFacts, n)
 	w.hazard = make([]float64, n)
@@ -136,6 +138,9 @@ func newWorld(s Snapshot, now time.Time, reclaimed map[NodeID]bool) *world {
 		}
 		w.vertex[i] = v
 		w.leaving[i] = nd.Leaving
+		// A node whose lending ends soon takes nothing new; what it runs
+		// and sends goes on until its reclaim is announced.
+		w.ending[i] = !nd.LentUntil.IsZero() && nd.LentUntil.Sub(now) < p.LentAhead
 		w.freeGPUs[i] = nd.FreeGPUs
 		w.facts[i] = nodeFacts{vram: nd.GPU.VRAM, capability: nd.GPU.Capability, load: nd.Load}
 		// Read while the node is at hand; jobs look hosts up at random.

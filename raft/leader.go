@@ -296,6 +296,7 @@ func buildSnapshot(st *state.State, hz map[policy.NodeID]policy.HazardEstimate, 
 		if l, ok := live[id]; ok {
 			pn.FreeGPUs = min(free, l.FreeGPUs)
 			pn.Load, pn.AccessLink = l.Load, l.AccessLink
+			pn.LentUntil = l.LentUntil
 		}
 		if h, ok := hz[id]; ok {
 			pn.Emergency, pn.Departure = h.EmergencyUpper, h.Departure

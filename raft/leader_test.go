@@ -144,7 +144,7 @@ func TestBuildSnapshot(t *testing.T) {
 	must(state.AnnounceReclaim{Reclaim: policy.Reclaim{Node: "b", Announced: at, Deadline: at.Add(time.Minute)}})
 
 	tel := fixedTelemetry{
-		nodes: []NodeTelemetry{{ID: "a", FreeGPUs: 4, Load: 0.5, AccessLink: "acc-a"}, {ID: "b", FreeGPUs: 1}},
+		nodes: []NodeTelemetry{{ID: "a", FreeGPUs: 4, Load: 0.5, AccessLink: "acc-a"}, {ID: "b", FreeGPUs: 1, LentUntil: at.Add(time.Hour)}},
 		links: []policy.Link{{ID: "acc-a", A: "a", B: "sw"}},
 		flows: []state.FlowProgress{{ID: "f-done", Done: true}, {ID: "f-part", Remaining: 123}},
 	}
@@ -157,8 +157,11 @@ func TestBuildSnapshot(t *testing.T) {
 	if a := s.Nodes[0]; a.FreeGPUs != 0 || a.Load != 0.5 || a.AccessLink != "acc-a" || a.Emergency.Rates[0] != 1e-4 || a.Departure.Rates[0] != 2e-4 || a.Leaving {
 		t.Fatalf("node a got %+v, want 0 free GPUs (4 − 3 − 1), load 0.5, its link and hazards", a)
 	}
-	if b := s.Nodes[1]; b.FreeGPUs != 1 || !b.Leaving {
-		t.Fatalf("node b got %+v, want 1 free GPU (telemetry) and leaving", b)
+	if b := s.Nodes[1]; b.FreeGPUs != 1 || !b.Leaving || !b.LentUntil.Equal(at.Add(time.Hour)) {
+		t.Fatalf("node b got %+v, want 1 free GPU (telemetry), leaving, lent until its outlook's end", b)
+	}
+	if !s.Nodes[0].LentUntil.IsZero() {
+		t.Errorf("node a lent until %v; its telemetry names no end", s.Nodes[0].LentUntil)
 	}
 	if len(s.Jobs) != 2 || !slices.Equal(s.Jobs[0].Replicas, []policy.NodeID{"b"}) {
 		t.Fatalf("job j replicas got %+v, want [b] (not the host a, not the departed c)", s.Jobs)

@@ -77,4 +77,7 @@ type NodeTelemetry struct {
 	FreeGPUs   int
 	Load       float64
 	AccessLink string
+	// LentUntil is when the node's owner policy ends its lending (zero:
+	// no end known; in the past: not lent now).
+	LentUntil time.Time
 }

@@ -189,6 +189,20 @@ func (e *Engine) applyHandoff(hd policy.HandoffDecision) {
 	if !ok || to == j.node || !w.usable(to, j) && !suspend {
 		return
 	}
+	if !hd.FinalStart.IsZero() {
+		// The job computes on the source until its final checkpoint's
+		// latest safe start (SPEC P3.8); the controller runs then, as the
+		// agent's does within its 1-s period, and decides again. A start
+		// less than a period away is taken now (earlier is safe).
+		if at := hd.FinalStart.Sub(w.Start).Seconds(); at > w.now+policy.ControlPeriod.Seconds() {
+			if j.finalAt != at {
+				j.finalAt = at
+				e.push(at, evControl, 0, 0)
+			}
+			return
+		}
+	}
+	j.finalAt = -1
 	if !suspend {
 		// A hand-off to a storage node suspends the job (the oracle's
 		// park): no GPUs to reserve, it is placed again later.
@@ -211,6 +225,8 @@ func (e *Engine) applyHandoff(hd policy.HandoffDecision) {
 	}
 	f := e.newFlow(flowHandoff, j, j.node, to, bytes)
 	f.captured = j.progress
+	// The limit: the bytes lacked at what the path gives migration now.
+	j.handLimit = policy.DowntimeLimit(int64(bytes), e.migrationRoom(f.links), time.Duration(j.restartS*float64(time.Second)), policy.ControlPeriod).Seconds()
 	if !hd.Deadline.IsZero() {
 		f.deadline = hd.Deadline.Sub(w.Start).Seconds()
 	}

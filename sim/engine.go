@@ -177,7 +177,7 @@ func NewEngine(tr *trace.Trace, ctrl Controller, opts Options) (*Engine, error) 
 	}
 	for _, j := range tr.Jobs {
 		w.jobIdx[policy.JobID(j.ID)] = len(w.jobs)
-		w.jobs = append(w.jobs, &simJob{rec: j, id: policy.JobID(j.ID), node: -1, handTo: -1, standby: -1,
+		w.jobs = append(w.jobs, &simJob{rec: j, id: policy.JobID(j.ID), node: -1, handTo: -1, standby: -1, finalAt: -1,
 			held: map[int]float64{}, work: j.WorkGPUh * 3600 / float64(j.GPUs), bytes: int64(j.CheckpointMB * 1e6), restartS: j.RestartS})
 	}
 	e := &Engine{w: w, ctrl: ctrl, opts: opts}

@@ -52,6 +52,12 @@ type simJob struct {
 	doneAt        float64
 	stopCause     stopCause
 	speed         float64 // useful progress per second of computing (Slowed)
+	// finalAt is the final-checkpoint start a waiting hand-off has a
+	// control run booked for (SPEC P3.8), -1 none.
+	finalAt float64
+	// handLimit is the downtime limit of the hand-off under way (SPEC
+	// P3.8), seconds; 0 none.
+	handLimit float64
 }
 
 // stopCause is why a job stopped, for the loss breakdown.
@@ -172,6 +178,11 @@ func (e *Engine) resume(j *simJob) {
 		e.m.lossBy[j.stopCause] += loss * float64(j.rec.GPUs)
 		e.m.downBy[j.stopCause] += (w.now - j.stopAt) * float64(j.rec.GPUs)
 		e.m.countBy[j.stopCause]++
+		if j.stopCause == causeHandoff && j.handLimit > 0 {
+			e.m.handoffDown = append(e.m.handoffDown, w.now-j.stopAt)
+			e.m.handoffLimit = append(e.m.handoffLimit, j.handLimit)
+		}
+		j.handLimit = 0
 		// A scheduled reclaim succeeds only with a zero-loss hand-off; an
 		// emergency one when the job resumed from an off-node checkpoint
 		// losing at most its loss budget.

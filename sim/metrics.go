@@ -2,6 +2,7 @@ package sim
 
 import (
 	"math"
+	"slices"
 	"sort"
 
 	"github.com/reclaimnet/reclaimnet/policy"
@@ -28,6 +29,8 @@ type metrics struct {
 	downBy     [nCauses]float64
 	countBy    [nCauses]int
 	redundancy float64 // GPU-s spent on redundant computation (Slowed)
+	// Each successful hand-off's downtime and its limit (SPEC P3.8), s.
+	handoffDown, handoffLimit []float64
 }
 
 // SeriesPoint is one point of cumulative work loss.
@@ -102,6 +105,7 @@ func (e *Engine) result() Result {
 		RedundancyGPUh: e.m.redundancy / 3600,
 	}
 	r.TotalLostGPUh = r.WorkLossGPUh + r.Breakdown.DowntimeGPUh + r.Breakdown.RedundancyGPUh
+	r.HandoffDowntime = summariseDowntime(e.m.handoffDown, e.m.handoffLimit)
 	return r
 }
 
@@ -114,4 +118,22 @@ func quantile(sorted []float64, q float64) float64 {
 		i = 0
 	}
 	return sorted[min(i, len(sorted)-1)]
+}
+
+// summariseDowntime gives the hand-offs' downtime against their limits:
+// medians of each and of the per-hand-off ratio, and the largest ratio.
+func summariseDowntime(down, limit []float64) DowntimeVsLimit {
+	if len(down) == 0 {
+		return DowntimeVsLimit{}
+	}
+	ratio := make([]float64, len(down))
+	for i := range down {
+		ratio[i] = down[i] / limit[i]
+	}
+	d, l := slices.Clone(down), slices.Clone(limit)
+	sort.Float64s(d)
+	sort.Float64s(l)
+	sort.Float64s(ratio)
+	return DowntimeVsLimit{Count: len(down), MedianS: quantile(d, 0.5), MaxS: d[len(d)-1], MedianLimitS: quantile(l, 0.5),
+		MedianRatio: quantile(ratio, 0.5), MaxRatio: ratio[len(ratio)-1], down: down, limit: limit}
 }

@@ -41,6 +41,9 @@ type Result struct {
 	// PredictedGap is Theorem 2's gap over the run's own hazard and
 	// bandwidth estimates (Tick-driven policies only).
 	PredictedGap float64 `json:"predicted_gap,omitempty"`
+	// HandoffDowntime is each successful hand-off's downtime against its
+	// limit (SPEC P3.8).
+	HandoffDowntime DowntimeVsLimit `json:"handoff_downtime"`
 
 	Downtimes    []float64     `json:"-"`
 	LossSeries   []SeriesPoint `json:"-"`
@@ -75,4 +78,20 @@ type LossBreakdown struct {
 	// Bamboo-like baseline), counted against GPU utilisation, not in work
 	// loss (the paper's work-loss column counts rollbacks).
 	RedundancyGPUh float64 `json:"redundancy_gpu_h"`
+}
+
+// DowntimeVsLimit is the hand-offs' downtime (the last step on the source
+// to the first on the destination) against the limit SPEC P3.8 gives each:
+// the bytes the destination lacked ÷ what the path gave migration when the
+// final checkpoint started + Tr + one control period.
+type DowntimeVsLimit struct {
+	Count        int     `json:"count"`
+	MedianS      float64 `json:"median_s"`
+	MaxS         float64 `json:"max_s"`
+	MedianLimitS float64 `json:"median_limit_s"`
+	// MedianRatio and MaxRatio are of downtime ÷ limit per hand-off.
+	MedianRatio float64 `json:"median_ratio"`
+	MaxRatio    float64 `json:"max_ratio"`
+
+	down, limit []float64 // per hand-off, seconds: pooled over seeds
 }

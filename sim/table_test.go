@@ -48,7 +48,7 @@ func TestReportTextTableAligned(t *testing.T) {
 			}
 		}
 	}
-	if tables != 3 {
-		t.Errorf("got %d tables, want the report's 3", tables)
+	if tables != 4 {
+		t.Errorf("got %d tables, want the report's 4", tables)
 	}
 }

@@ -104,7 +104,7 @@ func (s *State) Apply(cmd Command) (bool, error) {
 		if c.Done {
 			j.State = policy.JobDone
 		}
-		resumed := !c.Ready.IsZero() && noteResumed(s, c.Job, c.Node, c.Ready)
+		resumed := !c.Ready.IsZero() && noteResumed(s, c)
 		if reflect.DeepEqual(old, j) {
 			return resumed, nil
 		}

@@ -113,6 +113,13 @@ type JobReport struct {
 	Remaining       time.Duration
 	Done            bool
 	Ready           time.Time `json:",omitzero"`
+	// With Ready: Restored is when the checkpoint the job resumes from was
+	// restored on Node (zero: nothing to restore), and Limit the part of
+	// its downtime limit Node can tell (design P3.8d: the bytes it
+	// fetched ÷ their flow's rate + Tr). The history's outcome of the move
+	// keeps both (zero from an older node).
+	Restored time.Time     `json:",omitzero"`
+	Limit    time.Duration `json:",omitzero"`
 }
 
 // MoveJob records a finished hand-off: the job now runs on To, since At
@@ -130,6 +137,10 @@ type MoveJob struct {
 	Stopped           time.Time `json:",omitzero"`
 	Version           uint64    `json:",omitempty"`
 	NoFinalCheckpoint bool      `json:",omitempty"`
+	// Limit is the hand-off's downtime limit (design P3.8d: the bytes To
+	// lacked ÷ the final transfer's rate when it started + Tr + one
+	// control period); zero from an older node.
+	Limit time.Duration `json:",omitzero"`
 }
 
 // ReplicaComplete says Holder has version Version of Job's checkpoint
@@ -226,8 +237,11 @@ func (c JobReport) validate() error {
 	if c.Job == "" || c.Node == "" {
 		return invalid("job report needs job and node")
 	}
-	if c.CheckpointBytes < 0 || c.RestartTime < 0 || c.Remaining < 0 {
+	if c.CheckpointBytes < 0 || c.RestartTime < 0 || c.Remaining < 0 || c.Limit < 0 {
 		return invalid("job report %s: negative value", c.Job)
+	}
+	if !c.Restored.IsZero() && (c.Ready.IsZero() || c.Restored.After(c.Ready)) {
+		return invalid("job report %s: restored after its start", c.Job)
 	}
 	return nil
 }
@@ -238,6 +252,9 @@ func (c MoveJob) validate() error {
 	}
 	if !c.Stopped.IsZero() && !c.At.IsZero() && c.Stopped.After(c.At) {
 		return invalid("move %s: stopped after the move", c.Job)
+	}
+	if c.Limit < 0 {
+		return invalid("move %s: negative limit", c.Job)
 	}
 	return nil
 }

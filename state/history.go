@@ -85,24 +85,47 @@ func addOutcome(s *State, node policy.NodeID, announced, deadline time.Time, kin
 	s.ReclaimReports[i] = e
 }
 
-// noteResumed records at as the Resumed time of job's newest outcome in
-// the history, when that outcome placed it on node and has none yet; it
+// noteResumed records c.Ready as the Resumed time of the job's newest
+// outcome in the history, when that outcome placed it on c.Node and has
+// none yet, with c's restore time and limit (a recovery's limit adds its
+// detection time: the departure to the cluster's record of it); it
 // reports whether it changed the history.
-func noteResumed(s *State, job policy.JobID, node policy.NodeID, at time.Time) bool {
+func noteResumed(s *State, c JobReport) bool {
 	for i := len(s.ReclaimReports) - 1; i >= 0; i-- {
-		k := slices.IndexFunc(s.ReclaimReports[i].Jobs, func(o JobOutcome) bool { return o.Job == job })
+		k := slices.IndexFunc(s.ReclaimReports[i].Jobs, func(o JobOutcome) bool { return o.Job == c.Job })
 		if k < 0 {
 			continue
 		}
-		if o := s.ReclaimReports[i].Jobs[k]; o.To != node || !o.Resumed.IsZero() || at.Before(o.At) {
+		if o := s.ReclaimReports[i].Jobs[k]; o.To != c.Node || !o.Resumed.IsZero() || c.Ready.Before(o.At) {
 			return false
 		}
 		e := s.ReclaimReports[i].clone()
-		e.Jobs[k].Resumed = at
+		o := &e.Jobs[k]
+		o.Resumed, o.Restored = c.Ready, c.Restored
+		if !o.HandedOff && c.Limit > 0 {
+			o.Limit = c.Limit
+			if start := e.DowntimeStart(*o); !start.IsZero() && o.Detected.After(start) {
+				o.Limit += o.Detected.Sub(start)
+			}
+		}
 		s.ReclaimReports[i] = e
 		return true
 	}
 	return false
+}
+
+// DowntimeStart is when job outcome o of this entry stopped computing: a
+// hand-off's Stopped; for a recovery, the departure (the command, for an
+// emergency reclaim: it stops the jobs at once). Zero when not known.
+func (r ReclaimReport) DowntimeStart(o JobOutcome) time.Time {
+	if o.HandedOff {
+		return o.Stopped
+	}
+	start := r.Left
+	if r.Kind == DepartureEmergency && !r.Announced.IsZero() && (start.IsZero() || r.Announced.Before(start)) {
+		start = r.Announced
+	}
+	return start
 }
 
 // noteHandoff records a finished hand-off off a node with a pending reclaim.
@@ -111,7 +134,8 @@ func noteHandoff(s *State, r policy.Reclaim, c MoveJob, j JobRecord) {
 	if r.Emergency() {
 		kind = DepartureEmergency
 	}
-	o := JobOutcome{Job: j.ID, To: c.To, HandedOff: true, Version: c.Version, NoFinalCheckpoint: c.NoFinalCheckpoint, Stopped: c.Stopped}
+	o := JobOutcome{Job: j.ID, To: c.To, HandedOff: true, Version: c.Version, NoFinalCheckpoint: c.NoFinalCheckpoint,
+		Stopped: c.Stopped, Limit: c.Limit}
 	if cp, ok := s.CheckpointVersion(j.ID, c.Version); ok && c.NoFinalCheckpoint && cp.Committed && !c.At.IsZero() {
 		// As for a recovery: the work since the version's commit.
 		o.LostWork = max(c.At.Sub(cp.CommittedAt), 0)
@@ -125,7 +149,7 @@ func noteHandoff(s *State, r policy.Reclaim, c MoveJob, j JobRecord) {
 // job's submission when nothing survived).
 func noteRecovery(s *State, j JobRecord, p policy.Placement, at time.Time) {
 	s.Counters.DegradedRecoveries++
-	o := JobOutcome{Job: j.ID, To: p.To, At: at}
+	o := JobOutcome{Job: j.ID, To: p.To, At: at, Detected: j.Displaced.At}
 	lostSince := j.Submitted
 	if p.From != "" {
 		cps := s.Checkpoints[j.ID]

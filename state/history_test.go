@@ -54,7 +54,7 @@ func TestHistoryRecordsDetectedEmergency(t *testing.T) {
 	must(SetDecisions{Decisions: DecisionRecord{At: placed, Decisions: policy.Decisions{
 		Placements: []policy.Placement{{Job: "j", To: "c", From: "b", Recovery: true}}}}})
 	e = st.ReclaimReports[0]
-	want := JobOutcome{Job: "j", To: "c", Replica: "b", Version: 3, LostWork: 60 * time.Second, At: placed}
+	want := JobOutcome{Job: "j", To: "c", Replica: "b", Version: 3, LostWork: 60 * time.Second, At: placed, Detected: gone}
 	if len(e.Jobs) != 1 || e.Jobs[0] != want {
 		t.Fatalf("outcomes %+v, want [%+v]", e.Jobs, want)
 	}
@@ -237,5 +237,64 @@ func TestHistoryRecordsResumed(t *testing.T) {
 	}
 	if o := st.ReclaimReports[0].Jobs[0]; !o.Resumed.Equal(ready) {
 		t.Errorf("outcome %+v changed by the later reports", o)
+	}
+}
+
+// TestHistoryDowntimeParts: the history's outcome of a move takes where
+// the downtime went (design P3.8d): a recovery's departure (the owner's
+// announcement), detection, placement, restore and first step, with its
+// limit plus the detection time; a hand-off's final checkpoint start and
+// limit from its MoveJob and its first step from the destination. A start
+// reported by another node, or before the move, changes nothing.
+func TestHistoryDowntimeParts(t *testing.T) {
+	t0 := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	st, must := historyState(t, t0)
+	announced := t0.Add(60 * time.Second)
+	must(AnnounceReclaim{Reclaim: policy.Reclaim{Node: "a", Announced: announced, Deadline: announced}})
+	detected := announced.Add(3 * time.Second)
+	must(RecordDeparture{Departure: Departure{Node: "a", At: detected, Kind: DepartureEmergency}})
+	placed := detected.Add(time.Second)
+	must(SetDecisions{Decisions: DecisionRecord{At: placed, Decisions: policy.Decisions{
+		Placements: []policy.Placement{{Job: "j", To: "c", From: "b", Recovery: true}}}}})
+	must(JobReport{Job: "j", Node: "c", Ready: placed.Add(-time.Second)}) // before the placement: ignored
+	if o := st.ReclaimReports[0].Jobs[0]; !o.Resumed.IsZero() {
+		t.Fatalf("a start before the placement was recorded: %+v", o)
+	}
+	restored, started := placed.Add(4*time.Second), placed.Add(6*time.Second)
+	must(JobReport{Job: "j", Node: "c", Ready: started, Restored: restored, Limit: 5 * time.Second})
+	o := st.ReclaimReports[0].Jobs[0]
+	e := st.ReclaimReports[0]
+	if !e.DowntimeStart(o).Equal(announced) || !o.Detected.Equal(detected) || !o.At.Equal(placed) || !o.Restored.Equal(restored) || !o.Resumed.Equal(started) {
+		t.Fatalf("recovery outcome %+v (from %v): want from the announcement, detected, placed, restored and resumed", o, e.DowntimeStart(o))
+	}
+	if o.Limit != 8*time.Second {
+		t.Fatalf("recovery limit %v, want 5s + 3s detection", o.Limit)
+	}
+	must(JobReport{Job: "j", Node: "c", Ready: started.Add(time.Minute)}) // a later restart: the first step stands
+	if o := st.ReclaimReports[0].Jobs[0]; !o.Resumed.Equal(started) {
+		t.Fatalf("a later report replaced the first step: %+v", o)
+	}
+
+	// A hand-off of j off c.
+	st2, must2 := historyState(t, t0)
+	must2(AnnounceReclaim{Reclaim: policy.Reclaim{Node: "a", Announced: announced, Deadline: announced.Add(time.Minute)}})
+	stopped := announced.Add(50 * time.Second)
+	must2(MoveJob{Job: "j", From: "a", To: "b", At: stopped.Add(2 * time.Second), Version: 4, Stopped: stopped, Limit: 3 * time.Second})
+	if _, err := st2.Apply(JobReport{Job: "j", Node: "c", Ready: stopped.Add(3 * time.Second)}); err == nil {
+		t.Fatal("a report from a node that does not host the job was accepted")
+	}
+	must2(JobReport{Job: "j", Node: "b", Ready: stopped.Add(3 * time.Second), Restored: stopped.Add(2500 * time.Millisecond), Limit: time.Second})
+	o = st2.ReclaimReports[0].Jobs[0]
+	if o.Resumed.Sub(o.Stopped) != 3*time.Second || o.Limit != 3*time.Second || !o.HandedOff || !o.Restored.Equal(stopped.Add(2500*time.Millisecond)) {
+		t.Fatalf("hand-off outcome %+v: want down 3s, restored, against the move's limit 3s (not the destination's)", o)
+	}
+	for _, bad := range []Command{
+		JobReport{Job: "j", Node: "b", Limit: -time.Second},
+		JobReport{Job: "j", Node: "b", Ready: stopped, Restored: stopped.Add(time.Second)},
+		MoveJob{Job: "j", From: "b", To: "a", At: stopped, Limit: -time.Second},
+	} {
+		if _, err := EncodeCommand(bad); err == nil {
+			t.Errorf("%+v accepted", bad)
+		}
 	}
 }

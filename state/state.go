@@ -437,10 +437,19 @@ type Counters struct {
 // ReclaimReport is the owner's report of one reclaim, as the reclaimed
 // node recorded it.
 type ReclaimReport struct {
-	Node      policy.NodeID
-	Kind      DepartureKind // scheduled or emergency
-	Announced time.Time
-	Deadline  time.Time
+	Node policy.NodeID
+	Kind DepartureKind // scheduled or emergency
+	// Reason is why the owner's side took the machine back ("lending
+	// window ends 08:00"); empty when the report does not say.
+	Reason string `json:",omitempty"`
+	// LendingAfter is the node's lending state as it left (reclaimed,
+	// owner active, outside window, ...) and LendableFrom the earliest
+	// time its owner policy may lend it again (zero: only the owner's
+	// lend): what the page shows of a node that is out of the cluster.
+	LendingAfter string    `json:",omitempty"`
+	LendableFrom time.Time `json:",omitzero"`
+	Announced    time.Time
+	Deadline     time.Time
 	// Completed is when every job had left the node (or the node left).
 	Completed time.Time `json:",omitzero"`
 	// Isolate is how long the kill-switch flip took; Isolated whether it
@@ -497,6 +506,15 @@ type JobOutcome struct {
 	// departure for a recovery, to Resumed. Zero when not known (yet).
 	Stopped time.Time `json:",omitzero"`
 	Resumed time.Time `json:",omitzero"`
+	// Where the downtime went (design P3.8d), each zero when not known:
+	// Detected is when the cluster recorded a recovery's departure,
+	// Restored when the checkpoint was restored on To, and Limit the
+	// downtime the move cannot beat (bytes lacked ÷ path rate + Tr + one
+	// control period for a hand-off, + the detection time for a
+	// recovery).
+	Detected time.Time     `json:",omitzero"`
+	Restored time.Time     `json:",omitzero"`
+	Limit    time.Duration `json:",omitzero"`
 }
 
 func (r ReclaimReport) clone() ReclaimReport {

@@ -99,6 +99,14 @@ func fmtClock(t time.Time) string {
 	return t.UTC().Format("15:04:05 UTC")
 }
 
+// fmtStamp shows a time with its day, for times hours or days away.
+func fmtStamp(t time.Time) string {
+	if t.IsZero() {
+		return "—"
+	}
+	return t.UTC().Format("Mon 2006-01-02 15:04 UTC")
+}
+
 // fmtAgo shows how long before now t was.
 func fmtAgo(t, now time.Time) string {
 	if t.IsZero() {

@@ -32,6 +32,7 @@ func newPageRenderer() (*pageRenderer, error) {
 		"durp":      fmtDurPtr,
 		"perhour":   fmtHazard,
 		"clock":     fmtClock,
+		"stamp":     fmtStamp,
 		"ago":       fmtAgo,
 		"pct":       fmtPct,
 		"secs":      fmtSeconds,

@@ -152,6 +152,19 @@ type Member struct {
 	// KillSwitchDrops counts packets the kill-switch dropped since the
 	// node's agent started.
 	KillSwitchDrops uint64 `json:"kill_switch_drops"`
+	// Lending is what the node's owner policy publishes: its lending
+	// windows, its state (lent, reclaiming, owner active, reclaimed, ...)
+	// and its next planned reclaim (Until) or when it may be lent again
+	// (From); nil when it publishes nothing.
+	Lending *Lending `json:"lending,omitempty"`
+}
+
+// Lending is a node's lending as its owner policy publishes it.
+type Lending struct {
+	Windows string    `json:"windows"`
+	State   string    `json:"state,omitempty"`
+	Until   time.Time `json:"until,omitzero"`
+	From    time.Time `json:"from,omitzero"`
 }
 
 // BuildingBandwidth is the bandwidth available to migration from one
@@ -315,6 +328,18 @@ type ReclaimOutcome struct {
 	WorkLost time.Duration `json:"work_lost_ns"`
 	Downtime time.Duration `json:"downtime_ns"`
 	Resuming bool          `json:"resuming,omitempty"`
+	// DowntimeLimit is what the downtime cannot beat (design P3.8d: bytes
+	// lacked ÷ path rate + Tr + one control period, or + the detection
+	// time for a recovery); 0 when not known.
+	DowntimeLimit time.Duration `json:"downtime_limit_ns,omitempty"`
+	// Where a recovery's downtime went, from the departure: detection (to
+	// the cluster's record of it), placement (to the placement decision),
+	// restore (to the checkpoint restored on the new node) and start (to
+	// the job's first step there). A hand-off has restore and start only.
+	Detection time.Duration `json:"detection_ns,omitempty"`
+	Placement time.Duration `json:"placement_ns,omitempty"`
+	Restore   time.Duration `json:"restore_ns,omitempty"`
+	Start     time.Duration `json:"start_ns,omitempty"`
 }
 
 // DecisionKind says what a Decision chose.

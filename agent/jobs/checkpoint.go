@@ -41,8 +41,11 @@ func (w *worker) loop(ctx context.Context, job *supervisor.Job, deadline time.Ti
 	// at orderTakenAt (its own clock).
 	var orderTaken, orderTakenAt time.Time
 	timer := time.NewTimer(time.Hour)
+	final := time.NewTimer(time.Hour) // a hand-off's final checkpoint start
+	final.Stop()
 	defer func() {
 		timer.Stop()
+		final.Stop()
 		if !stopped {
 			w.stop(job)
 		}
@@ -73,7 +76,17 @@ func (w *worker) loop(ctx context.Context, job *supervisor.Job, deadline time.Ti
 			}
 			deadline = d
 		}
-		if h, ok := handoffFrom(st, w.id, m.cfg.Node); ok && j.Node == m.cfg.Node && !h.Degraded {
+		h, handing := handoffFrom(st, w.id, m.cfg.Node)
+		handing = handing && j.Node == m.cfg.Node && !h.Degraded
+		var finalDue <-chan time.Time
+		if wait := h.FinalStart.Sub(m.cfg.Now()); handing && h.FinalCheckpoint && wait > 0 {
+			// The job computes here, and its pre-sync in flight keeps the
+			// destination fresh, until its final checkpoint's latest safe
+			// start (SPEC P3.8).
+			final.Reset(wait)
+			finalDue, handing = final.C, false
+		}
+		if handing {
 			// (A degraded hand-off keeps running while the job is still
 			// placed here. With a last-chance checkpoint ordered the loop
 			// takes it and pushes it to the standby. Without one, no node
@@ -117,6 +130,7 @@ func (w *worker) loop(ctx context.Context, job *supervisor.Job, deadline time.Ti
 		case <-ctx.Done():
 			return
 		case <-w.notify:
+		case <-finalDue:
 		case ev, ok := <-events:
 			if !ok {
 				events = nil
@@ -128,7 +142,7 @@ func (w *worker) loop(ctx context.Context, job *supervisor.Job, deadline time.Ti
 			case supervisor.EventReady:
 				w.set(func() { w.restartTime = ev.RestartTime })
 				w.reportRestart(ctx, j, true)
-				w.resumed(ctx, j)
+				w.resumed(ctx, j, ev.RestartTime)
 			case supervisor.EventCheckpointReady:
 				if ev.Checkpoint != nil && !ev.Checkpoint.Requested {
 					// The job checkpointed by itself (exit 85, or a deadline).

@@ -69,8 +69,10 @@ func TestDegradedHandoffWithNowhereToGoKeepsRunning(t *testing.T) {
 			tc.gossip.setFree(id, 0)
 		}
 	}
+	// A short notice: once admitted, the hand-off waits for its final
+	// checkpoint's latest safe start, a couple of seconds before it.
 	now := time.Now()
-	tc.submitVia(host, state.AnnounceReclaim{Reclaim: policy.Reclaim{Node: host, Announced: now, Deadline: now.Add(time.Minute)}})
+	tc.submitVia(host, state.AnnounceReclaim{Reclaim: policy.Reclaim{Node: host, Announced: now, Deadline: now.Add(25 * time.Second)}})
 	var decided time.Time
 	wait.For(t, 20*time.Second, "a degraded hand-off with nowhere to go", func() bool {
 		st := tc.state()
@@ -129,7 +131,7 @@ func TestHandoffWithoutFinalCheckpoint(t *testing.T) {
 	host := tc.waitRunning("train", "")
 	committed := tc.waitCommitted("train", 2)
 	now := time.Now()
-	tc.submitVia(host, state.AnnounceReclaim{Reclaim: policy.Reclaim{Node: host, Announced: now, Deadline: now.Add(60 * time.Second)}})
+	tc.submitVia(host, state.AnnounceReclaim{Reclaim: policy.Reclaim{Node: host, Announced: now, Deadline: now.Add(20 * time.Second)}})
 	dest := tc.waitRunning("train", host)
 	var outcome state.JobOutcome
 	wait.For(t, 10*time.Second, "the hand-off in the reclaim history", func() bool {

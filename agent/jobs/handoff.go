@@ -12,9 +12,10 @@ import (
 	"github.com/reclaimnet/reclaimnet/state"
 )
 
-// handoff carries out a hand-off decision for this job (flow 3). The job
-// stops as soon as its final checkpoint is written: what it would compute
-// afterwards could not be kept.
+// handoff carries out a hand-off decision for this job (flow 3), at its
+// final checkpoint's start (SPEC P3.8). The job stops as soon as its final
+// checkpoint is written: what it would compute afterwards could not be
+// kept.
 func (w *worker) handoff(ctx context.Context, job *supervisor.Job, h policy.HandoffDecision) {
 	m := w.m
 	w.setState(StateHandingOff)
@@ -29,6 +30,14 @@ func (w *worker) handoff(ctx context.Context, job *supervisor.Job, h policy.Hand
 	// What the job computes after this is not kept: the hand-off's
 	// downtime runs from here.
 	stopped := m.cfg.Now()
+	// The rate the path gives the final transfer now, for its downtime
+	// limit: the flow's decided rate (P3.8's share of the lower bound,
+	// raised by what is left of the estimate; with P3 off, its max-min
+	// share).
+	rate := h.FinalRate
+	if _, f := flowRate(w.latest(), handoffFlow(w.id), m.cfg.Node, h.To); f != nil {
+		rate = max(rate, f.Rate)
+	}
 	if h.FinalCheckpoint {
 		began := time.Now()
 		dir, err := job.RequestCheckpoint(hctx)
@@ -76,6 +85,9 @@ func (w *worker) handoff(ctx context.Context, job *supervisor.Job, h policy.Hand
 	// The history tells a move with its final checkpoint from one that
 	// lost the work since an older version (the owner's report too).
 	move := state.MoveJob{Job: w.id, From: m.cfg.Node, To: h.To, At: m.cfg.Now(), Stopped: stopped, NoFinalCheckpoint: !final}
+	if rate > 0 || h.Bytes == 0 {
+		move.Limit = policy.DowntimeLimit(h.Bytes, rate, w.latest().Jobs[w.id].RestartTime, policy.ControlPeriod)
+	}
 	if have {
 		move.Version = cp.Version
 	}

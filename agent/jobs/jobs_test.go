@@ -83,9 +83,35 @@ func TestPeriodicCheckpointsThenScheduledHandoff(t *testing.T) {
 		return false
 	})
 
-	// (c) Scheduled reclaim of the host: hand-off with a final checkpoint.
+	// (c) Scheduled reclaim of the host: hand-off with a final checkpoint,
+	// taken at its latest safe start (SPEC P3.8): the job computes on the
+	// source until then, and is down for a small part of the notice.
 	now := time.Now()
-	tc.submitVia(host, state.AnnounceReclaim{Reclaim: policy.Reclaim{Node: host, Announced: now, Deadline: now.Add(60 * time.Second)}})
+	const notice = 60 * time.Second
+	tc.submitVia(host, state.AnnounceReclaim{Reclaim: policy.Reclaim{Node: host, Announced: now, Deadline: now.Add(notice)}})
+	var finalStart, stopped, restarted time.Time
+	wait.For(t, notice+10*time.Second, "the hand-off's stop on the source and start on the destination", func() bool {
+		if finalStart.IsZero() {
+			if h, ok := handoffFrom(tc.state(), "train", host); ok && h.Admitted() {
+				finalStart = h.FinalStart
+			}
+		}
+		evs := readSteps(t, tc.stepLog)
+		s := starts(evs)
+		if stopped.IsZero() && len(s) > 0 && slices.ContainsFunc(evs, func(e stepEvent) bool { return e.pid == s[0].pid && e.kind == "term" }) {
+			stopped = time.Now()
+		}
+		if restarted.IsZero() && len(s) > 1 {
+			restarted = time.Now()
+		}
+		return !stopped.IsZero() && !restarted.IsZero()
+	})
+	if finalStart.IsZero() || stopped.Before(finalStart.Add(-time.Second)) {
+		t.Errorf("source stopped %v into the notice, before the final checkpoint's start %v", stopped.Sub(now), finalStart.Sub(now))
+	}
+	if down := restarted.Sub(stopped); down > notice/2 {
+		t.Errorf("downtime %v (stopped %v, restarted %v into the notice), want under half the %v notice", down, stopped.Sub(now), restarted.Sub(now), notice)
+	}
 	dest := tc.waitRunning("train", host)
 	if dest != other {
 		t.Fatalf("job moved to %s, want the standby %s", dest, other)
@@ -132,6 +158,33 @@ func TestPeriodicCheckpointsThenScheduledHandoff(t *testing.T) {
 	wait.For(t, 20*time.Second, "the restart time reported by the destination", func() bool {
 		return tc.state().Jobs["train"].RestartTime > 0
 	})
+	// The history's outcome of the move: its downtime, its limit and the
+	// split (design P3.8d), consistent with what the steps showed.
+	_, o := historyOutcome(t, tc, host, "train")
+	if down := o.Resumed.Sub(o.Stopped); down <= 0 || down > notice/2 || o.Limit <= 0 || o.Restored.IsZero() || o.Restored.After(o.Resumed) || o.Stopped.Before(finalStart.Add(-time.Second)) {
+		t.Errorf("hand-off outcome %+v (downtime %v): want stopped at the final start %v, restored, resumed, a limit, and down under half the notice",
+			o, down, finalStart.Sub(now))
+	}
+}
+
+// historyOutcome waits for the history's outcome of job's move off node
+// with its first step on the new node, and returns it with its entry.
+func historyOutcome(t *testing.T, tc *testCluster, node policy.NodeID, job policy.JobID) (state.ReclaimReport, state.JobOutcome) {
+	t.Helper()
+	var entry state.ReclaimReport
+	var out state.JobOutcome
+	wait.For(t, 20*time.Second, "the move's outcome with its start in the history", func() bool {
+		for _, e := range tc.state().ReclaimReports {
+			for _, o := range e.Jobs {
+				if e.Node == node && o.Job == job && !o.Resumed.IsZero() {
+					entry, out = e, o
+					return true
+				}
+			}
+		}
+		return false
+	})
+	return entry, out
 }
 
 // Flow 4: the host dies; the job is placed on a node without the replica,
@@ -186,6 +239,12 @@ func TestEmergencyRecoveryFetchesFromHolder(t *testing.T) {
 	}
 	if jv.RestoredFrom != cpAtCrash.Version {
 		t.Errorf("destination view restored from v%d, want v%d", jv.RestoredFrom, cpAtCrash.Version)
+	}
+	// Where the downtime went: detection, placement, the holder's push and
+	// restore, the start (design P3.8d), in order, against a limit.
+	e, o := historyOutcome(t, tc, host, "train")
+	if o.Detected.Before(e.DowntimeStart(o)) || o.At.Before(o.Detected) || o.Restored.Before(o.At) || o.Resumed.Before(o.Restored) || o.Limit <= 0 || o.HandedOff {
+		t.Errorf("recovery outcome %+v: want departure ≤ detection ≤ placement ≤ restore ≤ start and a limit", o)
 	}
 }
 

@@ -127,10 +127,12 @@ func (w *worker) progress(ps *push, cp state.Checkpoint) int64 {
 
 // resumed runs at the job's first readiness on this node: after a
 // hand-off or a recovery it reports the time, which ends the downtime in
-// the reclaim history, and after a hand-off it records the downtime (the
-// source's clock at the stop, this node's at readiness; a negative skew
-// records nothing).
-func (w *worker) resumed(ctx context.Context, j state.JobRecord) {
+// the reclaim history, with when its checkpoint was restored here and
+// this node's part of its downtime limit (design P3.8d: the bytes fetched
+// ÷ their flow's rate + Tr, the restart time tr measured now), and after
+// a hand-off it records the downtime (the source's clock at the stop,
+// this node's at readiness; a negative skew records nothing).
+func (w *worker) resumed(ctx context.Context, j state.JobRecord, tr time.Duration) {
 	m := w.m
 	var first bool
 	w.set(func() { first, w.resumeSeen = !w.resumeSeen, true })
@@ -141,7 +143,14 @@ func (w *worker) resumed(ctx context.Context, j state.JobRecord) {
 	if f := m.cfg.Observe.HandoffDowntime; f != nil && !j.HandoffStopped.IsZero() && !now.Before(j.HandoffStopped) {
 		f(now.Sub(j.HandoffStopped))
 	}
-	if err := m.submit(ctx, state.JobReport{Job: w.id, Node: m.cfg.Node, Remaining: j.Remaining, Ready: now}); err != nil {
+	c := state.JobReport{Job: w.id, Node: m.cfg.Node, Remaining: j.Remaining, Ready: now}
+	var fetched int64
+	var rate float64
+	w.set(func() { c.Restored, fetched, rate = w.restoredAt, w.fetched, w.fetchRate })
+	if fetched == 0 || rate > 0 {
+		c.Limit = policy.DowntimeLimit(fetched, rate, tr, 0)
+	}
+	if err := m.submit(ctx, c); err != nil {
 		w.noteErr(fmt.Errorf("report readiness: %w", err))
 	}
 }

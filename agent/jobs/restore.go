@@ -36,6 +36,12 @@ func (w *worker) prepare(ctx context.Context, st *state.State) (string, uint64, 
 		// No holder left to send anything: what this node has is all there is.
 		w.log.Warn("no active node holds a committed version; resuming from what is here", "freshest", cp.Version, "holders", cp.Holders)
 	} else if !have {
+		// Its bytes and their flow's rate count in the downtime limit.
+		size, rate := cp.Size, 0.0
+		if f, ok := st.Flow(policy.RestorePrefix + string(w.id)); ok {
+			rate = f.Rate
+		}
+		w.set(func() { w.fetched, w.fetchRate = size, rate })
 		w.setState(StateFetching)
 		w.log.Info("waiting for the freshest committed version", "version", cp.Version, "holders", cp.Holders)
 		have = w.waitFor(ctx, cp)

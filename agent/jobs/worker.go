@@ -40,6 +40,11 @@ type worker struct {
 	ckptTimes    []time.Duration // the last requested checkpoints' write + local commit (overhead.go)
 	reportedTr   time.Duration   // the Tr last reported to the leader
 	resumeSeen   bool            // the first readiness was handled (overhead.go)
+	// What this start restored (restore.go): when, and the bytes fetched
+	// for it at their flow's rate, for the downtime limit (design P3.8d).
+	restoredAt time.Time
+	fetched    int64
+	fetchRate  float64
 }
 
 func newWorker(m *Manager, id policy.JobID, cancel context.CancelFunc, st *state.State) *worker {
@@ -131,6 +136,7 @@ func (w *worker) run(ctx context.Context) {
 			w.set(func() { w.state, w.result.reason = StateFailed, reasonFailed })
 			return
 		}
+		w.set(func() { w.restoredAt = m.cfg.Now() })
 	}
 	var deadline time.Time
 	if r, ok := st.Reclaims[m.cfg.Node]; ok {

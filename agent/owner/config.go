@@ -104,28 +104,28 @@ const (
 // policy without changing the Config.
 type Config struct {
 	// LendWindows are window specs (ParseWindow); none lends at all times.
-	LendWindows []string `json:"lend_windows,omitempty"`
+	LendWindows []string `json:"lend_windows"`
 	// LendTZ is the windows' IANA time zone; empty is the machine's.
-	LendTZ string `json:"lend_tz,omitempty"`
+	LendTZ string `json:"lend_tz"`
 	// LendLead is the notice a window's end gives (default 10m).
-	LendLead Duration `json:"lend_lead,omitempty"`
+	LendLead Duration `json:"lend_lead"`
 	// GPU, Input and CPU map each activity to an action (ParseAction):
 	// GPU defaults to DefaultGPUAction, Input and CPU to off.
-	GPU   string `json:"gpu,omitempty"`
-	Input string `json:"input,omitempty"`
-	CPU   string `json:"cpu,omitempty"`
+	GPU   string `json:"gpu"`
+	Input string `json:"input"`
+	CPU   string `json:"cpu"`
 	// InputSource picks where input activity is read: auto (the
 	// default), devices or logind.
-	InputSource string `json:"input_source,omitempty"`
+	InputSource string `json:"input_source"`
 	// CPUThreshold is the owner's load, in cores, that counts as use
 	// (default 1.0); CPUFor how long it must last (default 2m).
-	CPUThreshold float64  `json:"cpu_threshold,omitempty"`
-	CPUFor       Duration `json:"cpu_for,omitempty"`
+	CPUThreshold float64  `json:"cpu_threshold"`
+	CPUFor       Duration `json:"cpu_for"`
 	// Idle is how long the owner must have been idle before lending
 	// again (default 15m).
-	Idle Duration `json:"idle,omitempty"`
+	Idle Duration `json:"idle"`
 	// MaxReclaimsPerHour caps activity reclaims (default 3).
-	MaxReclaimsPerHour int `json:"max_reclaims_per_hour,omitempty"`
+	MaxReclaimsPerHour int `json:"max_reclaims_per_hour"`
 }
 
 // DefaultConfig is the policy of an owner who states nothing: lent at all

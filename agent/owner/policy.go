@@ -600,3 +600,17 @@ func (p *Policy) String() string {
 	fmt.Fprintf(&b, "lend again after the owner is idle %v; at most %d automatic reclaims an hour", p.Idle, p.MaxReclaimsPerHour)
 	return b.String()
 }
+
+// ReclaimCancelled records that the owner withdrew the pending reclaim at
+// now (reclaimnet reclaim --cancel): the machine stays lent, and an
+// owner's hold ends with it.
+func (p *Policy) ReclaimCancelled(s State, now time.Time) State {
+	if s.Phase != PhaseReclaiming {
+		return s
+	}
+	s.OwnerHold, s.HoldUntil = false, time.Time{}
+	s.Phase, s.Since, s.Watch = PhaseLent, now, now
+	s.Kind, s.Reason = KindOwner, "lent: the owner cancelled the reclaim (reclaimnet reclaim --cancel)"
+	s.Deadline, s.Emergency = time.Time{}, false
+	return s
+}

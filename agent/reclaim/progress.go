@@ -65,7 +65,7 @@ func (o *owner) status(st *state.State) localapi.ReclaimStatus {
 	}
 	r := o.run
 	if r == nil {
-		out.Report = o.report
+		out.Report = withDowntimes(o.report, st, policy.NodeID(o.f.cfg.Node))
 		return out
 	}
 	var views []jobs.JobView
@@ -73,9 +73,9 @@ func (o *owner) status(st *state.State) localapi.ReclaimStatus {
 		views = m.View()
 	}
 	out = progress(out, policy.NodeID(o.f.cfg.Node), r, st, views)
-	out.Report = o.report
+	out.Report = withDowntimes(o.report, st, policy.NodeID(o.f.cfg.Node))
 	if out.Complete && !r.emergency && out.Report == nil {
-		out.Report = o.buildReport(r, out, time.Now())
+		out.Report = o.buildReport(r, st, out, time.Now())
 	}
 	return out
 }

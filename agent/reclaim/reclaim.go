@@ -50,6 +50,10 @@ type Config struct {
 	// Abandon makes the node's coming shutdown skip the graceful steps
 	// (an emergency: peers see a failure).
 	Abandon func()
+	// Afterwards, when set, says what becomes of the node's lending once
+	// it has left at a time (the owner policy's state and when it may be
+	// lent again), for the owner's report.
+	Afterwards func(at time.Time) (state string, from time.Time)
 	// RetryPeriod is how often a report file that never reached the
 	// cluster is offered to it again.
 	RetryPeriod time.Duration
@@ -110,7 +114,10 @@ func (f *Flow) Leaving() <-chan struct{} { return f.leave }
 type run struct {
 	announced, deadline time.Time
 	emergency           bool
-	jobs                []policy.JobID
+	// reason is why the machine is taken back, in the owner's words
+	// ("lending window ends 08:00"); OwnerReason for the owner's command.
+	reason string
+	jobs   []policy.JobID
 	// isolate is how long the kill-switch flip took; isolated whether it
 	// was enforced at all.
 	isolate  time.Duration
@@ -219,7 +226,7 @@ var stopping = localapi.Response{Error: "reclaim: the agent is stopping", Kind: 
 func (f *Flow) Handle(req localapi.Request) localapi.Response {
 	switch req.Op {
 	case localapi.OpReclaim:
-		return f.announce(req.Notice)
+		return f.announce(req.Notice, time.Time{}, OwnerReason)
 	case localapi.OpReclaimStatus:
 		var st localapi.ReclaimStatus
 		if !f.do(func(o *owner) { st = o.status(f.cfg.Coord.State()) }) {
@@ -229,7 +236,7 @@ func (f *Flow) Handle(req localapi.Request) localapi.Response {
 	case localapi.OpReclaimCancel:
 		return f.cancel()
 	case localapi.OpReclaimNow:
-		return f.now()
+		return f.now(OwnerReason)
 	}
 	return localapi.Response{Error: fmt.Sprintf("unknown operation %q", req.Op), Kind: localapi.KindBadRequest}
 }
@@ -242,9 +249,32 @@ func submitError(what string, err error) localapi.Response {
 	return localapi.Response{Error: fmt.Sprintf("%s: %v", what, err), Kind: kind}
 }
 
+// OwnerReason is the reason of a reclaim the owner asked for by hand.
+const OwnerReason = "reclaimed by the owner (reclaimnet reclaim)"
+
+// Announce starts a scheduled reclaim with its deadline, as 'reclaimnet
+// reclaim --notice' does, for the reason given (the owner policy's
+// automatic reclaims: "lending window ends 08:00"); the owner's report and
+// the history carry the reason.
+func (f *Flow) Announce(deadline time.Time, reason string) localapi.Response {
+	return f.announce(time.Until(deadline), deadline, reason)
+}
+
+// Now is the emergency, as 'reclaimnet reclaim --now' (without the CLI's
+// own kill-switch flip, which the flow repeats anyway), for reason.
+func (f *Flow) Now(reason string) localapi.Response { return f.now(reason) }
+
+// Pending reports whether a reclaim of the node is under way (announced,
+// not yet left) and whether the node is leaving or left.
+func (f *Flow) Pending() (pending, leaving bool) {
+	f.do(func(o *owner) { pending, leaving = o.run != nil || o.busy, o.left })
+	return pending, leaving
+}
+
 // announce starts a scheduled reclaim: the soft kill-switch (no new
-// work), the announcement in the replicated state, the deadline.
-func (f *Flow) announce(notice time.Duration) localapi.Response {
+// work), the announcement in the replicated state, the deadline (at the
+// given one, else the notice from now).
+func (f *Flow) announce(notice time.Duration, at time.Time, reason string) localapi.Response {
 	if notice <= 0 {
 		return localapi.Response{Error: "reclaim: the notice must be positive (use reclaim-now for an emergency)", Kind: localapi.KindBadRequest}
 	}
@@ -265,7 +295,10 @@ func (f *Flow) announce(notice time.Duration) localapi.Response {
 			return
 		}
 		now := time.Now()
-		r = &run{announced: now, deadline: now.Add(notice), isolate: took, isolated: on, jobs: o.localJobs(f.cfg.Coord.State())}
+		if at.IsZero() {
+			at = now.Add(notice)
+		}
+		r = &run{announced: now, deadline: at, reason: reason, isolate: took, isolated: on, jobs: o.localJobs(f.cfg.Coord.State())}
 		o.busy = true
 	})
 	if !ok {
@@ -343,7 +376,7 @@ func (f *Flow) cancel() localapi.Response {
 // graceful steps (Abandon): peers see a failure, the leader re-places the
 // jobs from their freshest committed replicas. The jobs are stopped by the
 // shutdown (SIGTERM, SIGKILL after their grace).
-func (f *Flow) now() localapi.Response {
+func (f *Flow) now(reason string) localapi.Response {
 	start := time.Now()
 	var (
 		r      *run
@@ -361,7 +394,7 @@ func (f *Flow) now() localapi.Response {
 			jobsHere = mergeJobs(o.run.jobs, jobsHere)
 			o.stopTimer()
 		}
-		r = &run{announced: start, deadline: start, emergency: true, jobs: jobsHere, isolate: took, isolated: on}
+		r = &run{announced: start, deadline: start, emergency: true, reason: reason, jobs: jobsHere, isolate: took, isolated: on}
 		o.run, o.report, o.recorded = r, nil, nil
 		if f.cfg.Abandon != nil {
 			f.cfg.Abandon()
@@ -454,7 +487,7 @@ func (o *owner) poll() {
 	r := o.run
 	st := o.f.cfg.Coord.State()
 	if s := o.status(st); s.Complete && o.report == nil {
-		o.report = o.buildReport(r, s, time.Now())
+		o.report = o.buildReport(r, st, s, time.Now())
 		o.save(o.report)
 	}
 	if o.report == nil || o.recording {
@@ -550,9 +583,13 @@ func (o *owner) finish(now time.Time) *localapi.ReclaimReport {
 		return o.report
 	}
 	if o.report == nil {
-		o.report = o.buildReport(o.run, o.status(o.f.cfg.Coord.State()), now)
+		cs := o.f.cfg.Coord.State()
+		o.report = o.buildReport(o.run, cs, o.status(cs), now)
 	}
 	o.report.Left = now
+	if f := o.f.cfg.Afterwards; f != nil {
+		o.report.LendingAfter, o.report.LendableFrom = f(now)
+	}
 	o.save(o.report)
 	return o.report
 }

@@ -186,3 +186,29 @@ func TestPendingReportOfferedAtStart(t *testing.T) {
 		return err == nil && rep != nil && rep.Replicated
 	})
 }
+
+// The owner's report gives each moved job's downtime and limit from the
+// cluster's record of its move (design P3.8d), and 0 while the job has not
+// started on its new node; other nodes' and other reclaims' records do not
+// count.
+func TestReportMoveDowntimes(t *testing.T) {
+	announced := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	stopped := announced.Add(50 * time.Second)
+	st := state.New()
+	st.ReclaimReports = []state.ReclaimReport{
+		{Node: "a1", Announced: announced, Jobs: []state.JobOutcome{
+			{Job: "j1", To: "b1", HandedOff: true, Stopped: stopped, Resumed: stopped.Add(2500 * time.Millisecond), Limit: 2 * time.Second},
+			{Job: "j2", To: "b1", HandedOff: true, Stopped: stopped, Limit: time.Second},
+		}},
+		{Node: "a2", Announced: announced, Jobs: []state.JobOutcome{{Job: "j3", HandedOff: true, Stopped: stopped, Resumed: stopped.Add(time.Hour)}}},
+	}
+	got := moveDowntimes(st, "a1", announced, []string{"j1", "j2", "j3"})
+	want := []localapi.JobDowntime{
+		{Job: "j1", Downtime: 2500 * time.Millisecond, Limit: 2 * time.Second},
+		{Job: "j2", Limit: time.Second},
+		{Job: "j3"},
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("downtimes %+v, want %+v", got, want)
+	}
+}

@@ -35,17 +35,56 @@ func noteSent(r *run, ts []jobs.TransferView) {
 	}
 }
 
-// buildReport makes the owner's report of r from its progress st at now.
-func (o *owner) buildReport(r *run, st localapi.ReclaimStatus, now time.Time) *localapi.ReclaimReport {
+// buildReport makes the owner's report of r from its progress st at now,
+// with the moved jobs' downtimes as the cluster's state cs records them.
+func (o *owner) buildReport(r *run, cs *state.State, st localapi.ReclaimStatus, now time.Time) *localapi.ReclaimReport {
 	var ts []jobs.TransferView
 	if m := o.f.cfg.Jobs; m != nil {
 		ts = m.TransfersSince(r.announced)
 	}
-	return buildReport(o.f.cfg.Node, r, st, ts, now)
+	rep := buildReport(o.f.cfg.Node, r, st, ts, now)
+	rep.Downtimes = moveDowntimes(cs, policy.NodeID(o.f.cfg.Node), r.announced, rep.Moved)
+	return rep
+}
+
+// withDowntimes returns a copy of rep whose moved jobs' downtimes are
+// read again from cs: a job starts on its new node after the report was
+// made (its move completed the reclaim), so its downtime comes later.
+func withDowntimes(rep *localapi.ReclaimReport, cs *state.State, node policy.NodeID) *localapi.ReclaimReport {
+	if rep == nil || len(rep.Moved) == 0 || cs == nil {
+		return rep
+	}
+	out := *rep
+	out.Downtimes = moveDowntimes(cs, node, rep.Announced, rep.Moved)
+	return &out
+}
+
+// moveDowntimes is each moved job's downtime and limit from the history's
+// outcome of its move off node (the reclaim announced at announced).
+func moveDowntimes(st *state.State, node policy.NodeID, announced time.Time, moved []string) []localapi.JobDowntime {
+	var out []localapi.JobDowntime
+	for _, id := range moved {
+		d := localapi.JobDowntime{Job: id}
+		for _, e := range st.ReclaimReports {
+			if e.Node != node || !e.Announced.Equal(announced.UTC().Round(0)) {
+				continue
+			}
+			for _, o := range e.Jobs {
+				if start := e.DowntimeStart(o); o.Job == policy.JobID(id) {
+					d.Limit = o.Limit
+					if !start.IsZero() && !o.Resumed.IsZero() && !o.Resumed.Before(start) {
+						d.Downtime = o.Resumed.Sub(start)
+					}
+				}
+			}
+		}
+		out = append(out, d)
+	}
+	return out
 }
 
 func buildReport(node string, r *run, st localapi.ReclaimStatus, ts []jobs.TransferView, now time.Time) *localapi.ReclaimReport {
-	rep := &localapi.ReclaimReport{Node: node, Emergency: r.emergency, Announced: r.announced, Deadline: r.deadline,
+	rep := &localapi.ReclaimReport{Node: node, Emergency: r.emergency, Reason: r.reason, Announced: r.announced, Deadline: r.deadline,
 		Isolate: r.isolate, Isolated: r.isolated, UsedFor: now.Sub(r.announced)}
 	for _, j := range st.Jobs {
 		switch j.Progress {
@@ -81,18 +120,19 @@ func replicatedReport(r *run, rep *localapi.ReclaimReport) state.ReclaimReport {
 		}
 		return out
 	}
-	return state.ReclaimReport{Node: policy.NodeID(rep.Node), Kind: kind,
+	return state.ReclaimReport{Node: policy.NodeID(rep.Node), Kind: kind, Reason: rep.Reason,
 		Announced: r.announced.UTC().Round(0), Deadline: r.deadline.UTC().Round(0),
 		Completed: rep.Announced.Add(rep.UsedFor).UTC().Round(0),
 		Isolate:   rep.Isolate, Isolated: rep.Isolated,
 		Moved: ids(rep.Moved), Degraded: ids(rep.Degraded), Finished: ids(rep.Finished),
-		BytesSent: rep.BytesSent, UsedFor: rep.UsedFor, Left: rep.Left.UTC().Round(0)}
+		BytesSent: rep.BytesSent, UsedFor: rep.UsedFor, Left: rep.Left.UTC().Round(0),
+		LendingAfter: rep.LendingAfter, LendableFrom: rep.LendableFrom.UTC().Round(0)}
 }
 
 // replicatedFromFile is a stored owner's report as the replicated history
 // keeps it.
 func replicatedFromFile(rep *localapi.ReclaimReport) state.ReclaimReport {
-	r := &run{announced: rep.Announced, deadline: rep.Deadline, emergency: rep.Emergency}
+	r := &run{announced: rep.Announced, deadline: rep.Deadline, emergency: rep.Emergency, reason: rep.Reason}
 	if r.deadline.Before(r.announced) || rep.Emergency {
 		r.deadline = r.announced
 	}

@@ -5,7 +5,9 @@ import (
 	"net"
 	"sort"
 	"strconv"
+	"time"
 
+	"github.com/reclaimnet/reclaimnet/agent/owner"
 	"github.com/reclaimnet/reclaimnet/mesh"
 	"github.com/reclaimnet/reclaimnet/policy"
 	"github.com/reclaimnet/reclaimnet/raft"
@@ -76,6 +78,21 @@ func (t Gossip) Members() []raft.Member {
 
 func accessLinkID(node string) string { return "access/" + node }
 
+// notLent is the lending end of a node whose owner policy does not lend it
+// now: long past.
+var notLent = time.Unix(1, 0)
+
+// Outlook is the owner outlook a member's metadata carries; false when it
+// carries none or one that does not decode (a peer's bytes: never
+// trusted further).
+func Outlook(meta mesh.Meta) (owner.Outlook, bool) {
+	if len(meta.Outlook) == 0 {
+		return owner.Outlook{}, false
+	}
+	o, err := owner.DecodeOutlook(meta.Outlook)
+	return o, err == nil
+}
+
 func (t Gossip) Nodes() []raft.NodeTelemetry {
 	var out []raft.NodeTelemetry
 	for _, m := range t.Mesh.Members() {
@@ -85,6 +102,12 @@ func (t Gossip) Nodes() []raft.NodeTelemetry {
 		n := raft.NodeTelemetry{ID: policy.NodeID(m.Name), FreeGPUs: int(m.Meta.GPUs), AccessLink: accessLinkID(m.Name)}
 		if m.HasTelemetry {
 			n.FreeGPUs, n.Load = int(m.Telemetry.FreeGPUs), m.Telemetry.Load
+		}
+		if o, ok := Outlook(m.Meta); ok {
+			n.LentUntil = o.Until
+			if !o.Lent() {
+				n.LentUntil = notLent
+			}
 		}
 		out = append(out, n)
 	}

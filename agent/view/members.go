@@ -5,6 +5,8 @@ import (
 	"strconv"
 
 	"github.com/reclaimnet/reclaimnet/localapi"
+	"github.com/reclaimnet/reclaimnet/mesh"
+	"github.com/reclaimnet/reclaimnet/policy"
 	"github.com/reclaimnet/reclaimnet/raft"
 	"github.com/reclaimnet/reclaimnet/state"
 )
@@ -40,6 +42,12 @@ func (v *View) Members() localapi.Status {
 			GPUs:       int(m.Meta.GPUs),
 			GPUModel:   m.Meta.GPUModel,
 			KillSwitch: m.Telemetry.KillSwitch.String(), // unknown without a report
+		}
+		mv.Lending = LendingOf(m.Meta)
+		if m.State != mesh.StateAlive && m.State != mesh.StateSuspect && (mv.Lending == nil || mv.Lending.State == "") {
+			if l := lendingAfter(v.cfg.Coord.State(), policy.NodeID(m.Name)); l != nil {
+				mv.Lending = (*localapi.Lending)(l)
+			}
 		}
 		if m.HasTelemetry {
 			mv.FreeGPUs = int(m.Telemetry.FreeGPUs)
@@ -97,4 +105,17 @@ func roleName(s raft.Server) string {
 		return "leader"
 	}
 	return s.Role.String()
+}
+
+// LendingOf is the lending a member's metadata publishes (nil: none).
+func LendingOf(meta mesh.Meta) *localapi.Lending {
+	o, ok := Outlook(meta)
+	if meta.Lending == "" && !ok {
+		return nil
+	}
+	l := &localapi.Lending{Windows: meta.Lending}
+	if ok {
+		l.State, l.Until, l.From = string(o.State), o.Until, o.From
+	}
+	return l
 }

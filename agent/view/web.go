@@ -109,6 +109,14 @@ func (v *View) webMembers(now time.Time, cs *state.State, servers []raft.Server,
 			FreeGPUs:   int(gm.Meta.GPUs),
 			KillSwitch: web.KillSwitchMode(mesh.KillSwitchUnknown.String()),
 		}
+		if l := LendingOf(gm.Meta); l != nil {
+			m.Lending = (*web.Lending)(l)
+		}
+		if gm.State != mesh.StateAlive && gm.State != mesh.StateSuspect && (m.Lending == nil || m.Lending.State == "") {
+			if l := lendingAfter(cs, id); l != nil {
+				m.Lending = l
+			}
+		}
 		if gm.HasTelemetry {
 			m.FreeGPUs = int(gm.Telemetry.FreeGPUs)
 			m.Load = gm.Telemetry.Load
@@ -136,6 +144,7 @@ func (v *View) webMembers(now time.Time, cs *state.State, servers []raft.Server,
 		if n.State == state.NodeLeft {
 			m.State = web.MemberLeft
 		}
+		m.Lending = lendingAfter(cs, id)
 		hazard(&m)
 		out = append(out, m)
 	}
@@ -146,6 +155,21 @@ func (v *View) webMembers(now time.Time, cs *state.State, servers []raft.Server,
 		return out[i].ID < out[j].ID
 	})
 	return out
+}
+
+// lendingAfter is the lending of a node out of the cluster as its last
+// reclaim's report recorded it (nil: none recorded): gossip forgets a
+// departed member after a while, the replicated history does not.
+func lendingAfter(cs *state.State, id policy.NodeID) *web.Lending {
+	for i := len(cs.ReclaimReports) - 1; i >= 0; i-- {
+		if r := cs.ReclaimReports[i]; r.Node == id {
+			if r.LendingAfter == "" {
+				return nil
+			}
+			return &web.Lending{State: r.LendingAfter, From: r.LendableFrom}
+		}
+	}
+	return nil
 }
 
 // webKillSwitch is a member's kill-switch as its last report says:
@@ -336,13 +360,7 @@ func webReclaims(cs *state.State) web.Reclaims {
 // its readiness on the new node. With a destination but no readiness yet
 // the job is resuming.
 func outcomeDowntime(rep state.ReclaimReport, o state.JobOutcome) (time.Duration, bool) {
-	start := o.Stopped
-	if !o.HandedOff {
-		start = rep.Left
-		if rep.Kind == state.DepartureEmergency && !rep.Announced.IsZero() && (start.IsZero() || rep.Announced.Before(start)) {
-			start = rep.Announced
-		}
-	}
+	start := rep.DowntimeStart(o)
 	switch {
 	case o.To == "":
 		return 0, false
@@ -377,6 +395,10 @@ func webReclaimRecord(rep state.ReclaimReport) web.ReclaimRecord {
 		seen[o.Job] = true
 		out := web.ReclaimOutcome{Job: o.Job, To: o.To, Replica: o.Replica, Version: o.Version, WorkLost: o.LostWork}
 		out.Downtime, out.Resuming = outcomeDowntime(rep, o)
+		if out.Downtime > 0 {
+			out.DowntimeLimit = o.Limit
+			out.Detection, out.Placement, out.Restore, out.Start = downtimeParts(rep.DowntimeStart(o), o)
+		}
 		switch {
 		case o.HandedOff && o.NoFinalCheckpoint:
 			out.Degraded = true
@@ -465,4 +487,27 @@ func (v *View) webTransfers(cs *state.State) []web.Transfer {
 			BytesDone: tv.BytesDone, BytesTotal: tv.BytesTotal})
 	}
 	return out
+}
+
+// downtimeParts splits a move's downtime from its start (design P3.8d): a
+// recovery's from its departure to detection, placement, restore and
+// first step; a hand-off's (no detection or placement) from its final
+// checkpoint to the restore on the destination and its first step.
+func downtimeParts(from time.Time, o state.JobOutcome) (detection, placement, restore, start time.Duration) {
+	mark := from
+	step := func(t time.Time) time.Duration {
+		if t.IsZero() || t.Before(mark) {
+			return 0
+		}
+		d := t.Sub(mark)
+		mark = t
+		return d
+	}
+	if !o.HandedOff {
+		detection = step(o.Detected)
+		placement = step(o.At)
+	}
+	restore = step(o.Restored)
+	start = step(o.Resumed)
+	return detection, placement, restore, start
 }

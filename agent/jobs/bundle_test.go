@@ -75,7 +75,7 @@ func TestBundleTravelsWithJob(t *testing.T) {
 	}
 
 	now := time.Now()
-	tc.submitVia(host, state.AnnounceReclaim{Reclaim: policy.Reclaim{Node: host, Announced: now, Deadline: now.Add(60 * time.Second)}})
+	tc.submitVia(host, state.AnnounceReclaim{Reclaim: policy.Reclaim{Node: host, Announced: now, Deadline: now.Add(15 * time.Second)}})
 	if dest := tc.waitRunning("train", host); dest != other {
 		t.Fatalf("job moved to %s, want the standby %s", dest, other)
 	}
@@ -210,7 +210,7 @@ func TestOutputsMoveWithTheJobAndAreKept(t *testing.T) {
 	host := tc.waitRunning("train", "")
 	tc.waitCommitted("train", 2)
 	now := time.Now()
-	tc.submitVia(host, state.AnnounceReclaim{Reclaim: policy.Reclaim{Node: host, Announced: now, Deadline: now.Add(60 * time.Second)}})
+	tc.submitVia(host, state.AnnounceReclaim{Reclaim: policy.Reclaim{Node: host, Announced: now, Deadline: now.Add(15 * time.Second)}})
 	dest := tc.waitRunning("train", host)
 	var cp state.Checkpoint
 	var until time.Time

@@ -21,6 +21,7 @@ import (
 	"github.com/reclaimnet/reclaimnet/localapi"
 
 	"github.com/reclaimnet/reclaimnet/gpu"
+	"github.com/reclaimnet/reclaimnet/mesh"
 	"github.com/reclaimnet/reclaimnet/policy"
 	"github.com/reclaimnet/reclaimnet/state"
 )
@@ -39,6 +40,17 @@ type Config struct {
 	// set when BindAddr is 0.0.0.0 on a multi-homed host).
 	AdvertiseAddr string `json:"advertise_addr"`
 	Building      string `json:"building"`
+	// Role is what the node is for: RoleWorker (the default, also when
+	// empty) lends its GPUs and hosts jobs; RoleStorage keeps checkpoints
+	// only (a machine-room server or NAS with disk): it hosts no jobs, is
+	// never lent or reclaimed, and P2 prefers it as a holder (SPEC P2.7).
+	Role string `json:"role"`
+	// Lab and Pool name failure domains the node shares with others
+	// besides its building (a lab's room that closes at night, a spot
+	// pool, a power circuit): the leader's priors of which nodes leave
+	// together (docs/policy.md, Durability). Empty: none.
+	Lab  string `json:"lab"`
+	Pool string `json:"pool"`
 	// Join lists peers ("host" or "host:gossip-port") to join at start.
 	Join         []string `json:"join"`
 	GossipPort   int      `json:"gossip_port"`
@@ -323,11 +335,21 @@ func DefaultConfig() Config {
 		UplinkCapacity:    UplinkCapacities{},
 		Sandbox:           "on",
 		GuestUIDs:         "2100000000-2100000999",
+		Role:              RoleWorker,
 		Owner:             owner.DefaultConfig(),
 		OnReclaim:         OnReclaimStay,
 		OwnerCheck:        Duration(DefaultOwnerCheck),
 	}
 }
+
+// The node roles (Config.Role).
+const (
+	RoleWorker  = "worker"
+	RoleStorage = "storage"
+)
+
+// Storage reports whether the node runs in the storage role.
+func (c Config) Storage() bool { return c.Role == RoleStorage }
 
 // Validate reports the first problem with c. A Dev config may leave out
 // the gossip key and TLS dir.
@@ -374,6 +396,14 @@ func (c Config) Validate() error {
 		if p == "" {
 			return errors.New("empty --join address")
 		}
+	}
+	switch c.Role {
+	case "", RoleWorker, RoleStorage:
+	default:
+		return fmt.Errorf("role %q: want worker or storage", c.Role)
+	}
+	if len(c.Lab) > mesh.MaxDomainLen || len(c.Pool) > mesh.MaxDomainLen {
+		return fmt.Errorf("lab %q or pool %q: longer than %d bytes", c.Lab, c.Pool, mesh.MaxDomainLen)
 	}
 	switch c.Enforce {
 	case "", enforce.ModeAuto, enforce.ModeOn, enforce.ModeOff:

@@ -17,7 +17,7 @@ import (
 func fullConfig() Config {
 	load := 0.25
 	return Config{
-		Name: "gpu-07", DataDir: "/srv/reclaimnet", BindAddr: "10.0.0.7", AdvertiseAddr: "192.0.2.7", Building: "physics",
+		Name: "gpu-07", DataDir: "/srv/reclaimnet", BindAddr: "10.0.0.7", AdvertiseAddr: "192.0.2.7", Building: "physics", Role: RoleStorage, Lab: "optics", Pool: "spot-a",
 		Join: []string{"10.0.0.1", "10.0.0.2:8000"}, GossipPort: 8001, RaftPort: 8002, TransferPort: 8003, HTTPAddr: "127.0.0.1:9000",
 		GossipKey: "a2V5a2V5a2V5a2V5a2V5a2V5a2V5a2V5a2V5a2V5a2U=", GossipKeyFile: "/etc/reclaimnet/gossip.key", TLSDir: "/etc/reclaimnet/tls",
 		Dev: true, GPUs: []string{"A100-80GB:80GiB:8.0:x4"}, LeaveTimeout: Duration(7 * time.Second), TelemetryInterval: Duration(1500 * time.Millisecond),

@@ -2,6 +2,7 @@ package agent
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -94,7 +95,7 @@ func (a *Agent) control(req localapi.Request) localapi.Response {
 			return localapi.Response{Error: err.Error(), Kind: kind}
 		}
 		return localapi.Response{Joined: n}
-	case localapi.OpRun, localapi.OpJobs, localapi.OpLogs, localapi.OpCancel:
+	case localapi.OpRun, localapi.OpJobs, localapi.OpJob, localapi.OpLogs, localapi.OpCancel:
 		return a.jobControl(req)
 	case localapi.OpFetch:
 		return a.fetchResults(req.JobID, req.Fetch)
@@ -104,8 +105,15 @@ func (a *Agent) control(req localapi.Request) localapi.Response {
 			return localapi.Response{Error: err.Error(), Kind: localapi.KindInternal}
 		}
 		return localapi.Response{Trace: string(doc)}
-	case localapi.OpReclaim, localapi.OpReclaimStatus, localapi.OpReclaimCancel, localapi.OpReclaimNow,
-		localapi.OpLend, localapi.OpLendStatus:
+	case localapi.OpReclaim, localapi.OpReclaimNow, localapi.OpLend:
+		if a.cfg.Storage() {
+			// A storage node keeps other jobs' checkpoints and is never
+			// lent: nothing of its own to take back.
+			return localapi.Response{Error: req.Op + ": this is a storage node (--role storage): it is never lent or reclaimed",
+				Kind: localapi.KindBadRequest}
+		}
+		return a.ownerControl(req)
+	case localapi.OpReclaimStatus, localapi.OpReclaimCancel, localapi.OpLendStatus:
 		return a.ownerControl(req)
 	}
 	return localapi.Response{Error: fmt.Sprintf("unknown operation %q", req.Op), Kind: localapi.KindBadRequest}
@@ -123,6 +131,12 @@ func (a *Agent) jobControl(req localapi.Request) localapi.Response {
 		return a.runJob(ctx, c, req.Job)
 	case localapi.OpJobs:
 		return localapi.Response{Jobs: jobInfos(c.State())}
+	case localapi.OpJob:
+		st := c.State()
+		if _, ok := st.Jobs[policy.JobID(req.JobID)]; !ok {
+			return localapi.Response{Error: fmt.Sprintf("no job %q", req.JobID), Kind: localapi.KindUnknownJob}
+		}
+		return localapi.Response{Story: jobStory(st, policy.JobID(req.JobID))}
 	case localapi.OpLogs:
 		return a.jobLog(c, req.JobID, req.Tail)
 	case localapi.OpCancel:
@@ -132,7 +146,8 @@ func (a *Agent) jobControl(req localapi.Request) localapi.Response {
 		if _, ok := c.Store().Job(policy.JobID(req.JobID)); !ok {
 			return localapi.Response{Error: fmt.Sprintf("no job %q", req.JobID), Kind: localapi.KindUnknownJob}
 		}
-		if _, err := c.Submit(ctx, state.CancelJob{Job: policy.JobID(req.JobID)}); err != nil {
+		by := cmp.Or(req.User, "a user") + " on " + a.cfg.Name
+		if _, err := c.Submit(ctx, state.CancelJob{Job: policy.JobID(req.JobID), By: by, At: time.Now().UTC()}); err != nil {
 			return submitError("cancel", err)
 		}
 		return localapi.Response{JobID: req.JobID}
@@ -165,8 +180,16 @@ func (a *Agent) runJob(ctx context.Context, c *raft.Coordinator, jr *localapi.Jo
 	if err := localapi.ValidJobName(jr.Name); err != nil {
 		return localapi.Response{Error: "run: " + err.Error(), Kind: localapi.KindBadRequest}
 	}
+	if jr.MaxFailures < 0 || jr.MaxFailures > state.MaxMaxFailures {
+		return localapi.Response{Error: fmt.Sprintf("run: max failures %d: want 0 to %d", jr.MaxFailures, state.MaxMaxFailures), Kind: localapi.KindBadRequest}
+	}
 	if jr.GPUs < 0 || jr.VRAM < 0 || jr.Capability < 0 || jr.LossBudget < 0 || jr.SizeHint < 0 || jr.RuntimeHint < 0 {
 		return localapi.Response{Error: "run: negative resource or hint", Kind: localapi.KindBadRequest}
+	}
+	if jr.Replicas != 0 {
+		if err := state.ValidReplicas(jr.Replicas); err != nil {
+			return localapi.Response{Error: "run: " + err.Error(), Kind: localapi.KindBadRequest}
+		}
 	}
 	spec := state.JobSpec{Command: jr.Command, Env: jr.Env, Dir: jr.Dir, Grace: jr.Grace, Memory: jr.Memory, CPUs: jr.CPUs, Keep: jr.Keep}
 	if jr.Keep < 0 {
@@ -205,10 +228,11 @@ func (a *Agent) runJob(ctx context.Context, c *raft.Coordinator, jr *localapi.Jo
 	}
 	rec := state.JobRecord{
 		Job: policy.Job{ID: policy.JobID(jr.Name), GPUs: gpus, VRAM: jr.VRAM, Capability: jr.Capability,
-			LossBudget: jr.LossBudget, CheckpointBytes: jr.SizeHint, Remaining: jr.RuntimeHint},
-		Spec:      spec,
-		Owner:     jr.Owner,
-		Submitted: time.Now().UTC().Truncate(time.Second),
+			LossBudget: jr.LossBudget, CheckpointBytes: jr.SizeHint, Remaining: jr.RuntimeHint, Copies: jr.Replicas},
+		Spec:        spec,
+		Owner:       jr.Owner,
+		Submitted:   time.Now().UTC().Truncate(time.Second),
+		MaxFailures: jr.MaxFailures,
 	}
 	if _, err := c.Submit(ctx, state.SubmitJob{Job: rec}); err != nil {
 		if old, ok := c.Store().Job(policy.JobID(jr.Name)); spec.Bundle != "" && (!ok || old.Spec.Bundle != spec.Bundle) {
@@ -216,10 +240,61 @@ func (a *Agent) runJob(ctx context.Context, c *raft.Coordinator, jr *localapi.Jo
 		}
 		return submitError("submit job "+jr.Name, err)
 	}
-	return localapi.Response{JobID: jr.Name}
+	return localapi.Response{JobID: jr.Name, Warning: oversizeWarning(c.State(), gpus)}
+}
+
+// oversizeWarning says when no active node of the cluster has as many
+// GPUs as a job asks for: it is accepted (a bigger node may join) but
+// waits, with that as its pending reason.
+func oversizeWarning(st *state.State, gpus int) string {
+	largest, active := 0, 0
+	for _, n := range st.Nodes {
+		if n.State == state.NodeActive {
+			largest, active = max(largest, n.GPUs), active+1
+		}
+	}
+	if active == 0 || gpus <= largest {
+		return ""
+	}
+	return fmt.Sprintf("no node of the cluster has %d GPUs (the largest has %d): the job waits until one joins", gpus, largest)
 }
 
 // jobInfos lists the catalogue's jobs, sorted by ID.
+// jobStory is one job's story from the replicated state.
+func jobStory(st *state.State, id policy.JobID) *localapi.JobStory {
+	j := st.Jobs[id]
+	var info localapi.JobInfo
+	for _, ji := range jobInfos(st) {
+		if ji.ID == string(id) {
+			info = ji
+		}
+	}
+	s := &localapi.JobStory{JobInfo: info, Owner: j.Owner, Env: j.Spec.Env, Dir: j.Spec.Dir, GPUs: j.GPUs, VRAM: j.VRAM,
+		Capability: j.Capability, LossBudget: j.LossBudget, Signal: j.Spec.Signal, Grace: j.Spec.Grace,
+		Memory: j.Spec.Memory, CPUs: j.Spec.CPUs, Events: []localapi.JobEvent{}, Checkpoints: []localapi.CheckpointInfo{}}
+	for _, e := range j.Events {
+		s.Events = append(s.Events, localapi.JobEvent{At: e.At, Kind: string(e.Kind), Node: string(e.Node), From: string(e.From),
+			Version: e.Version, Detail: e.Detail})
+	}
+	for _, cp := range st.Checkpoints[id] {
+		ci := localapi.CheckpointInfo{Version: cp.Version, Bytes: cp.Size, Source: string(cp.Source), Committed: cp.Committed,
+			CommittedAt: cp.CommittedAt, Holders: []string{}}
+		for _, h := range cp.Holders {
+			ci.Holders = append(ci.Holders, string(h))
+		}
+		s.Checkpoints = append(s.Checkpoints, ci)
+	}
+	for _, x := range j.FailureLog {
+		s.FailureLog = append(s.FailureLog, exitInfo(x))
+	}
+	return s
+}
+
+func exitInfo(x state.JobExit) localapi.JobExit {
+	return localapi.JobExit{Node: string(x.Node), At: x.At, ExitCode: x.ExitCode, Signal: x.Signal,
+		Reason: x.Reason, Description: x.Describe(), LogTail: slices.Clone(x.LogTail)}
+}
+
 func jobInfos(st *state.State) []localapi.JobInfo {
 	intervals := map[policy.JobID]policy.JobDecision{}
 	for _, d := range st.Decisions.Jobs {
@@ -227,16 +302,22 @@ func jobInfos(st *state.State) []localapi.JobInfo {
 	}
 	out := []localapi.JobInfo{}
 	for id, j := range st.Jobs {
-		ji := localapi.JobInfo{ID: string(id), State: j.State.String(), Node: string(j.Node), Command: j.Spec.Command,
-			Restarts: j.Restarts, RestartTime: j.RestartTime, Submitted: j.Submitted, BundleSize: j.Spec.BundleSize}
+		ji := localapi.JobInfo{ID: string(id), State: j.StateName(), Node: string(j.Node), Command: j.Spec.Command,
+			Restarts: j.Restarts, RestartTime: j.RestartTime, Submitted: j.Submitted, Reason: st.PendingReason(id),
+			Failures: j.Failures, MaxFailures: j.MaxFailures, EndedAt: j.End.At, CancelledBy: j.End.By, BundleSize: j.Spec.BundleSize}
+		if x := j.LastExit; x != nil {
+			e := exitInfo(*x)
+			ji.LastExit = &e
 		if cp, until, ok := st.Results(id); ok {
 			ji.KeptUntil = until
 			for _, h := range cp.Holders {
 				ji.ResultsOn = append(ji.ResultsOn, string(h))
 			}
 		}
+		}
 		if d, ok := intervals[id]; ok {
 			ji.Interval, ji.Standby = d.Interval, string(d.Standby)
+			ji.BudgetUnmet = d.Ceiling > 0 && d.Floor > d.Ceiling
 		}
 		if cp, ok := st.FreshestCommitted(id); ok {
 			ji.LastCommitted = cp.Version

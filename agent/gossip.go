@@ -37,6 +37,9 @@ func (a *Agent) startMesh() error {
 		HTTPPort:      uint16(a.httpPort()),
 		Role:          role,
 		Started:       a.started,
+		Storage:       a.cfg.Storage(),
+		Lab:           a.cfg.Lab,
+		Pool:          a.cfg.Pool,
 		Paths:         a.announcedPaths(),
 	}
 	if p, err := a.cfg.Owner.Policy(); err == nil { // checked by Validate

@@ -39,6 +39,7 @@ func (a *Agent) makeInfo() localapi.Info {
 		TransferAddr: net.JoinHostPort(host, strconv.Itoa(a.cfg.TransferPort)),
 		HTTPAddr:     a.HTTPAddr(),
 		Socket:       filepath.Join(a.cfg.DataDir, localapi.SocketFile),
+		Storage:      a.cfg.Storage(),
 	}
 }
 

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/reclaimnet/reclaimnet/mesh"
 	"github.com/reclaimnet/reclaimnet/policy"
 	"github.com/reclaimnet/reclaimnet/state"
@@ -59,7 +61,23 @@ func (a *Agent) localTelemetry() mesh.Telemetry {
 	// The leader reads every node's transfers from gossip (a hand-off
 	// nearly done must not be judged as not started).
 	t.Flows = gossipFlows(a.flowProgress())
+	t.DataDir, t.DataFree = dataDirState(a.cfg.DataDir)
 	return t
+}
+
+// dataDirState says whether dir takes checkpoints: writable (the file
+// system is not read-only and the agent may write there) and how many
+// bytes are free for it. The leader's eligibility rule reads both.
+func dataDirState(dir string) (mesh.DataDirState, uint64) {
+	var st unix.Statfs_t
+	if err := unix.Statfs(dir, &st); err != nil {
+		return mesh.DataDirReadOnly, 0
+	}
+	free := st.Bavail * uint64(st.Bsize)
+	if st.Flags&unix.ST_RDONLY != 0 || unix.Access(dir, unix.W_OK) != nil {
+		return mesh.DataDirReadOnly, free
+	}
+	return mesh.DataDirWritable, free
 }
 
 // hostLoad is the 1-minute load average per CPU (0 if unreadable).

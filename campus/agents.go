@@ -52,7 +52,7 @@ type AgentsConfig struct {
 	// switches); a flag given here overrides the one StartAgents sets.
 	ExtraArgs []string
 	// NodeArgs are appended to one node's command line, after ExtraArgs
-	// (an owner's own policy: lending windows).
+	// (an owner's own policy: lending windows; the storage role).
 	NodeArgs map[string][]string
 	// Log receives progress messages (nil: discard).
 	Log *slog.Logger

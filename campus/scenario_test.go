@@ -519,9 +519,12 @@ type box struct {
 	h       *history
 	jobs    []string // synthetic jobs
 	torch   string   // the PyTorch job ("" when torch is missing)
+	storage []string // nodes in the storage role
 	ledgers map[string]string
 	script  string // the synthetic job
-	figures []figure
+	// synthBudget is the synthetic jobs' loss budget.
+	synthBudget time.Duration
+	figures     []figure
 	// measureOnly turns the research-flow floor into a figure, not an
 	// assertion (the ablation runs switch P3 off on purpose).
 	measureOnly bool
@@ -558,6 +561,12 @@ func startBox(t *testing.T, protocols string, synth int, withTorch bool) *box {
 // (nil: as is).
 func startBoxWith(t *testing.T, protocols string, synth int, withTorch bool, adjust func(*AgentsConfig)) *box {
 	t.Helper()
+	return startBoxBudget(t, protocols, synth, withTorch, 8*time.Second, adjust)
+}
+
+// startBoxBudget is startBoxWith with the synthetic jobs' loss budget.
+func startBoxBudget(t *testing.T, protocols string, synth int, withTorch bool, budget time.Duration, adjust func(*AgentsConfig)) *box {
+	t.Helper()
 	requireRoot(t)
 	// The jobs run in each agent's sandbox: their programs lie where the
 	// owner lets guests read (--guest-ro-path), as a dataset would.
@@ -579,7 +588,7 @@ func startBoxWith(t *testing.T, protocols string, synth int, withTorch bool, adj
 		adjust(&cfg)
 	}
 	a := startAgentsForTest(t, cfg)
-	b := &box{t: t, a: a, dir: a.cfg.Dir, ledgers: map[string]string{}, script: script}
+	b := &box{t: t, a: a, dir: a.cfg.Dir, ledgers: map[string]string{}, script: script, synthBudget: budget}
 	ctx := context.Background()
 	submitter := a.Names()[0]
 	for i := 1; i <= synth; i++ {
@@ -619,7 +628,7 @@ func startBoxWith(t *testing.T, protocols string, synth int, withTorch bool, adj
 func (b *box) submitSynth(node, job string) {
 	b.t.Helper()
 	b.ledgers[job] = filepath.Join(b.dir, "*", "data", "jobs", job, "run", "home", "ledger")
-	if _, err := b.a.CLI(context.Background(), node, "run", "--name", job, "--workdir", filepath.Dir(b.script), "--gpus", "1", "--loss-budget", "8s",
+	if _, err := b.a.CLI(context.Background(), node, "run", "--name", job, "--workdir", filepath.Dir(b.script), "--gpus", "1", "--loss-budget", b.synthBudget.String(),
 		"--size-hint", strconv.Itoa(synthCkptBytes)+"B", "--grace", "5s",
 		"--env", "CKPT_BYTES="+strconv.Itoa(synthCkptBytes), "--", "/bin/sh", b.script); err != nil {
 		b.t.Fatalf("submit %s: %v", job, err)

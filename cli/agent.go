@@ -52,7 +52,8 @@ announced --lend-lead before a window ends as 'reclaim --notice' would; owner ac
 (--owner-gpu, --owner-input, --owner-cpu: off, now or 'notice 2m'); lent again only after the
 owner is idle --owner-idle, with at most --owner-max-reclaims automatic reclaims an hour.
 --dev runs a complete throwaway node: temporary data
-dir, generated gossip key and CA, loopback addresses. Flags override the --config file (JSON or HCL, chosen by the file's extension;
+dir, generated gossip key and CA, loopback addresses, and one fake GPU "dev-gpu" unless --gpu
+declares some. Flags override the --config file (JSON or HCL, chosen by the file's extension;
 'reclaimnet agent --print-config=hcl' prints every option with its value).
 
 Kernel enforcement (BPF programs on --iface: rate ceilings per transfer, traffic classes,
@@ -95,6 +96,9 @@ trusted lab only; it is logged and shown too.`,
 	fs.StringVar(&fc.BindAddr, "bind", fc.BindAddr, "`address` gossip, Raft and transfers listen on")
 	fs.StringVar(&fc.AdvertiseAddr, "advertise", fc.AdvertiseAddr, "`address` peers use to reach this node (default: --bind)")
 	fs.StringVar(&fc.Building, "building", fc.Building, "`name` of the building this node is in")
+	fs.StringVar(&fc.Lab, "lab", fc.Lab, "failure domain `name` this node shares besides its building, e.g. a lab's room (a prior of which nodes leave together)")
+	fs.StringVar(&fc.Pool, "pool", fc.Pool, "another failure domain `name`, e.g. a spot pool or a power circuit")
+	fs.StringVar(&fc.Role, "role", fc.Role, "node `role`: worker (lends GPUs, hosts jobs) or storage (keeps checkpoints only: hosts no jobs, never lent or reclaimed, preferred as a holder)")
 	fs.StringArrayVar(&fc.Join, "join", nil, "`peer` to join, host or host:port (repeatable)")
 	fs.StringArrayVar(&fc.GPUs, "gpu", nil, "declare GPUs, `spec` MODEL:VRAM:CAP[:xN], e.g. A100-80GB:80GiB:8.0:x4 (repeatable; default: discover)")
 	fs.IntVar(&fc.GossipPort, "gossip-port", fc.GossipPort, "gossip port (TCP and UDP)")
@@ -260,6 +264,12 @@ func applyAgentFlag(cfg, fc *agent.Config, name string) {
 		cfg.AdvertiseAddr = fc.AdvertiseAddr
 	case "building":
 		cfg.Building = fc.Building
+	case "role":
+		cfg.Role = fc.Role
+	case "lab":
+		cfg.Lab = fc.Lab
+	case "pool":
+		cfg.Pool = fc.Pool
 	case "join":
 		cfg.Join = fc.Join
 	case "gpu":
@@ -353,7 +363,15 @@ func devDefaults(cfg *agent.Config, fs *pflag.FlagSet) {
 	if cfg.Name == "" {
 		cfg.Name, _ = os.Hostname()
 	}
+	if len(cfg.GPUs) == 0 {
+		// One fake GPU, named so, lets a newcomer's first run place a job
+		// on a machine without one (--gpu declares real ones instead).
+		cfg.GPUs = []string{DevGPU}
+	}
 }
+
+// DevGPU is the GPU spec agent --dev declares when none is given.
+const DevGPU = "dev-gpu:16GiB:8.0"
 
 // ownerFlags adds the owner policy's flags (docs/owner.md) to the agent's.
 func ownerFlags(fs *pflag.FlagSet, fc *agent.Config) {

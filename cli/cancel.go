@@ -32,7 +32,7 @@ func newCancelCmd(env *Env) *cobra.Command {
 }
 
 func runCancel(ctx context.Context, env *Env, dataDir, job string) error {
-	resp, err := callAgent(ctx, dataDir, localapi.Request{Op: localapi.OpCancel, JobID: job})
+	resp, err := callAgent(ctx, dataDir, localapi.Request{Op: localapi.OpCancel, JobID: job, User: env.Getenv("USER")})
 	if err != nil {
 		return err
 	}

@@ -80,8 +80,13 @@ func TestFollowerLines(t *testing.T) {
 func TestReclaimFollowsUntilLeave(t *testing.T) {
 	for _, asJSON := range []bool{false, true} {
 		t.Run(map[bool]string{false: "text", true: "json"}[asJSON], func(t *testing.T) {
-			dir, _ := startCLIAgent(t, "--fixed-load", "0.1", "--gpu", "RTX-4090:24GiB:8.9")
-			script := filepath.Join(t.TempDir(), "job.sh")
+			// The job's script lies where the owner lets guest jobs read.
+			scripts := t.TempDir()
+			if err := os.Chmod(scripts, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			dir, _ := startCLIAgent(t, "--fixed-load", "0.1", "--gpu", "RTX-4090:24GiB:8.9", "--guest-ro-path", scripts)
+			script := filepath.Join(scripts, "job.sh")
 			os.WriteFile(script, []byte("#!/bin/sh\ntouch \"$RECLAIMNET_READY_FILE\"\nwhile :; do sleep 0.1; done\n"), 0o755)
 			if code, _, errOut := runCLI(t, "run", "--data-dir", dir, "--name", "fjob", "--", "/bin/sh", script); code != ExitOK {
 				t.Fatalf("run: %s", errOut)

@@ -44,6 +44,8 @@ func TestJobCommandsUsage(t *testing.T) {
 		{"run signal TERM", []string{"run", "--data-dir", dir, "--signal", "TERM", "--", "true"}, ExitUsage, "want one of USR1, USR2"},
 		{"run signal unknown", []string{"run", "--data-dir", dir, "--signal", "FOO", "--", "true"}, ExitUsage, `"FOO"`},
 		{"run zero grace", []string{"run", "--data-dir", dir, "--grace", "0s", "--", "true"}, ExitUsage, "--grace"},
+		{"run zero replicas", []string{"run", "--data-dir", dir, "--replicas", "0", "--", "true"}, ExitUsage, "--replicas"},
+		{"run too many replicas", []string{"run", "--data-dir", dir, "--replicas", "9", "--", "true"}, ExitUsage, "want 1 to 8"},
 		{"run negative grace", []string{"run", "--data-dir", dir, "--grace", "-5s", "--", "true"}, ExitUsage, "want more than 0"},
 		{"run grace over an hour", []string{"run", "--data-dir", dir, "--grace", "61m", "--", "true"}, ExitUsage, "at most 1h"},
 		{"run bad grace", []string{"run", "--data-dir", dir, "--grace", "soon", "--", "true"}, ExitUsage, "grace"},
@@ -56,11 +58,12 @@ func TestJobCommandsUsage(t *testing.T) {
 		{"run other signal and grace", []string{"run", "--data-dir", dir, "--signal", "usr2", "--grace", "5s", "--", "true"}, ExitError, "no agent running"},
 		{"run grace of an hour", []string{"run", "--data-dir", dir, "--signal", "SIGURG", "--grace", "1h", "--", "true"}, ExitError, "no agent running"},
 		{"run no agent", []string{"run", "--data-dir", dir, "--", "true"}, ExitError, "no agent running"},
+		{"jobs extra arg", []string{"jobs", "--data-dir", dir, "x", "y"}, ExitUsage, "at most one job ID"},
+		{"jobs bad name", []string{"jobs", "--data-dir", dir, "../x"}, ExitUsage, "job name"},
 		{"run missing workdir", []string{"run", "--data-dir", dir, "--workdir", filepath.Join(dir, "nope"), "--", "true"}, ExitUsage, "no such directory"},
 		{"run workdir a file", []string{"run", "--data-dir", dir, "--workdir", file, "--", "true"}, ExitUsage, "not a directory"},
 		{"run bad max bundle", []string{"run", "--data-dir", dir, "--max-bundle", "100", "--", "true"}, ExitUsage, "--max-bundle"},
 		{"run zero max bundle", []string{"run", "--data-dir", dir, "--max-bundle", "0B", "--", "true"}, ExitUsage, "--max-bundle"},
-		{"jobs extra arg", []string{"jobs", "--data-dir", dir, "x"}, ExitUsage, "no arguments"},
 		{"jobs no agent", []string{"jobs", "--data-dir", dir}, ExitError, "no agent running"},
 		{"logs without job", []string{"logs", "--data-dir", dir}, ExitUsage, "one job"},
 		{"logs no agent", []string{"logs", "--data-dir", dir, "j"}, ExitError, "no agent running"},
@@ -135,15 +138,15 @@ func TestJobCommandsAgainstAgent(t *testing.T) {
 	}
 	code, out, errOut := runCLI(t, "run", "--data-dir", dir, "--name", "cli-job", "--vram", "8GiB", "--capability", "8.0",
 		"--size-hint", "1MiB", "--runtime-hint", "1h", "--signal", "USR2", "--grace", "5s", "--memory", "512MiB", "--cpus", "1.5",
-		"--", "/bin/sh", script)
+		"--replicas", "3", "--", "/bin/sh", script)
 	if code != ExitOK || strings.TrimSpace(out) != "cli-job" {
 		t.Fatalf("run: exit %d, stdout %q, stderr %q; want exit 0 printing cli-job", code, out, errOut)
 	}
-	// The signal, grace and limits are in the replicated record every node
-	// reads.
+	// The signal, grace, limits and replica count are in the replicated
+	// record every node reads.
 	if j, ok := a.Coordinator().Store().Job("cli-job"); !ok || j.Spec.Signal != "USR2" || j.Spec.Grace != 5*time.Second ||
-		j.Spec.Memory != 512<<20 || j.Spec.CPUs != 1.5 {
-		t.Fatalf("replicated spec %+v (found %v), want signal USR2, grace 5s, memory 512 MiB, 1.5 CPUs", j.Spec, ok)
+		j.Spec.Memory != 512<<20 || j.Spec.CPUs != 1.5 || j.Copies != 3 {
+		t.Fatalf("replicated spec %+v, %d replicas (found %v), want signal USR2, grace 5s, memory 512 MiB, 1.5 CPUs, 3 replicas", j.Spec, j.Copies, ok)
 	}
 	code, out, errOut = runCLI(t, "jobs", "--data-dir", dir, "--json")
 	if code != ExitOK {
@@ -186,10 +189,42 @@ func TestJobCommandsAgainstAgent(t *testing.T) {
 	if code, out, errOut := runCLI(t, "cancel", "--data-dir", dir, "cli-job"); code != ExitOK || !strings.Contains(out, "cancelled cli-job") {
 		t.Fatalf("cancel: exit %d, stdout %q, stderr %q", code, out, errOut)
 	}
-	wait.For(t, 30*time.Second, "the job done after cancel", func() bool {
+	wait.For(t, 30*time.Second, "the job cancelled", func() bool {
 		_, out, _ := runCLI(t, "jobs", "--data-dir", dir, "--json")
-		return json.Unmarshal([]byte(out), &jobs) == nil && len(jobs.Jobs) == 1 && jobs.Jobs[0].State == "done"
+		return json.Unmarshal([]byte(out), &jobs) == nil && len(jobs.Jobs) == 1 && jobs.Jobs[0].State == "cancelled"
 	})
+	if by := jobs.Jobs[0].CancelledBy; !strings.HasSuffix(by, " on solo") || jobs.Jobs[0].EndedAt.IsZero() {
+		t.Errorf("cancelled job: by %q at %v, want the user on solo and a time", by, jobs.Jobs[0].EndedAt)
+	}
+	// The job's story, from the replicated state.
+	code, out, errOut = runCLI(t, "jobs", "--data-dir", dir, "cli-job")
+	if code != ExitOK || !strings.Contains(out, "Job cli-job: cancelled (by ") || !strings.Contains(out, "submitted") ||
+		!strings.Contains(out, "by a user on solo") || !strings.Contains(out, "1 GPU(s), 8192 MiB VRAM each, capability ≥ 8.0") {
+		t.Errorf("jobs cli-job: exit %d, stderr %q, story:\n%s", code, errOut, out)
+	}
+	code, out, _ = runCLI(t, "jobs", "--data-dir", dir, "cli-job", "--json")
+	var story localapi.JobStory
+	if err := json.Unmarshal([]byte(out), &story); code != ExitOK || err != nil || story.ID != "cli-job" || story.Memory != 512<<20 ||
+		len(story.Events) < 2 || story.Events[0].Kind != "submitted" || story.Events[len(story.Events)-1].Kind != "cancelled" {
+		t.Errorf("jobs cli-job --json: exit %d, %v, %+v", code, err, story)
+	}
+	if code, _, errOut := runCLI(t, "jobs", "--data-dir", dir, "nope"); code != ExitError || !strings.Contains(errOut, `no job "nope"`) {
+		t.Errorf("jobs of an unknown job: exit %d, stderr %q", code, errOut)
+	}
+	// More GPUs than any node has: accepted with a warning, and pending
+	// with that reason on every view.
+	code, out, errOut = runCLI(t, "run", "--data-dir", dir, "--name", "huge", "--gpus", "1000", "--", "/bin/true")
+	if code != ExitOK || strings.TrimSpace(out) != "huge" || !strings.Contains(errOut, "warning: no node of the cluster has 1000 GPUs (the largest has 1)") {
+		t.Fatalf("run --gpus 1000: exit %d, stdout %q, stderr %q; want exit 0 with a warning", code, out, errOut)
+	}
+	const reason = "needs 1000 GPUs; the largest node has 1"
+	wait.For(t, 30*time.Second, "the pending reason in jobs --json", func() bool {
+		_, out, _ := runCLI(t, "jobs", "--data-dir", dir, "--json")
+		return json.Unmarshal([]byte(out), &jobs) == nil && len(jobs.Jobs) == 2 && jobs.Jobs[1].State == "pending" && jobs.Jobs[1].Reason == reason
+	})
+	if _, out, _ := runCLI(t, "jobs", "--data-dir", dir); !strings.Contains(out, reason) || !strings.Contains(out, "cancelled") {
+		t.Errorf("jobs table lacks the pending reason or the cancelled state:\n%s", out)
+	}
 
 	// A bundle: the job runs from a copy of its directory, with its input.
 	bundle := t.TempDir()
@@ -242,5 +277,44 @@ func TestJobCommandsAgainstAgent(t *testing.T) {
 			_, out, _ = runCLI(t, "logs", "--data-dir", dir, "bundled")
 			return strings.Contains(out, "read forty-two in ") && strings.Contains(out, filepath.Join("bundled", "bundle"))
 		})
+	}
+
+}
+
+// TestJobTableSaysWhy: the table's last column says why a job waits, how
+// it failed and who cancelled it.
+func TestJobTableSaysWhy(t *testing.T) {
+	var b strings.Builder
+	printJobTable(&b, []localapi.JobInfo{
+		{ID: "big", State: "pending", Command: []string{"x"}, Reason: "needs 4 GPUs; the largest node has 2"},
+		{ID: "bad", State: "failed", Command: []string{"x"}, Failures: 2, MaxFailures: 1,
+			LastExit: &localapi.JobExit{Node: "n2", ExitCode: 3, Description: "exit 3"}},
+		{ID: "flaky", State: "running", Node: "n1", Command: []string{"x"}, Failures: 1, MaxFailures: 2,
+			LastExit: &localapi.JobExit{Node: "n2", ExitCode: -1, Signal: "killed", Description: "signal killed (out of memory)"}},
+		{ID: "gone", State: "cancelled", Command: []string{"x"}, CancelledBy: "bob on n1"},
+	})
+	for _, want := range []string{
+		"needs 4 GPUs; the largest node has 2",
+		"exit 3 on n2 (failure 2, 1 allowed)",
+		"restarted after signal killed (out of memory) on n2 (failure 1, 2 allowed)",
+		"by bob on n1",
+	} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("table lacks %q:\n%s", want, b.String())
+		}
+	}
+}
+
+// The jobs table says when a job's loss budget cannot be met at its
+// bandwidth (the interval's floor above 2·Lmax), and only then.
+func TestJobTableBudgetUnmet(t *testing.T) {
+	var b strings.Builder
+	printJobTable(&b, []localapi.JobInfo{
+		{ID: "big", State: "running", Interval: 83 * time.Second, BudgetUnmet: true, Command: []string{"train"}},
+		{ID: "small", State: "running", Interval: 16 * time.Second, Command: []string{"train"}},
+	})
+	lines := strings.Split(b.String(), "\n")
+	if len(lines) < 3 || !strings.Contains(lines[1], "1m23s (loss budget unmet)") || strings.Contains(lines[2], "unmet") {
+		t.Errorf("table:\n%s\nwant big's interval marked unmet and small's not", b.String())
 	}
 }

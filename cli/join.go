@@ -3,6 +3,9 @@ package cli
 import (
 	"context"
 	"fmt"
+	"net"
+	"strconv"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -21,6 +24,11 @@ func newJoinCmd(env *Env) *cobra.Command {
 			if len(args) == 0 {
 				return usagef("join needs at least one peer address")
 			}
+			for _, p := range args {
+				if err := validPeer(p); err != nil {
+					return usagef("peer %q: %v", p, err)
+				}
+			}
 			return nil
 		},
 	}
@@ -37,5 +45,27 @@ func runJoin(ctx context.Context, env *Env, dataDir string, peers []string) erro
 		return err
 	}
 	fmt.Fprintf(env.Stdout, "Joined the cluster: %d peer(s) contacted.\n", resp.Joined)
+	return nil
+}
+
+// validPeer checks a PEER argument: a host, or host:port with a port from
+// 1 to 65535 (a bare IPv6 address is a host).
+func validPeer(p string) error {
+	if p == "" {
+		return fmt.Errorf("empty address")
+	}
+	if !strings.Contains(p, ":") || net.ParseIP(p) != nil {
+		return nil
+	}
+	host, port, err := net.SplitHostPort(p)
+	if err != nil {
+		return fmt.Errorf("want host or host:port")
+	}
+	if host == "" {
+		return fmt.Errorf("no host before the port")
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+		return fmt.Errorf("port %q: want a number from 1 to 65535", port)
+	}
 	return nil
 }

@@ -73,8 +73,14 @@ func startCLIAgent(t *testing.T, args ...string) (string, *syncBuffer) {
 // "[LEVEL] name:" text; nothing is logged twice (the enforcement's
 // state, a job's start).
 func TestAgentLogFormatJSON(t *testing.T) {
-	dir, logs := startCLIAgent(t, "--log-format", "json", "--log-level", "debug", "--fixed-load", "0.1", "--gpu", "RTX-4090:24GiB:8.9")
-	script := filepath.Join(t.TempDir(), "job.sh")
+	// The job's script lies where the owner lets guest jobs read.
+	scripts := t.TempDir()
+	if err := os.Chmod(scripts, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	dir, logs := startCLIAgent(t, "--log-format", "json", "--log-level", "debug", "--fixed-load", "0.1", "--gpu", "RTX-4090:24GiB:8.9",
+		"--guest-ro-path", scripts)
+	script := filepath.Join(scripts, "job.sh")
 	os.WriteFile(script, []byte("#!/bin/sh\ntouch \"$RECLAIMNET_READY_FILE\"\nwhile :; do sleep 0.1; done\n"), 0o755)
 	if code, _, errOut := runCLI(t, "run", "--data-dir", dir, "--name", "logjob", "--", "/bin/sh", script); code != ExitOK {
 		t.Fatalf("run: exit %d: %s", code, errOut)

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -20,7 +21,7 @@ func newMembersCmd(env *Env) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:     "members",
 		Short:   "list the cluster's nodes as the local agent sees them",
-		Long:    "Lists the cluster's nodes as the local agent sees them: building, gossip state, Raft role,\nfree GPUs, emergency hazard, available bandwidth and address.",
+		Long:    "Lists the cluster's nodes as the local agent sees them: building, gossip state, Raft role,\nfree GPUs, emergency hazard, available bandwidth, address, kill-switch and eligibility.\nHAZARD is the leader's published upper bound λ̂⁺ of the node's emergency hazard now, per hour\n(the status page's figure); ELIGIBLE says whether the node takes jobs, standbys and copies,\nand if not, why.",
 		GroupID: groupNode,
 		Args:    noArgs,
 	}
@@ -52,7 +53,7 @@ func runMembers(ctx context.Context, env *Env, dataDir string, asJSON bool) erro
 // printMembers writes the members table.
 func printMembers(w io.Writer, members []localapi.MemberView) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "NAME\tBUILDING\tSTATE\tRAFT\tGPUS\tHAZARD\tBANDWIDTH\tLENDING\tADDRESS")
+	fmt.Fprintln(tw, "NAME\tBUILDING\tSTATE\tRAFT\tGPUS\tHAZARD\tBANDWIDTH\tLENDING\tADDRESS\tKILL-SWITCH\tELIGIBLE")
 	for _, m := range members {
 		building := m.Building
 		if building == "" {
@@ -62,8 +63,12 @@ func printMembers(w io.Writer, members []localapi.MemberView) {
 		if m.GPUModel != "" {
 			gpus += " " + m.GPUModel
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", m.Name, building, m.State, m.Role, gpus,
-			formatHazard(m.Hazard), formatBandwidth(m.Bandwidth), formatLending(m.Lending), m.Addr)
+		eligible := "yes"
+		if !m.Eligible {
+			eligible = "no: " + cmp.Or(m.IneligibleReason, "unknown")
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", m.Name, building, m.State, m.Role, gpus,
+			formatHazard(m.Hazard), formatBandwidth(m.Bandwidth), formatLending(m.Lending), m.Addr, m.KillSwitch, eligible)
 	}
 	tw.Flush()
 }

@@ -62,7 +62,7 @@ func newReclaimCmd(env *Env) *cobra.Command {
 	fs := cmd.Flags()
 	var o reclaimOptions
 	dir := dataDirFlag(fs)
-	fs.DurationVar(&o.notice, "notice", 0, "scheduled reclaim: time until the node leaves")
+	fs.DurationVar(&o.notice, "notice", 0, "scheduled reclaim: time until the node leaves (at most 24h)")
 	fs.BoolVar(&o.now, "now", false, "emergency reclaim: isolate and leave at once")
 	fs.BoolVar(&o.status, "status", false, "show the reclaim's progress")
 	fs.BoolVar(&o.cancel, "cancel", false, "withdraw the pending reclaim")
@@ -90,6 +90,9 @@ func runReclaim(ctx context.Context, env *Env, o reclaimOptions) error {
 	}
 	if o.noticeSet && o.notice <= 0 {
 		return usagef("--notice must be positive (use --now for an emergency)")
+	}
+	if o.noticeSet && o.notice > localapi.MaxReclaimNotice {
+		return usagef("--notice %v: at most %v", o.notice, localapi.MaxReclaimNotice)
 	}
 	if o.node != "" && o.pinDir != "" {
 		return usagef("give --node or --pin-dir, not both")
@@ -261,10 +264,15 @@ func reclaimNow(ctx context.Context, env *Env, o reclaimOptions) error {
 	dataDir, node, pinDir, asJSON := o.dataDir, o.node, o.pinDir, o.asJSON
 	start := time.Now()
 	w := env.Stdout
-	if node == "" && pinDir == "" {
-		if b, err := os.ReadFile(filepath.Join(dataDir, localapi.InfoFile)); err == nil {
-			var info localapi.Info
-			if json.Unmarshal(b, &info) == nil {
+	if b, err := os.ReadFile(filepath.Join(dataDir, localapi.InfoFile)); err == nil {
+		var info localapi.Info
+		if json.Unmarshal(b, &info) == nil {
+			if info.Storage {
+				// Isolating it would cut every job's copies off; it is
+				// never lent, so there is nothing to take back.
+				return errors.New("this is a storage node (agent --role storage): it is never lent, so it cannot be reclaimed")
+			}
+			if node == "" && pinDir == "" {
 				node = info.Node
 			}
 		}

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"encoding/json"
 	"io"
 	"log/slog"
 	"os"
@@ -64,6 +65,25 @@ func TestReclaimNowAgentGone(t *testing.T) {
 	}
 	if !strings.Contains(errOut, "the agent did not stop the jobs") || !strings.Contains(errOut, "no agent running") {
 		t.Errorf("stderr %q: want the agent's failure named", errOut)
+	}
+}
+
+// TestReclaimNowStorageNode: on a storage node (its info file says so)
+// --now refuses before touching the kill-switch: isolating the node would
+// cut off every copy it keeps.
+func TestReclaimNowStorageNode(t *testing.T) {
+	dir := t.TempDir()
+	info, _ := json.Marshal(localapi.Info{Node: "nas", Storage: true})
+	if err := os.WriteFile(filepath.Join(dir, localapi.InfoFile), info, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	pins := t.TempDir()
+	code, out, errOut := runCLI(t, "reclaim", "--now", "--data-dir", dir, "--pin-dir", pins)
+	if code != ExitError || !strings.Contains(errOut, "storage node") {
+		t.Errorf("got exit %d, stderr %q; want exit %d naming the storage role", code, errOut, ExitError)
+	}
+	if strings.Contains(out+errOut, pins) {
+		t.Errorf("stdout %q, stderr %q: the kill-switch at %s was tried on a storage node", out, errOut, pins)
 	}
 }
 

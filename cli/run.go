@@ -16,6 +16,7 @@ import (
 
 	"github.com/reclaimnet/reclaimnet/gpu"
 	"github.com/reclaimnet/reclaimnet/localapi"
+	"github.com/reclaimnet/reclaimnet/policy"
 	"github.com/reclaimnet/reclaimnet/state"
 )
 
@@ -24,12 +25,12 @@ func init() { register(newRunCmd) }
 // runOptions are 'reclaimnet run's flags.
 type runOptions struct {
 	dataDir, name, vram, capability, sizeHint, signal, workDir, memory string
+	gpus, replicas, maxFailures                                        int
+	cpus                                                               float64
+	lossBudget, runtimeHint, grace                                     time.Duration
+	env, roPaths                                                       []string
 	// bundleDir is --workdir, maxBundle --max-bundle.
-	bundleDir, maxBundle, keep     string
-	gpus                           int
-	cpus                           float64
-	lossBudget, runtimeHint, grace time.Duration
-	env, roPaths                   []string
+	bundleDir, maxBundle, keep string
 	// signalSet and graceSet say whether the flag was given: only those
 	// go into the job's record.
 	signalSet, graceSet bool
@@ -59,6 +60,7 @@ what follows belongs to the job.`,
 	fs.StringVar(&o.vram, "vram", "", "VRAM per GPU, a `size` such as 20GiB")
 	fs.StringVar(&o.capability, "capability", "", "minimum CUDA compute `capability`, e.g. 8.0")
 	fs.DurationVar(&o.lossBudget, "loss-budget", 10*time.Minute, "expected work the job may lose when its node leaves without notice (its checkpoints are spaced to keep within it)")
+	fs.IntVar(&o.replicas, "replicas", policy.DefaultCopies, "`K`, how many nodes other than the job's host keep its freshest committed checkpoint (1 to 8; chosen so they are unlikely to leave together)")
 	fs.StringVar(&o.sizeHint, "size-hint", "", "expected checkpoint `size`, e.g. 3GiB")
 	fs.DurationVar(&o.runtimeHint, "runtime-hint", 0, "expected runtime, e.g. 6h")
 	fs.StringVar(&o.signal, "signal", "USR1", "`signal` that asks the job for a checkpoint: "+strings.Join(state.CheckpointSignals, ", "))
@@ -71,6 +73,7 @@ what follows belongs to the job.`,
 	fs.StringVar(&o.workDir, "dir", "", "working `directory` on the node that runs the job, instead of the bundle's layout")
 	fs.StringArrayVar(&o.env, "env", nil, "`KEY=VALUE` added to the job's environment (repeatable)")
 	fs.StringArrayVar(&o.roPaths, "ro-path", nil, "host `path` the job reads where it runs, such as a dataset on every machine (repeatable): only nodes whose owner lets guest jobs read it run the job, read-only")
+	fs.IntVar(&o.maxFailures, "max-failures", 0, "application failures (exit other than 0 and 85, a signal the cluster did not send, a failed start), counted across nodes, that restart the job from its freshest checkpoint before it is failed")
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		o.dataDir = resolveDataDir(env, *dir)
 		o.signalSet, o.graceSet = fs.Changed("signal"), fs.Changed("grace")
@@ -83,8 +86,11 @@ func runRun(ctx context.Context, env *Env, o runOptions, command []string) error
 	if len(command) == 0 {
 		return usagef("no command (put it after --)")
 	}
+	if strings.TrimSpace(command[0]) == "" {
+		return usagef("empty command name: the first word after -- is the program to run")
+	}
 	jr := &localapi.JobRequest{Name: o.name, Command: command, Env: o.env, Dir: o.workDir, GPUs: o.gpus,
-		LossBudget: o.lossBudget, RuntimeHint: o.runtimeHint, Owner: env.Getenv("USER")}
+		LossBudget: o.lossBudget, RuntimeHint: o.runtimeHint, Replicas: o.replicas, Owner: env.Getenv("USER"), MaxFailures: o.maxFailures}
 	if o.name != "" {
 		if err := localapi.ValidJobName(o.name); err != nil {
 			return usagef("--name: %v", err)
@@ -92,6 +98,12 @@ func runRun(ctx context.Context, env *Env, o runOptions, command []string) error
 	}
 	if o.gpus < 1 {
 		return usagef("--gpus %d: want at least 1", o.gpus)
+	}
+	if err := state.ValidReplicas(o.replicas); err != nil {
+		return usagef("--replicas: %v", err)
+	}
+	if o.maxFailures < 0 || o.maxFailures > state.MaxMaxFailures {
+		return usagef("--max-failures %d: want 0 to %d", o.maxFailures, state.MaxMaxFailures)
 	}
 	if o.lossBudget <= 0 {
 		return usagef("--loss-budget %v: want a positive duration", o.lossBudget)
@@ -168,6 +180,9 @@ func runRun(ctx context.Context, env *Env, o runOptions, command []string) error
 			return usagef("%v", err)
 		}
 		return err
+	}
+	if resp.Warning != "" {
+		fmt.Fprintf(env.Stderr, "reclaimnet run: warning: %s\n", resp.Warning)
 	}
 	fmt.Fprintln(env.Stdout, resp.JobID)
 	return nil

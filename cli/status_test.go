@@ -14,7 +14,7 @@ func TestJobsTable(t *testing.T) {
 	var buf bytes.Buffer
 	printJobs(&buf, []web.Job{
 		{ID: "llama", State: "running", Node: "gpu-01", Restarts: 2,
-			Decision:       &policy.JobDecision{Job: "llama", Interval: 150 * time.Second, Hazard: 0.5 / 3600, Bandwidth: 12.5e6, LossBudgetInfeasible: true},
+			Decision:       &web.JobDecision{Interval: 150 * time.Second, Hazard: 0.5 / 3600, Bandwidth: 12.5e6, LossBudgetInfeasible: true},
 			LastCheckpoint: &web.Checkpoint{Version: 7, Age: 90 * time.Second, Holders: []policy.NodeID{"gpu-02", "gpu-03"}}},
 		{ID: "queued", State: "pending"},
 	})

@@ -21,7 +21,7 @@ func member(id, b string, s web.MemberState) web.Member {
 func TestDifferExplainsChanges(t *testing.T) {
 	t0 := time.Date(2026, 11, 30, 3, 0, 0, 0, time.UTC)
 	job := web.Job{ID: JobName, State: "running", Node: "a1", LossBudget: 5 * time.Second, CheckpointBytes: 8 << 20,
-		Decision:       &policy.JobDecision{Job: JobName, Interval: 10 * time.Second, Hazard: 1e-5, Bandwidth: 2e7},
+		Decision:       &web.JobDecision{Interval: 10 * time.Second, Hazard: 1e-5, Bandwidth: 2e7},
 		LastCheckpoint: &web.Checkpoint{Version: 1, Bytes: 8 << 20, Holders: []policy.NodeID{"a1", "a2"}}, Standby: "a2"}
 	first := web.Status{GeneratedAt: t0, Cluster: web.Cluster{Leader: "a1",
 		Members: []web.Member{member("a1", "a", web.MemberAlive), member("a2", "a", web.MemberAlive), member("b1", "b", web.MemberAlive)}},
@@ -82,7 +82,7 @@ func TestDifferExplainsChanges(t *testing.T) {
 	now := second
 	now.GeneratedAt = t0.Add(1500 * time.Millisecond)
 	jNow := j2
-	jNow.Decision = &policy.JobDecision{Job: JobName, Interval: policy.RescueInterval, Bandwidth: 2e7}
+	jNow.Decision = &web.JobDecision{Interval: policy.RescueInterval, Bandwidth: 2e7}
 	now.Jobs = []web.Job{jNow}
 	d.diff(&now, tl.add)
 	if want := "P1: train checkpoints now: a last chance before its node leaves, or the work it would lose"; !strings.Contains(out.String(), want) ||

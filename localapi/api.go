@@ -43,6 +43,8 @@ type Request struct {
 	Tail  int64       `json:"tail,omitempty"`
 	// Notice is a scheduled reclaim's notice (OpReclaim).
 	Notice time.Duration `json:"notice,omitempty"`
+	// User is who asks, as the client names them (OpCancel records it).
+	User string `json:"user,omitempty"`
 	// Fetch says where OpFetch writes JobID's results.
 	Fetch *FetchRequest `json:"fetch,omitempty"`
 	// Until is the end of a lend (OpLend): "18:00", "Fri 18:00", "3h" or
@@ -60,9 +62,12 @@ const (
 
 // Response answers a Request.
 type Response struct {
-	Error  string  `json:"error,omitempty"`
-	Kind   string  `json:"kind,omitempty"`
-	Status *Status `json:"status,omitempty"`
+	Error string `json:"error,omitempty"`
+	Kind  string `json:"kind,omitempty"`
+	// Warning is said about a request that was carried out (a job that
+	// no node of the cluster can take now).
+	Warning string  `json:"warning,omitempty"`
+	Status  *Status `json:"status,omitempty"`
 	// Document is, for OpStatus, the GET /v1/status document exactly as
 	// the HTTP API serves it (a web.Status).
 	Document json.RawMessage `json:"document,omitempty"`
@@ -74,6 +79,8 @@ type Response struct {
 	// Log a job's log, Node the node it runs on, Note a remark (OpLogs).
 	JobID string    `json:"job_id,omitempty"`
 	Jobs  []JobInfo `json:"jobs,omitempty"`
+	// Story is one job's story (OpJob).
+	Story *JobStory `json:"story,omitempty"`
 	Log   string    `json:"log,omitempty"`
 	Node  string    `json:"node,omitempty"`
 	Note  string    `json:"note,omitempty"`
@@ -96,4 +103,8 @@ type Info struct {
 	TransferAddr string `json:"transfer_addr"`
 	HTTPAddr     string `json:"http_addr"`
 	Socket       string `json:"socket"`
+	// Storage is set on a storage-role node (agent --role storage): it is
+	// never lent, so reclaim --now refuses it before touching the
+	// kill-switch.
+	Storage bool `json:"storage,omitempty"`
 }

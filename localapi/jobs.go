@@ -12,6 +12,8 @@ const (
 	OpJobs   = "jobs"
 	OpLogs   = "logs"
 	OpCancel = "cancel"
+	// OpJob returns one job's story (Request.JobID, Response.Story).
+	OpJob = "job"
 )
 
 // More error kinds for the job operations.
@@ -48,6 +50,14 @@ type JobRequest struct {
 	// beyond the node's caps on all guest jobs together.
 	Memory int64   `json:"memory,omitempty"`
 	CPUs   float64 `json:"cpus,omitempty"`
+	// Replicas is k, how many nodes other than the host keep the job's
+	// freshest committed checkpoint (reclaimnet run --replicas); 0: the
+	// cluster's default (2).
+	Replicas int `json:"replicas,omitempty"`
+	// MaxFailures is how many application failures (a non-zero exit
+	// other than 85, a signal the cluster did not send, a failed start)
+	// restart the job from its freshest checkpoint before it is failed.
+	MaxFailures int `json:"max_failures,omitempty"`
 	// Workdir is the absolute path of the directory the agent takes as the
 	// job's bundle (reclaimnet run --workdir; docs/bundles.md); empty: no
 	// bundle. MaxBundle caps its size in bytes (0: ckpt.DefaultMaxBundle).
@@ -68,7 +78,11 @@ type JobInfo struct {
 	Node     string        `json:"node,omitempty"`
 	Command  []string      `json:"command"`
 	Interval time.Duration `json:"interval_ns"`
-	Standby  string        `json:"standby,omitempty"`
+	// BudgetUnmet: the interval's floor C/(β·b) is above the loss
+	// budget's ceiling 2·Lmax (docs/design.md P1.5): at its bandwidth the
+	// job cannot checkpoint often enough to meet its loss budget.
+	BudgetUnmet bool   `json:"budget_unmet,omitempty"`
+	Standby     string `json:"standby,omitempty"`
 	// LastCommitted is the freshest committed checkpoint version (0: none)
 	// and Holders the nodes holding it; LastVersion the newest recorded.
 	LastCommitted uint64        `json:"last_committed"`
@@ -84,6 +98,27 @@ type JobInfo struct {
 	// them (reclaimnet fetch).
 	ResultsOn []string  `json:"results_on,omitempty"`
 	KeptUntil time.Time `json:"kept_until,omitzero"`
+	// Reason says why a pending or recovering job has no node.
+	Reason string `json:"reason,omitempty"`
+	// Failures and MaxFailures: application failures so far and allowed.
+	Failures    int `json:"failures"`
+	MaxFailures int `json:"max_failures"`
+	// LastExit is how its newest run that ended by itself ended;
+	// EndedAt when the job ended, CancelledBy who cancelled it.
+	LastExit    *JobExit  `json:"last_exit,omitempty"`
+	EndedAt     time.Time `json:"ended_at,omitzero"`
+	CancelledBy string    `json:"cancelled_by,omitempty"`
+}
+
+// JobExit is how one run of a job ended, with the fields of /v1/jobs'.
+type JobExit struct {
+	Node        string    `json:"node"`
+	At          time.Time `json:"at"`
+	ExitCode    int       `json:"exit_code"`
+	Signal      string    `json:"signal,omitempty"`
+	Reason      string    `json:"reason,omitempty"`
+	Description string    `json:"description"`
+	LogTail     []string  `json:"log_tail,omitempty"`
 }
 
 var jobNameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
@@ -95,4 +130,47 @@ func ValidJobName(name string) error {
 		return fmt.Errorf("job name %q: want 1–64 letters, digits, '.', '_' or '-', starting with a letter or digit", name)
 	}
 	return nil
+}
+
+// JobStory is one job's full story from the replicated state ('reclaimnet
+// jobs JOB'): what it runs and needs, its state, every step the cluster
+// took with it and why, its checkpoints and where they are, its failures.
+type JobStory struct {
+	JobInfo
+	Owner      string        `json:"owner,omitempty"`
+	Env        []string      `json:"env,omitempty"`
+	Dir        string        `json:"dir,omitempty"`
+	GPUs       int           `json:"gpus"`
+	VRAM       int64         `json:"vram_bytes,omitempty"`
+	Capability float64       `json:"capability,omitempty"`
+	LossBudget time.Duration `json:"loss_budget_ns"`
+	Signal     string        `json:"signal,omitempty"`
+	Grace      time.Duration `json:"grace_ns,omitempty"`
+	Memory     int64         `json:"memory_bytes,omitempty"`
+	CPUs       float64       `json:"cpus,omitempty"`
+	// Events are the steps, oldest first; Checkpoints the versions the
+	// catalogue keeps, oldest first; FailureLog the newest failures.
+	Events      []JobEvent       `json:"events"`
+	Checkpoints []CheckpointInfo `json:"checkpoints"`
+	FailureLog  []JobExit        `json:"failure_log,omitempty"`
+}
+
+// JobEvent is one step of a job's story (state.JobEvent).
+type JobEvent struct {
+	At      time.Time `json:"at"`
+	Kind    string    `json:"kind"`
+	Node    string    `json:"node,omitempty"`
+	From    string    `json:"from,omitempty"`
+	Version uint64    `json:"version,omitempty"`
+	Detail  string    `json:"detail,omitempty"`
+}
+
+// CheckpointInfo is one version of a job's checkpoint and its holders.
+type CheckpointInfo struct {
+	Version     uint64    `json:"version"`
+	Bytes       int64     `json:"bytes"`
+	Source      string    `json:"source"`
+	Holders     []string  `json:"holders"`
+	Committed   bool      `json:"committed"`
+	CommittedAt time.Time `json:"committed_at,omitzero"`
 }

@@ -37,18 +37,24 @@ type MemberView struct {
 	Building string `json:"building"`
 	State    string `json:"state"`
 	// Role is leader, voter, non-voter or "-" (not in the Raft config).
-	Role       string              `json:"role"`
-	Addr       string              `json:"addr"`
-	GPUs       int                 `json:"gpus"`
-	FreeGPUs   int                 `json:"free_gpus"`
-	GPUModel   string              `json:"gpu_model,omitempty"`
-	Load       float64             `json:"load"`
-	Hazard     float64             `json:"hazard"`
+	Role     string  `json:"role"`
+	Addr     string  `json:"addr"`
+	GPUs     int     `json:"gpus"`
+	FreeGPUs int     `json:"free_gpus"`
+	GPUModel string  `json:"gpu_model,omitempty"`
+	Load     float64 `json:"load"`
+	// Hazard is the node's emergency hazard λ̂⁺ now, 1/s: the leader's
+	// published estimate, the figure of /v1/members' hazard_per_s.
+	Hazard     float64             `json:"hazard_per_s"`
 	Bandwidth  []BuildingBandwidth `json:"bandwidth,omitempty"`
 	ReportedAt time.Time           `json:"reported_at,omitzero"`
 	// KillSwitch is off, soft, hard, disabled (no kernel enforcement on
 	// the node) or unknown (not reported).
 	KillSwitch string `json:"kill_switch"`
+	// Eligible says whether the node may take jobs, standbys and copies;
+	// IneligibleReason why not (the fields of /v1/members').
+	Eligible         bool   `json:"eligible"`
+	IneligibleReason string `json:"ineligible_reason,omitempty"`
 	// Lending is what the node's owner policy publishes; nil when it
 	// publishes nothing.
 	Lending *Lending `json:"lending,omitempty"`

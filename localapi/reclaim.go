@@ -110,3 +110,8 @@ type JobDowntime struct {
 	Downtime time.Duration `json:"downtime_ns"`
 	Limit    time.Duration `json:"limit_ns"`
 }
+
+// MaxReclaimNotice is the longest notice a scheduled reclaim may give: a
+// longer one is a typo (a reclaim years away) rather than a plan; an owner
+// who knows that far ahead schedules it later.
+const MaxReclaimNotice = 24 * time.Hour

@@ -16,7 +16,7 @@ func sampleMeta() Meta {
 		ID: "gpu-07", Building: "physics", RaftPort: 7947, TransferPort: 7948, HTTPPort: 7949,
 		Role: RoleNonVoter, GPUs: 4, GPUModel: "A100-80GB", GPUVRAMMiB: 81920, GPUCapability: 80,
 		Started: time.Unix(1_780_000_000, 0), Lending: "Mon-Fri 19:00-08:00; Sat,Sun (Europe/Berlin)", Outlook: []byte{1, 1, 0x80, 0x01, 0},
-		Paths: []string{"/datasets", "/scratch/shared"},
+		Storage: true, Lab: "optics-lab", Pool: "spot-a",
 	}
 }
 
@@ -51,7 +51,7 @@ func sampleTelemetryV1(t testing.TB) []byte {
 	if err != nil {
 		t.Fatal(err)
 	}
-	v1 := append([]byte(nil), b[:len(b)-4]...)
+	v1 := append([]byte(nil), b[:len(b)-4-v4Tail]...)
 	v1[1] = 1
 	return v1
 }
@@ -64,9 +64,26 @@ func sampleTelemetryV2(t testing.TB) []byte {
 	if err != nil {
 		t.Fatal(err)
 	}
-	v2 := append([]byte(nil), b[:len(b)-1]...)
+	v2 := append([]byte(nil), b[:len(b)-1-v4Tail]...)
 	v2[1] = 2
 	return v2
+}
+
+// v4Tail is what version 4 appends to a report with its data directory
+// unknown and no free bytes: the state byte and a one-byte count.
+const v4Tail = 2
+
+// sampleTelemetryV3 is sampleTelemetry as a version 3 node writes it:
+// without the data directory.
+func sampleTelemetryV3(t testing.TB) []byte {
+	t.Helper()
+	b, err := sampleTelemetry().Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	v3 := append([]byte(nil), b[:len(b)-v4Tail]...)
+	v3[1] = 3
+	return v3
 }
 
 func TestMetaRoundTrip(t *testing.T) {
@@ -85,16 +102,16 @@ func TestMetaRoundTrip(t *testing.T) {
 	}
 }
 
-// TestMetaVersion1: metadata of a version-1 node (no lending fields)
-// still decodes, with none.
+// TestMetaVersion1: metadata of a version-1 node (no lending fields, no
+// flags, lab or pool) still decodes, with none.
 func TestMetaVersion1(t *testing.T) {
 	m := sampleMeta()
-	m.Lending, m.Outlook, m.Paths = "", nil, nil
+	m.Lending, m.Outlook, m.Storage, m.Lab, m.Pool = "", nil, false, "", ""
 	b, err := m.Encode()
 	if err != nil {
 		t.Fatal(err)
 	}
-	v1 := append([]byte(nil), b[:len(b)-3]...) // the two empty strings and no paths
+	v1 := append([]byte(nil), b[:len(b)-6]...) // two empty strings, the flags, two empty strings, no paths
 	v1[0] = 1
 	got, err := DecodeMeta(v1)
 	if err != nil || !reflect.DeepEqual(got, m) {
@@ -102,6 +119,29 @@ func TestMetaVersion1(t *testing.T) {
 	}
 	if _, err := DecodeMeta(append(v1[:len(v1):len(v1)], 0)); err == nil {
 		t.Error("a version-1 encoding with a trailing byte decoded")
+	}
+}
+
+// TestMetaVersion2: a version-2 node (lending fields, no flags, lab or
+// pool) is read as a node that is not a storage node and names no lab or
+// pool; this version's unknown flags are malformed.
+func TestMetaVersion2(t *testing.T) {
+	m := sampleMeta()
+	b, _ := m.Encode()
+	tail := 1 + 1 + len(m.Lab) + 1 + len(m.Pool) + 1 // flags, lab, pool, no paths
+	v2 := append([]byte{2}, b[1:len(b)-tail]...)
+	got, err := DecodeMeta(v2)
+	if err != nil {
+		t.Fatalf("DecodeMeta(version 2): %v", err)
+	}
+	m.Storage, m.Lab, m.Pool = false, "", ""
+	if !reflect.DeepEqual(got, m) {
+		t.Errorf("version 2: got %+v, want %+v", got, m)
+	}
+	bad := append([]byte(nil), b...)
+	bad[len(bad)-tail] = 0x81
+	if _, err := DecodeMeta(bad); !errors.Is(err, ErrMalformed) {
+		t.Errorf("unknown flags: got %v, want ErrMalformed", err)
 	}
 }
 
@@ -116,6 +156,7 @@ func TestMetaLimits(t *testing.T) {
 	m.GPUVRAMMiB = math.MaxUint32
 	m.Lending = strings.Repeat("l", MaxLendingLen)
 	m.Outlook = []byte(strings.Repeat("o", MaxOutlookLen))
+	m.Lab, m.Pool = strings.Repeat("l", MaxDomainLen), strings.Repeat("p", MaxDomainLen)
 	b, err := m.Encode()
 	if err != nil {
 		t.Fatalf("Encode at the limits: %v", err)
@@ -123,26 +164,15 @@ func TestMetaLimits(t *testing.T) {
 	if len(b) > memberlist.MetaMaxSize {
 		t.Fatalf("encoded size %d, want ≤ %d", len(b), memberlist.MetaMaxSize)
 	}
-	// Paths at their own limit beside every other field at its limit do
-	// not fit: Encode refuses them rather than memberlist.
-	full := m
-	full.Paths = []string{"/" + strings.Repeat("p", MaxPathsBytes-2)}
-	if _, err := full.Encode(); err == nil {
-		t.Error("metadata over memberlist's 512 bytes encoded")
-	}
-	short := sampleMeta()
-	short.Paths = full.Paths
-	if b, err := short.Encode(); err != nil || len(b) > memberlist.MetaMaxSize {
-		t.Errorf("paths at their limit with short other fields: %d bytes, %v", len(b), err)
-	}
 	for name, mutate := range map[string]func(*Meta){
 		"name":     func(m *Meta) { m.ID += "n" },
 		"building": func(m *Meta) { m.Building += "b" },
 		"model":    func(m *Meta) { m.GPUModel += "g" },
 		"lending":  func(m *Meta) { m.Lending += "l" },
 		"outlook":  func(m *Meta) { m.Outlook = append(m.Outlook, 'o') },
+		"lab":      func(m *Meta) { m.Lab += "l" },
+		"pool":     func(m *Meta) { m.Pool += "p" },
 		"empty id": func(m *Meta) { m.ID = "" },
-		"paths":    func(m *Meta) { m.Paths = []string{"/" + strings.Repeat("p", MaxPathsBytes)} },
 	} {
 		mm := m
 		mutate(&mm)
@@ -229,7 +259,7 @@ func TestTelemetryKillSwitchCompatible(t *testing.T) {
 		t.Errorf("version 1 kill-switch: got %q, want unknown", got.KillSwitch)
 	}
 	good, _ := sampleTelemetry().Encode()
-	ksAt := len(good) - 4
+	ksAt := len(good) - 4 - v4Tail
 	newer := append([]byte(nil), good...)
 	newer[1], newer[ksAt] = TelemetryVersion+1, 9
 	newer = append(newer, 0xde, 0xad) // fields this build does not know
@@ -284,6 +314,33 @@ func TestTelemetryFlowsCompatible(t *testing.T) {
 	}
 }
 
+// A version 3 report (an older node) reads with the data directory
+// unknown; the current build reads the state and free bytes back.
+func TestTelemetryDataDirCompatible(t *testing.T) {
+	got, err := DecodeTelemetry(sampleTelemetryV3(t))
+	if err != nil {
+		t.Fatalf("DecodeTelemetry(version 3): %v", err)
+	}
+	want := sampleTelemetry()
+	got.Sent = want.Sent
+	if !reflect.DeepEqual(got, want) || got.DataDir != DataDirUnknown {
+		t.Errorf("version 3: got %+v, want %+v", got, want)
+	}
+	tel := sampleTelemetry()
+	tel.DataDir, tel.DataFree = DataDirReadOnly, 123<<30
+	b, err := tel.Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err = DecodeTelemetry(b); err != nil || got.DataDir != DataDirReadOnly || got.DataFree != 123<<30 {
+		t.Errorf("data dir: got %v %d (%v), want read-only, 123 GiB", got.DataDir, got.DataFree, err)
+	}
+	tel.DataDir = 7
+	if _, err := tel.Encode(); err == nil {
+		t.Error("Encode with data dir state 7: no error")
+	}
+}
+
 func TestTelemetryRejects(t *testing.T) {
 	good, _ := sampleTelemetry().Encode()
 	nan := sampleTelemetry()
@@ -294,14 +351,19 @@ func TestTelemetryRejects(t *testing.T) {
 	negBytes, _ := neg.Encode()
 	flows, _ := sampleTelemetryFlows().Encode()
 	badDone := append([]byte(nil), flows...)
-	badDone[len(badDone)-1] = 2 // the last flow's done flag
-	// The flow count is the last byte of a report without flows.
-	manyFlows := append(append([]byte(nil), good[:len(good)-1]...), MaxFlowEntries+1)
+	badDone[len(badDone)-1-v4Tail] = 2 // the last flow's done flag
+	// The flow count is the last byte before version 4's fields in a
+	// report without flows.
+	manyFlows := append(append([]byte(nil), good[:len(good)-1-v4Tail]...), MaxFlowEntries+1)
 	for range MaxFlowEntries + 1 {
 		manyFlows = append(manyFlows, 1, 'f', 0, 0) // well-formed entries
 	}
+	manyFlows = append(manyFlows, 0, 0)
+	badDir := append([]byte(nil), good...)
+	badDir[len(badDir)-2] = 7
 	cases := map[string][]byte{
 		"bad done flag":  badDone,
+		"bad data dir":   badDir,
 		"too many flows": manyFlows,
 		"empty":          nil,
 		"wrong type":     append([]byte{9}, good[1:]...),
@@ -443,5 +505,32 @@ func TestDelegateIgnoresGarbage(t *testing.T) {
 	}
 	if q := m.queue.NumQueued(); q != 1 {
 		t.Errorf("queued broadcasts: got %d, want 1 (only the fresh report is passed on)", q)
+	}
+}
+
+// Version 4 carries the read-only paths; over their limit, or beside every
+// other field at its limit, Encode refuses them.
+func TestMetaPaths(t *testing.T) {
+	m := sampleMeta()
+	m.Paths = []string{"/datasets", "/scratch/shared"}
+	b, err := m.Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := DecodeMeta(b); err != nil || !reflect.DeepEqual(got, m) {
+		t.Fatalf("round trip with paths: %+v, %v", got, err)
+	}
+	m.Paths = []string{"/" + strings.Repeat("p", MaxPathsBytes)}
+	if _, err := m.Encode(); err == nil {
+		t.Error("paths over their limit encoded")
+	}
+	m.Paths = []string{"/" + strings.Repeat("p", MaxPathsBytes-2)}
+	if b, err := m.Encode(); err != nil || len(b) > memberlist.MetaMaxSize {
+		t.Errorf("paths at their limit: %d bytes, %v", len(b), err)
+	}
+	m.ID, m.Building, m.GPUModel = strings.Repeat("n", MaxNodeNameLen), strings.Repeat("b", MaxBuildingLen), strings.Repeat("g", MaxGPUModelLen)
+	m.Lending, m.Outlook = strings.Repeat("l", MaxLendingLen), []byte(strings.Repeat("o", MaxOutlookLen))
+	if _, err := m.Encode(); err == nil {
+		t.Error("metadata over memberlist's 512 bytes encoded")
 	}
 }

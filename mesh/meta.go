@@ -9,8 +9,13 @@ import (
 
 // MetaVersion is the metadata encoding this build writes. A decoder reads
 // the fields it knows from any version ≥ 1 and ignores fields appended by a
-// newer version, so nodes can be upgraded one by one.
-const MetaVersion = 3
+// newer version, so nodes can be upgraded one by one. Version 2 appends
+// the lending fields, version 3 a flags byte (metaStorage), the lab and
+// the pool, version 4 the read-only paths.
+const MetaVersion = 4
+
+// metaStorage is the flag of a storage-role node.
+const metaStorage = 1 << 0
 
 // Limits on metadata strings; with them an encoded Meta always fits in
 // memberlist.MetaMaxSize (512 bytes).
@@ -22,8 +27,11 @@ const (
 	MaxLendingLen = 160
 	// MaxOutlookLen bounds the encoded lending outlook (version 2).
 	MaxOutlookLen = 32
+	// MaxDomainLen bounds Lab and Pool (version 3): short names, so that
+	// every field at its limit still fits in MetaMaxSize.
+	MaxDomainLen = 16
 	// MaxPathsBytes bounds a node's read-only paths together (each
-	// path's bytes plus one; version 3). With every other field at its
+	// path's bytes plus one; version 4). With every other field at its
 	// limit they do not fit beside them: Encode then refuses the whole.
 	MaxPathsBytes = 200
 )
@@ -74,9 +82,17 @@ type Meta struct {
 	// encoded owner.Outlook (lent until when, or lendable again from
 	// when; version 2). Empty: none published.
 	Outlook []byte
+	// Storage is set on a storage-role node (reclaimnet agent --role
+	// storage, version 3): it keeps checkpoints, hosts no jobs and is
+	// never lent or reclaimed. Older nodes are not storage nodes.
+	Storage bool
+	// Lab and Pool name failure domains the node shares with others
+	// besides its building (a lab's room, a spot pool, a power circuit;
+	// version 3): the priors of which nodes leave together. Empty: none.
+	Lab, Pool string
 	// Paths are the host paths the node's owner lets guest jobs read (and
 	// that exist there): a job that declares a path (run --ro-path) runs
-	// only on a node one of whose Paths holds it. Version 3.
+	// only on a node one of whose Paths holds it. Version 4.
 	Paths []string
 }
 
@@ -94,6 +110,8 @@ func (m Meta) Encode() ([]byte, error) {
 		return nil, fmt.Errorf("lending windows %q: longer than %d bytes", m.Lending, MaxLendingLen)
 	case len(m.Outlook) > MaxOutlookLen:
 		return nil, fmt.Errorf("lending outlook of %d bytes: longer than %d", len(m.Outlook), MaxOutlookLen)
+	case len(m.Lab) > MaxDomainLen || len(m.Pool) > MaxDomainLen:
+		return nil, fmt.Errorf("lab %q or pool %q: longer than %d bytes", m.Lab, m.Pool, MaxDomainLen)
 	}
 	paths := 0
 	for _, p := range m.Paths {
@@ -117,6 +135,13 @@ func (m Meta) Encode() ([]byte, error) {
 	w.varint(m.Started.Unix())
 	w.string(m.Lending)
 	w.string(string(m.Outlook))
+	var flags byte
+	if m.Storage {
+		flags |= metaStorage
+	}
+	w.byte(flags)
+	w.string(m.Lab)
+	w.string(m.Pool)
 	w.uvarint(uint64(len(m.Paths)))
 	for _, p := range m.Paths {
 		w.string(p)
@@ -154,7 +179,13 @@ func DecodeMeta(b []byte) (Meta, error) {
 		m.Lending = r.string("lending windows", MaxLendingLen)
 		m.Outlook = r.bytes("lending outlook", MaxOutlookLen)
 	}
+	var flags byte
 	if v >= 3 {
+		flags = r.byte("flags")
+		m.Lab = r.string("lab", MaxDomainLen)
+		m.Pool = r.string("pool", MaxDomainLen)
+	}
+	if v >= 4 {
 		n := r.uvarint("path count")
 		if n > MaxPathsBytes {
 			r.fail("path count %d over the limit", n)
@@ -171,6 +202,10 @@ func DecodeMeta(b []byte) (Meta, error) {
 	if r.err != nil {
 		return Meta{}, r.err
 	}
+	if v == MetaVersion && flags&^metaStorage != 0 {
+		return Meta{}, fmt.Errorf("%w: unknown flags %#x", ErrMalformed, flags)
+	}
+	m.Storage = flags&metaStorage != 0
 	if vram > 1<<32-1 {
 		return Meta{}, fmt.Errorf("%w: gpu vram %d MiB", ErrMalformed, vram)
 	}

@@ -10,8 +10,21 @@ import (
 // newer versions only append fields. Version 2 appended the kill-switch
 // state and its drop counter (a version 1 report reads as
 // KillSwitchUnknown); version 3 the progress of the node's outgoing
-// transfers (none in an older report).
-const TelemetryVersion = 3
+// transfers (none in an older report); version 4 the state of the node's
+// data directory and its free bytes (DataDirUnknown in an older report).
+const TelemetryVersion = 4
+
+// DataDirState is whether a node's data directory takes checkpoints.
+type DataDirState uint8
+
+const (
+	// DataDirUnknown: not reported (an older node).
+	DataDirUnknown DataDirState = iota
+	// DataDirWritable: writable; DataFree says how much room is left.
+	DataDirWritable
+	// DataDirReadOnly: a write into it failed.
+	DataDirReadOnly
+)
 
 // Limits on one telemetry report. A report must fit in one gossip packet
 // next to memberlist's own messages, so it stays under 1 KiB.
@@ -97,6 +110,10 @@ type Telemetry struct {
 	// Flows is the progress of the node's outgoing admitted transfers
 	// (version 3), at most MaxFlowEntries.
 	Flows []FlowProgress
+	// DataDir is the state of the node's data directory and DataFree
+	// the bytes free on its file system (version 4).
+	DataDir  DataDirState
+	DataFree uint64
 }
 
 // Telemetry flag bits.
@@ -154,6 +171,11 @@ func (t Telemetry) Encode() ([]byte, error) {
 		}
 		w.byte(done)
 	}
+	if t.DataDir > DataDirReadOnly {
+		return nil, fmt.Errorf("telemetry data directory state %d unknown", t.DataDir)
+	}
+	w.byte(byte(t.DataDir))
+	w.uvarint(t.DataFree)
 	if len(w.buf) > MaxTelemetrySize {
 		return nil, fmt.Errorf("%w: %d bytes, over %d", errTelemetryTooLarge, len(w.buf), MaxTelemetrySize)
 	}
@@ -234,6 +256,17 @@ func DecodeTelemetry(b []byte) (Telemetry, error) {
 				t.Flows = append(t.Flows, f)
 			}
 		}
+	}
+	if v >= 4 {
+		ds := DataDirState(r.byte("data directory state"))
+		if r.err == nil && ds > DataDirReadOnly {
+			if v == TelemetryVersion {
+				r.fail("data directory state %d unknown", ds)
+			}
+			ds = DataDirUnknown // a newer node's state this build cannot name
+		}
+		t.DataDir = ds
+		t.DataFree = r.uvarint("data directory free bytes")
 	}
 	if r.err != nil {
 		return Telemetry{}, r.err

@@ -129,6 +129,8 @@ func (w *world) staticReject(r scanRequest, i int) RejectReason {
 	switch {
 	case i == r.src && (!r.recovery || r.sole), i == r.avoid-1:
 		return RejectSource
+	case w.leaving[i] && w.nodes[i].Ineligible != "" && !w.nodes[i].Leaving:
+		return RejectIneligible
 	case w.leaving[i]:
 		return RejectLeaving
 	case w.ending[i]:

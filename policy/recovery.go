@@ -139,6 +139,7 @@ func (w *world) recoveries(recover []*Job, d *Decisions, early bool) []*migratio
 		}
 		pl.Candidates = best.list
 		if best.best < 0 {
+			pl.Reason = w.unplacedReason(j)
 			d.Placements = append(d.Placements, pl)
 			continue
 		}
@@ -173,6 +174,8 @@ func (w *world) placeNew(jobs []*Job, d *Decisions) {
 		if res.best >= 0 {
 			pl.To = w.nodes[res.best].ID
 			w.takeGPUs(res.best, j.GPUs)
+		} else {
+			pl.Reason = w.unplacedReason(j)
 		}
 		d.Placements = append(d.Placements, pl)
 	}

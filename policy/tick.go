@@ -283,6 +283,7 @@ func Tick(s Snapshot, now time.Time) Decisions {
 	slices.SortFunc(d.Flows, func(a, b FlowDecision) int { return cmp.Compare(a.ID, b.ID) })
 	slices.SortStableFunc(d.Handoffs, func(a, b HandoffDecision) int { return cmp.Compare(a.Job, b.Job) })
 	slices.SortStableFunc(d.Placements, func(a, b Placement) int { return cmp.Compare(a.Job, b.Job) })
+	d.Ineligible = ineligibleNodes(w)
 	return d
 }
 

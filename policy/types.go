@@ -89,6 +89,9 @@ type Node struct {
 	// hosts no jobs and is never lent or reclaimed, so P2 takes its hazard
 	// as 0 and prefers it as a holder.
 	Storage bool `json:",omitzero"`
+	// Ineligible, when set, says why the node takes no job, standby or
+	// copy this period (Eligibility's verdict); its running jobs stay.
+	Ineligible string `json:",omitempty"`
 	// LentUntil is the end of the node's known lending time (its owner's
 	// lending window, the deadline of the reclaim the owner policy plans);
 	// zero: no end known. A node lent for less than Params.LentAhead more
@@ -340,6 +343,8 @@ const (
 	RejectBandwidth RejectReason = "no migration bandwidth on the path"
 	// RejectStorage: a storage node keeps checkpoints but hosts no jobs.
 	RejectStorage RejectReason = "storage node (hosts no jobs)"
+	// RejectIneligible: the node fails the eligibility rule (Node.Ineligible).
+	RejectIneligible RejectReason = "not eligible"
 	// RejectLendingEnds: the node's lending ends within Params.LentAhead.
 	RejectLendingEnds RejectReason = "lending ends soon"
 	// RejectMissingPath: the node lacks a path the job reads (run
@@ -428,7 +433,10 @@ type Placement struct {
 	From NodeID
 	// Recovery is set when the job restores from a replica (or, with From
 	// empty, restarts from the beginning because no replica survives).
-	Recovery   bool
+	Recovery bool
+	// Reason says why no node was chosen (To empty): the job stays pending
+	// or recovering with it, and the period's other decisions stand.
+	Reason     string `json:",omitempty"`
 	Candidates []Candidate
 }
 
@@ -459,4 +467,7 @@ type Decisions struct {
 	// CheckpointBudget is Bckpt, what P3 left for P1 (bytes/s, summed over
 	// the bottlenecks that P1 allocates on).
 	CheckpointBudget float64
+	// Ineligible are the nodes the eligibility rule kept out this period
+	// (Node.Ineligible), by ID.
+	Ineligible []NodeVerdict `json:",omitempty"`
 }

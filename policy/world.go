@@ -137,7 +137,9 @@ func newWorld(s Snapshot, now time.Time, reclaimed map[NodeID]bool) *world {
 			w.offGraph[nd.ID] = i
 		}
 		w.vertex[i] = v
-		w.leaving[i] = nd.Leaving
+		// An ineligible node is never a destination, standby or holder,
+		// like a leaving one (staticReject tells the two apart).
+		w.leaving[i] = nd.Leaving || nd.Ineligible != ""
 		// A node whose lending ends soon takes nothing new; what it runs
 		// and sends goes on until its reclaim is announced.
 		w.ending[i] = !nd.LentUntil.IsZero() && nd.LentUntil.Sub(now) < p.LentAhead
@@ -318,8 +320,12 @@ func (w *world) pathRate(a, b int) (est, low float64, ok bool) {
 
 // pathLinks returns the directed links from node a to node b. The slices
 // share one arena per period (capacity-limited, so an append by a caller
-// never writes into a neighbour).
+// never writes into a neighbour). A node off the graph (no link in the
+// snapshot) has no path: no links.
 func (w *world) pathLinks(a, b int) []int {
+	if w.vertex[a] < 0 || w.vertex[b] < 0 {
+		return nil
+	}
 	start := len(w.intArena)
 	w.intArena, _ = w.topo.path(w.vertex[a], w.vertex[b], w.intArena)
 	end := len(w.intArena)

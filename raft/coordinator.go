@@ -65,6 +65,10 @@ type Coordinator struct {
 	failedSince   map[policy.NodeID]time.Time
 	hazardsPublAt time.Time
 	health        map[policy.NodeID]*peerHealth
+	// refused is the last decision set the state machine refused (empty
+	// once one commits again): a bug in the policy, logged once and shown.
+	refused   string
+	refusedAt time.Time
 }
 
 // Open starts a coordinator: it opens (or creates) the Raft log under
@@ -509,6 +513,10 @@ type Status struct {
 	Ticks           uint64
 	DecisionCommits uint64
 	LastTick        time.Time
+	// RefusedDecision is why the state machine refused this leader's last
+	// decisions (empty while they commit); RefusedAt when.
+	RefusedDecision string
+	RefusedAt       time.Time
 	Servers         []Server
 }
 
@@ -519,6 +527,9 @@ func (c *Coordinator) Status() Status {
 		AppliedIndex: c.raft.AppliedIndex(), StateIndex: c.store.Index(),
 		Ticks: c.Ticks(), DecisionCommits: c.DecisionCommits(), LastTick: c.LastTick(),
 	}
+	c.mu.Lock()
+	s.RefusedDecision, s.RefusedAt = c.refused, c.refusedAt
+	c.mu.Unlock()
 	s.LeaderID, s.LeaderAddr = c.Leader()
 	_, _ = fmt.Sscan(c.raft.Stats()["term"], &s.Term)
 	if servers, err := c.Servers(); err == nil {

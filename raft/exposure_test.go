@@ -97,7 +97,7 @@ func TestLeaderOrdersCheckpointWhenCopyIsGone(t *testing.T) {
 			must(state.ReplicaComplete{Job: "j", Version: 2, ManifestHash: "m2", Size: 1 << 30, Source: "h", Holder: "h", At: at.Add(-10 * time.Second)})
 			tel.flows = []state.FlowProgress{{ID: policy.CheckpointPrefix + "j", Remaining: 1 << 29}}
 		}
-		d := decide(st, nil, tel, policy.DefaultParams(), at)
+		d := decide(st, nil, nil, tel, nil, policy.DefaultParams(), at)
 		var jd *policy.JobDecision
 		for i := range d.Jobs {
 			if d.Jobs[i].Job == "j" {

@@ -190,8 +190,8 @@ func peerNode(conn net.Conn) policy.NodeID {
 //   - the leader-only kinds (the registry, departures, hazards, decisions)
 //     are applied by the leader itself and never forwarded;
 //   - reports about a node (a job report from its host, a reclaim of it or
-//     its cancellation, the owner's reclaim report) must come from that
-//     node.
+//     its cancellation, the owner's reclaim report, a job's exit on it)
+//     must come from that node.
 //
 // Job submissions, cancellations, moves and replica reports may come from
 // any node (the CLI submits anywhere; a sender reports its receiver's
@@ -203,6 +203,8 @@ func checkForwarder(peer policy.NodeID, cmd state.Command) error {
 		return fmt.Errorf("%w: %s is applied by the leader only, not forwarded (from %q)", ErrForbidden, cmd.Kind(), peer)
 	case state.JobReport:
 		claimed = c.Node
+	case state.JobExited:
+		claimed = c.Exit.Node
 	case state.AnnounceReclaim:
 		claimed = c.Reclaim.Node
 	case state.CancelReclaim:

@@ -2,6 +2,7 @@ package raft
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"reflect"
 	"slices"
@@ -111,6 +112,7 @@ type leaderTicker struct {
 	est        *policy.HazardEstimator
 	departures uint64 // FSM departure counter the estimator has seen
 	lastUp     time.Time
+	co         CoDepartureLog
 }
 
 func (c *Coordinator) runTick(ctx context.Context, lt *leaderTicker) {
@@ -143,7 +145,7 @@ func (c *Coordinator) runTick(ctx context.Context, lt *leaderTicker) {
 	}
 	c.publishHazards(st, hazards, now)
 
-	dec := decide(st, hazards, tel, c.cfg.Params, now)
+	dec := decide(st, hazards, lt.co.Estimate(st, now), tel, c.unverifiedPeers(), c.cfg.Params, now)
 	c.ticks.Add(1)
 	c.lastTick.Store(now.UnixNano())
 	trimCandidates(&dec)
@@ -163,10 +165,36 @@ func (c *Coordinator) runTick(ctx context.Context, lt *leaderTicker) {
 	}
 	cmd := state.SetDecisions{Decisions: state.DecisionRecord{Decisions: norm, At: now, Leader: c.cfg.NodeID, Protocols: &mine}}
 	if _, err := c.applyCommand(cmd); err != nil {
-		c.logger.Warn("commit decisions", "err", err)
+		if !errors.Is(err, state.ErrInvalidCommand) {
+			c.logger.Warn("commit decisions", "err", err) // lost leadership, a timeout: the next tick retries
+			return
+		}
+		c.noteRefused(err, now)
 		return
 	}
+	c.noteRefused(nil, now)
 	c.commits.Add(1)
+}
+
+// noteRefused records the outcome of a decision commit: a refusal is
+// logged when its error differs from the last one (the leader retries
+// every period; a log line per period would bury it), and kept for the
+// status page until decisions commit again. Only the decisions are lost:
+// the next tick decides from scratch.
+func (c *Coordinator) noteRefused(err error, now time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err == nil {
+		if c.refused != "" {
+			c.logger.Info("decisions commit again")
+		}
+		c.refused, c.refusedAt = "", time.Time{}
+		return
+	}
+	if msg := err.Error(); msg != c.refused {
+		c.logger.Error("decisions refused: the policy produced a command the state machine rejects", "err", err)
+		c.refused, c.refusedAt = msg, now
+	}
 }
 
 // decide is one tick's decisions: policy.Tick on the snapshot, with the
@@ -175,8 +203,11 @@ func (c *Coordinator) runTick(ctx context.Context, lt *leaderTicker) {
 // progress from gossip, a telemetry interval late (or never, from a node
 // that does not report it), so re-deciding from scratch could flip an
 // admitted move to "degraded" as its deadline nears.
-func decide(st *state.State, hazards map[policy.NodeID]policy.HazardEstimate, tel Telemetry, params policy.Params, now time.Time) policy.Decisions {
-	snap := buildSnapshot(st, hazards, tel, params, now)
+// co is the co-departure estimate (nil: departures independent);
+// unverified the peers whose certificate the leader could not verify, with why.
+func decide(st *state.State, hazards map[policy.NodeID]policy.HazardEstimate, co *policy.CoDeparture, tel Telemetry, unverified map[policy.NodeID]string, params policy.Params, now time.Time) policy.Decisions {
+	snap := eligibleSnapshot(st, hazards, tel, unverified, params, now)
+	snap.CoDeparture = co
 	return policy.KeepAdmittedHandoffs(st.Decisions.Decisions, policy.Tick(snap, now), snap, now)
 }
 
@@ -264,6 +295,53 @@ func hazardPublishPeriod(period time.Duration) time.Duration { return 60 * perio
 // before they are committed anyway: 60 control periods.
 func refreshPeriod(period time.Duration) time.Duration { return 60 * period }
 
+// eligibleSnapshot is buildSnapshot with the eligibility rule applied.
+func eligibleSnapshot(st *state.State, hz map[policy.NodeID]policy.HazardEstimate, tel Telemetry, unverified map[policy.NodeID]string, params policy.Params, now time.Time) policy.Snapshot {
+	snap := buildSnapshot(st, hz, tel, params, now)
+	markIneligible(&snap, st, tel, unverified)
+	return snap
+}
+
+// markIneligible applies the eligibility rule (policy.Ineligible) to every
+// node of the snapshot: gossip's liveness, the kill-switch and data
+// directory each node reports, the leader's verification of its
+// certificate (unverified: node → why not), its reclaim and its load.
+func markIneligible(snap *policy.Snapshot, st *state.State, tel Telemetry, unverified map[policy.NodeID]string) {
+	live := map[policy.NodeID]NodeTelemetry{}
+	status := map[policy.NodeID]MemberStatus{}
+	if tel != nil {
+		for _, n := range tel.Nodes() {
+			live[n.ID] = n
+		}
+		for _, m := range tel.Members() {
+			status[m.ID] = m.Status
+		}
+	}
+	var need int64 // room for the largest checkpoint of a job that runs or waits
+	for _, j := range st.Jobs {
+		if j.State != policy.JobDone {
+			need = max(need, j.CheckpointBytes)
+		}
+	}
+	for i := range snap.Nodes {
+		n := &snap.Nodes[i]
+		h := policy.NodeHealth{Alive: true, Verified: true, NeedDisk: need, Load: n.Load, MaxLoad: snap.Params.MaxLoad}
+		if s, ok := status[n.ID]; ok && s != MemberAlive && s != MemberSuspect {
+			h.Alive = false
+		}
+		if why, ok := unverified[n.ID]; ok {
+			h.Verified, h.Unverified = false, why
+		}
+		if t, ok := live[n.ID]; ok {
+			h.KillSwitch = t.KillSwitch
+			h.DiskKnown, h.DataWritable, h.FreeDisk = t.DiskKnown, t.DataWritable, t.FreeDisk
+			h.Draining = t.Draining
+		}
+		_, h.Reclaimed = st.Reclaims[n.ID]
+		n.Ineligible = policy.Ineligible(h)
+	}
+}
+
 // buildSnapshot assembles the policy's view of one control period at now
 // from the replicated state, the fresh hazard estimates and live telemetry.
 func buildSnapshot(st *state.State, hz map[policy.NodeID]policy.HazardEstimate, tel Telemetry, params policy.Params, now time.Time) policy.Snapshot {
@@ -292,7 +370,7 @@ func buildSnapshot(st *state.State, hz map[policy.NodeID]policy.HazardEstimate, 
 			continue
 		}
 		free := max(n.GPUs-used[id], 0)
-		pn := policy.Node{ID: id, Building: n.Building, GPU: n.GPU, GPUs: n.GPUs, FreeGPUs: free}
+		pn := policy.Node{ID: id, Building: n.Building, GPU: n.GPU, GPUs: n.GPUs, FreeGPUs: free, Storage: n.Storage, Lab: n.Lab, Pool: n.Pool}
 		if l, ok := live[id]; ok {
 			pn.FreeGPUs = min(free, l.FreeGPUs)
 			pn.Load, pn.AccessLink = l.Load, l.AccessLink
@@ -319,6 +397,8 @@ func buildSnapshot(st *state.State, hz map[policy.NodeID]policy.HazardEstimate, 
 		}
 		if j.State == policy.JobRunning && j.Node != "" {
 			pj.Exposure = exposure(st, j, progress, now)
+			pj.AtRisk = atRisk(st, j, now)
+			pj.Started = j.RunningSince
 		}
 		pj.Lacking = lackingPaths(st, j)
 		pj.BundleBytes, pj.BundleHolders = j.Spec.BundleSize, st.BundleHolders(j)
@@ -420,6 +500,29 @@ func exposure(st *state.State, j state.JobRecord, progress map[string]state.Flow
 		return 0
 	}
 	return max(now.Sub(base), 0)
+}
+
+// atRisk is policy.Job.AtRisk for a running job: the time since the
+// write of the newest version that a live node other than the host holds
+// (what survives the host and every other holder leaving, SPEC P2.7), or
+// since its submission with no such version (all its progress). 0 when
+// the times are unknown.
+func atRisk(st *state.State, j state.JobRecord, now time.Time) time.Duration {
+	cps := st.Checkpoints[j.ID]
+	for i := len(cps) - 1; i >= 0; i-- {
+		if !cps[i].Committed || cps[i].Written.IsZero() {
+			continue
+		}
+		for _, h := range cps[i].Holders {
+			if h != j.Node && st.Nodes[h].State == state.NodeActive {
+				return max(now.Sub(cps[i].Written), 0)
+			}
+		}
+	}
+	if j.Submitted.IsZero() {
+		return 0
+	}
+	return max(now.Sub(j.Submitted), 0)
 }
 
 func trimCandidates(d *policy.Decisions) {

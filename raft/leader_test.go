@@ -2,9 +2,13 @@ package raft
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"reflect"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -295,7 +299,7 @@ func TestLeaderKeepsAdmittedHandoff(t *testing.T) {
 	// admit commits the first decision (as runTick does), so j is migrating.
 	admit := func(t *testing.T) (*state.State, policy.Decisions) {
 		st := build(t)
-		first := decide(st, nil, tel, params, at)
+		first := decide(st, nil, nil, tel, nil, params, at)
 		if h := handoff(first); h.To != "b" || !h.FinalCheckpoint || h.Degraded {
 			t.Fatalf("first decision got %+v, want admitted to b with a final checkpoint", h)
 		}
@@ -318,7 +322,7 @@ func TestLeaderKeepsAdmittedHandoff(t *testing.T) {
 		if h := handoff(fresh); !h.Degraded || h.To != "" {
 			t.Fatalf("a fresh Tick 5 s before the deadline got %+v, want degraded (the test's premise)", h)
 		}
-		got := decide(st, nil, tel, params, late)
+		got := decide(st, nil, nil, tel, nil, params, late)
 		if h := handoff(got); h.To != "b" || !h.FinalCheckpoint || h.Degraded {
 			t.Fatalf("leader's decision 5 s before the deadline got %+v, want still admitted to b", h)
 		}
@@ -336,15 +340,15 @@ func TestLeaderKeepsAdmittedHandoff(t *testing.T) {
 		if _, err := st.Apply(state.RecordDeparture{Departure: state.Departure{Node: "b", At: late.Add(-time.Second), Kind: state.DepartureEmergency}}); err != nil {
 			t.Fatal(err)
 		}
-		if h := handoff(decide(st, nil, tel, params, late)); h.To == "b" || !h.Degraded {
+		if h := handoff(decide(st, nil, nil, tel, nil, params, late)); h.To == "b" || !h.Degraded {
 			t.Fatalf("decision after b failed got %+v, want degraded, not to b", h)
 		}
 	})
 	t.Run("released after the deadline", func(t *testing.T) {
 		st, _ := admit(t)
 		after := deadline.Add(time.Second)
-		got := decide(st, nil, tel, params, after)
-		want := policy.Tick(buildSnapshot(st, nil, tel, params, after), after)
+		got := decide(st, nil, nil, tel, nil, params, after)
+		want := policy.Tick(eligibleSnapshot(st, nil, tel, nil, params, after), after)
 		if !reflect.DeepEqual(got, want) {
 			t.Fatalf("decision after the deadline got %+v, want the fresh Tick's %+v", handoff(got), handoff(want))
 		}
@@ -352,4 +356,135 @@ func TestLeaderKeepsAdmittedHandoff(t *testing.T) {
 			t.Fatalf("decision after the deadline got %+v, want degraded", h)
 		}
 	})
+}
+
+// TestUnplaceableJobDoesNotStopDecisions: a job asking for more GPUs than
+// any node has stays pending with its reason, while jobs submitted before
+// and after it are placed and get checkpoint intervals, and no decision is
+// refused.
+func TestUnplaceableJobDoesNotStopDecisions(t *testing.T) {
+	tc := newTestCluster(t, 2, localConfig(), false) // one GPU each
+	l := tc.waitConfigured(1, 20*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	huge := testJob("huge")
+	huge.Job.GPUs = 1000
+	for _, cmd := range []state.SubmitJob{testJob("before"), huge} {
+		if _, err := l.Submit(ctx, cmd); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wait.For(tc.t, 10*time.Second, "the first job placed", func() bool {
+		j, _ := l.Store().Job("before")
+		return j.State == policy.JobRunning
+	})
+	firstAt := l.Store().State().Decisions.At
+	if _, err := l.Submit(ctx, testJob("after")); err != nil {
+		t.Fatal(err)
+	}
+	wait.For(tc.t, 10*time.Second, "the later job placed and both running jobs given an interval", func() bool {
+		st := l.Store().State()
+		if st.Jobs["after"].State != policy.JobRunning {
+			return false
+		}
+		n := 0
+		for _, jd := range st.Decisions.Jobs {
+			if (jd.Job == "before" || jd.Job == "after") && jd.Interval > 0 {
+				n++
+			}
+		}
+		return n == 2
+	})
+	st := l.Store().State()
+	if !st.Decisions.At.After(firstAt) {
+		t.Fatalf("decisions not committed again: at %v, first %v", st.Decisions.At, firstAt)
+	}
+	if j := st.Jobs["huge"]; j.State != policy.JobPending || j.Node != "" {
+		t.Fatalf("huge job %v on %q, want pending", j.State, j.Node)
+	}
+	if got, want := st.PendingReason("huge"), "needs 1000 GPUs; the largest node has "; len(got) < len(want) || got[:len(want)] != want {
+		t.Fatalf("pending reason %q, want it to start %q", got, want)
+	}
+	if r := l.Status().RefusedDecision; r != "" {
+		t.Fatalf("a decision was refused: %s", r)
+	}
+}
+
+// TestIneligibleNodesGetNoJob: the three nodes of the issue (kill-switch
+// still hard after a reclaim, data disk full, certificate the leader
+// cannot verify), a loaded one and a draining one get no job; the job goes
+// to the one eligible node, and the decisions say why each other node was
+// kept out.
+func TestIneligibleNodesGetNoJob(t *testing.T) {
+	st := state.New()
+	at := time.Date(2026, 1, 5, 9, 0, 0, 0, time.UTC)
+	ids := []policy.NodeID{"hard", "full", "stranger", "busy", "leaving", "good"}
+	var links []policy.Link
+	var nodes []NodeTelemetry
+	for _, id := range ids {
+		if _, err := st.Apply(state.UpsertNode{Node: state.NodeRecord{ID: id, GPUs: 1, Joined: at}}); err != nil {
+			t.Fatal(err)
+		}
+		links = append(links, policy.Link{ID: "acc-" + string(id), A: string(id), B: "sw", Capacity: 125e6, Available: 1e8, AvailableLow: 8e7})
+		nodes = append(nodes, NodeTelemetry{ID: id, FreeGPUs: 1, AccessLink: "acc-" + string(id), KillSwitch: "off",
+			DiskKnown: true, DataWritable: true, FreeDisk: 50 << 30})
+	}
+	nodes[0].KillSwitch = "hard"
+	nodes[1].FreeDisk = 1 << 20
+	nodes[3].Load = 0.95
+	nodes[4].Draining = true
+	job := state.JobRecord{Job: policy.Job{ID: "j", GPUs: 1, CheckpointBytes: 1 << 30, LossBudget: time.Hour}, Spec: state.JobSpec{Command: []string{"x"}}}
+	if _, err := st.Apply(state.SubmitJob{Job: job}); err != nil {
+		t.Fatal(err)
+	}
+	tel := fixedTelemetry{nodes: nodes, links: links}
+	unverified := map[policy.NodeID]string{"stranger": "the leader cannot verify it over mutual TLS"}
+	d := decide(st, nil, nil, tel, unverified, policy.DefaultParams(), at)
+	if len(d.Placements) != 1 || d.Placements[0].To != "good" {
+		t.Fatalf("placements %+v, want j on good", d.Placements)
+	}
+	want := map[policy.NodeID]string{
+		"hard": "kill-switch hard", "full": "data directory full (a checkpoint needs 1.0 GiB)",
+		"stranger": "the leader cannot verify it over mutual TLS", "busy": "load above θ = 0.80", "leaving": "draining",
+	}
+	got := map[policy.NodeID]string{}
+	for _, v := range d.Ineligible {
+		got[v.Node] = v.Reason
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("ineligible nodes %v, want %v", got, want)
+	}
+	// Once the kill-switch is off again, the node takes work.
+	nodes[0].KillSwitch = "off"
+	d = decide(st, nil, nil, fixedTelemetry{nodes: nodes, links: links}, unverified, policy.DefaultParams(), at)
+	if slices.ContainsFunc(d.Ineligible, func(v policy.NodeVerdict) bool { return v.Node == "hard" }) {
+		t.Fatalf("node hard still ineligible with its kill-switch off: %+v", d.Ineligible)
+	}
+}
+
+// TestRefusedDecisionLoggedOnce: a refusal the leader meets every period
+// is logged once per distinct error and kept for the status page until
+// decisions commit again.
+func TestRefusedDecisionLoggedOnce(t *testing.T) {
+	var logs strings.Builder
+	c := &Coordinator{logger: slog.New(slog.NewTextHandler(&logs, nil))}
+	at := time.Date(2026, 1, 5, 9, 0, 0, 0, time.UTC)
+	bad := fmt.Errorf("%w: placement of j: neither a node nor a reason", state.ErrInvalidCommand)
+	for i := range 10 {
+		c.noteRefused(bad, at.Add(time.Duration(i)*time.Second))
+	}
+	if n := strings.Count(logs.String(), "decisions refused"); n != 1 {
+		t.Fatalf("%d log lines for one refusal repeated 10 times, want 1:\n%s", n, logs.String())
+	}
+	if c.refused != bad.Error() || !c.refusedAt.Equal(at) {
+		t.Fatalf("kept %q at %v, want the first refusal's error and time", c.refused, c.refusedAt)
+	}
+	c.noteRefused(errors.New("another"), at.Add(time.Minute))
+	if n := strings.Count(logs.String(), "decisions refused"); n != 2 {
+		t.Fatalf("%d log lines after a different refusal, want 2", n)
+	}
+	c.noteRefused(nil, at.Add(2*time.Minute))
+	if c.refused != "" || !strings.Contains(logs.String(), "decisions commit again") {
+		t.Fatalf("after a commit: kept %q; logs:\n%s", c.refused, logs.String())
+	}
 }

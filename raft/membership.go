@@ -138,6 +138,25 @@ func (c *Coordinator) watchHeartbeats(obs <-chan hraft.Observation) {
 	}
 }
 
+// unverifiedPeers are the servers whose heartbeats from this leader fail:
+// over mutual TLS, a peer whose certificate the leader cannot verify (or
+// that it cannot reach) is no place for work, whatever gossip says.
+func (c *Coordinator) unverifiedPeers() map[policy.NodeID]string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out map[policy.NodeID]string
+	for id, h := range c.health {
+		if id == c.cfg.NodeID || h.failingSince.IsZero() {
+			continue
+		}
+		if out == nil {
+			out = map[policy.NodeID]string{}
+		}
+		out[id] = "the leader cannot verify it over mutual TLS (heartbeats failing since " + h.failingSince.UTC().Format(time.TimeOnly) + ")"
+	}
+	return out
+}
+
 func (c *Coordinator) healthLocked(id policy.NodeID, now time.Time) *peerHealth {
 	h := c.health[id]
 	if h == nil {
@@ -380,7 +399,7 @@ func (c *Coordinator) reconcile(members []Member, now time.Time) error {
 		old, known := st.Nodes[m.ID]
 		rec := state.NodeRecord{
 			ID: m.ID, Building: m.Building, RaftAddr: m.RaftAddr, GossipAddr: m.GossipAddr, TransferAddr: m.TransferAddr,
-			GPU: m.GPU, GPUs: m.GPUs, Role: role, State: state.NodeActive, Joined: m.Since.UTC().Round(0),
+			GPU: m.GPU, GPUs: m.GPUs, Storage: m.Storage, Lab: m.Lab, Pool: m.Pool, Role: role, State: state.NodeActive, Joined: m.Since.UTC().Round(0),
 			Paths: slices.Clone(m.Paths),
 		}
 		switch {
@@ -469,7 +488,7 @@ func (c *Coordinator) forgetHeartbeats() {
 
 func sameNode(a, b state.NodeRecord) bool {
 	return a.ID == b.ID && a.Building == b.Building && a.RaftAddr == b.RaftAddr && a.GossipAddr == b.GossipAddr &&
-		a.TransferAddr == b.TransferAddr && a.GPU == b.GPU && a.GPUs == b.GPUs && a.Role == b.Role &&
+		a.TransferAddr == b.TransferAddr && a.GPU == b.GPU && a.GPUs == b.GPUs && a.Storage == b.Storage && a.Lab == b.Lab && a.Pool == b.Pool && a.Role == b.Role &&
 		a.State == b.State && a.Joined.Equal(b.Joined) && slices.Equal(a.Paths, b.Paths)
 }
 

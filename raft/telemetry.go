@@ -66,6 +66,12 @@ type Member struct {
 	// Hazard is the member's departure hazard (1/s) as gossip last saw it;
 	// the leader prefers its own published estimate when it has one.
 	Hazard float64
+	// Storage is set for a storage-role node (its gossip metadata says
+	// so): the registry records it and P2 prefers it as a holder.
+	Storage bool
+	// Lab and Pool are the node's failure domains besides its building
+	// (gossip metadata), the priors of co-departure.
+	Lab, Pool string
 	// Paths are the host paths the member's owner lets guest jobs read
 	// (mesh.Meta.Paths).
 	Paths []string
@@ -77,6 +83,17 @@ type NodeTelemetry struct {
 	FreeGPUs   int
 	Load       float64
 	AccessLink string
+	// KillSwitch is the node's kill-switch mode as it reports it ("off",
+	// "soft", "hard"; empty or "disabled"/"unknown" when it has no kernel
+	// layer or does not say).
+	KillSwitch string
+	// DiskKnown is set when the node reports its data directory:
+	// DataWritable and FreeDisk (bytes) then say whether a checkpoint fits.
+	DiskKnown    bool
+	DataWritable bool
+	FreeDisk     int64
+	// Draining: the node announced that it leaves (its agent stops).
+	Draining bool
 	// LentUntil is when the node's owner policy ends its lending (zero:
 	// no end known; in the past: not lent now).
 	LentUntil time.Time

@@ -64,6 +64,8 @@ func (s *State) Apply(cmd Command) (bool, error) {
 		j := c.Job.clone()
 		j.State, j.Node, j.Replicas, j.Restarts, j.Started = policy.JobPending, "", nil, 0, false
 		j.Standby, j.StandbyHas = "", 0
+		j.Failures, j.FailureLog, j.LastExit, j.End = 0, nil, nil, JobEnd{}
+		j.Events = []JobEvent{{At: j.Submitted, Kind: EventSubmitted, Detail: "by " + cmp.Or(j.Owner, "an unnamed user")}}
 		if old, ok := s.Jobs[j.ID]; ok {
 			if sameSubmission(old, j) {
 				return false, nil
@@ -74,16 +76,10 @@ func (s *State) Apply(cmd Command) (bool, error) {
 		return true, nil
 
 	case CancelJob:
-		j, ok := s.Jobs[c.Job]
-		if !ok {
-			return false, fmt.Errorf("cancel %s: %w", c.Job, ErrUnknownJob)
-		}
-		if j.State == policy.JobDone {
-			return false, nil
-		}
-		j.State = policy.JobDone
-		s.Jobs[c.Job] = j
-		return true, nil
+		return applyCancel(s, c)
+
+	case JobExited:
+		return applyJobExited(s, c)
 
 	case JobReport:
 		j, ok := s.Jobs[c.Job]
@@ -101,8 +97,9 @@ func (s *State) Apply(cmd Command) (bool, error) {
 			j.RestartTime = c.RestartTime
 		}
 		j.Remaining = c.Remaining
-		if c.Done {
-			j.State = policy.JobDone
+		if c.Done && j.State != policy.JobDone {
+			j.State, j.End = policy.JobDone, JobEnd{Kind: EndDone}
+			j.addEvent(JobEvent{Kind: EventDone, Node: c.Node, Detail: "reported done by its host"})
 		}
 		resumed := !c.Ready.IsZero() && noteResumed(s, c)
 		if reflect.DeepEqual(old, j) {
@@ -130,9 +127,15 @@ func (s *State) Apply(cmd Command) (bool, error) {
 		} else {
 			s.Counters.Handoffs++
 		}
+		j = j.clone()
 		j.Node, j.State, j.Restore = c.To, policy.JobRunning, RestoreOrder{}
 		j.RunningSince, j.HandoffStopped = c.At, c.Stopped
 		j.Restarts++
+		detail := "handed off with its final checkpoint"
+		if c.NoFinalCheckpoint {
+			detail = "handed off without a final checkpoint"
+		}
+		j.addEvent(JobEvent{At: c.At, Kind: EventMoved, Node: c.To, From: c.From, Version: c.Version, Detail: detail})
 		if j.Standby == c.To {
 			j.Standby, j.StandbyHas = "", 0
 		}
@@ -189,7 +192,7 @@ func sameSubmission(a, b JobRecord) bool {
 	return a.ID == b.ID && a.Owner == b.Owner && reflect.DeepEqual(a.Spec, b.Spec) &&
 		a.CheckpointBytes == b.CheckpointBytes && a.LossBudget == b.LossBudget &&
 		a.GPUs == b.GPUs && a.VRAM == b.VRAM && a.Capability == b.Capability &&
-		a.WriteCap == b.WriteCap && a.Submitted.Equal(b.Submitted)
+		a.WriteCap == b.WriteCap && a.Copies == b.Copies && a.Submitted.Equal(b.Submitted) && a.MaxFailures == b.MaxFailures
 }
 
 // staleReclaim reports whether r was announced before the node's logged
@@ -242,6 +245,10 @@ func applyReplicaComplete(s *State, c ReplicaComplete) (bool, error) {
 	}
 	if c.Holder != c.Source && !cp.Committed {
 		cp.Committed, cp.CommittedAt = true, c.At
+		j := s.Jobs[c.Job].clone()
+		j.addEvent(JobEvent{At: c.At, Kind: EventCheckpoint, Node: c.Holder, From: c.Source, Version: c.Version,
+			Detail: fmt.Sprintf("v%d committed (%d bytes) on %s", c.Version, c.Size, c.Holder)})
+		s.Jobs[c.Job] = j
 	}
 	if c.Holder == c.Source {
 		cp.Written = c.At
@@ -305,8 +312,10 @@ func applyDeparture(s *State, d Departure) bool {
 	for id, j := range s.Jobs {
 		changed := false
 		if j.Node == d.Node && (j.State == policy.JobRunning || j.State == policy.JobMigrating) {
+			j = j.clone()
 			j.State, j.Node = policy.JobRecovering, ""
 			j.Displaced = Displacement{From: d.Node, At: d.At, Announced: announced}
+			j.addEvent(JobEvent{At: d.At, Kind: EventDisplaced, Node: d.Node, Detail: "its node left (" + d.Kind.String() + ")"})
 			changed = true
 		}
 		if j.Restore.From == d.Node && j.State == policy.JobRunning {
@@ -358,8 +367,8 @@ func applyDecisions(s *State, d DecisionRecord) bool {
 	}
 	for _, p := range d.Placements {
 		j, ok := s.Jobs[p.Job]
-		if !ok || j.State == policy.JobDone {
-			continue
+		if !ok || j.State == policy.JobDone || p.To == "" {
+			continue // a placement without a node leaves the job waiting, with its reason
 		}
 		switch {
 		case j.State == policy.JobPending || j.State == policy.JobRecovering:
@@ -370,6 +379,8 @@ func applyDecisions(s *State, d DecisionRecord) bool {
 		default:
 			continue
 		}
+		j = j.clone()
+		j.addEvent(placementEvent(j, p, d.At))
 		if j.Started {
 			j.Restarts++
 		}

@@ -56,6 +56,7 @@ const (
 	KindPublishHazards
 	KindSetDecisions
 	KindRecordReclaimReport
+	KindJobExited
 )
 
 var kindNames = map[Kind]string{
@@ -72,6 +73,7 @@ var kindNames = map[Kind]string{
 	KindSetDecisions:    "set-decisions",
 
 	KindRecordReclaimReport: "record-reclaim-report",
+	KindJobExited:           "job-exited",
 }
 
 func (k Kind) String() string {
@@ -96,8 +98,13 @@ type UpsertNode struct{ Node NodeRecord }
 // different definition under an existing ID is ErrJobExists.
 type SubmitJob struct{ Job JobRecord }
 
-// CancelJob marks a job done.
-type CancelJob struct{ Job policy.JobID }
+// CancelJob ends a job as cancelled, by By (the user, as the node that
+// took the request names them) at At.
+type CancelJob struct {
+	Job policy.JobID
+	By  string    `json:",omitempty"`
+	At  time.Time `json:",omitzero"`
+}
 
 // JobReport is the host's report about its job: measured restart time,
 // checkpoint size, expected remaining time, and whether it finished. Values
@@ -219,6 +226,13 @@ func (c SubmitJob) validate() error {
 		return invalid("job %s: empty command", j.ID)
 	case j.GPUs < 0 || j.VRAM < 0 || j.CheckpointBytes < 0:
 		return invalid("job %s: negative resource", j.ID)
+	case j.MaxFailures < 0 || j.MaxFailures > MaxMaxFailures:
+		return invalid("job %s: max failures %d, want 0 to %d", j.ID, j.MaxFailures, MaxMaxFailures)
+	}
+	if j.Copies != 0 {
+		if err := ValidReplicas(j.Copies); err != nil {
+			return invalid("job %s: %v", j.ID, err)
+		}
 	}
 	if err := j.Spec.validate(); err != nil {
 		return invalid("job %s: %v", j.ID, err)
@@ -229,6 +243,9 @@ func (c SubmitJob) validate() error {
 func (c CancelJob) validate() error {
 	if c.Job == "" {
 		return invalid("cancel without job id")
+	}
+	if len(c.By) > 256 {
+		return invalid("cancel of %s: canceller name of %d bytes", c.Job, len(c.By))
 	}
 	return nil
 }
@@ -320,8 +337,12 @@ func (c PublishHazards) validate() error {
 
 func (c SetDecisions) validate() error {
 	for _, p := range c.Decisions.Placements {
-		if p.Job == "" || p.To == "" {
-			return invalid("placement needs job and node")
+		switch {
+		case p.Job == "":
+			return invalid("placement without job")
+		case p.To == "" && p.Reason == "":
+			// A job no node can take stays where it is, with the reason.
+			return invalid("placement of %s: neither a node nor a reason", p.Job)
 		}
 	}
 	for _, h := range c.Decisions.Handoffs {
@@ -412,6 +433,8 @@ func DecodeCommand(b []byte) (Command, error) {
 		cmd = decodeAs[SetDecisions]()
 	case KindRecordReclaimReport:
 		cmd = decodeAs[RecordReclaimReport]()
+	case KindJobExited:
+		cmd = decodeAs[JobExited]()
 	default:
 		return nil, fmt.Errorf("%w: %d", ErrUnknownCommand, b[1])
 	}

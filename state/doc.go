@@ -35,7 +35,12 @@
 // does know (or to no estimate, which orders nothing). So are
 // MoveJob.Stopped, JobRecord.HandoffStopped, JobReport.Ready and
 // JobOutcome.Stopped and Resumed: without them a reclaim's downtime is
-// not known and the history shows none. The one thing the version byte cannot
+// not known and the history shows none. So are JobRecord.MaxFailures,
+// Failures, FailureLog, LastExit, End and Events, CancelJob.By and At,
+// policy.Placement.Reason and policy.Decisions.Ineligible: a record
+// without them is a job allowed no failure, none so far, with no story, and
+// a done job without End reads as "done"; a new command kind (JobExited)
+// takes a new Kind value. The one thing the version byte cannot
 // guard is an older binary reading a newer entry that sets the fields: it
 // rejects the entry as an unknown field rather than misreading it (a
 // snapshot's decoder is lenient: an older binary restoring a newer

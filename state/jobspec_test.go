@@ -193,3 +193,32 @@ func TestJobSpecLimitsRejected(t *testing.T) {
 		}
 	}
 }
+
+// A job's replica count is 0 (the default) or 1 to MaxReplicas, checked
+// when the command is made and when a forwarded entry is decoded; a valid
+// one survives encoding and the FSM.
+func TestJobReplicas(t *testing.T) {
+	for _, k := range []int{-1, MaxReplicas + 1} {
+		_, err := EncodeCommand(SubmitJob{Job: JobRecord{Job: policy.Job{ID: "j", Copies: k}, Spec: JobSpec{Command: []string{"true"}}}})
+		if !errors.Is(err, ErrInvalidCommand) || !strings.Contains(err.Error(), "replicas") {
+			t.Errorf("copies %d: got %v, want ErrInvalidCommand naming the replicas", k, err)
+		}
+	}
+	bad := `{"Job":{"ID":"j","Copies":99,"Spec":{"Command":["true"]}}}`
+	if _, err := DecodeCommand(append([]byte{1, byte(KindSubmitJob)}, bad...)); !errors.Is(err, ErrInvalidCommand) {
+		t.Errorf("decode of 99 replicas: got %v, want ErrInvalidCommand", err)
+	}
+	f := NewStore()
+	rec := JobRecord{Job: policy.Job{ID: "j", GPUs: 1, Copies: 3}, Spec: JobSpec{Command: []string{"true"}}, Submitted: t0}
+	if res := applyEncoded(t, f, 1, SubmitJob{Job: rec}); res != nil {
+		t.Fatalf("apply: %v", res)
+	}
+	if j, ok := f.Job("j"); !ok || j.Copies != 3 {
+		t.Errorf("replicated record %+v, want 3 replicas", j.Job)
+	}
+	// The same job with another replica count is another definition.
+	rec.Copies = 2
+	if err, _ := applyEncoded(t, f, 2, SubmitJob{Job: rec}).(error); !errors.Is(err, ErrJobExists) {
+		t.Errorf("resubmission with 2 replicas: %v, want ErrJobExists", err)
+	}
+}

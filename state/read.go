@@ -236,3 +236,31 @@ func (s *Store) View(id policy.NodeID) NodeView {
 	}
 	return v
 }
+
+// PendingReason is why a waiting job (pending or recovering) has no node:
+// the reason of the current decisions' placement without a node; empty
+// when the job is not waiting or the leader has not decided on it yet.
+func (s *State) PendingReason(job policy.JobID) string {
+	j, ok := s.Jobs[job]
+	if !ok || (j.State != policy.JobPending && j.State != policy.JobRecovering) {
+		return ""
+	}
+	for _, p := range s.Decisions.Placements {
+		if p.Job == job && p.To == "" {
+			return p.Reason
+		}
+	}
+	return ""
+}
+
+// NodeIneligible is why the leader's current decisions keep node out of
+// placements, standbys and copies (policy.Ineligible); empty when they do
+// not.
+func (s *State) NodeIneligible(node policy.NodeID) string {
+	for _, v := range s.Decisions.Ineligible {
+		if v.Node == node {
+			return v.Reason
+		}
+	}
+	return ""
+}

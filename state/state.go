@@ -65,8 +65,16 @@ type NodeRecord struct {
 	TransferAddr string `json:",omitempty"`
 	GPU          policy.GPU
 	GPUs         int
-	Role         Role
-	State        NodeState
+	// Storage marks a storage-role node (reclaimnet agent --role storage,
+	// declared in its gossip metadata): it keeps checkpoints, hosts no
+	// jobs and is never lent or reclaimed (policy.Node.Storage).
+	Storage bool `json:",omitempty"`
+	// Lab and Pool name the node's failure domains besides its building
+	// (policy.Node.Lab, Pool); empty: none.
+	Lab   string `json:",omitempty"`
+	Pool  string `json:",omitempty"`
+	Role  Role
+	State NodeState
 	// Joined is when the node's current membership began; Left when it
 	// ended (zero while active).
 	Joined time.Time
@@ -223,6 +231,20 @@ func ValidJobLimits(memory int64, cpus float64) error {
 // the supervisor. TERM (the stop signal), KILL and STOP are not among them.
 var CheckpointSignals = []string{"USR1", "USR2", "HUP", "INT", "QUIT", "ALRM", "URG", "PWR"}
 
+// MaxReplicas bounds a job's k, the nodes other than its host that keep
+// its freshest committed checkpoint (run --replicas): every holder costs
+// one more copy of each version on the network.
+const MaxReplicas = 8
+
+// ValidReplicas reports whether k can be a job's replica count (1 to
+// MaxReplicas; a record's 0 means policy.DefaultCopies).
+func ValidReplicas(k int) error {
+	if k < 1 || k > MaxReplicas {
+		return fmt.Errorf("replicas %d: want 1 to %d", k, MaxReplicas)
+	}
+	return nil
+}
+
 // MaxStopGrace bounds a job's stop grace (a stop must end in bounded time).
 const MaxStopGrace = time.Hour
 
@@ -307,6 +329,22 @@ type JobRecord struct {
 	// node records the version, and returns the job to recovery when the
 	// holder departs first (nobody else would send the copy).
 	Restore RestoreOrder `json:",omitzero"`
+	// MaxFailures is how many application failures (JobExited) the job
+	// may have, counted across nodes, before it is failed (run
+	// --max-failures; 0: the first fails it). Failures counts them,
+	// FailureLog keeps the newest with their exit and log lines.
+	MaxFailures int       `json:",omitempty"`
+	Failures    int       `json:",omitempty"`
+	FailureLog  []JobExit `json:",omitempty"`
+	// LastExit is how the job's newest run that ended by itself ended
+	// (JobExited): a failure, a requeue (exit 85), or exit 0.
+	LastExit *JobExit `json:",omitempty"`
+	// End is how the job ended (State is then policy.JobDone); zero
+	// while it has not, and in records from before it was kept.
+	End JobEnd `json:",omitzero"`
+	// Events is the job's story, oldest first (the newest maxJobEvents):
+	// what the state machine did with it and why.
+	Events []JobEvent `json:",omitempty"`
 }
 
 // RestoreOrder names the holder that pushes a recovered job's checkpoint
@@ -573,6 +611,18 @@ func (s *State) clone() *State {
 
 func (j JobRecord) clone() JobRecord {
 	j.Replicas = slices.Clone(j.Replicas)
+	j.Events = slices.Clone(j.Events)
+	if j.FailureLog != nil {
+		j.FailureLog = slices.Clone(j.FailureLog)
+		for i := range j.FailureLog {
+			j.FailureLog[i].LogTail = slices.Clone(j.FailureLog[i].LogTail)
+		}
+	}
+	if j.LastExit != nil {
+		e := *j.LastExit
+		e.LogTail = slices.Clone(e.LogTail)
+		j.LastExit = &e
+	}
 	j.Spec.Command = slices.Clone(j.Spec.Command)
 	j.Spec.Env = slices.Clone(j.Spec.Env)
 	j.Spec.ROPaths = slices.Clone(j.Spec.ROPaths)
@@ -608,7 +658,7 @@ func (d DecisionRecord) clone() DecisionRecord {
 }
 
 func cloneDecisions(d policy.Decisions) policy.Decisions {
-	out := policy.Decisions{CheckpointBudget: d.CheckpointBudget}
+	out := policy.Decisions{CheckpointBudget: d.CheckpointBudget, Ineligible: slices.Clone(d.Ineligible)}
 	out.Jobs = slices.Clone(d.Jobs)
 	if d.Handoffs != nil {
 		out.Handoffs = make([]policy.HandoffDecision, len(d.Handoffs))

@@ -40,7 +40,7 @@ func sampleCommands() []Command {
 			Completed: t0.Add(40 * time.Second), Isolate: 3 * time.Millisecond, Isolated: true, Moved: []policy.JobID{"j1"}, BytesSent: 2 << 30, UsedFor: 60 * time.Second, Left: t0.Add(65 * time.Second)}},
 		AnnounceReclaim{Reclaim: policy.Reclaim{Node: "b", Announced: t0.Add(70 * time.Second), Deadline: t0.Add(70 * time.Second)}},
 		CancelReclaim{Node: "b"},
-		CancelJob{Job: "j1"},
+		CancelJob{Job: "j1", By: "alice on a", At: t0.Add(80 * time.Second)},
 	}
 }
 
@@ -271,6 +271,17 @@ func TestDecodeRejects(t *testing.T) {
 
 func FuzzDecodeCommand(f *testing.F) {
 	for _, c := range sampleCommands() {
+		b, err := EncodeCommand(c)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
+	for _, c := range []Command{
+		JobExited{Job: "j1", Exit: JobExit{Node: "a", At: t0, ExitCode: 3, LogTail: []string{"Traceback", "ValueError"}}},
+		JobExited{Job: "j1", Exit: JobExit{Node: "a", At: t0, ExitCode: PreemptedExit}},
+		JobExited{Job: "j1", Exit: JobExit{Node: "a", At: t0, ExitCode: -1, Signal: "SIGKILL", Reason: "out of memory"}},
+	} {
 		b, err := EncodeCommand(c)
 		if err != nil {
 			f.Fatal(err)

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/reclaimnet/reclaimnet/policy"
@@ -71,10 +73,29 @@ func (h *Handler) apiMembers(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
+// apiJobs serves GET /v1/jobs; ?state=failed,pending keeps the jobs in
+// those states (an unknown state is a 400 that lists the known ones).
 func (h *Handler) apiJobs(w http.ResponseWriter, r *http.Request) {
-	if s, ok := h.statusOrError(w, r); ok {
-		writeJSON(w, http.StatusOK, &JobsResponse{GeneratedAt: s.GeneratedAt, Jobs: nonNil(s.Jobs)})
+	var want []string
+	if q := r.URL.Query().Get("state"); q != "" {
+		for st := range strings.SplitSeq(q, ",") {
+			st = strings.TrimSpace(st)
+			if !slices.Contains(jobStates, st) {
+				writeError(w, http.StatusBadRequest, fmt.Sprintf("state %q: want one or more of %s, separated by commas", st, strings.Join(jobStates, ", ")))
+				return
+			}
+			want = append(want, st)
+		}
 	}
+	s, ok := h.statusOrError(w, r)
+	if !ok {
+		return
+	}
+	jobs := nonNil(s.Jobs)
+	if want != nil {
+		jobs = slices.DeleteFunc(jobs, func(j Job) bool { return !slices.Contains(want, j.State) })
+	}
+	writeJSON(w, http.StatusOK, &JobsResponse{GeneratedAt: s.GeneratedAt, Jobs: jobs})
 }
 
 func (h *Handler) apiJob(w http.ResponseWriter, r *http.Request) {

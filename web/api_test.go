@@ -9,6 +9,7 @@ import (
 	"math"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -83,8 +84,8 @@ func TestStatusEndpoint(t *testing.T) {
 	if !s.GeneratedAt.Equal(want.GeneratedAt) || s.Node != want.Node || s.Cluster.Leader != "n1" {
 		t.Fatalf("got generated_at %v node %q leader %q, want %v n1 n1", s.GeneratedAt, s.Node, s.Cluster.Leader, want.GeneratedAt)
 	}
-	if len(s.Cluster.Members) != 4 || len(s.Jobs) != 3 || len(s.Transfers) != 2 || len(s.Decisions) != 2 {
-		t.Fatalf("got %d members %d jobs %d transfers %d decisions, want 4 3 2 2",
+	if len(s.Cluster.Members) != 4 || len(s.Jobs) != 6 || len(s.Transfers) != 2 || len(s.Decisions) != 2 {
+		t.Fatalf("got %d members %d jobs %d transfers %d decisions, want 4 6 2 2",
 			len(s.Cluster.Members), len(s.Jobs), len(s.Transfers), len(s.Decisions))
 	}
 	if got, want := s.Cluster.Hazard.Rates, want.Cluster.Hazard.Rates; len(got) != 48 || got[24] != want[24] {
@@ -137,8 +138,8 @@ func TestJobsEndpoint(t *testing.T) {
 	h := newTestHandler(t, Config{Source: newMemSource(scenarioA)})
 	var r JobsResponse
 	getJSON(t, h, "/v1/jobs", &r)
-	if len(r.Jobs) != 3 {
-		t.Fatalf("got %d jobs, want 3", len(r.Jobs))
+	if len(r.Jobs) != 6 {
+		t.Fatalf("got %d jobs, want 6", len(r.Jobs))
 	}
 	llama := r.Jobs[0]
 	if llama.ID != "llama-ft" || llama.State != "running" || llama.Node != "n1" {
@@ -353,5 +354,25 @@ func TestHeadKeepsLength(t *testing.T) {
 		if got, want := res.Header.Get("Content-Length"), strconv.Itoa(len(body)); got != want || len(body) == 0 {
 			t.Errorf("HEAD %s: got Content-Length %q, want %q", path, got, want)
 		}
+	}
+}
+
+func TestJobsStateFilter(t *testing.T) {
+	h := newTestHandler(t, Config{Source: newMemSource(scenarioA)})
+	var r JobsResponse
+	getJSON(t, h, "/v1/jobs?state=pending,failed", &r)
+	var ids []policy.JobID
+	for _, j := range r.Jobs {
+		ids = append(ids, j.ID)
+	}
+	if !slices.Equal(ids, []policy.JobID{"bert", "huge", "vit"}) {
+		t.Fatalf("state=pending,failed: got %v, want [bert huge vit]", ids)
+	}
+	getJSON(t, h, "/v1/jobs?state=running", &r)
+	if len(r.Jobs) != 1 || r.Jobs[0].ID != "llama-ft" {
+		t.Fatalf("state=running: got %+v", r.Jobs)
+	}
+	if res, body := do(t, h, http.MethodGet, "/v1/jobs?state=runing", "", nil); res.StatusCode != http.StatusBadRequest || !strings.Contains(body, "cancelled") {
+		t.Fatalf("unknown state: %d %s", res.StatusCode, body)
 	}
 }

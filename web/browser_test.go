@@ -52,6 +52,20 @@ func TestBrowser(t *testing.T) {
 	if row := browsertest.Row(dom, "job-llama-ft"); !strings.Contains(row, "running") || !strings.Contains(row, "<td>n1</td>") {
 		t.Errorf("job llama-ft: got row %q, want running on n1", row)
 	}
+	// The replicated end states and a pending reason, as the browser
+	// renders them.
+	for id, want := range map[string][]string{
+		"job-vit":  {"js-failed", "signal killed (out of memory)", "on n2", "allocating 40 GiB"},
+		"job-t5":   {"js-cancelled", "cancelled by alice on n1"},
+		"job-huge": {"pending", "waits: needs 16 GPUs; the largest node has 4"},
+	} {
+		row := browsertest.Row(dom, id)
+		for _, w := range want {
+			if !strings.Contains(row, w) {
+				t.Errorf("%s: row %q lacks %q", id, row, w)
+			}
+		}
+	}
 	if n := browsertest.Polls(dom); n < 1 {
 		t.Errorf("the script swapped in the live part %d times (-1: no record on <body>), want at least 1 (is JavaScript running?)", n)
 	}

@@ -6,8 +6,10 @@
 // The page, the JSON API and the metrics all read that one value through the
 // same code (Status.prepare fills the few derived fields, such as checkpoint
 // ages, once), so nothing is recomputed for display and the three never
-// disagree. Policy outputs (policy.JobDecision, policy.HandoffDecision,
-// policy.Candidate, policy.HazardProfile, ...) are carried as they are.
+// disagree. A node's GPU and a job's P1 decision have /v1 types of their
+// own (snake_case, units in names); the other policy outputs
+// (policy.HandoffDecision, policy.Candidate, HazardProfile, ...) are
+// carried as they are.
 //
 // The page is server-rendered with html/template from embedded files (no
 // CDN, readable without JavaScript); a small script re-fetches the live part

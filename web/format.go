@@ -123,6 +123,18 @@ func fmtPct(part, whole int64) string {
 	return fmt.Sprintf("%.0f%%", 100*float64(part)/float64(whole))
 }
 
+// fmtProb shows a probability as a percentage, with a decimal below 10 %
+// (co-departure figures are mostly small).
+func fmtProb(p float64) string {
+	switch {
+	case math.IsNaN(p):
+		return "?"
+	case p < 0.1:
+		return fmt.Sprintf("%.1f%%", 100*p)
+	}
+	return fmt.Sprintf("%.0f%%", 100*p)
+}
+
 // fmtSeconds shows a score in seconds (P2's σ), ∞ for an unbounded one.
 func fmtSeconds(s float64) string {
 	switch {

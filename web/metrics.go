@@ -38,6 +38,7 @@ var (
 	mGPUs      = newMetric("node_gpus", "GPUs of a node.", false, "node", "building")
 	mFreeGPUs  = newMetric("node_free_gpus", "GPUs of a node not used by ReclaimNet jobs.", false, "node", "building")
 	mLoad      = newMetric("node_load_ratio", "Load of a node, 0..1.", false, "node", "building")
+	mEligible  = newMetric("node_eligible", "1 when a node may take jobs, standbys and copies (the leader's eligibility rule), else 0.", false, "node", "building")
 	mHazard    = newMetric("node_hazard_per_second", "A node's current emergency hazard upper bound λ̂⁺, events per second.", false, "node", "building")
 	mKillMode  = newMetric("killswitch_mode", "A node's kill-switch: 1 for its current mode (off, soft, hard), 0 for the others.", false, "node", "mode")
 	mKillDrops = newMetric("killswitch_drops_total", "Packets a node's kill-switch dropped since its agent started.", true, "node")
@@ -52,6 +53,12 @@ var (
 	mJobBandwidth  = newMetric("job_checkpoint_bandwidth_bytes_per_second", "A job's checkpoint bandwidth b chosen by P1, bytes per second.", false, "job_id")
 	mJobHazard     = newMetric("job_hazard_per_second", "The hazard λ̂⁺ P1 used for a job, events per second.", false, "job_id")
 	mJobInfeasible = newMetric("job_loss_budget_infeasible", "1 when the network cannot checkpoint a job often enough to meet its loss budget, else 0.", false, "job_id")
+	mJobFloor      = newMetric("job_interval_floor_seconds", "The network floor C/(β·b) of a job's interval box (P1.5), seconds.", false, "job_id")
+	mJobCeiling    = newMetric("job_interval_ceiling_seconds", "The loss-budget ceiling 2·Lmax of a job's interval box (P1.5), seconds (absent without a loss budget).", false, "job_id")
+	mJobUnmet      = newMetric("job_loss_budget_unmet", "1 when a job's interval floor C/(β·b) is above its ceiling 2·Lmax (its loss budget cannot be met at its bandwidth), else 0.", false, "job_id")
+	mJobReplicas   = newMetric("job_replicas", "k, how many nodes other than the host should hold a job's freshest committed checkpoint.", false, "job_id")
+	mJobHolders    = newMetric("job_holders", "Nodes P2 keeps a job's freshest committed checkpoint on (P2.7).", false, "job_id")
+	mJobHolderRisk = newMetric("job_holder_risk_ratio", "The chance that every holder of a job's freshest checkpoint leaves within its restore window when the host leaves (P2.7).", false, "job_id")
 	mJobCkptAge    = newMetric("job_checkpoint_age_seconds", "Age of a job's last committed checkpoint, seconds (absent before the first).", false, "job_id")
 	mJobRestarts   = newMetric("job_restarts_total", "Restarts of a job (moves and recoveries).", true, "job_id")
 
@@ -72,22 +79,17 @@ var (
 // allMetrics lists every metric, for Describe and the documentation test.
 var allMetrics = []metric{
 	mStatusUp, mGeneratedAt,
-	mRaftRole, mHasLeader, mMembers, mGPUs, mFreeGPUs, mLoad, mHazard, mKillMode, mKillDrops,
+	mRaftRole, mHasLeader, mMembers, mGPUs, mFreeGPUs, mLoad, mEligible, mHazard, mKillMode, mKillDrops,
 	mBandwidth, mBandwidthLow, mBandwidthCap, mCkptBudget,
-	mJobs, mJobInterval, mJobBandwidth, mJobHazard, mJobInfeasible, mJobCkptAge, mJobRestarts,
+	mJobs, mJobInterval, mJobBandwidth, mJobHazard, mJobInfeasible, mJobFloor, mJobCeiling, mJobUnmet,
+	mJobReplicas, mJobHolders, mJobHolderRisk, mJobCkptAge, mJobRestarts,
 	mXferAssigned, mXferAchieved, mXferDone, mXferSize, mXferLeft, mXferDeadline,
 	mReclaimsPending, mReclaimLeft, mAdmissions, mHandoffs, mDegraded,
 }
 
-// jobStates lists every policy.JobState name, so the jobs gauge has a
-// stable set of series.
-var jobStates = func() []string {
-	var out []string
-	for s := policy.JobPending; s <= policy.JobDone; s++ {
-		out = append(out, s.String())
-	}
-	return out
-}()
+// jobStates lists every job state name (state.JobRecord.StateName), so the
+// jobs gauge has a stable set of series.
+var jobStates = []string{"pending", "running", "migrating", "recovering", "done", "failed", "cancelled"}
 
 // collector turns one Status per scrape into metrics.
 type collector struct {
@@ -164,6 +166,7 @@ func collectCluster(ch chan<- prometheus.Metric, s *Status) {
 		emit(ch, mGPUs, float64(m.GPUs), string(m.ID), m.Building)
 		emit(ch, mFreeGPUs, float64(m.FreeGPUs), string(m.ID), m.Building)
 		emit(ch, mLoad, m.Load, string(m.ID), m.Building)
+		emit(ch, mEligible, b2f(m.Eligible), string(m.ID), m.Building)
 		emit(ch, mHazard, m.Hazard, string(m.ID), m.Building)
 		mode := m.KillSwitch
 		if mode == "" {
@@ -199,7 +202,17 @@ func collectCluster(ch chan<- prometheus.Metric, s *Status) {
 			emit(ch, mJobBandwidth, d.Bandwidth, id)
 			emit(ch, mJobHazard, d.Hazard, id)
 			emit(ch, mJobInfeasible, b2f(d.LossBudgetInfeasible), id)
+			emit(ch, mJobHolders, float64(len(d.Holders)), id)
+			emit(ch, mJobHolderRisk, d.Risk, id)
 		}
+		if b := j.Box; b != nil {
+			emit(ch, mJobFloor, b.Floor.Seconds(), id)
+			if b.Ceiling > 0 {
+				emit(ch, mJobCeiling, b.Ceiling.Seconds(), id)
+			}
+			emit(ch, mJobUnmet, b2f(b.BudgetUnmet), id)
+		}
+		emit(ch, mJobReplicas, float64(j.Replicas), id)
 		if c := j.LastCheckpoint; c != nil {
 			emit(ch, mJobCkptAge, c.Age.Seconds(), id)
 		}

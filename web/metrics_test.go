@@ -91,6 +91,7 @@ func TestMetricsMatchStatus(t *testing.T) {
 		eq("reclaimnet_node_hazard_per_second", l, m.Hazard)
 		eq("reclaimnet_node_gpus", l, float64(m.GPUs))
 		eq("reclaimnet_node_free_gpus", l, float64(m.FreeGPUs))
+		eq("reclaimnet_node_eligible", l, b2f(m.Eligible))
 		eq("reclaimnet_node_load_ratio", l, m.Load)
 		eq("reclaimnet_killswitch_drops_total", map[string]string{"node": string(m.ID)}, float64(m.KillSwitchDrops))
 		for _, mode := range killSwitchModes {
@@ -106,6 +107,9 @@ func TestMetricsMatchStatus(t *testing.T) {
 	eq("reclaimnet_jobs", map[string]string{"state": "running"}, 1)
 	eq("reclaimnet_jobs", map[string]string{"state": "migrating"}, 1)
 	eq("reclaimnet_jobs", map[string]string{"state": "done"}, 0)
+	eq("reclaimnet_jobs", map[string]string{"state": "pending"}, 2)
+	eq("reclaimnet_jobs", map[string]string{"state": "failed"}, 1)
+	eq("reclaimnet_jobs", map[string]string{"state": "cancelled"}, 1)
 	for _, j := range s.Jobs {
 		l := map[string]string{"job_id": string(j.ID)}
 		eq("reclaimnet_job_restarts_total", l, float64(j.Restarts))
@@ -138,8 +142,16 @@ func TestMetricsMatchStatus(t *testing.T) {
 	eq("reclaimnet_handoffs_total", nil, float64(s.Counters.Handoffs))
 	eq("reclaimnet_degraded_recoveries_total", nil, float64(s.Counters.DegradedRecoveries))
 
-	// The infeasible flag is 1 for resnet.
+	// The infeasible flag is 1 for resnet, whose interval floor (2000 s)
+	// is above its ceiling (2·5 min): its budget is unmet; llama-ft's is met.
 	eq("reclaimnet_job_loss_budget_infeasible", map[string]string{"job_id": "resnet"}, 1)
+	eq("reclaimnet_job_loss_budget_unmet", map[string]string{"job_id": "resnet"}, 1)
+	eq("reclaimnet_job_interval_floor_seconds", map[string]string{"job_id": "resnet"}, 2000)
+	eq("reclaimnet_job_interval_ceiling_seconds", map[string]string{"job_id": "resnet"}, 600)
+	eq("reclaimnet_job_loss_budget_unmet", map[string]string{"job_id": "llama-ft"}, 0)
+	eq("reclaimnet_job_replicas", map[string]string{"job_id": "llama-ft"}, 2)
+	eq("reclaimnet_job_holders", map[string]string{"job_id": "llama-ft"}, 1)
+	eq("reclaimnet_job_holder_risk_ratio", map[string]string{"job_id": "llama-ft"}, 0.004)
 	// Counters are typed as counters.
 	for name, f := range fams {
 		if strings.HasSuffix(name, "_total") != (f.GetType() == dto.MetricType_COUNTER) {

@@ -35,10 +35,11 @@ func newPageRenderer() (*pageRenderer, error) {
 		"stamp":     fmtStamp,
 		"ago":       fmtAgo,
 		"pct":       fmtPct,
+		"prob":      fmtProb,
 		"secs":      fmtSeconds,
 		"mul100":    func(f float64) float64 { return 100 * f },
-		"sparkline": func(p policy.HazardProfile, at time.Time) template.HTML { return hazardChart(p, at, sparkSize) },
-		"chart":     func(p policy.HazardProfile, at time.Time) template.HTML { return hazardChart(p, at, chartSize) },
+		"sparkline": func(p HazardProfile, at time.Time) template.HTML { return hazardChart(p, at, sparkSize) },
+		"chart":     func(p HazardProfile, at time.Time) template.HTML { return hazardChart(p, at, chartSize) },
 	}).ParseFS(assets, "assets/*.tmpl")
 	if err != nil {
 		return nil, fmt.Errorf("parse page templates: %w", err)
@@ -116,7 +117,7 @@ type pageView struct {
 	Buildings []buildingGroup
 	Matrix    bwMatrix
 	// Profile is the chart's profile: the cluster's, else this node's.
-	Profile      policy.HazardProfile
+	Profile      HazardProfile
 	ProfileTitle string
 	KillSwitches []KillSwitchState
 	Decisions    []decisionView

@@ -62,8 +62,11 @@ func TestPageWithoutJavaScript(t *testing.T) {
 		{"member-n1", "2 / 4 × A100-80GB <span class=\"muted\">(80 GiB, cc 8)</span>"},
 		{"member-n3", `<span class="badge ks-soft">soft</span>`},
 		{"member-n3", "17 dropped"},
+		{"member-n3", `<span class="badge warn">no</span> <span class="small">kill-switch soft</span>`},
+		{"member-n1", `<span class="badge good">yes</span>`},
 		{"member-n4", "suspect"},
 		{"member-n4", "nonvoter"},
+		{"member-n4", `<span class="badge storage"`},
 		{"job-llama-ft", "running"},
 		{"job-llama-ft", "<b>9m52s</b>"},
 		{"job-llama-ft", "hazard 0.99/h"},
@@ -71,10 +74,20 @@ func TestPageWithoutJavaScript(t *testing.T) {
 		{"job-llama-ft", "<b>3m12s</b> ago"},
 		{"job-llama-ft", "on n2, n3"},
 		{"job-llama-ft", "has 75%"},
-		{"job-resnet", "loss budget infeasible"},
+		{"job-resnet", "loss budget cannot be met: floor C/(β·b) 33m20s above 2·Lmax 10m00s"},
+		{"job-resnet", "set by network floor"},
+		{"job-llama-ft", "set by optimum"},
+		{"job-llama-ft", "holders n2 of k=2 · all leave with the host: 0.4%"},
 		{"job-bert", "no decision yet"},
 		{"job-llama-ft", "11.9 MiB"},
-		{"job-bert", "results v9 on n2, n4 until 2026-12-09 06:30Z"},
+		{"job-vit", "results v9 on n2, n4 until 2026-12-09 06:30Z"},
+		{"job-huge", "waits: needs 16 GPUs; the largest node has 4"},
+		{"job-vit", `<span class="badge js-failed">failed</span>`},
+		{"job-vit", "signal killed (out of memory)</span> on n2"},
+		{"job-vit", "failure 2, 1 allowed"},
+		{"job-vit", "allocating 40 GiB"},
+		{"job-t5", `<span class="badge js-cancelled">cancelled</span>`},
+		{"job-t5", "cancelled by alice on n1"},
 		{"transfer-f-resnet-12", "240 Mbit/s / <b>228 Mbit/s</b>"},
 		{"transfer-f-resnet-12", "35s / 1m00s"},
 		{"transfer-f-resnet-12", "572.2 MiB of 1.49 GiB (38%)"},
@@ -87,8 +100,22 @@ func TestPageWithoutJavaScript(t *testing.T) {
 			t.Errorf("row %s lacks %q:\n%s", c.row, c.want, row)
 		}
 	}
-	if strings.Contains(rowOf(t, page, "job-llama-ft"), "loss budget infeasible") {
+	if row := rowOf(t, page, "job-llama-ft"); strings.Contains(row, "loss budget infeasible") || strings.Contains(row, "cannot be met") {
 		t.Errorf("llama-ft shows the loss-budget flag, want it only on resnet")
+	}
+	// Which nodes tend to leave together, most likely first.
+	ci := strings.Index(page, `id="codeparture"`)
+	if ci < 0 {
+		t.Fatalf("no co-departure section")
+	}
+	co := page[ci : ci+strings.Index(page[ci:], "</section>")]
+	for _, want := range []string{"within 1m00s of the other", "<td>n3 · n4</td><td>building</td><td class=\"num\">62%</td>", "<td>n1 · n3</td><td>none</td><td class=\"num\">0.2%</td>"} {
+		if !strings.Contains(co, want) {
+			t.Errorf("co-departure section lacks %q:\n%s", want, co)
+		}
+	}
+	if a, b := strings.Index(co, "n3 · n4"), strings.Index(co, "n1 · n2"); a < 0 || b < a {
+		t.Errorf("co-departure pairs not highest first:\n%s", co)
 	}
 	// The hand-off's candidates: n2 (64.5 s) ranks before n1 (71.2 s) and
 	// is chosen; the rejected ones follow with P2's reasons.
@@ -148,7 +175,7 @@ func TestPageShowsSourceError(t *testing.T) {
 var rectRe = regexp.MustCompile(`<rect class="(bar(?: cur)?)" x="([0-9.]+)" y="([0-9.]+)" width="([0-9.]+)" height="([0-9.]+)" data-rate="([^"]+)"`)
 
 func TestHazardChart(t *testing.T) {
-	p := policy.HazardProfile{Rates: []float64{1e-4, 2e-4, 4e-4, 0}}
+	p := HazardProfile{Rates: []float64{1e-4, 2e-4, 4e-4, 0}}
 	at := time.Date(2026, 1, 2, 13, 0, 0, 0, time.UTC) // bucket 2 (12:00–18:00)
 	svg := string(hazardChart(p, at, chartSize))
 	bars := rectRe.FindAllStringSubmatch(svg, -1)
@@ -191,11 +218,11 @@ func TestHazardChart(t *testing.T) {
 	if bars := rectRe.FindAllStringSubmatch(spark, -1); strings.Contains(spark, "<text") || len(bars) != 1 || bars[0][1] != "bar cur" {
 		t.Errorf("sparkline: want one highlighted bar and no text:\n%s", spark)
 	}
-	if empty := string(hazardChart(policy.HazardProfile{}, at, chartSize)); !strings.Contains(empty, "no estimate yet") || strings.Contains(empty, "<rect") {
+	if empty := string(hazardChart(HazardProfile{}, at, chartSize)); !strings.Contains(empty, "no estimate yet") || strings.Contains(empty, "<rect") {
 		t.Errorf("empty profile: got %s, want a 'no estimate yet' note", empty)
 	}
 	// An infinite bucket does not flatten the others.
-	inf := string(hazardChart(policy.HazardProfile{Rates: []float64{math.Inf(1), 2e-4}}, at, chartSize))
+	inf := string(hazardChart(HazardProfile{Rates: []float64{math.Inf(1), 2e-4}}, at, chartSize))
 	if bars := rectRe.FindAllStringSubmatch(inf, -1); len(bars) != 2 || bars[1][5] != fmt.Sprintf("%.2f", ph) {
 		t.Errorf("profile with +Inf: got %v, want the finite bar at full height", bars)
 	}

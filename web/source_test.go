@@ -52,7 +52,7 @@ var scenarioNow = time.Date(2026, 11, 30, 12, 10, 0, 0, time.UTC)
 
 // lunchProfile is a 48-bucket (30 min) time-of-day hazard in 1/s with the
 // SPEC's peaks (lunch 11:30–13:00, evening 17:30–20:00) at 6× off-peak.
-func lunchProfile(offPeakPerHour float64) policy.HazardProfile {
+func lunchProfile(offPeakPerHour float64) HazardProfile {
 	rates := make([]float64, 48)
 	for k := range rates {
 		h := float64(k) / 2
@@ -62,11 +62,11 @@ func lunchProfile(offPeakPerHour float64) policy.HazardProfile {
 		}
 		rates[k] = r / 3600
 	}
-	return policy.HazardProfile{Rates: rates}
+	return HazardProfile{Rates: rates}
 }
 
 // profileAt returns the profile's rate in the bucket holding t.
-func profileAt(p policy.HazardProfile, t time.Time) float64 {
+func profileAt(p HazardProfile, t time.Time) float64 {
 	t = t.UTC()
 	frac := float64(t.Sub(t.Truncate(24*time.Hour))) / float64(24*time.Hour)
 	return p.Rates[int(frac*float64(len(p.Rates)))]
@@ -85,17 +85,17 @@ const (
 )
 
 var (
-	gpuA100 = policy.GPU{Model: "A100-80GB", VRAM: 80 << 30, Capability: 8.0}
-	gpu4090 = policy.GPU{Model: "RTX-4090", VRAM: 24 << 30, Capability: 8.9}
-	gpuA6k  = policy.GPU{Model: "A6000", VRAM: 48 << 30, Capability: 8.6}
+	gpuA100 = GPU{Model: "A100-80GB", VRAM: 80 << 30, Capability: 8.0}
+	gpu4090 = GPU{Model: "RTX-4090", VRAM: 24 << 30, Capability: 8.9}
+	gpuA6k  = GPU{Model: "A6000", VRAM: 48 << 30, Capability: 8.6}
 )
 
-func member(id, building string, state MemberState, role RaftRole, gpu policy.GPU, gpus, free int, offPeak float64) Member {
+func member(id, building string, state MemberState, role RaftRole, gpu GPU, gpus, free int, offPeak float64) Member {
 	p := lunchProfile(offPeak)
 	return Member{
 		ID: policy.NodeID(id), Building: building, Addr: "127.0.0.1:7946", State: state, RaftRole: role,
 		GPU: gpu, GPUs: gpus, FreeGPUs: free, Load: 0.35,
-		Hazard: profileAt(p, scenarioNow), HazardProfile: p, KillSwitch: KillSwitchOff,
+		Hazard: profileAt(p, scenarioNow), HazardProfile: p, KillSwitch: KillSwitchOff, Eligible: true,
 	}
 }
 
@@ -106,13 +106,24 @@ func scenarioA() Status {
 	now := scenarioNow
 	n3 := member("n3", "sci", MemberLeaving, RaftFollower, gpuA6k, 2, 1, 0.3)
 	n3.KillSwitch, n3.KillSwitchDrops = KillSwitchSoft, 17
-	decisionLlama := policy.JobDecision{Job: "llama-ft", Bandwidth: 12_500_000, Interval: 9*time.Minute + 52*time.Second, Hazard: 0.99 / 3600, Standby: "n2"}
-	decisionResnet := policy.JobDecision{Job: "resnet", Bandwidth: 4_000_000, Interval: 2000 * time.Second, Hazard: 1.8 / 3600, LossBudgetInfeasible: true}
+	n3.Eligible, n3.IneligibleReason = false, "kill-switch soft"
+	n4 := member("n4", "sci", MemberSuspect, RaftNonvoter, gpuA6k, 1, 1, 0.4)
+	n4.Storage = true
+	decisionLlama := JobDecision{Bandwidth: 12_500_000, Interval: 9*time.Minute + 52*time.Second, Hazard: 0.99 / 3600, Standby: "n2",
+		Bound: policy.BoundOptimum.String(), Floor: 100 * time.Second, Ceiling: 20 * time.Minute, Holders: []policy.NodeID{"n2"}, Risk: 0.004}
+	decisionResnet := JobDecision{Bandwidth: 4_000_000, Interval: 2000 * time.Second, Hazard: 1.8 / 3600, LossBudgetInfeasible: true,
+		Bound: policy.BoundFloor.String(), Floor: 2000 * time.Second, Ceiling: 10 * time.Minute, Risk: 1}
 	deadline := now.Add(reclaimNotice - reclaimElapsed)
 	return Status{
 		GeneratedAt: now,
 		Node:        "n1",
 		Version:     "v0.1.0-test",
+		CoDeparture: []NodePair{
+			{A: "n3", B: "n4", P: 0.62, Domain: "building"},
+			{A: "n1", B: "n2", P: 0.01, Domain: "building"},
+			{A: "n1", B: "n3", P: 0.002, Domain: "none"},
+		},
+		CoDepartureWindow: time.Minute,
 		Cluster: Cluster{
 			Name:   "campus",
 			Leader: "n1",
@@ -120,7 +131,7 @@ func scenarioA() Status {
 				member("n1", "eng", MemberAlive, RaftLeader, gpuA100, 4, 2, 0.2),
 				member("n2", "eng", MemberAlive, RaftFollower, gpu4090, 2, 2, 0.25),
 				n3,
-				member("n4", "sci", MemberSuspect, RaftNonvoter, gpuA6k, 1, 1, 0.4),
+				n4,
 			},
 			Hazard: lunchProfile(0.25),
 			Bandwidth: []BuildingBandwidth{
@@ -136,18 +147,22 @@ func scenarioA() Status {
 		Jobs: []Job{
 			{
 				ID: "llama-ft", State: policy.JobRunning.String(), Node: "n1", GPUs: 2, CheckpointBytes: ckptLlama,
-				LossBudget: 10 * time.Minute, Standby: "n2", StandbyHas: 2_400_000_000, Restarts: 1, BundleBytes: 12_500_000,
+				LossBudget: 10 * time.Minute, Standby: "n2", StandbyHas: 2_400_000_000, Restarts: 1, Replicas: 2, BundleBytes: 12_500_000,
 				Decision:       &decisionLlama,
 				LastCheckpoint: &Checkpoint{Version: 7, Bytes: ckptLlama, CommittedAt: now.Add(-llamaAge), Holders: []policy.NodeID{"n2", "n3"}},
 			},
 			{
 				ID: "resnet", State: policy.JobMigrating.String(), Node: "n3", GPUs: 1, CheckpointBytes: ckptResnet,
-				LossBudget: 5 * time.Minute, Restarts: 3, Decision: &decisionResnet,
+				LossBudget: 5 * time.Minute, Restarts: 3, Replicas: 2, Decision: &decisionResnet,
 				LastCheckpoint: &Checkpoint{Version: 12, Bytes: ckptResnet, CommittedAt: now.Add(-41 * time.Minute), Holders: []policy.NodeID{"n4"}},
 			},
-			// Results as a done job has them (the page shows them whatever the state).
-			{ID: "bert", State: policy.JobPending.String(), GPUs: 1, CheckpointBytes: 400_000_000, LossBudget: 15 * time.Minute,
+			{ID: "bert", State: policy.JobPending.String(), GPUs: 1, CheckpointBytes: 400_000_000, LossBudget: 15 * time.Minute},
+			{ID: "huge", State: policy.JobPending.String(), GPUs: 16, Reason: "needs 16 GPUs; the largest node has 4"},
+			{ID: "vit", State: "failed", GPUs: 1, Failures: 2, MaxFailures: 1, EndedAt: now.Add(-2 * time.Minute),
+				LastExit: &JobExit{Node: "n2", At: now.Add(-2 * time.Minute), ExitCode: -1, Signal: "killed", Reason: "out of memory",
+					Description: "signal killed (out of memory)", LogTail: []string{"epoch 3", "allocating 40 GiB"}},
 				Results: &Results{Version: 9, Holders: []policy.NodeID{"n2", "n4"}, KeptUntil: time.Date(2026, 12, 9, 6, 30, 0, 0, time.UTC)}},
+			{ID: "t5", State: "cancelled", GPUs: 1, CancelledBy: "alice on n1", EndedAt: now.Add(-time.Minute)},
 		},
 		Transfers: []Transfer{
 			{

@@ -2,6 +2,7 @@ package web
 
 import (
 	"context"
+	"slices"
 	"time"
 
 	"github.com/reclaimnet/reclaimnet/policy"
@@ -40,7 +41,15 @@ type Status struct {
 	Counters  Counters   `json:"counters"`
 	// Sandbox is how the node serving this page runs guest jobs.
 	Sandbox Sandbox `json:"sandbox"`
+	// CoDeparture lists the node pairs most likely to leave together,
+	// highest first (at most MaxNodePairs).
+	CoDeparture []NodePair `json:"co_departure"`
+	// CoDepartureWindow is how close two departures count as together.
+	CoDepartureWindow time.Duration `json:"co_departure_window_ns"`
 }
+
+// MaxNodePairs bounds Status.CoDeparture.
+const MaxNodePairs = 10
 
 // Sandbox says how a node runs guest jobs (docs/sandbox.md).
 type Sandbox struct {
@@ -63,12 +72,23 @@ type Cluster struct {
 	Members []Member      `json:"members"`
 	// Hazard is the cluster-wide time-of-day emergency profile (λ̂⁺ by
 	// bucket, 1/s) that node factors scale; empty when not yet estimated.
-	Hazard policy.HazardProfile `json:"hazard"`
+	Hazard HazardProfile `json:"hazard"`
 	// Bandwidth is the available bandwidth between buildings (the smoothed
 	// estimate and its lower confidence bound), one entry per ordered pair.
 	Bandwidth []BuildingBandwidth `json:"bandwidth"`
 	// Protocols are the protocol switches in force (the paper's ablation).
 	Protocols Protocols `json:"protocols"`
+}
+
+// NodePair is two nodes and how likely they leave together (SPEC P2.7):
+// the chance that one leaves within Window of the other's departure, from
+// the departure log with the domain they share (building, lab, pool) as
+// the prior.
+type NodePair struct {
+	A      policy.NodeID `json:"a"`
+	B      policy.NodeID `json:"b"`
+	P      float64       `json:"p"`
+	Domain string        `json:"domain"`
 }
 
 // Protocols are the protocol switches the leader decides with, which
@@ -138,7 +158,7 @@ type Member struct {
 	Addr     string      `json:"addr,omitempty"`
 	State    MemberState `json:"state"`
 	RaftRole RaftRole    `json:"raft_role"`
-	GPU      policy.GPU  `json:"gpu"`
+	GPU      GPU         `json:"gpu"`
 	GPUs     int         `json:"gpus"`
 	FreeGPUs int         `json:"free_gpus"`
 	// Load is the node's load, 0..1 (P2's θ applies to it).
@@ -147,11 +167,19 @@ type Member struct {
 	// HazardProfile at GeneratedAt, as the leader published it).
 	Hazard float64 `json:"hazard_per_s"`
 	// HazardProfile is the node's λ̂⁺ over the day, UTC.
-	HazardProfile policy.HazardProfile `json:"hazard_profile"`
-	KillSwitch    KillSwitchMode       `json:"kill_switch"`
+	HazardProfile HazardProfile  `json:"hazard_profile"`
+	KillSwitch    KillSwitchMode `json:"kill_switch"`
 	// KillSwitchDrops counts packets the kill-switch dropped since the
 	// node's agent started.
 	KillSwitchDrops uint64 `json:"kill_switch_drops"`
+	// Storage is set on a storage-role node: it keeps checkpoints, hosts
+	// no jobs and is never lent or reclaimed.
+	Storage bool `json:"storage,omitempty"`
+	// Eligible says whether the node may take jobs, standbys and copies
+	// (policy.Ineligible, as the leader last applied it); IneligibleReason
+	// why not.
+	Eligible         bool   `json:"eligible"`
+	IneligibleReason string `json:"ineligible_reason,omitempty"`
 	// Lending is what the node's owner policy publishes: its lending
 	// windows, its state (lent, reclaiming, owner active, reclaimed, ...)
 	// and its next planned reclaim (Until) or when it may be lent again
@@ -198,11 +226,14 @@ const (
 // Job is one training job.
 type Job struct {
 	ID policy.JobID `json:"id"`
-	// State is policy.JobState.String(): pending, running, migrating,
-	// recovering, done.
-	State string        `json:"state"`
-	Node  policy.NodeID `json:"node,omitempty"`
-	GPUs  int           `json:"gpus"`
+	// State is the replicated state (state.JobRecord.StateName):
+	// pending, running, migrating, recovering, done, failed, cancelled.
+	State string `json:"state"`
+	// Reason says why a pending or recovering job has no node (the
+	// leader's placement without one); empty otherwise.
+	Reason string        `json:"reason,omitempty"`
+	Node   policy.NodeID `json:"node,omitempty"`
+	GPUs   int           `json:"gpus"`
 	// CheckpointBytes is C, the size of one checkpoint.
 	CheckpointBytes int64 `json:"checkpoint_bytes"`
 	// LossBudget is Lmax, the tolerated expected loss per emergency.
@@ -213,11 +244,29 @@ type Job struct {
 	StandbyHas int64         `json:"standby_has_bytes,omitempty"`
 	// Restarts counts the job's restarts (moves and recoveries).
 	Restarts int `json:"restarts"`
+	// Replicas is k, how many nodes other than the host should keep the
+	// job's freshest committed checkpoint (run --replicas, SPEC P2.7).
+	Replicas int `json:"replicas"`
 	// Decision is P1's current decision for the job: the interval and why
-	// (hazard, bandwidth, loss-budget flag). Nil when there is none yet.
-	Decision *policy.JobDecision `json:"decision"`
+	// (hazard, bandwidth, loss-budget flag), the holders P2 keeps its
+	// freshest version on and the chance they all leave with the host.
+	// Nil when there is none yet.
+	Decision *JobDecision `json:"decision"`
+	// Box is P1.5's interval box from Decision (derived: web fills it);
+	// nil without a decision.
+	Box *IntervalBox `json:"interval_box"`
 	// LastCheckpoint is the freshest committed checkpoint; nil if none.
 	LastCheckpoint *Checkpoint `json:"last_checkpoint"`
+	// Failures counts the job's application failures across nodes;
+	// MaxFailures is how many it may have before it is failed.
+	Failures    int `json:"failures"`
+	MaxFailures int `json:"max_failures"`
+	// LastExit is how its newest run that ended by itself ended.
+	LastExit *JobExit `json:"last_exit,omitempty"`
+	// EndedAt is when a done, failed or cancelled job ended (zero when
+	// not known); CancelledBy who cancelled it.
+	EndedAt     time.Time `json:"ended_at,omitzero"`
+	CancelledBy string    `json:"cancelled_by,omitempty"`
 	// BundleBytes is the size of the job's bundle (its code and data,
 	// docs/bundles.md); 0: none.
 	BundleBytes int64 `json:"bundle_bytes,omitempty"`
@@ -233,6 +282,78 @@ type Results struct {
 	Holders []policy.NodeID `json:"holders"`
 	// KeptUntil is when the holders purge them; zero when unknown.
 	KeptUntil time.Time `json:"kept_until,omitzero"`
+}
+
+// JobExit is how one run of a job ended (state.JobExit).
+type JobExit struct {
+	Node     policy.NodeID `json:"node"`
+	At       time.Time     `json:"at"`
+	ExitCode int           `json:"exit_code"`
+	Signal   string        `json:"signal,omitempty"`
+	Reason   string        `json:"reason,omitempty"`
+	// Description says it in words: "exit 3", "signal killed (out of
+	// memory)".
+	Description string   `json:"description"`
+	LogTail     []string `json:"log_tail,omitempty"`
+}
+
+// HazardProfile is a time-of-day hazard (policy.HazardProfile in /v1's
+// snake_case): Rates[k] is the rate, events per second, in bucket k of
+// equal width covering one UTC day.
+type HazardProfile struct {
+	Rates []float64 `json:"rates_per_s"`
+}
+
+// GPU is one kind of GPU on a node (policy.GPU in /v1's snake_case, units
+// in names).
+type GPU struct {
+	Model      string  `json:"model"`
+	VRAM       int64   `json:"vram_bytes"`
+	Capability float64 `json:"capability"`
+}
+
+// WebGPU is policy.GPU as /v1 shows it.
+func WebGPU(g policy.GPU) GPU { return GPU{Model: g.Model, VRAM: g.VRAM, Capability: g.Capability} }
+
+// JobDecision is P1's decision for one job (policy.JobDecision in /v1's
+// snake_case, units in names).
+type JobDecision struct {
+	Bandwidth            float64         `json:"bandwidth_bytes_per_s"`
+	Interval             time.Duration   `json:"interval_ns"`
+	LossBudgetInfeasible bool            `json:"loss_budget_infeasible"`
+	Bound                string          `json:"bound"`
+	Floor                time.Duration   `json:"floor_ns"`
+	Ceiling              time.Duration   `json:"ceiling_ns"`
+	Hazard               float64         `json:"hazard_per_s"`
+	Standby              policy.NodeID   `json:"standby,omitempty"`
+	Holders              []policy.NodeID `json:"holders,omitempty"`
+	Risk                 float64         `json:"risk"`
+}
+
+// WebJobDecision is d as /v1 shows it.
+func WebJobDecision(d policy.JobDecision) *JobDecision {
+	return &JobDecision{Bandwidth: d.Bandwidth, Interval: d.Interval, LossBudgetInfeasible: d.LossBudgetInfeasible,
+		Bound: d.Bound.String(), Floor: d.Floor, Ceiling: d.Ceiling, Hazard: d.Hazard, Standby: d.Standby,
+		Holders: slices.Clone(d.Holders), Risk: d.Risk}
+}
+
+// IntervalBox is the box P1.5 clips a job's interval to (docs/design.md
+// P1.5): the network floor C/(β·b), below which checkpoints would take
+// more than β of the job's bandwidth, and the loss-budget ceiling 2·Lmax.
+type IntervalBox struct {
+	Floor time.Duration `json:"floor_ns"`
+	// Ceiling is 0 for a job without a loss budget.
+	Ceiling time.Duration `json:"ceiling_ns"`
+	// Bound names what set the interval (policy.IntervalBound): optimum,
+	// network floor, loss budget, first, now or none.
+	Bound string `json:"bound"`
+	// BudgetUnmet is set when the floor is above the ceiling: at its
+	// bandwidth the job cannot checkpoint often enough to meet its loss
+	// budget, and the floor wins (the budget is the bound that gives, so
+	// checkpoints never take the share of other jobs and research
+	// traffic). Shortfall is Floor − Ceiling then.
+	BudgetUnmet bool          `json:"budget_unmet"`
+	Shortfall   time.Duration `json:"shortfall_ns,omitempty"`
 }
 
 // Checkpoint is a committed checkpoint version of a job.
@@ -367,6 +488,11 @@ type Control struct {
 	LastTick time.Time `json:"last_tick"`
 	// CheckpointBudget is Bckpt (policy.Decisions.CheckpointBudget).
 	CheckpointBudget float64 `json:"checkpoint_budget_bytes_per_s"`
+	// RefusedDecision is why the state machine refused the leader's last
+	// decisions (a policy bug; empty while they commit), RefusedAt when:
+	// the decisions shown are then older than the control period.
+	RefusedDecision string    `json:"refused_decision,omitempty"`
+	RefusedAt       time.Time `json:"refused_at,omitzero"`
 }
 
 // Counters are cumulative counts since the cluster's state began (they
@@ -403,10 +529,20 @@ func (s *Status) prepare(now time.Time) {
 		m.HazardProfile.Rates = nonNil(m.HazardProfile.Rates)
 	}
 	for i := range s.Jobs {
-		if c := s.Jobs[i].LastCheckpoint; c != nil {
+		j := &s.Jobs[i]
+		if c := j.LastCheckpoint; c != nil {
 			c.Age = at.Sub(c.CommittedAt)
 		}
+		j.Box = nil
+		if d := j.Decision; d != nil {
+			j.Box = &IntervalBox{Floor: d.Floor, Ceiling: d.Ceiling, Bound: d.Bound,
+				BudgetUnmet: d.Ceiling > 0 && d.Floor > d.Ceiling}
+			if j.Box.BudgetUnmet {
+				j.Box.Shortfall = d.Floor - d.Ceiling
+			}
+		}
 	}
+	s.CoDeparture = nonNil(s.CoDeparture)
 	for i := range s.Transfers {
 		t := &s.Transfers[i]
 		t.Class = t.Flow.Class.String()

@@ -7,8 +7,6 @@ import (
 	"slices"
 	"strings"
 	"time"
-
-	"github.com/reclaimnet/reclaimnet/policy"
 )
 
 // chartGeometry is the size of a hazard chart and whether it has axes.
@@ -29,7 +27,7 @@ const day = 24 * time.Hour
 // bucket (height proportional to the rate, tallest bar = the top of the
 // plot), the bucket containing `at` highlighted and a line at `at`'s time
 // of day, UTC. The values are the profile's own.
-func hazardChart(p policy.HazardProfile, at time.Time, g chartGeometry) template.HTML {
+func hazardChart(p HazardProfile, at time.Time, g chartGeometry) template.HTML {
 	var b strings.Builder
 	class := "hz"
 	if !g.Axes {

@@ -18,7 +18,7 @@ import (
 )
 
 // TestHolderPushesFollowTheLeader: a replica holder's pushes in flight —
-// a recovery's restore and an evacuation — take the rate the leader
+// a recovery's restore, an evacuation and a replica copy — take the rate the leader
 // decides for them period after period (a lower one, a higher one, and for
 // a rate of 0 with P3 on a pause, never "unpaced"), and a push the leader
 // no longer decides (the job placed again, the evacuation dropped) is
@@ -122,7 +122,9 @@ func TestHolderPushesFollowTheLeader(t *testing.T) {
 		{"restore", policy.FlowDecision{ID: policy.RestorePrefix + "train", Job: "train", From: holder.id, To: dest.id,
 			Class: policy.ClassMigration, Rate: 100e3}, true, policy.ClassMigration, m.recoveryPushes},
 		{"evacuation", policy.FlowDecision{ID: policy.EvacuationPrefix + "train", Job: "train", From: holder.id, To: dest.id,
-			Class: policy.ClassPresync, Rate: 100e3}, false, policy.ClassPresync, m.evacuations},
+			Class: policy.ClassPresync, Rate: 100e3}, false, policy.ClassPresync, m.holderCopies},
+		{"replica copy", policy.FlowDecision{ID: policy.ReplicaPrefix + "train", Job: "train", From: holder.id, To: dest.id,
+			Class: policy.ClassPresync, Rate: 100e3}, false, policy.ClassPresync, m.holderCopies},
 	} {
 		locked(func() { tt.run(ctx, stateWith(tt.flow, tt.restore), &wg) })
 		wait.For(t, 10*time.Second, tt.name+" push under way", started)
@@ -148,4 +150,35 @@ func TestHolderPushesFollowTheLeader(t *testing.T) {
 		wait.For(t, 10*time.Second, tt.name+" push cancelled once the leader no longer decides it", ended)
 		locked(func() { delete(m.pushes, key) }) // the next case starts afresh
 	}
+
+	// A replica copy under way when a newer version is committed keeps
+	// going (the newer one follows it) while the leader still decides a
+	// copy to the same node, at the rate decided now.
+	replica := policy.FlowDecision{ID: policy.ReplicaPrefix + "train", Job: "train", From: holder.id, To: dest.id,
+		Class: policy.ClassPresync, Rate: 100e3}
+	locked(func() { m.holderCopies(ctx, stateWith(replica, false), &wg) })
+	wait.For(t, 10*time.Second, "replica copy under way", started)
+	newer := cp
+	newer.Version = version + 1
+	withNewer := func(rate float64) *state.State {
+		f := replica
+		f.Rate = rate
+		st := stateWith(f, false)
+		st.Checkpoints["train"] = append(st.Checkpoints["train"], newer)
+		return st
+	}
+	locked(func() { m.holderCopies(ctx, withNewer(150e3), &wg) })
+	if !started() {
+		t.Fatalf("the copy of v%d was stopped when v%d was committed", version, newer.Version)
+	}
+	if got := assigned(policy.ClassPresync); got != 150e3 {
+		t.Errorf("older copy goes at %.0f B/s, want the rate decided now, 150000", got)
+	}
+	locked(func() {
+		if _, ok := m.pushes[pushKey{"train", newer.Version, dest.id}]; ok {
+			t.Errorf("a copy of v%d started beside the one of v%d still under way", newer.Version, version)
+		}
+	})
+	locked(func() { m.holderCopies(ctx, stateWith(policy.FlowDecision{}, false), &wg) })
+	wait.For(t, 10*time.Second, "the older copy cancelled once the leader decides no copy", ended)
 }

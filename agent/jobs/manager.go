@@ -262,7 +262,11 @@ func (m *Manager) reconcile(ctx context.Context, st *state.State, wg *sync.WaitG
 		}
 		if j.Node != m.cfg.Node || (j.State != policy.JobRunning && j.State != policy.JobMigrating) {
 			delete(m.finished, id)
-			delete(m.ended, id)
+			if j.Node != m.cfg.Node || j.State != policy.JobDone {
+				// A job that ended here (done, failed) keeps its last view:
+				// how its run ended is this node's to show.
+				delete(m.ended, id)
+			}
 			continue
 		}
 		if _, ok := m.workers[id]; ok {
@@ -284,7 +288,7 @@ func (m *Manager) reconcile(ctx context.Context, st *state.State, wg *sync.WaitG
 		})
 	}
 	m.recoveryPushes(ctx, st, wg)
-	m.evacuations(ctx, st, wg)
+	m.holderCopies(ctx, st, wg)
 	m.bundlePushes(ctx, st, wg)
 }
 
@@ -353,24 +357,44 @@ func (m *Manager) recoveryPushes(ctx context.Context, st *state.State, wg *sync.
 	}
 }
 
-// evacuations carries out the leader's evacuation flows from this node
-// (policy.EvacuationPrefix: a replica holder under a scheduled reclaim
-// sends a job's freshest committed version to the job's standby, because
-// no node that stays holds it), paced at the flow's rate, unpaced with P3
-// off; retried on the next state change until the standby holds it.
-func (m *Manager) evacuations(ctx context.Context, st *state.State, wg *sync.WaitGroup) {
-	due := evacuationsDue(st, m.cfg.Node)
+// holderCopies carries out the leader's holder-to-holder flows from this
+// node: evacuations (policy.EvacuationPrefix: a replica holder under a
+// scheduled reclaim sends a job's freshest committed version to the job's
+// standby, because no node that stays holds it) and replica copies
+// (policy.ReplicaPrefix: a holder sends that version to the next of the
+// job's k holders, SPEC P2.7, so the host's uplink carries each version
+// once). Each is paced at the flow's rate, unpaced with P3 off, and
+// retried on the next state change until the destination holds it.
+func (m *Manager) holderCopies(ctx context.Context, st *state.State, wg *sync.WaitGroup) {
+	due := holderCopiesDue(st, m.cfg.Node)
+	type jobTo struct {
+		job policy.JobID
+		to  policy.NodeID
+	}
 	wanted := map[pushKey]bool{}
+	copyTo := map[jobTo]bool{} // decided replica copies, by job and target
 	for _, e := range due {
 		wanted[pushKey{e.cp.Job, e.cp.Version, e.to}] = true
-	}
-	for key, p := range m.pushes {
-		if !p.done && !wanted[key] && p.class == policy.ClassPresync {
-			// No longer decided (another standby, or the job is being
-			// recovered): an evacuation the leader does not account
-			// for any more must not keep its share of the links.
-			p.cancel()
+		if strings.HasPrefix(e.flow, policy.ReplicaPrefix) {
+			copyTo[jobTo{e.cp.Job, e.to}] = true
 		}
+	}
+	older := map[jobTo]*push{} // replica copies of an older version still under way
+	for key, p := range m.pushes {
+		if p.done || wanted[key] || p.class != policy.ClassPresync {
+			continue
+		}
+		if jt := (jobTo{key.job, key.to}); strings.HasPrefix(p.flow, policy.ReplicaPrefix) && copyTo[jt] {
+			// A newer version was committed while the copy ran: the
+			// copy finishes first (it holds most of the newer one's
+			// chunks, which are not sent again), then the newer follows.
+			older[jt] = p
+			continue
+		}
+		// No longer decided (another standby or holder, or the job is
+		// being recovered): a copy the leader does not account for any
+		// more must not keep its share of the links.
+		p.cancel()
 	}
 	for _, e := range due {
 		key := pushKey{e.cp.Job, e.cp.Version, e.to}
@@ -384,27 +408,38 @@ func (m *Manager) evacuations(ctx context.Context, st *state.State, wg *sync.Wai
 			}
 			continue
 		}
+		if p := older[jobTo{key.job, key.to}]; p != nil {
+			m.repaceLocked(p, rate)
+			continue
+		}
 		if !m.holds(e.cp.Job, e.cp) {
 			continue
 		}
-		m.log.Info("evacuating a replica before this node leaves", "job", e.cp.Job, "version", e.cp.Version, "to", e.to)
-		m.holderPush(ctx, wg, st, e.cp, key, policy.EvacuationPrefix+string(e.cp.Job), policy.ClassPresync, rate, "replica evacuation failed")
+		if strings.HasPrefix(e.flow, policy.EvacuationPrefix) {
+			m.log.Info("evacuating a replica before this node leaves", "job", e.cp.Job, "version", e.cp.Version, "to", e.to)
+			m.holderPush(ctx, wg, st, e.cp, key, e.flow, policy.ClassPresync, rate, "replica evacuation failed")
+			continue
+		}
+		m.log.Debug("copying a replica to another holder", "job", e.cp.Job, "version", e.cp.Version, "to", e.to)
+		m.holderPush(ctx, wg, st, e.cp, key, e.flow, policy.ClassPresync, rate, "replica copy failed")
 	}
 }
 
-// evacuation is one committed version to send to a job's standby.
-type evacuation struct {
+// holderCopy is one committed version to send to another node.
+type holderCopy struct {
+	flow string // the decided flow's ID
 	cp   state.Checkpoint
 	to   policy.NodeID
 	rate float64
 }
 
-// evacuationsDue lists the decided evacuation flows from self whose
-// destination lacks the job's freshest committed version, sorted by job.
-func evacuationsDue(st *state.State, self policy.NodeID) []evacuation {
-	var out []evacuation
+// holderCopiesDue lists the decided evacuation and replica flows from
+// self whose destination lacks the job's freshest committed version,
+// sorted by job, evacuations first.
+func holderCopiesDue(st *state.State, self policy.NodeID) []holderCopy {
+	var out []holderCopy
 	for _, f := range st.Decisions.Flows {
-		if f.From != self || !strings.HasPrefix(f.ID, policy.EvacuationPrefix) {
+		if f.From != self || !strings.HasPrefix(f.ID, policy.EvacuationPrefix) && !strings.HasPrefix(f.ID, policy.ReplicaPrefix) {
 			continue
 		}
 		if j, ok := st.Jobs[f.Job]; !ok || j.State == policy.JobDone {
@@ -414,9 +449,9 @@ func evacuationsDue(st *state.State, self policy.NodeID) []evacuation {
 		if !ok || slices.Contains(cp.Holders, f.To) {
 			continue
 		}
-		out = append(out, evacuation{cp: cp, to: f.To, rate: f.Rate})
+		out = append(out, holderCopy{flow: f.ID, cp: cp, to: f.To, rate: f.Rate})
 	}
-	slices.SortFunc(out, func(a, b evacuation) int { return cmp.Compare(a.cp.Job, b.cp.Job) })
+	slices.SortFunc(out, func(a, b holderCopy) int { return cmp.Or(cmp.Compare(a.cp.Job, b.cp.Job), cmp.Compare(a.flow, b.flow)) })
 	return out
 }
 

@@ -27,7 +27,7 @@ func TestP3OffTransfersUnpaced(t *testing.T) {
 	}
 	var flow *policy.FlowDecision
 	for i, f := range st.Decisions.Flows {
-		if f.Job == "train" && f.Class == policy.ClassPresync {
+		if f.ID == checkpointFlow("train") {
 			flow = &st.Decisions.Flows[i]
 		}
 	}

@@ -53,7 +53,8 @@ type TransferView struct {
 	Version uint64
 	To      policy.NodeID
 	// Flow is the ID of the decided flow it carries
-	// (policy.FlowDecision.ID: ckpt/, mig/, restore/ or evac/ and the job).
+	// (policy.FlowDecision.ID: ckpt/, mig/, restore/, evac/ or replica/
+	// and the job).
 	Flow  string
 	Class policy.TrafficClass
 	// LocalPort is the transfer's UDP source port (the kernel flow key);
@@ -146,13 +147,19 @@ func (m *Manager) View() []JobView {
 	ended := maps.Clone(m.ended)
 	m.mu.Unlock()
 	for id, j := range st.Jobs {
-		if !seen[id] && j.Node == m.cfg.Node && j.State != policy.JobDone {
-			v, ok := ended[id]
-			if !ok {
-				v = JobView{Job: id, State: StateStopped}
-			}
-			out = append(out, v)
+		if seen[id] || j.Node != m.cfg.Node {
+			continue
 		}
+		// A job that ended here by itself (done, failed) is listed while
+		// its last run's view is kept; a cancelled one is not.
+		v, ok := ended[id]
+		if j.State == policy.JobDone && (!ok || j.End.Kind == state.EndCancelled) {
+			continue
+		}
+		if !ok {
+			v = JobView{Job: id, State: StateStopped}
+		}
+		out = append(out, v)
 	}
 	for i := range out {
 		v := &out[i]

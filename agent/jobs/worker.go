@@ -2,11 +2,14 @@ package jobs
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -144,8 +147,7 @@ func (w *worker) run(ctx context.Context) {
 	}
 	sig, err := supervisorSignal(j.Spec)
 	if err != nil {
-		w.noteErr(fmt.Errorf("start: %w", err))
-		w.set(func() { w.state, w.result.reason = StateFailed, reasonFailed })
+		w.startFailed(ctx, err, "")
 		return
 	}
 	gpus := w.takeGPUs(j.GPUs)
@@ -160,8 +162,7 @@ func (w *worker) run(ctx context.Context) {
 	})
 	if err != nil {
 		if ctx.Err() == nil {
-			w.noteErr(fmt.Errorf("start: %w", err))
-			w.set(func() { w.state, w.result.reason = StateFailed, reasonFailed })
+			w.startFailed(ctx, err, filepath.Join(w.dir(), "run", "job.log"))
 		}
 		return
 	}
@@ -182,18 +183,69 @@ func (w *worker) takeGPUs(n int) []int {
 	return gpus
 }
 
-// ended handles the job's own end: exit 0 reports it done.
+// ended handles the job's own end: the host reports it to the leader
+// (state.JobExited), which ends the job done (exit 0), requeues it (exit
+// 85) or counts an application failure; a run the cluster stopped is not
+// reported.
 func (w *worker) ended(ctx context.Context, job *supervisor.Job) {
 	res := job.Wait()
-	if res.Err != nil || res.ExitCode != 0 {
-		w.noteErr(fmt.Errorf("job ended: exit %d %s: %v", res.ExitCode, res.Signal, res.Err))
-		w.set(func() { w.state, w.result.reason = StateFailed, reasonFailed })
+	if res.Stopped {
+		w.setState(StateStopped)
 		return
 	}
-	w.set(func() { w.state, w.result.reason = StateExited, reasonExited })
-	w.finalOutputs(ctx)
-	if err := w.m.submit(ctx, state.JobReport{Job: w.id, Node: w.m.cfg.Node, Remaining: 0, Done: true}); err != nil {
-		w.noteErr(fmt.Errorf("report done: %w", err))
+	exit := state.JobExit{ExitCode: res.ExitCode, Signal: res.Signal, LogTail: logTail(job.LogPath(), state.MaxLogTail)}
+	switch {
+	case errors.Is(res.Err, supervisor.ErrOutOfMemory):
+		exit.Reason = "out of memory"
+	case res.Err != nil && res.ExitCode == 0 && res.Signal == "":
+		exit.Reason = state.TrimLogLine(res.Err.Error())
+	}
+	if exit.Success() {
+		w.set(func() { w.state, w.result.reason = StateExited, reasonExited })
+		w.finalOutputs(ctx)
+	} else {
+		w.noteErr(fmt.Errorf("job ended: %s: %v", exit.Describe(), res.Err))
+		w.set(func() { w.state, w.result.reason = StateFailed, reasonFailed })
+	}
+	w.reportExit(ctx, exit)
+}
+
+// startFailed reports a run that could not start (a missing program, a bad
+// spec): an application failure like a non-zero exit.
+func (w *worker) startFailed(ctx context.Context, err error, logPath string) {
+	w.noteErr(fmt.Errorf("start: %w", err))
+	w.set(func() { w.state, w.result.reason = StateFailed, reasonFailed })
+	exit := state.JobExit{ExitCode: -1, Reason: state.TrimLogLine("start failed: " + err.Error())}
+	if logPath != "" {
+		exit.LogTail = logTail(logPath, state.MaxLogTail)
+	}
+	w.reportExit(ctx, exit)
+}
+
+// reportExit sends the run's end to the leader, retrying while the leader
+// cannot be reached: until it lands, the cluster believes the job runs.
+func (w *worker) reportExit(ctx context.Context, exit state.JobExit) {
+	var restart int
+	w.set(func() { restart = w.result.restarts })
+	exit.Node, exit.At, exit.Restart = w.m.cfg.Node, time.Now().UTC(), restart
+	cmd := state.JobExited{Job: w.id, Exit: exit}
+	for attempt := 0; ; attempt++ {
+		err := w.m.submit(ctx, cmd)
+		if err == nil || errors.Is(err, state.ErrNotHost) || errors.Is(err, state.ErrUnknownJob) || errors.Is(err, state.ErrInvalidCommand) {
+			if err != nil {
+				w.noteErr(fmt.Errorf("report exit: %w", err)) // the job was moved or ended meanwhile
+			}
+			return
+		}
+		if attempt >= 5 || ctx.Err() != nil {
+			w.noteErr(fmt.Errorf("report exit: %w", err))
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(time.Second << attempt):
+		}
 	}
 }
 
@@ -223,4 +275,34 @@ func jobDecision(st *state.State, id policy.JobID) policy.JobDecision {
 func holdersOf(st *state.State, id policy.JobID, v uint64) []policy.NodeID {
 	cp, _ := st.CheckpointVersion(id, v)
 	return cp.Holders
+}
+
+// logTail returns up to n of the last lines of the log at path (from its
+// last 64 KiB), each cut to what a state.JobExit keeps; none when it
+// cannot be read.
+func logTail(path string, n int) []string {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	const window = 64 << 10
+	if fi, err := f.Stat(); err == nil && fi.Size() > window {
+		if _, err := f.Seek(-window, io.SeekEnd); err != nil {
+			return nil
+		}
+	}
+	b, err := io.ReadAll(io.LimitReader(f, window))
+	if err != nil {
+		return nil
+	}
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	if len(lines) == 1 && lines[0] == "" {
+		return nil
+	}
+	lines = lines[max(len(lines)-n, 0):]
+	for i, l := range lines {
+		lines[i] = state.TrimLogLine(l)
+	}
+	return lines
 }

@@ -1,6 +1,7 @@
 package reclaim
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"time"
@@ -103,8 +104,15 @@ func progress(out localapi.ReclaimStatus, self policy.NodeID, r *run, st *state.
 			moved = handedOff(st, self, r.announced, id)
 		}
 		switch {
-		case !ok || j.State == policy.JobDone:
-			rj.Progress, rj.Detail = localapi.ProgressFinished, "finished or cancelled"
+		case !ok:
+			rj.Progress, rj.Detail = localapi.ProgressFinished, "no longer in the cluster's state"
+		case j.State == policy.JobDone:
+			rj.Progress, rj.Detail = localapi.ProgressFinished, endDetail(j)
+		case moved != nil && (j.State != policy.JobRunning || j.Node != moved.To):
+			// Handed off, but not running there (it failed to start, or
+			// is being recovered): not moved.
+			rj.Progress, rj.To = localapi.ProgressDegraded, string(moved.To)
+			rj.Detail = fmt.Sprintf("degraded: handed off to %s, now %s", moved.To, j.StateName())
 		case moved != nil && !moved.NoFinalCheckpoint:
 			// Moved only by a committed MoveJob from this node (the
 			// history's outcome), never by a recovery placement.
@@ -147,6 +155,17 @@ func progress(out localapi.ReclaimStatus, self policy.NodeID, r *run, st *state.
 		out.Jobs = append(out.Jobs, rj)
 	}
 	return out
+}
+
+// endDetail says how a job that left the node ended.
+func endDetail(j state.JobRecord) string {
+	switch {
+	case j.End.Kind == state.EndFailed && j.LastExit != nil:
+		return fmt.Sprintf("failed: %s on %s", j.LastExit.Describe(), j.LastExit.Node)
+	case j.End.Kind == state.EndCancelled:
+		return "cancelled by " + cmp.Or(j.End.By, "a user")
+	}
+	return j.StateName()
 }
 
 func orNone(s string) string {

@@ -278,6 +278,9 @@ func (f *Flow) announce(notice time.Duration, at time.Time, reason string) local
 	if notice <= 0 {
 		return localapi.Response{Error: "reclaim: the notice must be positive (use reclaim-now for an emergency)", Kind: localapi.KindBadRequest}
 	}
+	if notice > localapi.MaxReclaimNotice {
+		return localapi.Response{Error: fmt.Sprintf("reclaim: notice %v is over the maximum %v", notice, localapi.MaxReclaimNotice), Kind: localapi.KindBadRequest}
+	}
 	var resp *localapi.Response
 	var r *run
 	ok := f.do(func(o *owner) {

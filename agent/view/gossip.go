@@ -54,9 +54,12 @@ func (t Gossip) Members() []raft.Member {
 				VRAM:       int64(m.Meta.GPUVRAMMiB) << 20,
 				Capability: float64(m.Meta.GPUCapability) / 10,
 			},
-			GPUs:  int(m.Meta.GPUs),
-			Since: m.Meta.Started,
-			Paths: m.Meta.Paths,
+			GPUs:    int(m.Meta.GPUs),
+			Since:   m.Meta.Started,
+			Storage: m.Meta.Storage,
+			Lab:     m.Meta.Lab,
+			Pool:    m.Meta.Pool,
+			Paths:   m.Meta.Paths,
 		}
 		switch m.State {
 		case mesh.StateAlive:
@@ -102,6 +105,11 @@ func (t Gossip) Nodes() []raft.NodeTelemetry {
 		n := raft.NodeTelemetry{ID: policy.NodeID(m.Name), FreeGPUs: int(m.Meta.GPUs), AccessLink: accessLinkID(m.Name)}
 		if m.HasTelemetry {
 			n.FreeGPUs, n.Load = int(m.Telemetry.FreeGPUs), m.Telemetry.Load
+			n.KillSwitch, n.Draining = m.Telemetry.KillSwitch.String(), m.Telemetry.Leaving
+			if d := m.Telemetry.DataDir; d != mesh.DataDirUnknown {
+				n.DiskKnown, n.DataWritable = true, d == mesh.DataDirWritable
+				n.FreeDisk = int64(min(m.Telemetry.DataFree, math.MaxInt64))
+			}
 		}
 		if o, ok := Outlook(m.Meta); ok {
 			n.LentUntil = o.Until

@@ -3,12 +3,14 @@ package view
 import (
 	"net"
 	"strconv"
+	"time"
 
 	"github.com/reclaimnet/reclaimnet/localapi"
 	"github.com/reclaimnet/reclaimnet/mesh"
 	"github.com/reclaimnet/reclaimnet/policy"
 	"github.com/reclaimnet/reclaimnet/raft"
 	"github.com/reclaimnet/reclaimnet/state"
+	"github.com/reclaimnet/reclaimnet/web"
 )
 
 // Members is the node's own addresses, its Raft view and the gossip
@@ -28,6 +30,15 @@ func (v *View) Members() localapi.Status {
 		Raft:         raftStatus(v.cfg.Coord, v.cfg.Node),
 	}
 	roles := raftRoles(v.cfg.Coord)
+	// Free GPUs, the hazard and eligibility are the status page's figures
+	// (one truth per figure); the rest is this node's gossip table.
+	c := v.cfg.Coord
+	cs := c.State()
+	servers, _ := c.Servers()
+	page := map[string]web.Member{}
+	for _, wm := range v.webMembers(time.Now(), cs, servers, c.Status().RaftState) {
+		page[string(wm.ID)] = wm
+	}
 	for _, m := range v.cfg.Mesh.Members() {
 		role := roles[m.Name]
 		if role == "" {
@@ -57,6 +68,10 @@ func (v *View) Members() localapi.Status {
 				mv.Bandwidth = append(mv.Bandwidth, localapi.BuildingBandwidth(bw))
 			}
 			mv.ReportedAt = m.Telemetry.Sent
+		}
+		if wm, ok := page[m.Name]; ok {
+			mv.FreeGPUs, mv.Hazard = wm.FreeGPUs, wm.Hazard
+			mv.Eligible, mv.IneligibleReason = wm.Eligible, wm.IneligibleReason
 		}
 		st.Members = append(st.Members, mv)
 	}

@@ -2,6 +2,7 @@ package view
 
 import (
 	"context"
+	"sync"
 	"time"
 
 	"github.com/reclaimnet/reclaimnet/agent/jobs"
@@ -42,6 +43,10 @@ type Config struct {
 type View struct {
 	cfg       Config
 	bandwidth bandwidthHistory
+	// co is the co-departure table from the replicated log (rebuilt only
+	// when the log changes; pages are served concurrently).
+	coMu sync.Mutex
+	co   raft.CoDepartureLog
 }
 
 // New returns the view of a running node.

@@ -3,6 +3,7 @@ package view
 import (
 	"fmt"
 	"net"
+	"slices"
 	"sort"
 	"strconv"
 	"time"
@@ -25,7 +26,8 @@ func (v *View) Web(now time.Time) web.Status {
 	cs := c.State()
 	servers, _ := c.Servers() // an error leaves every role "none"
 	st.Cluster.Leader, _ = c.Leader()
-	raftState := c.Status().RaftState
+	coordStatus := c.Status()
+	raftState := coordStatus.RaftState
 	st.Cluster.Members = v.webMembers(now, cs, servers, raftState)
 	st.Cluster.Hazard = clusterHazard(cs)
 	st.Cluster.Bandwidth = buildingBandwidth(v.cfg.Gossip.Links(), v.cfg.Mesh.Members(), v.cfg.Gossip.Uplink)
@@ -33,11 +35,26 @@ func (v *View) Web(now time.Time) web.Status {
 	st.Jobs = webJobs(cs)
 	st.Reclaims = webReclaims(cs)
 	st.Decisions = webDecisions(cs.Decisions)
-	st.Control = web.Control{LastTick: cs.Decisions.At, CheckpointBudget: cs.Decisions.CheckpointBudget}
+	st.Control = web.Control{LastTick: cs.Decisions.At, CheckpointBudget: cs.Decisions.CheckpointBudget,
+		RefusedDecision: coordStatus.RefusedDecision, RefusedAt: coordStatus.RefusedAt}
 	st.Counters = webCounters(cs.Counters)
 	st.Transfers = v.webTransfers(cs)
 	st.Sandbox = v.cfg.Sandbox
+	st.CoDeparture, st.CoDepartureWindow = v.coDeparture(cs, now)
 	return st
+}
+
+// coDeparture lists the node pairs most likely to leave together, from
+// the replicated departure log (the leader's estimator, replayed here).
+func (v *View) coDeparture(cs *state.State, now time.Time) ([]web.NodePair, time.Duration) {
+	v.coMu.Lock()
+	co := v.co.Estimate(cs, now)
+	v.coMu.Unlock()
+	var out []web.NodePair
+	for _, p := range co.Top(web.MaxNodePairs) {
+		out = append(out, web.NodePair{A: p.A, B: p.B, P: p.P, Domain: p.Domain.String()})
+	}
+	return out, co.Window
 }
 
 // webCounters maps the replicated counters to the page's and the metrics'.
@@ -78,7 +95,7 @@ func (v *View) webMembers(now time.Time, cs *state.State, servers []raft.Server,
 	}
 	hazard := func(m *web.Member) {
 		if h, ok := cs.Hazards[m.ID]; ok {
-			m.HazardProfile = policy.HazardProfile{Rates: append([]float64(nil), h.EmergencyUpper.Rates...)}
+			m.HazardProfile = web.HazardProfile{Rates: append([]float64(nil), h.EmergencyUpper.Rates...)}
 			m.Hazard = h.EmergencyUpper.At(now)
 		}
 	}
@@ -100,7 +117,7 @@ func (v *View) webMembers(now time.Time, cs *state.State, servers []raft.Server,
 			Addr:     net.JoinHostPort(gm.Addr.String(), strconv.Itoa(int(gm.Port))),
 			State:    web.MemberState(gm.State),
 			RaftRole: role(id),
-			GPU: policy.GPU{
+			GPU: web.GPU{
 				Model:      gm.Meta.GPUModel,
 				VRAM:       int64(gm.Meta.GPUVRAMMiB) << 20,
 				Capability: float64(gm.Meta.GPUCapability) / 10,
@@ -108,6 +125,7 @@ func (v *View) webMembers(now time.Time, cs *state.State, servers []raft.Server,
 			GPUs:       int(gm.Meta.GPUs),
 			FreeGPUs:   int(gm.Meta.GPUs),
 			KillSwitch: web.KillSwitchMode(mesh.KillSwitchUnknown.String()),
+			Storage:    gm.Meta.Storage,
 		}
 		if l := LendingOf(gm.Meta); l != nil {
 			m.Lending = (*web.Lending)(l)
@@ -133,6 +151,7 @@ func (v *View) webMembers(now time.Time, cs *state.State, servers []raft.Server,
 			m.State = web.MemberLeaving
 		}
 		hazard(&m)
+		m.Eligible, m.IneligibleReason = eligibility(cs, m)
 		out = append(out, m)
 	}
 	for id, n := range cs.Nodes {
@@ -140,12 +159,13 @@ func (v *View) webMembers(now time.Time, cs *state.State, servers []raft.Server,
 			continue
 		}
 		m := web.Member{ID: id, Building: n.Building, Addr: n.GossipAddr, State: web.MemberDead,
-			RaftRole: role(id), GPU: n.GPU, GPUs: n.GPUs, KillSwitch: web.KillSwitchMode(mesh.KillSwitchUnknown.String())}
+			RaftRole: role(id), GPU: web.WebGPU(n.GPU), GPUs: n.GPUs, KillSwitch: web.KillSwitchMode(mesh.KillSwitchUnknown.String()), Storage: n.Storage}
 		if n.State == state.NodeLeft {
 			m.State = web.MemberLeft
 		}
 		m.Lending = lendingAfter(cs, id)
 		hazard(&m)
+		m.Eligible, m.IneligibleReason = eligibility(cs, m)
 		out = append(out, m)
 	}
 	sort.Slice(out, func(i, j int) bool {
@@ -155,6 +175,23 @@ func (v *View) webMembers(now time.Time, cs *state.State, servers []raft.Server,
 		return out[i].ID < out[j].ID
 	})
 	return out
+}
+
+// eligibility is a member's verdict under the eligibility rule: the
+// leader's, from the replicated decisions, for a live registered node.
+func eligibility(cs *state.State, m web.Member) (bool, string) {
+	switch {
+	case m.State != web.MemberAlive && m.State != web.MemberSuspect && m.State != web.MemberLeaving:
+		return false, "not alive"
+	case cs.NodeIneligible(m.ID) != "":
+		return false, cs.NodeIneligible(m.ID)
+	case m.State == web.MemberLeaving:
+		return false, "leaving"
+	}
+	if _, ok := cs.Nodes[m.ID]; !ok {
+		return false, "not registered by the leader yet"
+	}
+	return true, ""
 }
 
 // lendingAfter is the lending of a node out of the cluster as its last
@@ -184,7 +221,7 @@ func webKillSwitch(t mesh.Telemetry) (web.KillSwitchMode, uint64) {
 
 // clusterHazard is the mean of the active nodes' published λ̂⁺ profiles,
 // bucket by bucket (the cluster-wide time-of-day profile the page charts).
-func clusterHazard(cs *state.State) policy.HazardProfile {
+func clusterHazard(cs *state.State) web.HazardProfile {
 	var sum []float64
 	n := 0
 	for id, h := range cs.Hazards {
@@ -209,7 +246,7 @@ func clusterHazard(cs *state.State) policy.HazardProfile {
 	for k := range sum {
 		sum[k] /= float64(n)
 	}
-	return policy.HazardProfile{Rates: sum}
+	return web.HazardProfile{Rates: sum}
 }
 
 // buildingBandwidth is the matrix between buildings on the campus graph
@@ -304,7 +341,8 @@ func webJobs(cs *state.State) []web.Job {
 	for _, j := range cs.Jobs {
 		wj := web.Job{
 			ID:              j.ID,
-			State:           j.State.String(),
+			State:           j.StateName(),
+			Reason:          cs.PendingReason(j.ID),
 			Node:            j.Node,
 			GPUs:            j.GPUs,
 			CheckpointBytes: j.CheckpointBytes,
@@ -312,13 +350,25 @@ func webJobs(cs *state.State) []web.Job {
 			Standby:         j.Standby,
 			StandbyHas:      j.StandbyHas,
 			Restarts:        j.Restarts,
+			Replicas:        j.Copies,
+			Failures:        j.Failures,
+			MaxFailures:     j.MaxFailures,
+			EndedAt:         j.End.At,
+			CancelledBy:     j.End.By,
 			BundleBytes:     j.Spec.BundleSize,
 		}
 		if cp, until, ok := cs.Results(j.ID); ok {
 			wj.Results = &web.Results{Version: cp.Version, Holders: cp.Holders, KeptUntil: until}
 		}
+		if wj.Replicas == 0 {
+			wj.Replicas = policy.DefaultCopies
+		}
+		if x := j.LastExit; x != nil {
+			wj.LastExit = &web.JobExit{Node: x.Node, At: x.At, ExitCode: x.ExitCode, Signal: x.Signal, Reason: x.Reason,
+				Description: x.Describe(), LogTail: slices.Clone(x.LogTail)}
+		}
 		if d, ok := decisions[j.ID]; ok {
-			wj.Decision = &d
+			wj.Decision = web.WebJobDecision(d)
 		}
 		if c, ok := cs.FreshestCommitted(j.ID); ok {
 			wj.LastCheckpoint = &web.Checkpoint{Version: c.Version, Bytes: c.Size, CommittedAt: c.CommittedAt,

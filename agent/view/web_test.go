@@ -121,7 +121,7 @@ func TestWebJobsReclaimsDecisions(t *testing.T) {
 		Jobs: map[policy.JobID]state.JobRecord{
 			"j1": {Job: policy.Job{ID: "j1", State: policy.JobRunning, Node: "n1", GPUs: 1, CheckpointBytes: 1 << 30}, Restarts: 2},
 			"j2": {Job: policy.Job{ID: "j2", State: policy.JobDone, Node: "n1"}},
-			"j3": {Job: policy.Job{ID: "j3", State: policy.JobPending}},
+			"j3": {Job: policy.Job{ID: "j3", State: policy.JobPending, Copies: 4}},
 		},
 		Checkpoints: map[policy.JobID][]state.Checkpoint{"j1": {
 			{Job: "j1", Version: 1, Size: 10, Holders: []policy.NodeID{"n1", "n2"}, Committed: true, CommittedAt: at},
@@ -144,6 +144,9 @@ func TestWebJobsReclaimsDecisions(t *testing.T) {
 	}
 	if c := j1.LastCheckpoint; c == nil || c.Version != 1 || c.Bytes != 10 || !c.CommittedAt.Equal(at) || len(c.Holders) != 2 {
 		t.Errorf("j1 checkpoint: got %+v, want committed version 1 held by 2 nodes", c)
+	}
+	if j1.Replicas != policy.DefaultCopies || jobs[2].Replicas != 4 {
+		t.Errorf("replicas: j1 %d, j3 %d; want the default %d and j3's own 4", j1.Replicas, jobs[2].Replicas, policy.DefaultCopies)
 	}
 	if jobs[2].Decision != nil || jobs[2].LastCheckpoint != nil {
 		t.Errorf("j3: got decision %v, checkpoint %v; want neither", jobs[2].Decision, jobs[2].LastCheckpoint)

@@ -106,6 +106,13 @@ func (a *Agent) control(req localapi.Request, who caller) localapi.Response {
 		return localapi.Response{Joined: n}
 	case localapi.OpRun, localapi.OpJobs, localapi.OpJob, localapi.OpLogs, localapi.OpCancel:
 		return a.jobControl(req, who)
+	case localapi.OpFetch:
+		if !who.privileged() {
+			// The agent writes the results where the request says, as
+			// its own user: only that user (or root) may ask.
+			return forbidden("fetch: the agent writes the results as its own user; run 'reclaimnet fetch' as root (user %s is not)", who.Name)
+		}
+		return a.fetchResults(req.JobID, req.Fetch)
 	case localapi.OpTraceExport:
 		doc, err := a.view.TraceDocument(time.Now())
 		if err != nil {
@@ -210,7 +217,10 @@ func (a *Agent) runJob(ctx context.Context, c *raft.Coordinator, jr *localapi.Jo
 			return localapi.Response{Error: "run: " + err.Error(), Kind: localapi.KindBadRequest}
 		}
 	}
-	spec := state.JobSpec{Command: jr.Command, Env: jr.Env, Dir: jr.Dir, Grace: jr.Grace, Memory: jr.Memory, CPUs: jr.CPUs}
+	spec := state.JobSpec{Command: jr.Command, Env: jr.Env, Dir: jr.Dir, Grace: jr.Grace, Memory: jr.Memory, CPUs: jr.CPUs, Keep: jr.Keep}
+	if jr.Keep < 0 {
+		return localapi.Response{Error: "run: negative keep time", Kind: localapi.KindBadRequest}
+	}
 	if err := state.ValidJobLimits(jr.Memory, jr.CPUs); err != nil {
 		return localapi.Response{Error: "run: " + err.Error(), Kind: localapi.KindBadRequest}
 	}
@@ -224,6 +234,18 @@ func (a *Agent) runJob(ctx context.Context, c *raft.Coordinator, jr *localapi.Jo
 	if jr.Grace != 0 {
 		if err := state.ValidStopGrace(jr.Grace); err != nil {
 			return localapi.Response{Error: "run: " + err.Error(), Kind: localapi.KindBadRequest}
+		}
+	}
+	if len(jr.ROPaths) > 0 {
+		if err := checkROPaths(c.State(), jr.ROPaths); err != nil {
+			return localapi.Response{Error: "run: " + err.Error(), Kind: localapi.KindBadRequest}
+		}
+		spec.ROPaths = slices.Clone(jr.ROPaths)
+	}
+	if jr.Workdir != "" {
+		spec.Command = slices.Clone(jr.Command)
+		if resp := a.takeBundle(jr, &spec); resp != nil {
+			return *resp
 		}
 	}
 	gpus := jr.GPUs
@@ -249,6 +271,9 @@ func (a *Agent) runJob(ctx context.Context, c *raft.Coordinator, jr *localapi.Jo
 	}
 	rec.Spec.Secrets = sealed
 	if _, err := c.Submit(ctx, state.SubmitJob{Job: rec}); err != nil {
+		if old, ok := c.Store().Job(policy.JobID(jr.Name)); spec.Bundle != "" && (!ok || old.Spec.Bundle != spec.Bundle) {
+			a.unpinBundle(spec.Bundle, jr.Name)
+		}
 		return submitError("submit job "+jr.Name, err)
 	}
 	return localapi.Response{JobID: jr.Name, Warning: oversizeWarning(c.State(), gpus)}
@@ -315,10 +340,16 @@ func jobInfos(st *state.State) []localapi.JobInfo {
 	for id, j := range st.Jobs {
 		ji := localapi.JobInfo{ID: string(id), State: j.StateName(), Node: string(j.Node), Command: j.Spec.Command,
 			Restarts: j.Restarts, RestartTime: j.RestartTime, Submitted: j.Submitted, Reason: st.PendingReason(id),
-			Failures: j.Failures, MaxFailures: j.MaxFailures, EndedAt: j.End.At, CancelledBy: j.End.By, Owner: j.Owner}
+			Failures: j.Failures, MaxFailures: j.MaxFailures, EndedAt: j.End.At, CancelledBy: j.End.By, BundleSize: j.Spec.BundleSize, Owner: j.Owner}
 		if x := j.LastExit; x != nil {
 			e := exitInfo(*x)
 			ji.LastExit = &e
+			if cp, until, ok := st.Results(id); ok {
+				ji.KeptUntil = until
+				for _, h := range cp.Holders {
+					ji.ResultsOn = append(ji.ResultsOn, string(h))
+				}
+			}
 		}
 		if d, ok := intervals[id]; ok {
 			ji.Interval, ji.Standby = d.Interval, string(d.Standby)

@@ -42,6 +42,7 @@ func (a *Agent) startMesh() error {
 		Storage:       a.cfg.Storage(),
 		Lab:           a.cfg.Lab,
 		Pool:          a.cfg.Pool,
+		Paths:         a.announcedPaths(),
 	}
 	if p, err := a.cfg.Owner.Policy(); err == nil { // checked by Validate
 		mc.Meta.Lending = truncate(p.Schedule.String(), mesh.MaxLendingLen)

@@ -601,7 +601,9 @@ func startBoxBudget(t *testing.T, protocols string, synth int, withTorch bool, b
 			}
 			t.Logf("no PyTorch (/usr/bin/python3 cannot import torch): the scenarios run the synthetic jobs only")
 		} else {
-			train, err := filepath.Abs("../examples/pytorch/train.py")
+			// The example runs from its bundle: the directory is laid out
+			// as the job's working directory on every node that runs it.
+			bundle, err := filepath.Abs("../examples/pytorch")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -610,8 +612,8 @@ func startBoxBudget(t *testing.T, protocols string, synth int, withTorch bool, b
 			// them must not starve the others' agents and hand-offs, as it
 			// could not on separate machines (it made a 6 s hand-off miss
 			// its deadline at load 30 once torch recovered early).
-			if _, err := a.CLI(ctx, submitter, "run", "--name", "torch", "--gpus", "1", "--loss-budget", "8s",
-				"--grace", "10s", "--size-hint", "1MiB", "--", "/usr/bin/nice", "-n", "10", "/usr/bin/python3", "-u", train, "--step-time", "0.2"); err != nil {
+			if _, err := a.CLI(ctx, submitter, "run", "--name", "torch", "--workdir", bundle, "--gpus", "1", "--loss-budget", "8s",
+				"--grace", "10s", "--size-hint", "1MiB", "--", "/usr/bin/nice", "-n", "10", "/usr/bin/python3", "-u", "train.py", "--step-time", "0.2"); err != nil {
 				t.Fatalf("submit torch: %v", err)
 			}
 			b.torch = "torch"
@@ -626,7 +628,7 @@ func startBoxBudget(t *testing.T, protocols string, synth int, withTorch bool, b
 func (b *box) submitSynth(node, job string) {
 	b.t.Helper()
 	b.ledgers[job] = filepath.Join(b.dir, "*", "data", "jobs", job, "run", "home", "ledger")
-	if _, err := b.a.CLI(context.Background(), node, "run", "--name", job, "--gpus", "1", "--loss-budget", b.synthBudget.String(),
+	if _, err := b.a.CLI(context.Background(), node, "run", "--name", job, "--workdir", filepath.Dir(b.script), "--gpus", "1", "--loss-budget", b.synthBudget.String(),
 		"--size-hint", strconv.Itoa(synthCkptBytes)+"B", "--grace", "5s",
 		"--env", "CKPT_BYTES="+strconv.Itoa(synthCkptBytes), "--", "/bin/sh", b.script); err != nil {
 		b.t.Fatalf("submit %s: %v", job, err)

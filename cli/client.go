@@ -39,7 +39,12 @@ func resolveDataDir(env *Env, flagValue string) string {
 // callAgent sends one request to the local agent and turns an error
 // answer into a Go error with a hint.
 func callAgent(ctx context.Context, dataDir string, req localapi.Request) (localapi.Response, error) {
-	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	return callAgentWithin(ctx, dataDir, req, 60*time.Second)
+}
+
+// callAgentWithin is callAgent for a request that may take up to timeout.
+func callAgentWithin(ctx context.Context, dataDir string, req localapi.Request, timeout time.Duration) (localapi.Response, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	resp, err := localapi.Call(ctx, dataDir, req)
 	if err != nil {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/reclaimnet/reclaimnet/gpu"
 	"github.com/reclaimnet/reclaimnet/localapi"
 	"github.com/reclaimnet/reclaimnet/web"
 )
@@ -21,7 +22,7 @@ func newJobsCmd(env *Env) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "jobs [JOB]",
 		Short: "list the cluster's jobs, or tell one job's story",
-		Long: "Lists the cluster's jobs: state, node, checkpoint interval, last committed checkpoint and\nwhere it is held, restarts, command and why (a pending job's reason, a failure, who cancelled).\n" +
+		Long: "Lists the cluster's jobs: state, node, checkpoint interval, last committed checkpoint and\nwhere it is held, restarts, bundle size, where an ended job's results are and until when (reclaimnet fetch),\ncommand and why (a pending job's reason, a failure, who cancelled).\n" +
 			"With JOB, tells that job's story from the replicated state: spec, owner, state and reason,\n" +
 			"every start, stop, checkpoint and move with its cause and node, checkpoints and their holders,\nrestarts and failures.",
 		GroupID: groupJobs,
@@ -143,7 +144,7 @@ func printJobTable(w io.Writer, jobs []localapi.JobInfo) {
 		return
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "JOB\tSTATE\tOWNER\tNODE\tINTERVAL\tCHECKPOINT\tHOLDERS\tRESTARTS\tCOMMAND\tWHY")
+	fmt.Fprintln(tw, "JOB\tSTATE\tOWNER\tNODE\tINTERVAL\tCHECKPOINT\tHOLDERS\tRESTARTS\tBUNDLE\tRESULTS\tCOMMAND\tWHY")
 	for _, j := range jobs {
 		node, interval, ckpt, holders := dash(j.Node), "-", "-", "-"
 		if j.Interval > 0 {
@@ -163,11 +164,21 @@ func printJobTable(w io.Writer, jobs []localapi.JobInfo) {
 		if len(cmd) > 40 {
 			cmd = cmd[:37] + "..."
 		}
+		bundle, results := "-", "-"
+		if j.BundleSize > 0 {
+			bundle = gpu.FormatBytes(j.BundleSize)
+		}
+		if len(j.ResultsOn) > 0 {
+			results = "on " + strings.Join(j.ResultsOn, ",")
+			if !j.KeptUntil.IsZero() {
+				results += " until " + j.KeptUntil.UTC().Format("2006-01-02 15:04Z")
+			}
+		}
 		owner := j.Owner
 		if owner == "" {
 			owner = "-"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n", j.ID, j.State, owner, node, interval, ckpt, holders, j.Restarts, cmd, jobWhy(j))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", j.ID, j.State, owner, node, interval, ckpt, holders, j.Restarts, bundle, results, cmd, jobWhy(j))
 	}
 	tw.Flush()
 }

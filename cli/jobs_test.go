@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/user"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -22,6 +23,10 @@ import (
 
 func TestJobCommandsUsage(t *testing.T) {
 	dir := t.TempDir()
+	file := filepath.Join(dir, "file")
+	if err := os.WriteFile(file, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
 	tests := []struct {
 		name     string
 		args     []string
@@ -57,9 +62,19 @@ func TestJobCommandsUsage(t *testing.T) {
 		{"run no agent", []string{"run", "--data-dir", dir, "--", "true"}, ExitError, "no agent running"},
 		{"jobs extra arg", []string{"jobs", "--data-dir", dir, "x", "y"}, ExitUsage, "at most one job ID"},
 		{"jobs bad name", []string{"jobs", "--data-dir", dir, "../x"}, ExitUsage, "job name"},
+		{"run missing workdir", []string{"run", "--data-dir", dir, "--workdir", filepath.Join(dir, "nope"), "--", "true"}, ExitUsage, "no such directory"},
+		{"run workdir a file", []string{"run", "--data-dir", dir, "--workdir", file, "--", "true"}, ExitUsage, "not a directory"},
+		{"run bad max bundle", []string{"run", "--data-dir", dir, "--max-bundle", "100", "--", "true"}, ExitUsage, "--max-bundle"},
+		{"run zero max bundle", []string{"run", "--data-dir", dir, "--max-bundle", "0B", "--", "true"}, ExitUsage, "--max-bundle"},
 		{"jobs no agent", []string{"jobs", "--data-dir", dir}, ExitError, "no agent running"},
 		{"logs without job", []string{"logs", "--data-dir", dir}, ExitUsage, "one job"},
 		{"logs no agent", []string{"logs", "--data-dir", dir, "j"}, ExitError, "no agent running"},
+		{"run bad keep", []string{"run", "--data-dir", dir, "--keep", "7 days", "--", "true"}, ExitUsage, "--keep"},
+		{"run zero keep", []string{"run", "--data-dir", dir, "--keep", "0d", "--", "true"}, ExitUsage, "--keep"},
+		{"run keep in days", []string{"run", "--data-dir", dir, "--keep", "30d", "--", "true"}, ExitError, "no agent running"},
+		{"fetch without job", []string{"fetch", "--data-dir", dir}, ExitUsage, "one job"},
+		{"fetch into a full directory", []string{"fetch", "--data-dir", dir, "--out", dir, "j"}, ExitUsage, "not empty"},
+		{"fetch no agent", []string{"fetch", "--data-dir", dir, "--out", filepath.Join(dir, "new"), "j"}, ExitError, "no agent running"},
 		{"cancel without job", []string{"cancel", "--data-dir", dir}, ExitUsage, "one job"},
 		{"cancel no agent", []string{"cancel", "--data-dir", dir, "j"}, ExitError, "no agent running"},
 	}
@@ -212,6 +227,60 @@ func TestJobCommandsAgainstAgent(t *testing.T) {
 	if _, out, _ := runCLI(t, "jobs", "--data-dir", dir); !strings.Contains(out, reason) || !strings.Contains(out, "cancelled") {
 		t.Errorf("jobs table lacks the pending reason or the cancelled state:\n%s", out)
 	}
+
+	// A bundle: the job runs from a copy of its directory, with its input.
+	bundle := t.TempDir()
+	for name, body := range map[string]string{"train.sh": "#!/bin/sh\necho \"read $(cat data/input.txt) in $PWD\"\ntouch \"$RECLAIMNET_READY_FILE\"\nwhile :; do sleep 0.1; done\n",
+		"data/input.txt": "forty-two\n", "huge.bin": "ignored\n", ".reclaimnetignore": "*.bin\n"} {
+		if err := os.MkdirAll(filepath.Join(bundle, filepath.Dir(name)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(bundle, name), []byte(body), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, c := range []struct{ name, want string }{
+		{"./missing.sh", "not a file of the bundle"},
+		{"no-such-program-anywhere", "nor on the PATH"},
+		{"/no/such/program", "must exist on every node"},
+		{"../train.sh", "not a file of the bundle"},
+		{filepath.Join(bundle, "huge.bin"), "not a file of the bundle"},
+	} {
+		if code, _, errOut := runCLI(t, "run", "--data-dir", dir, "--workdir", bundle, "--", c.name); code != ExitUsage || !strings.Contains(errOut, c.want) {
+			t.Errorf("run -- %s: exit %d, stderr %q; want exit 2 saying %q", c.name, code, errOut, c.want)
+		}
+	}
+	if code, _, errOut := runCLI(t, "run", "--data-dir", dir, "--workdir", bundle, "--max-bundle", "10B", "--", "./train.sh"); code != ExitUsage ||
+		!strings.Contains(errOut, "over the bundle size cap of 10 B") {
+		t.Errorf("run over the cap: exit %d, stderr %q; want exit 2 naming the cap", code, errOut)
+	}
+	code, out, errOut = runCLI(t, "run", "--data-dir", dir, "--name", "bundled", "--workdir", bundle, "--", filepath.Join(bundle, "train.sh"))
+	if code != ExitOK || strings.TrimSpace(out) != "bundled" {
+		t.Fatalf("run --workdir: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	j, ok := a.Coordinator().Store().Job("bundled")
+	if !ok || len(j.Spec.Bundle) != 64 || !slices.Equal(j.Spec.Command, []string{"./train.sh"}) {
+		t.Fatalf("replicated spec %+v: want a bundle and the command ./train.sh", j.Spec)
+	}
+	if j.Spec.BundleSize <= 0 || j.Spec.BundleSize > 200 {
+		t.Errorf("bundle size %d, want the script, the input and the ignore file only", j.Spec.BundleSize)
+	}
+	// Unchanged, the directory is the same bundle.
+	if code, _, errOut := runCLI(t, "run", "--data-dir", dir, "--name", "bundled2", "--workdir", bundle, "--", "train.sh"); code != ExitOK {
+		t.Fatalf("second run: exit %d, stderr %q", code, errOut)
+	}
+	if j2, _ := a.Coordinator().Store().Job("bundled2"); j2.Spec.Bundle != j.Spec.Bundle || !slices.Equal(j2.Spec.Command, []string{"./train.sh"}) {
+		t.Errorf("resubmitted spec %+v, want bundle %s and ./train.sh", j2.Spec, j.Spec.Bundle)
+	}
+	code, _, errOut = runCLI(t, "logs", "--data-dir", dir, "bundled")
+	t.Logf("logs bundled: exit %d %s", code, errOut)
+	if code == ExitOK {
+		wait.For(t, 30*time.Second, "the bundled job's output", func() bool {
+			_, out, _ = runCLI(t, "logs", "--data-dir", dir, "bundled")
+			return strings.Contains(out, "read forty-two in ") && strings.Contains(out, filepath.Join("bundled", "bundle"))
+		})
+	}
+
 }
 
 // TestJobTableSaysWhy: the table's last column says why a job waits, how

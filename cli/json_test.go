@@ -33,6 +33,7 @@ var jsonOutputs = []struct {
 	{"members --json", reflect.TypeFor[web.MembersResponse](), "/v1/members"},
 	{"jobs --json", reflect.TypeFor[web.JobsResponse](), "/v1/jobs"},
 	{"logs JOB --json", reflect.TypeFor[LogsView](), ""},
+	{"fetch JOB --json", reflect.TypeFor[localapi.FetchInfo](), ""},
 	{"reclaim --status --json", reflect.TypeFor[localapi.ReclaimStatus](), ""},
 	{"lend --status --json", reflect.TypeFor[owner.Status](), ""},
 	{"gpus --json", reflect.TypeFor[gpu.Inventory](), ""},

@@ -146,6 +146,10 @@ type run struct {
 	tl     *timeline
 	res    *Result
 	jobDir string // where the job's files are: guest jobs may read it
+	// bundleDir is the job's bundle (run --workdir): the PyTorch
+	// example's files, or an empty directory for the synthetic job (the
+	// binary it runs is on every node).
+	bundleDir string
 
 	mu       sync.Mutex
 	status   *web.Status // the latest status document
@@ -369,7 +373,12 @@ func (r *run) prepareJob(ctx context.Context, dir string) error {
 	if err := os.MkdirAll(r.jobDir, 0o755); err != nil {
 		return fmt.Errorf("job dir: %w", err)
 	}
+	r.bundleDir = r.jobDir
 	if kind != JobPyTorch {
+		r.bundleDir = filepath.Join(r.jobDir, "bundle")
+		if err := os.Mkdir(r.bundleDir, 0o755); err != nil {
+			return fmt.Errorf("job bundle dir: %w", err)
+		}
 		// A copy of the binary: the demo's own may lie where guest jobs
 		// see nothing (go run builds it under the temporary directory).
 		return copyFile(r.cfg.Binary, filepath.Join(r.jobDir, "reclaimnet"), 0o755)
@@ -416,11 +425,13 @@ func torchWorks(ctx context.Context, python string) error {
 	return nil
 }
 
-// jobCommand is the job's command line and its checkpoint size hint.
+// jobCommand is the job's command line and its checkpoint size hint. The
+// PyTorch example runs from its bundle: train.py resolves in the bundle's
+// layout on whichever node runs it.
 func (r *run) jobCommand() ([]string, string) {
 	if r.res.JobKind == JobPyTorch {
 		// Width 512: ~3 MiB checkpoints (model + Adam state), a watchable pace.
-		return []string{r.cfg.Python, "-u", filepath.Join(r.jobDir, "train.py"), "--width", "512", "--step-time", "0.2"}, "4MiB"
+		return []string{r.cfg.Python, "-u", "train.py", "--width", "512", "--step-time", "0.2"}, "4MiB"
 	}
 	return []string{filepath.Join(r.jobDir, "reclaimnet"), "demo-job", "--state", "8MiB", "--step-time", "100ms"}, "8MiB"
 }

@@ -237,9 +237,9 @@ func (r *run) scenario(ctx context.Context) error {
 	names := ag.Names()
 	cmd, hint := r.jobCommand()
 	submit := names[0]
-	args := append([]string{"run", "--name", JobName, "--loss-budget", "5s", "--grace", "10s", "--size-hint", hint, "--runtime-hint", "2h", "--"}, cmd...)
-	r.tl.addf(KindDemo, submit, JobName, "submitting the %s job: reclaimnet run --name %s --loss-budget 5s (a short budget: checkpoints every ~10 s) -- %s",
-		r.res.JobKind, JobName, shortCommand(cmd))
+	args := append([]string{"run", "--name", JobName, "--workdir", r.bundleDir, "--loss-budget", "5s", "--grace", "10s", "--size-hint", hint, "--runtime-hint", "2h", "--"}, cmd...)
+	r.tl.addf(KindDemo, submit, JobName, "submitting the %s job: reclaimnet run --name %s --workdir %s (its bundle) --loss-budget 5s (a short budget: checkpoints every ~10 s) -- %s",
+		r.res.JobKind, JobName, r.bundleDir, shortCommand(cmd))
 	if _, err := ag.CLI(ctx, submit, args...); err != nil {
 		return fmt.Errorf("demo: submit the job: %w", err)
 	}

@@ -50,6 +50,8 @@ type Request struct {
 	Uses    int           `json:"uses,omitempty"`
 	TokenID string        `json:"token_id,omitempty"`
 	Node    string        `json:"node,omitempty"`
+	// Fetch says where OpFetch writes JobID's results.
+	Fetch *FetchRequest `json:"fetch,omitempty"`
 	// Until is the end of a lend (OpLend): "18:00", "Fri 18:00", "3h" or
 	// an RFC 3339 time; empty follows the lending windows.
 	Until string `json:"until,omitempty"`
@@ -87,6 +89,8 @@ type Response struct {
 	Log   string    `json:"log,omitempty"`
 	Node  string    `json:"node,omitempty"`
 	Note  string    `json:"note,omitempty"`
+	// Fetched is what OpFetch delivered.
+	Fetched *FetchInfo `json:"fetched,omitempty"`
 	// Reclaim is the reclaim's progress (the reclaim operations).
 	Reclaim *ReclaimStatus `json:"reclaim,omitempty"`
 	// Token is a new join token, shown once (OpTokenCreate); Tokens the

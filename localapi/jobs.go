@@ -62,6 +62,17 @@ type JobRequest struct {
 	// other than 85, a signal the cluster did not send, a failed start)
 	// restart the job from its freshest checkpoint before it is failed.
 	MaxFailures int `json:"max_failures,omitempty"`
+	// Workdir is the absolute path of the directory the agent takes as the
+	// job's bundle (reclaimnet run --workdir; docs/bundles.md); empty: no
+	// bundle. MaxBundle caps its size in bytes (0: ckpt.DefaultMaxBundle).
+	Workdir   string `json:"workdir,omitempty"`
+	MaxBundle int64  `json:"max_bundle,omitempty"`
+	// Keep is how long the job's results stay after it ends (reclaimnet
+	// run --keep); 0: state.DefaultKeep.
+	Keep time.Duration `json:"keep,omitempty"`
+	// ROPaths are host paths the job reads where it runs (reclaimnet run
+	// --ro-path), absolute: only nodes that have them run it.
+	ROPaths []string `json:"ro_paths,omitempty"`
 }
 
 // JobInfo is one job as 'reclaimnet jobs' shows it.
@@ -88,6 +99,13 @@ type JobInfo struct {
 	// kernel identified them); only they and cluster admins cancel it or
 	// read its logs.
 	Owner string `json:"owner,omitempty"`
+	// BundleSize is the size of the job's bundle (0: none).
+	BundleSize int64 `json:"bundle_size,omitempty"`
+	// ResultsOn are the nodes holding an ended job's results (its newest
+	// version: outputs and last checkpoint) and KeptUntil when they purge
+	// them (reclaimnet fetch).
+	ResultsOn []string  `json:"results_on,omitempty"`
+	KeptUntil time.Time `json:"kept_until,omitzero"`
 	// Reason says why a pending or recovering job has no node.
 	Reason string `json:"reason,omitempty"`
 	// Failures and MaxFailures: application failures so far and allowed.

@@ -111,7 +111,7 @@ func TestMetaVersion1(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	v1 := append([]byte(nil), b[:len(b)-5]...) // two empty strings, the flags, two empty strings
+	v1 := append([]byte(nil), b[:len(b)-6]...) // two empty strings, the flags, two empty strings, no paths
 	v1[0] = 1
 	got, err := DecodeMeta(v1)
 	if err != nil || !reflect.DeepEqual(got, m) {
@@ -128,7 +128,7 @@ func TestMetaVersion1(t *testing.T) {
 func TestMetaVersion2(t *testing.T) {
 	m := sampleMeta()
 	b, _ := m.Encode()
-	tail := 1 + 1 + len(m.Lab) + 1 + len(m.Pool) // flags, lab, pool
+	tail := 1 + 1 + len(m.Lab) + 1 + len(m.Pool) + 1 // flags, lab, pool, no paths
 	v2 := append([]byte{2}, b[1:len(b)-tail]...)
 	got, err := DecodeMeta(v2)
 	if err != nil {
@@ -505,5 +505,32 @@ func TestDelegateIgnoresGarbage(t *testing.T) {
 	}
 	if q := m.queue.NumQueued(); q != 1 {
 		t.Errorf("queued broadcasts: got %d, want 1 (only the fresh report is passed on)", q)
+	}
+}
+
+// Version 4 carries the read-only paths; over their limit, or beside every
+// other field at its limit, Encode refuses them.
+func TestMetaPaths(t *testing.T) {
+	m := sampleMeta()
+	m.Paths = []string{"/datasets", "/scratch/shared"}
+	b, err := m.Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := DecodeMeta(b); err != nil || !reflect.DeepEqual(got, m) {
+		t.Fatalf("round trip with paths: %+v, %v", got, err)
+	}
+	m.Paths = []string{"/" + strings.Repeat("p", MaxPathsBytes)}
+	if _, err := m.Encode(); err == nil {
+		t.Error("paths over their limit encoded")
+	}
+	m.Paths = []string{"/" + strings.Repeat("p", MaxPathsBytes-2)}
+	if b, err := m.Encode(); err != nil || len(b) > memberlist.MetaMaxSize {
+		t.Errorf("paths at their limit: %d bytes, %v", len(b), err)
+	}
+	m.ID, m.Building, m.GPUModel = strings.Repeat("n", MaxNodeNameLen), strings.Repeat("b", MaxBuildingLen), strings.Repeat("g", MaxGPUModelLen)
+	m.Lending, m.Outlook = strings.Repeat("l", MaxLendingLen), []byte(strings.Repeat("o", MaxOutlookLen))
+	if _, err := m.Encode(); err == nil {
+		t.Error("metadata over memberlist's 512 bytes encoded")
 	}
 }

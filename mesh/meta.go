@@ -11,8 +11,8 @@ import (
 // the fields it knows from any version ≥ 1 and ignores fields appended by a
 // newer version, so nodes can be upgraded one by one. Version 2 appends
 // the lending fields, version 3 a flags byte (metaStorage), the lab and
-// the pool.
-const MetaVersion = 3
+// the pool, version 4 the read-only paths.
+const MetaVersion = 4
 
 // metaStorage is the flag of a storage-role node.
 const metaStorage = 1 << 0
@@ -30,6 +30,10 @@ const (
 	// MaxDomainLen bounds Lab and Pool (version 3): short names, so that
 	// every field at its limit still fits in MetaMaxSize.
 	MaxDomainLen = 16
+	// MaxPathsBytes bounds a node's read-only paths together (each
+	// path's bytes plus one; version 4). With every other field at its
+	// limit they do not fit beside them: Encode then refuses the whole.
+	MaxPathsBytes = 200
 )
 
 // Role says what part of the control plane a node may take.
@@ -86,6 +90,10 @@ type Meta struct {
 	// besides its building (a lab's room, a spot pool, a power circuit;
 	// version 3): the priors of which nodes leave together. Empty: none.
 	Lab, Pool string
+	// Paths are the host paths the node's owner lets guest jobs read (and
+	// that exist there): a job that declares a path (run --ro-path) runs
+	// only on a node one of whose Paths holds it. Version 4.
+	Paths []string
 }
 
 // Encode returns the compact encoding of m, or an error if a string is
@@ -104,6 +112,13 @@ func (m Meta) Encode() ([]byte, error) {
 		return nil, fmt.Errorf("lending outlook of %d bytes: longer than %d", len(m.Outlook), MaxOutlookLen)
 	case len(m.Lab) > MaxDomainLen || len(m.Pool) > MaxDomainLen:
 		return nil, fmt.Errorf("lab %q or pool %q: longer than %d bytes", m.Lab, m.Pool, MaxDomainLen)
+	}
+	paths := 0
+	for _, p := range m.Paths {
+		paths += len(p) + 1
+	}
+	if paths > MaxPathsBytes {
+		return nil, fmt.Errorf("read-only paths %q: %d bytes, over the %d gossip metadata has room for", m.Paths, paths, MaxPathsBytes)
 	}
 	w := writer{buf: make([]byte, 0, 64)}
 	w.byte(MetaVersion)
@@ -127,6 +142,10 @@ func (m Meta) Encode() ([]byte, error) {
 	w.byte(flags)
 	w.string(m.Lab)
 	w.string(m.Pool)
+	w.uvarint(uint64(len(m.Paths)))
+	for _, p := range m.Paths {
+		w.string(p)
+	}
 	if len(w.buf) > memberlist.MetaMaxSize {
 		return nil, fmt.Errorf("node metadata is %d bytes, over memberlist's %d", len(w.buf), memberlist.MetaMaxSize)
 	}
@@ -165,6 +184,20 @@ func DecodeMeta(b []byte) (Meta, error) {
 		flags = r.byte("flags")
 		m.Lab = r.string("lab", MaxDomainLen)
 		m.Pool = r.string("pool", MaxDomainLen)
+	}
+	if v >= 4 {
+		n := r.uvarint("path count")
+		if n > MaxPathsBytes {
+			r.fail("path count %d over the limit", n)
+		}
+		total := 0
+		for i := uint64(0); i < n && r.err == nil; i++ {
+			p := r.string("path", MaxPathsBytes)
+			if total += len(p) + 1; total > MaxPathsBytes {
+				r.fail("paths: over %d bytes", MaxPathsBytes)
+			}
+			m.Paths = append(m.Paths, p)
+		}
 	}
 	if r.err != nil {
 		return Meta{}, r.err

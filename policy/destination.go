@@ -94,22 +94,31 @@ type scanResult struct {
 	list []Candidate
 }
 
-// lacking returns the bytes candidate i still needs for the request.
+// lacking returns the bytes candidate i still needs for the request: the
+// checkpoint (less what a standby has) and the bundle where i lacks it.
 func (w *world) lacking(r scanRequest, i int) int64 {
 	c := r.job.CheckpointBytes
 	if r.recovery {
 		if i == r.src {
 			return 0
 		}
-		return c
+		return c + bundleLack(r.job, w.nodes[i].ID)
 	}
 	if r.src < 0 {
 		return 0
 	}
 	if r.job.Standby != "" && w.nodes[i].ID == r.job.Standby {
-		return max(0, c-r.job.StandbyHas)
+		return max(0, c-r.job.StandbyHas) + bundleLack(r.job, w.nodes[i].ID)
 	}
-	return c
+	return c + bundleLack(r.job, w.nodes[i].ID)
+}
+
+// bundleLack is the bundle bytes node id lacks for job j.
+func bundleLack(j *Job, id NodeID) int64 {
+	if j.BundleBytes <= 0 || slices.Contains(j.BundleHolders, id) {
+		return 0
+	}
+	return j.BundleBytes
 }
 
 // staticReject applies the filters of P2.3 that do not depend on the
@@ -133,6 +142,8 @@ func (w *world) staticReject(r scanRequest, i int) RejectReason {
 			return RejectNoPath
 		}
 		return ""
+	case len(j.Lacking) > 0 && slices.Contains(j.Lacking, w.nodes[i].ID):
+		return RejectMissingPath
 	case nd.vram < j.VRAM:
 		return RejectVRAM
 	case nd.capability < j.Capability:

@@ -153,7 +153,7 @@ func (w *world) recoveries(recover []*Job, d *Decisions, early bool) []*migratio
 				// bound): deadlines mark admitted hand-offs (P3.4).
 				restores = append(restores, &migration{
 					id: RestorePrefix + string(j.ID), job: j, from: bestSrc, to: best.best,
-					bytes: j.CheckpointBytes, start: w.now, links: w.pathLinks(bestSrc, best.best),
+					bytes: j.CheckpointBytes + bundleLack(j, w.nodes[best.best].ID), start: w.now, links: w.pathLinks(bestSrc, best.best),
 				})
 			}
 		}

@@ -80,6 +80,7 @@ func (w *world) rescues(reqs []handoffReq) []rescue {
 		if j.Standby == w.nodes[sb].ID {
 			bytes = max(0, c-j.StandbyHas)
 		}
+		bytes += bundleLack(j, w.nodes[sb].ID)
 		if bytes == 0 {
 			continue // the standby holds the current state already
 		}

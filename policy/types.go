@@ -178,6 +178,17 @@ type Job struct {
 	// its progress. 0 when not reported (P2.7's holder choice then weighs
 	// Exposure). An input computed each period, like Exposure.
 	AtRisk time.Duration `json:",omitzero"`
+	// BundleBytes is the size of the job's bundle (its code and data,
+	// sent once per node) and BundleHolders the nodes that hold it: a
+	// hand-off, recovery or rescue to a node outside BundleHolders moves
+	// BundleBytes more than the checkpoint.
+	BundleBytes   int64    `json:",omitzero"`
+	BundleHolders []NodeID `json:",omitzero"`
+	// Lacking are the nodes that lack a host path the job declared it
+	// reads (reclaimnet run --ro-path): P2 never places the job or its
+	// standby there (RejectMissingPath). An input the leader computes
+	// from the registry each period, like Exposure.
+	Lacking []NodeID `json:",omitzero"`
 	// Started is when a running job last started on its host (a start, a
 	// restart or a hand-off); zero when not reported. With it and no live
 	// holder off the host (Replicas empty), P1 makes the job's first
@@ -336,6 +347,9 @@ const (
 	RejectIneligible RejectReason = "not eligible"
 	// RejectLendingEnds: the node's lending ends within Params.LentAhead.
 	RejectLendingEnds RejectReason = "lending ends soon"
+	// RejectMissingPath: the node lacks a path the job reads (run
+	// --ro-path).
+	RejectMissingPath RejectReason = "lacks a read-only path the job needs"
 )
 
 // Candidate is one node P2 scored, or rejected with a reason.

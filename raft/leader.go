@@ -400,6 +400,8 @@ func buildSnapshot(st *state.State, hz map[policy.NodeID]policy.HazardEstimate, 
 			pj.AtRisk = atRisk(st, j, now)
 			pj.Started = j.RunningSince
 		}
+		pj.Lacking = lackingPaths(st, j)
+		pj.BundleBytes, pj.BundleHolders = j.Spec.BundleSize, st.BundleHolders(j)
 		snap.Jobs = append(snap.Jobs, pj)
 	}
 	// Flows carried over from the previous decisions, with their progress.
@@ -534,4 +536,19 @@ func trimCandidates(d *policy.Decisions) {
 			d.Handoffs[i].Candidates = d.Handoffs[i].Candidates[:maxCandidates]
 		}
 	}
+}
+
+// lackingPaths lists the active nodes that do not announce every host path
+// job reads (state.JobSpec.ROPaths), sorted: P2's per-job node filter.
+func lackingPaths(st *state.State, j state.JobRecord) []policy.NodeID {
+	if len(j.Spec.ROPaths) == 0 {
+		return nil
+	}
+	var out []policy.NodeID
+	for _, id := range sortedIDs(st.Nodes) {
+		if n := st.Nodes[id]; n.State == state.NodeActive && !n.HasPaths(j.Spec.ROPaths) {
+			out = append(out, id)
+		}
+	}
+	return out
 }

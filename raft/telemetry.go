@@ -72,6 +72,9 @@ type Member struct {
 	// Lab and Pool are the node's failure domains besides its building
 	// (gossip metadata), the priors of co-departure.
 	Lab, Pool string
+	// Paths are the host paths the member's owner lets guest jobs read
+	// (mesh.Meta.Paths).
+	Paths []string
 }
 
 // NodeTelemetry are a node's live figures.

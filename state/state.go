@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"path"
+	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -90,6 +92,26 @@ type NodeRecord struct {
 	// check has not run).
 	Admitted bool   `json:",omitempty"`
 	Refused  string `json:",omitempty"`
+	// Paths are the host paths the node's owner lets guest jobs read, as
+	// the node announces them: a job's JobSpec.ROPaths must lie in them.
+	Paths []string `json:",omitempty"`
+}
+
+// HasPaths reports whether every path of want lies in (is or is under)
+// one of the node's Paths.
+func (n NodeRecord) HasPaths(want []string) bool {
+	for _, p := range want {
+		if !slices.ContainsFunc(n.Paths, func(have string) bool { return pathWithin(p, have) }) {
+			return false
+		}
+	}
+	return true
+}
+
+// pathWithin reports whether p is dir or lies under it (both clean and
+// absolute).
+func pathWithin(p, dir string) bool {
+	return p == dir || dir == "/" || strings.HasPrefix(p, dir+"/")
 }
 
 // JobSpec is what a host needs to run a job.
@@ -116,6 +138,86 @@ type JobSpec struct {
 	// only ciphertext; the host receives each value from a voter,
 	// resealed to its certificate, into the job's environment alone.
 	Secrets []SealedSecret `json:",omitempty"`
+	// Bundle is the ID (64 hex digits, ckpt.BundleID) of the job's bundle:
+	// the directory it was submitted from (reclaimnet run --workdir),
+	// stored and replicated like a checkpoint and laid out read-only as
+	// its working directory on every node that runs it (docs/bundles.md).
+	// Empty: the job has none and runs where its command already exists.
+	Bundle string `json:",omitempty"`
+	// BundleSize is the bundle's size in bytes (its files and symlink
+	// targets): what a node that lacks it must receive.
+	BundleSize int64 `json:",omitempty"`
+	// BundleFrom is the node the job was submitted on, the bundle's first
+	// holder.
+	BundleFrom policy.NodeID `json:",omitempty"`
+	// Keep is how long the job's last version (its outputs and last
+	// checkpoint) stays on its holders after the job ends (reclaimnet run
+	// --keep), counted from that version's writing; 0 means
+	// DefaultKeep.
+	Keep time.Duration `json:",omitempty"`
+	// ROPaths are host paths the job reads where it runs (reclaimnet run
+	// --ro-path: datasets already on the machines), absolute and clean.
+	// Only nodes whose announced Paths hold all of them are eligible for
+	// it; in the sandbox they are read-only.
+	ROPaths []string `json:",omitempty"`
+}
+
+// BundleHolders are the nodes that hold job's bundle as far as the
+// catalogue tells: the node it was submitted on and the nodes every
+// holder sends it to (jobs.bundleTargets: the job's node once it runs
+// there, its standby, the holders of its committed versions), active,
+// sorted. Nil for a job without a bundle.
+func (s *State) BundleHolders(j JobRecord) []policy.NodeID {
+	if j.Spec.Bundle == "" {
+		return nil
+	}
+	cands := []policy.NodeID{j.Spec.BundleFrom, j.Standby}
+	if j.State == policy.JobRunning && !j.RunningSince.IsZero() {
+		cands = append(cands, j.Node)
+	}
+	for _, cp := range s.Checkpoints[j.ID] {
+		if cp.Committed {
+			cands = append(cands, cp.Holders...)
+		}
+	}
+	var out []policy.NodeID
+	for _, n := range cands {
+		if rec, ok := s.Nodes[n]; ok && rec.State == NodeActive && !slices.Contains(out, n) {
+			out = append(out, n)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// DefaultKeep is a job's Keep when it names none (ckpt.DefaultKeep).
+const DefaultKeep = 7 * 24 * time.Hour
+
+// KeptUntil is when an ended job's results, written at written, are
+// purged: the job's Keep (DefaultKeep when 0) later.
+func (j JobRecord) KeptUntil(written time.Time) time.Time {
+	keep := j.Spec.Keep
+	if keep <= 0 {
+		keep = DefaultKeep
+	}
+	return written.Add(keep)
+}
+
+// Results is where an ended job's results are: its newest version, the
+// nodes holding it and when they purge it (zero when the version's
+// writing time is unknown); ok is false for a job that has
+// not ended or has no version.
+func (s *State) Results(id policy.JobID) (cp Checkpoint, until time.Time, ok bool) {
+	j, found := s.Jobs[id]
+	cps := s.Checkpoints[id]
+	if !found || j.State != policy.JobDone || len(cps) == 0 {
+		return Checkpoint{}, time.Time{}, false
+	}
+	cp = cps[len(cps)-1]
+	if !cp.Written.IsZero() {
+		until = j.KeptUntil(cp.Written)
+	}
+	return cp.clone(), until, true
 }
 
 // SealedSecret is one secret environment variable of a job.
@@ -187,12 +289,29 @@ func ValidStopGrace(g time.Duration) error {
 
 // validate checks the optional per-job settings: the signal must be a
 // canonical checkpoint signal, the grace 0 (default) or a valid one.
+// bundleIDRE is a bundle ID as ckpt.BundleID.String writes it.
+var bundleIDRE = regexp.MustCompile(`^[0-9a-f]{64}$`)
+
 func (s JobSpec) validate() error {
 	if s.Signal != "" && !slices.Contains(CheckpointSignals, s.Signal) {
 		if _, err := CanonicalSignal(s.Signal); err != nil {
 			return err
 		}
 		return fmt.Errorf("checkpoint signal %q: not in canonical form (USR2, not SIGUSR2 or usr2)", s.Signal)
+	}
+	if s.Bundle != "" && !bundleIDRE.MatchString(s.Bundle) {
+		return fmt.Errorf("bundle %q: want 64 lower-case hex digits", s.Bundle)
+	}
+	for _, p := range s.ROPaths {
+		if !path.IsAbs(p) || path.Clean(p) != p {
+			return fmt.Errorf("read-only path %q: want an absolute, clean path", p)
+		}
+	}
+	if s.Keep < 0 {
+		return fmt.Errorf("keep %v: must not be negative", s.Keep)
+	}
+	if s.BundleSize < 0 || (s.Bundle == "" && s.BundleSize != 0) {
+		return fmt.Errorf("bundle size %d without a bundle or negative", s.BundleSize)
 	}
 	if s.Grace != 0 {
 		if err := ValidStopGrace(s.Grace); err != nil {
@@ -551,6 +670,7 @@ func (j JobRecord) clone() JobRecord {
 		}
 		j.Spec.Secrets = secrets
 	}
+	j.Spec.ROPaths = slices.Clone(j.Spec.ROPaths)
 	return j
 }
 
@@ -569,6 +689,7 @@ func cloneHazard(h policy.HazardEstimate) policy.HazardEstimate {
 
 func (n NodeRecord) clone() NodeRecord {
 	n.Stretches = slices.Clone(n.Stretches)
+	n.Paths = slices.Clone(n.Paths)
 	return n
 }
 

@@ -79,6 +79,8 @@ func TestPageWithoutJavaScript(t *testing.T) {
 		{"job-llama-ft", "set by optimum"},
 		{"job-llama-ft", "holders n2 of k=2 · all leave with the host: 0.4%"},
 		{"job-bert", "no decision yet"},
+		{"job-llama-ft", "11.9 MiB"},
+		{"job-vit", "results v9 on n2, n4 until 2026-12-09 06:30Z"},
 		{"job-huge", "waits: needs 16 GPUs; the largest node has 4"},
 		{"job-vit", `<span class="badge js-failed">failed</span>`},
 		{"job-vit", "signal killed (out of memory)</span> on n2"},

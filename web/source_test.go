@@ -147,7 +147,7 @@ func scenarioA() Status {
 		Jobs: []Job{
 			{
 				ID: "llama-ft", State: policy.JobRunning.String(), Node: "n1", GPUs: 2, CheckpointBytes: ckptLlama,
-				LossBudget: 10 * time.Minute, Standby: "n2", StandbyHas: 2_400_000_000, Restarts: 1, Replicas: 2,
+				LossBudget: 10 * time.Minute, Standby: "n2", StandbyHas: 2_400_000_000, Restarts: 1, Replicas: 2, BundleBytes: 12_500_000,
 				Decision:       &decisionLlama,
 				LastCheckpoint: &Checkpoint{Version: 7, Bytes: ckptLlama, CommittedAt: now.Add(-llamaAge), Holders: []policy.NodeID{"n2", "n3"}},
 			},
@@ -160,7 +160,8 @@ func scenarioA() Status {
 			{ID: "huge", State: policy.JobPending.String(), GPUs: 16, Reason: "needs 16 GPUs; the largest node has 4"},
 			{ID: "vit", State: "failed", GPUs: 1, Failures: 2, MaxFailures: 1, EndedAt: now.Add(-2 * time.Minute),
 				LastExit: &JobExit{Node: "n2", At: now.Add(-2 * time.Minute), ExitCode: -1, Signal: "killed", Reason: "out of memory",
-					Description: "signal killed (out of memory)", LogTail: []string{"epoch 3", "allocating 40 GiB"}}},
+					Description: "signal killed (out of memory)", LogTail: []string{"epoch 3", "allocating 40 GiB"}},
+				Results: &Results{Version: 9, Holders: []policy.NodeID{"n2", "n4"}, KeptUntil: time.Date(2026, 12, 9, 6, 30, 0, 0, time.UTC)}},
 			{ID: "t5", State: "cancelled", GPUs: 1, CancelledBy: "alice on n1", EndedAt: now.Add(-time.Minute)},
 		},
 		Transfers: []Transfer{

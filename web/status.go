@@ -267,6 +267,21 @@ type Job struct {
 	// not known); CancelledBy who cancelled it.
 	EndedAt     time.Time `json:"ended_at,omitzero"`
 	CancelledBy string    `json:"cancelled_by,omitempty"`
+	// BundleBytes is the size of the job's bundle (its code and data,
+	// docs/bundles.md); 0: none.
+	BundleBytes int64 `json:"bundle_bytes,omitempty"`
+	// Results are an ended job's kept results; nil for a job that has not
+	// ended or has none.
+	Results *Results `json:"results,omitempty"`
+}
+
+// Results are where an ended job's outputs and last checkpoint are kept
+// (reclaimnet fetch) and until when.
+type Results struct {
+	Version uint64          `json:"version"`
+	Holders []policy.NodeID `json:"holders"`
+	// KeptUntil is when the holders purge them; zero when unknown.
+	KeptUntil time.Time `json:"kept_until,omitzero"`
 }
 
 // JobExit is how one run of a job ended (state.JobExit).

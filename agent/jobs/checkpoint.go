@@ -296,12 +296,15 @@ func (w *worker) startPush(ctx context.Context, st *state.State, cp state.Checkp
 	return ps
 }
 
-// commit stores a completed checkpoint directory as the job's next version,
-// records it in the catalogue (source = holder = this node) and removes the
-// directory.
+// commit stores a completed checkpoint directory and the job's outputs as
+// the job's next version, records it in the catalogue (source = holder =
+// this node) and removes the directory. dir "" stores the outputs alone
+// (the version taken when the job ends).
 func (w *worker) commit(ctx context.Context, dir string) (uint64, error) {
 	m := w.m
-	defer os.RemoveAll(dir)
+	if dir != "" {
+		defer os.RemoveAll(dir)
+	}
 	st := m.cfg.Coord.State()
 	v := m.cfg.Store.NextVersion(string(w.id))
 	for _, cp := range st.Checkpoints[w.id] {
@@ -310,11 +313,13 @@ func (w *worker) commit(ctx context.Context, dir string) (uint64, error) {
 		}
 	}
 	// The marker is the supervisor's protocol, not part of the checkpoint.
-	if err := os.Remove(filepath.Join(dir, supervisor.CompleteMarker)); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return 0, fmt.Errorf("commit checkpoint: %w", err)
+	if dir != "" {
+		if err := os.Remove(filepath.Join(dir, supervisor.CompleteMarker)); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return 0, fmt.Errorf("commit checkpoint: %w", err)
+		}
 	}
 	began := time.Now()
-	mf, err := m.cfg.Store.AddDir(string(w.id), v, dir, m.cfg.Now())
+	mf, err := m.cfg.Store.AddCheckpoint(string(w.id), v, dir, w.outputDir(), m.cfg.Now())
 	if err != nil {
 		return 0, fmt.Errorf("commit checkpoint: %w", err)
 	}

@@ -313,7 +313,7 @@ func (tc *testCluster) open(id policy.NodeID, bootstrap bool, dir string, since 
 		t.Fatal(err)
 	}
 	mgr, err := New(Config{Node: id, Coord: coord, Store: store, Client: client, Supervisor: sup,
-		WorkDir: work, FetchTimeout: 20 * time.Second, Logger: testLogger(t), Since: since})
+		WorkDir: work, FetchTimeout: 20 * time.Second, PurgeEvery: 200 * time.Millisecond, Logger: testLogger(t), Since: since})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -47,6 +47,9 @@ type Config struct {
 	// StopTimeout bounds waiting for a job to stop (the supervisor's grace
 	// plus margin); 1 minute by default.
 	StopTimeout time.Duration
+	// PurgeEvery is how often ended jobs' results whose keep time passed
+	// are dropped from the store (ckpt.Store.Purge); 1 minute by default.
+	PurgeEvery time.Duration
 	// Logger; nil means slog.Default().
 	Logger *slog.Logger
 	// Now is the clock for catalogue times; nil means time.Now.
@@ -115,6 +118,9 @@ func (c *Config) fill() error {
 	if c.StopTimeout <= 0 {
 		c.StopTimeout = time.Minute
 	}
+	if c.PurgeEvery <= 0 {
+		c.PurgeEvery = time.Minute
+	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
@@ -140,6 +146,11 @@ type Manager struct {
 	past         []TransferView           // finished transfers no longer listed, oldest first (at most pastTransfers)
 	gpus         gpuSet
 	running      bool
+	// bundleSent is when a bundle last reached a node from here;
+	// bundleBusy marks the pushes in flight (bundle.go).
+	bundleSent map[bundleKey]time.Time
+	bundleBusy map[bundleKey]bool
+	retired    map[policy.JobID]bool // ended jobs whose results are kept (outputs.go)
 }
 
 // finish records why a worker ended without the job leaving this node, so
@@ -164,6 +175,7 @@ func New(cfg Config) (*Manager, error) {
 		cfg: cfg, log: cfg.Logger.With("node", cfg.Node), gpus: gpuSet{devices: slices.Clone(cfg.GPUs)},
 		workers: map[policy.JobID]*worker{}, finished: map[policy.JobID]finish{},
 		pushes: map[pushKey]*push{}, restoreRates: map[pushKey]float64{}, live: map[policy.JobID]bool{}, ended: map[policy.JobID]JobView{},
+		bundleSent: map[bundleKey]time.Time{}, bundleBusy: map[bundleKey]bool{}, retired: map[policy.JobID]bool{},
 	}, nil
 }
 
@@ -201,6 +213,8 @@ func (m *Manager) Run(ctx context.Context) error {
 	if !m.waitCurrent(ctx) {
 		return nil
 	}
+	purge := time.NewTicker(m.cfg.PurgeEvery)
+	defer purge.Stop()
 	for {
 		ch := m.cfg.Coord.Changed()
 		st := m.cfg.Coord.State()
@@ -209,6 +223,8 @@ func (m *Manager) Run(ctx context.Context) error {
 		case <-ctx.Done():
 			return nil
 		case <-ch:
+		case <-purge.C:
+			m.purge()
 		case w := <-exits:
 			m.mu.Lock()
 			if m.workers[w.id] == w {
@@ -245,11 +261,8 @@ func (m *Manager) reconcile(ctx context.Context, st *state.State, wg *sync.WaitG
 	slices.Sort(ids)
 	for _, id := range ids {
 		j := st.Jobs[id]
-		if j.State == policy.JobDone && m.live[id] {
-			if err := m.cfg.Store.SetLive(string(id), false); err != nil {
-				m.log.Warn("unpin finished job", "job", id, "err", err)
-			}
-			delete(m.live, id)
+		if j.State == policy.JobDone {
+			m.retire(st, id, j)
 		}
 		if j.Node != m.cfg.Node || (j.State != policy.JobRunning && j.State != policy.JobMigrating) {
 			delete(m.finished, id)
@@ -280,6 +293,7 @@ func (m *Manager) reconcile(ctx context.Context, st *state.State, wg *sync.WaitG
 	}
 	m.recoveryPushes(ctx, st, wg)
 	m.holderCopies(ctx, st, wg)
+	m.bundlePushes(ctx, st, wg)
 }
 
 func handoffPending(st *state.State, id policy.JobID, node policy.NodeID) bool {
@@ -554,6 +568,9 @@ func (m *Manager) TransferHooks() transfer.Hooks {
 	return transfer.Hooks{
 		Authorize: func(peer string, class policy.TrafficClass, mf *ckpt.Manifest) error {
 			st := m.cfg.Coord.State()
+			if b, ok := ckpt.IsBundleKey(mf.JobID); ok {
+				return authorizeBundle(st, b)
+			}
 			j, ok := st.Jobs[policy.JobID(mf.JobID)]
 			if !ok {
 				return fmt.Errorf("job %q: %w", mf.JobID, state.ErrUnknownJob)
@@ -563,7 +580,23 @@ func (m *Manager) TransferHooks() transfer.Hooks {
 			}
 			return nil
 		},
+		// Results go to any node of the cluster: only root on a node can
+		// ask its agent for them (the control socket is 0600).
+		AuthorizeFetch: func(peer, job string, checkpoint bool) error {
+			st := m.cfg.Coord.State()
+			if _, ok := st.Nodes[policy.NodeID(peer)]; !ok {
+				return fmt.Errorf("node %q is not in the registry", peer)
+			}
+			if _, ok := st.Jobs[policy.JobID(job)]; !ok {
+				return fmt.Errorf("job %q: %w", job, state.ErrUnknownJob)
+			}
+			return nil
+		},
 		OnCommit: func(peer string, class policy.TrafficClass, mf *ckpt.Manifest) {
+			if b, ok := ckpt.IsBundleKey(mf.JobID); ok {
+				m.pinBundle(m.cfg.Coord.State(), b)
+				return
+			}
 			m.recordReplica(policy.NodeID(peer), mf)
 		},
 	}

@@ -101,6 +101,29 @@ func (w *worker) run(ctx context.Context) {
 	st := w.latest()
 	j := st.Jobs[w.id]
 	w.set(func() { w.result = finish{restarts: j.Restarts} })
+	command, dir, readOnly := j.Spec.Command, j.Spec.Dir, slices.Clone(j.Spec.ROPaths)
+	for _, p := range readOnly {
+		if _, err := os.Stat(p); err != nil {
+			w.noteErr(fmt.Errorf("read-only path the job needs: %w", err))
+			w.set(func() { w.state, w.result.reason = StateFailed, reasonFailed })
+			return
+		}
+	}
+	if b, ok := bundleOf(j); ok {
+		layout, err := w.layoutBundle(ctx, b)
+		if err != nil {
+			if ctx.Err() == nil {
+				w.noteErr(fmt.Errorf("bundle: %w", err))
+				w.set(func() { w.state, w.result.reason = StateFailed, reasonFailed })
+			}
+			return
+		}
+		command, readOnly = BundleCommand(command, layout), append(readOnly, layout)
+		if dir == "" {
+			dir = layout
+		}
+		st = w.latest() // the wait may have been long
+	}
 	restoreDir, from, err := w.prepare(ctx, st)
 	if err != nil {
 		if ctx.Err() == nil {
@@ -111,6 +134,11 @@ func (w *worker) run(ctx context.Context) {
 	}
 	if restoreDir != "" {
 		defer os.RemoveAll(restoreDir)
+		if err := w.restoreOutputs(from); err != nil {
+			w.noteErr(err)
+			w.set(func() { w.state, w.result.reason = StateFailed, reasonFailed })
+			return
+		}
 		w.set(func() { w.restoredAt = m.cfg.Now() })
 	}
 	var deadline time.Time
@@ -139,8 +167,8 @@ func (w *worker) run(ctx context.Context) {
 	// The per-job signal, grace and limits come from the replicated spec,
 	// so every start and restart, on any node, uses the same ones.
 	job, err := m.cfg.Supervisor.Start(ctx, supervisor.Spec{
-		JobID: string(w.id), Command: j.Spec.Command, Env: env, Dir: j.Spec.Dir,
-		WorkDir: filepath.Join(w.dir(), "run"), RestoreDir: restoreDir, RestartCount: j.Restarts, Deadline: deadline,
+		JobID: string(w.id), Command: command, Env: env, Dir: dir, ReadOnly: readOnly,
+		WorkDir: w.runDir(), RestoreDir: restoreDir, RestartCount: j.Restarts, Deadline: deadline,
 		Signal: sig, Grace: j.Spec.Grace, GPUs: gpus,
 		Limits: sandbox.Limits{MemoryBytes: j.Spec.Memory, CPUs: j.Spec.CPUs},
 	})
@@ -186,6 +214,7 @@ func (w *worker) ended(ctx context.Context, job *supervisor.Job) {
 	}
 	if exit.Success() {
 		w.set(func() { w.state, w.result.reason = StateExited, reasonExited })
+		w.finalOutputs(ctx)
 	} else {
 		w.noteErr(fmt.Errorf("job ended: %s: %v", exit.Describe(), res.Err))
 		w.set(func() { w.state, w.result.reason = StateFailed, reasonFailed })

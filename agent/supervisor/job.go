@@ -27,10 +27,14 @@ type Spec struct {
 	// WorkDir is the supervisor's directory for this job: log, ready and
 	// deadline files, checkpoint directories. Created if missing. Required.
 	WorkDir string
-	// Dir is the job's working directory and HOME. Empty: WorkDir/home
-	// (WorkDir with the sandbox off). A confined job's must lie in its
-	// WorkDir or a guest read-only path.
+	// Dir is the job's working directory. Empty: WorkDir/home (WorkDir
+	// with the sandbox off). A confined job's must lie in its WorkDir, a
+	// guest read-only path or ReadOnly. HOME is WorkDir/home for a
+	// confined job (writable), Dir otherwise.
 	Dir string
+	// ReadOnly are more host paths a confined job sees, read-only (its
+	// bundle's layout); ignored with the sandbox off.
+	ReadOnly []string
 	// Env adds KEY=VALUE entries to the job's minimal environment (PATH,
 	// HOME, LANG, which it may override). RECLAIMNET_* variables are
 	// always the supervisor's.
@@ -156,6 +160,7 @@ type Job struct {
 	deadline string // RECLAIMNET_DEADLINE_FILE
 	sb       *sandbox.Sandbox
 	id       *sandbox.Identity // the confined job's uid; nil with the sandbox off
+	home     string            // HOME
 
 	msgs   chan any
 	events chan Event
@@ -261,14 +266,18 @@ func (j *Job) prepareDirs() error {
 	if err := j.layout.cleanStale(); err != nil {
 		return fmt.Errorf("clean job work dir: %w", err)
 	}
-	dirs := []string{filepath.Join(work, "control")}
+	dirs := []string{filepath.Join(work, "control"), OutputDir(work)}
 	if j.id != nil {
 		dirs = append(dirs, filepath.Join(work, "home"))
 		if j.spec.Dir == "" {
 			j.spec.Dir = filepath.Join(work, "home")
 		}
+		j.home = filepath.Join(work, "home")
 	} else if j.spec.Dir == "" {
 		j.spec.Dir = work
+	}
+	if j.home == "" {
+		j.home = j.spec.Dir
 	}
 	for _, d := range dirs {
 		if err := os.MkdirAll(d, 0o755); err != nil {
@@ -292,6 +301,11 @@ func (j *Job) release() {
 
 // LogPath is the job's current output file.
 func (j *Job) LogPath() string { return j.log.path }
+
+// OutputDir is RECLAIMNET_OUTPUT_DIR of a job whose Spec.WorkDir is
+// workDir: what the job writes there is part of each of its checkpoints
+// (docs/bundles.md, Outputs). Its contents are kept across starts.
+func OutputDir(workDir string) string { return filepath.Join(workDir, "output") }
 
 // CheckpointDir is RECLAIMNET_CKPT_DIR.
 func (j *Job) CheckpointDir() string { return j.layout.incoming() }

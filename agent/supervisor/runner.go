@@ -90,6 +90,7 @@ func (r *runner) startProcess() error {
 		"RECLAIMNET_DEADLINE_FILE": j.deadline,
 		"RECLAIMNET_READY_FILE":    j.ready,
 		"RECLAIMNET_CKPT_SIGNAL":   signalName(j.spec.Signal),
+		"RECLAIMNET_OUTPUT_DIR":    OutputDir(j.spec.WorkDir),
 	}
 	if r.restoreDir != "" {
 		vars["RECLAIMNET_RESTORE_DIR"] = r.restoreDir
@@ -100,14 +101,14 @@ func (r *runner) startProcess() error {
 	fmt.Fprintf(j.log, "=== reclaimnet: job %s start (restart count %d, restore from %q) at %s ===\n",
 		j.spec.JobID, r.restartCount, r.restoreDir, r.cfg().Clock.Now().UTC().Format(time.RFC3339))
 	maps.Copy(vars, gpuEnv(j.spec.GPUs, j.sb != nil))
-	env := jobEnv(j.spec.Dir, j.spec.Env, vars)
+	env := jobEnv(j.home, j.spec.Env, vars)
 	pipe, w, err := os.Pipe()
 	if err != nil {
 		return fmt.Errorf("output pipe: %w", err)
 	}
 	var proc process
 	if j.sb != nil {
-		ro := []string{}
+		ro := slices.Clone(j.spec.ReadOnly)
 		if r.restoreDir != "" {
 			ro = append(ro, r.restoreDir)
 		}

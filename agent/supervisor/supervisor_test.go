@@ -111,6 +111,7 @@ func TestEnvironment(t *testing.T) {
 		"EXTRA":                    "1",
 		"RECLAIMNET_JOB_ID":        j.spec.JobID,
 		"RECLAIMNET_CKPT_DIR":      filepath.Join(work, "ckpt", "incoming"),
+		"RECLAIMNET_OUTPUT_DIR":    filepath.Join(work, "output"),
 		"RECLAIMNET_RESTORE_DIR":   restore,
 		"RECLAIMNET_RESTART_COUNT": "3",
 		"RECLAIMNET_DEADLINE":      "2026-05-01T10:30:00Z",

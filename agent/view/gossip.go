@@ -59,6 +59,7 @@ func (t Gossip) Members() []raft.Member {
 			Storage: m.Meta.Storage,
 			Lab:     m.Meta.Lab,
 			Pool:    m.Meta.Pool,
+			Paths:   m.Meta.Paths,
 		}
 		switch m.State {
 		case mesh.StateAlive:

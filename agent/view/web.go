@@ -361,6 +361,10 @@ func webJobs(cs *state.State) []web.Job {
 			MaxFailures:     j.MaxFailures,
 			EndedAt:         j.End.At,
 			CancelledBy:     j.End.By,
+			BundleBytes:     j.Spec.BundleSize,
+		}
+		if cp, until, ok := cs.Results(j.ID); ok {
+			wj.Results = &web.Results{Version: cp.Version, Holders: cp.Holders, KeptUntil: until}
 		}
 		if wj.Replicas == 0 {
 			wj.Replicas = policy.DefaultCopies

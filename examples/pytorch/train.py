@@ -6,15 +6,18 @@ seed. Model, optimiser, step and every RNG state are saved with torch.save
 when ReclaimNet asks (signal) or by itself (exit 85, a reclaim deadline), so
 a resumed run continues bit for bit: same step numbers, same losses.
 
-Run it under ReclaimNet:
+Run it under ReclaimNet, from its bundle (this directory is laid out as
+the job's working directory on whichever node runs it):
 
-    reclaimnet run --loss-budget 10m -- /usr/bin/python3 -u examples/pytorch/train.py
+    reclaimnet run --workdir examples/pytorch --loss-budget 10m -- /usr/bin/python3 -u train.py
 
 or alone (no checkpoints are requested then):
 
     /usr/bin/python3 examples/pytorch/train.py --steps 200
 
-Each step prints "step=N loss=X".
+Each step prints "step=N loss=X". When it finishes, the trained model
+(model.pt) and its last step and loss (result.txt) go to
+RECLAIMNET_OUTPUT_DIR, where 'reclaimnet fetch JOB' gets them.
 """
 
 import argparse
@@ -131,6 +134,11 @@ def main():
                 sys.exit(EXIT_CHECKPOINTED)
         if args.step_time:
             time.sleep(args.step_time)
+    out_dir = os.environ.get("RECLAIMNET_OUTPUT_DIR")
+    if out_dir and step > 0:
+        torch.save(model.state_dict(), os.path.join(out_dir, "model.pt"))
+        with open(os.path.join(out_dir, "result.txt"), "w") as f:
+            f.write(f"step={step} loss={loss.item():.8f}\n")
     print(f"done step={step} at {datetime.datetime.now(datetime.timezone.utc).isoformat()}", flush=True)
 
 

@@ -27,7 +27,7 @@ func asUser(t *testing.T, bin string, uid int, dataDir string, args ...string) (
 	t.Helper()
 	cmd := exec.Command(bin, args...)
 	cmd.Env = []string{"RECLAIMNET_DATA_DIR=" + dataDir, "HOME=/", "USER=root", "PATH=/usr/bin:/bin"}
-	cmd.Dir = "/"
+	cmd.Dir = userCwd(t) // run bundles its working directory
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(uid), Gid: uint32(uid)}}
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
@@ -39,6 +39,20 @@ func asUser(t *testing.T, bin string, uid int, dataDir string, args ...string) (
 		t.Fatalf("run %v as uid %d: %v", args, uid, err)
 	}
 	return 0, out.String()
+}
+
+// userCwd is an empty directory every user may enter and read.
+func userCwd(t *testing.T) string {
+	t.Helper()
+	d, err := os.MkdirTemp("", "reclaimnet-user-cwd-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(d) })
+	if err := os.Chmod(d, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return d
 }
 
 // TestLocalUsers: unprivileged users reach the control socket and are

@@ -43,7 +43,7 @@ type Config struct {
 	// Role is what the node is for: RoleWorker (the default, also when
 	// empty) lends its GPUs and hosts jobs; RoleStorage keeps checkpoints
 	// only (a machine-room server or NAS with disk): it hosts no jobs, is
-	// never lent or reclaimed, and P2 prefers it as a holder (SPEC P2.7).
+	// never lent or reclaimed, and P2 prefers it as a holder (docs/design.md P2.7).
 	Role string `json:"role"`
 	// Lab and Pool name failure domains the node shares with others
 	// besides its building (a lab's room that closes at night, a spot

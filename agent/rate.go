@@ -11,7 +11,7 @@ import (
 )
 
 // DefaultLinkCapacity is the node's access link assumed without
-// --link-capacity: 1 Gbit/s (SPEC §0), bytes/s.
+// --link-capacity: 1 Gbit/s (docs/design.md §0), bytes/s.
 const DefaultLinkCapacity = view.DefaultAccessCapacity
 
 // Rate is a data rate in bytes/s. It reads "1Gbit", "100Mbit", "125MB",

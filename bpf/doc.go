@@ -1,4 +1,4 @@
-// Package bpf is ReclaimNet's kernel enforcement (SPEC P3.5, P3.7): two TC
+// Package bpf is ReclaimNet's kernel enforcement (docs/design.md P3.5, P3.7): two TC
 // programs written in C and compiled with bpf2go, their loader, and the Go
 // API the agent and the owner's command use.
 //

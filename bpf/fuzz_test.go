@@ -10,7 +10,7 @@ import (
 )
 
 // ingressOracle is the kill-switch's decision written out in Go, from
-// SPEC P3.7, independently of the C parser: the fuzz target checks the
+// docs/design.md P3.7, independently of the C parser: the fuzz target checks the
 // kernel program against it.
 func ingressOracle(fr []byte, mode Mode, protected map[Port]bool) uint32 {
 	if mode != ModeSoft && mode != ModeHard || len(fr) < 14 {

@@ -18,7 +18,7 @@ import (
 )
 
 // TestLivePacedQUICUnderCeiling sends a QUIC stream paced at R through
-// a BPF ceiling of 1.1·R with a 512 KiB burst (SPEC P3.5): the flow must
+// a BPF ceiling of 1.1·R with a 512 KiB burst (docs/design.md P3.5): the flow must
 // keep its rate with next to no drops, and its bytes must be counted as
 // migration traffic towards the receiver.
 func TestLivePacedQUICUnderCeiling(t *testing.T) {
@@ -97,7 +97,7 @@ func TestLivePacedQUICUnderCeiling(t *testing.T) {
 	}
 }
 
-// TestLiveIsolation is SPEC P3.6 (Theorem 4) on a real link: a link
+// TestLiveIsolation is docs/design.md P3.6 (Theorem 4) on a real link: a link
 // shaped to B = 200 Mbit/s with Bmin = 60 Mbit/s leaves migration
 // Bmig = B − max(0.3·B, Bmin) = 140 Mbit/s. Seven migration flows with
 // ceilings summing to Bmig, each offering 30 % more than its ceiling,

@@ -200,7 +200,7 @@ func (m *Maps) resetFirstDrop() error {
 
 // SetFlow puts a flow in the flow table or changes its class and
 // ceiling. rate is the ceiling in bytes per second (the sender paces
-// itself below it; SPEC P3.5 puts it ~10 % above the assigned rate) and
+// itself below it; docs/design.md P3.5 puts it ~10 % above the assigned rate) and
 // burst the bucket depth in bytes (at least 256 KB for QUIC with GSO). A
 // new flow starts with a full bucket; a changed flow keeps its tokens (up
 // to the new burst) and counters. class ClassNone counts the flow as
@@ -312,7 +312,7 @@ func (m *Maps) clearFlows() error {
 }
 
 // Counters returns the egress byte counters per destination, summed over
-// CPUs. The agent samples them (SPEC P1.7: every 100 ms) and differences
+// CPUs. The agent samples them (docs/design.md P1.7: every 100 ms) and differences
 // successive samples.
 func (m *Maps) Counters() (map[netip.Addr]DestCounters, error) {
 	var (

@@ -1,6 +1,6 @@
 //go:build ignore
 
-// reclaimnet.c holds ReclaimNet's two TC programs (SPEC P3.5, P3.7):
+// reclaimnet.c holds ReclaimNet's two TC programs (docs/design.md P3.5, P3.7):
 //
 //   egress_flows:       per-flow token-bucket ceilings, DSCP marks and
 //                       per-destination byte counters (migration vs other);

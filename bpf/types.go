@@ -104,7 +104,7 @@ type DestCounters struct {
 	OtherBytes, OtherPackets         uint64
 }
 
-// Mode is the kill-switch mode (SPEC P3.7).
+// Mode is the kill-switch mode (docs/design.md P3.7).
 type Mode uint32
 
 const (

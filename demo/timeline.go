@@ -281,7 +281,7 @@ func intervalText(j web.Job) string {
 }
 
 // candidatesText lists the best scored candidates and the rejected ones
-// with their reasons (SPEC P2).
+// with their reasons (docs/design.md P2).
 func candidatesText(cs []policy.Candidate) string {
 	var scored, rejected []string
 	for _, c := range cs {

@@ -40,14 +40,14 @@ const (
 
 // BuildingBandwidth is the bandwidth a node sees towards one destination
 // building, bytes/s: the smoothed estimate available to migration and its
-// lower confidence bound (SPEC P1.7).
+// lower confidence bound (docs/design.md P1.7).
 type BuildingBandwidth struct {
 	Building     string
 	Available    float64
 	AvailableLow float64
 }
 
-// KillSwitchState is a node's kill-switch as it reports it (SPEC P3.7).
+// KillSwitchState is a node's kill-switch as it reports it (docs/design.md P3.7).
 type KillSwitchState uint8
 
 // Kill-switch states. The zero value is what a report without the field

@@ -7,14 +7,14 @@ import (
 	"time"
 )
 
-// Reservation returns Bres = max(β3·B, Bmin) (SPEC P3.2): the part of a
+// Reservation returns Bres = max(β3·B, Bmin) (docs/design.md P3.2): the part of a
 // link kept for non-migration traffic. capacity B and bmin in bytes/s.
 func Reservation(capacity, beta3, bmin float64) float64 {
 	return math.Max(beta3*capacity, bmin)
 }
 
 // MigrationShare returns Bmig, the rate migration traffic may use on one
-// direction of a link (SPEC P3.2): B − Bres, never negative, and never more
+// direction of a link (docs/design.md P3.2): B − Bres, never negative, and never more
 // than what is measured available to migration (capacity minus the
 // research traffic now on the link), so migration never squeezes traffic
 // that is already there below its current rate either. All bytes/s.
@@ -22,7 +22,7 @@ func MigrationShare(capacity, available, beta3, bmin float64) float64 {
 	return math.Max(0, math.Min(available, capacity-Reservation(capacity, beta3, bmin)))
 }
 
-// MinRate returns r_min = C / (deadline − start − Tr) (SPEC P3.3 with the
+// MinRate returns r_min = C / (deadline − start − Tr) (docs/design.md P3.3 with the
 // flow's actual start, P3.4b), bytes/s. ok is false when the window
 // deadline − start is not longer than the restart time.
 func MinRate(bytes int64, start, deadline time.Time, restart time.Duration) (rate float64, ok bool) {
@@ -37,7 +37,7 @@ func MinRate(bytes int64, start, deadline time.Time, restart time.Duration) (rat
 }
 
 // StaggerOffset returns how long to delay the start of the rank-th (from 0)
-// of count new flows sharing a notice (SPEC P3.4b): rank·δ with
+// of count new flows sharing a notice (docs/design.md P3.4b): rank·δ with
 // δ = notice/count, but never more than half the flow's slack, so the
 // r_min recomputed from the delayed start stays at most twice the
 // undelayed one and below the path's rate. slack is the deadline minus
@@ -50,7 +50,7 @@ func StaggerOffset(rank, count int, notice, slack time.Duration) time.Duration {
 	return min(time.Duration(rank)*(notice/time.Duration(count)), slack/2)
 }
 
-// FlowDemand is one migration flow asking for admission (SPEC P3.4).
+// FlowDemand is one migration flow asking for admission (docs/design.md P3.4).
 type FlowDemand struct {
 	ID       string
 	Deadline time.Time
@@ -61,7 +61,7 @@ type FlowDemand struct {
 	Links []int
 }
 
-// Admit decides which flows are admitted (SPEC P3.4): the flows are taken
+// Admit decides which flows are admitted (docs/design.md P3.4): the flows are taken
 // by earliest deadline first (ties by ID) and each is admitted when, on
 // every link of its path, the load so far plus ceilingFactor·MinRate fits
 // in the link's capacity; a flow that does not fit is skipped (degraded
@@ -106,7 +106,7 @@ func admitOne(need float64, links []int, capacity []float64) bool {
 }
 
 // MaxMinShare raises admitted flows above their base rates by max-min
-// water-filling (SPEC P3.4a step 3): every flow gains at the same pace
+// water-filling (docs/design.md P3.4a step 3): every flow gains at the same pace
 // until a link on its path is full, counting each flow at
 // ceilingFactor·rate. base are the flows' current rates (already charged
 // to capacity), links their directed link indexes, capacity the room left

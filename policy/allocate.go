@@ -3,7 +3,7 @@ package policy
 import "math"
 
 // CheckpointDemand is one job's claim on a shared checkpoint budget
-// (SPEC P1.3/P1.4).
+// (docs/design.md P1.3/P1.4).
 type CheckpointDemand struct {
 	Bytes  int64   // C_i, checkpoint payload
 	Hazard float64 // λ_i, 1/s (use the upper bound λ̂⁺)
@@ -19,7 +19,7 @@ func (d CheckpointDemand) weight() float64 {
 }
 
 // AllocateBandwidth splits a checkpoint budget (bytes/s) among jobs
-// (SPEC P1.3 with the caps of P1.4):
+// (docs/design.md P1.3 with the caps of P1.4):
 //
 //	b_i = Bckpt · (λ_i·C_i)^(1/3) / Σ_j (λ_j·C_j)^(1/3)
 //

@@ -7,7 +7,7 @@ import (
 )
 
 // BandwidthConfig tunes one link's (or one destination building's)
-// bandwidth estimator (SPEC P1.7).
+// bandwidth estimator (docs/design.md P1.7).
 type BandwidthConfig struct {
 	// Capacity is the link's rate, bytes/s (configured or probed).
 	Capacity float64
@@ -44,7 +44,7 @@ func (c BandwidthConfig) Validate() error {
 }
 
 // BandwidthEstimator estimates the bandwidth available to migration on one
-// link (SPEC P1.7): capacity minus the measured non-migration egress,
+// link (docs/design.md P1.7): capacity minus the measured non-migration egress,
 // smoothed with an exponential moving average (and variance), lowered when
 // transfers on the path fail to reach their assigned rate. What our own
 // paced flows send is never counted as "available": the caller passes only

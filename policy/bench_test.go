@@ -104,7 +104,7 @@ func BenchmarkTick(b *testing.B) {
 }
 
 // BenchmarkHazardReconvergence reports how long the estimator takes to
-// re-converge after a 1.7× shift (paper criterion, SPEC P1.7: |λ̂−λ|/λ <
+// re-converge after a 1.7× shift (paper criterion, docs/design.md P1.7: |λ̂−λ|/λ <
 // 0.10 sustained for two fast windows, judged every 5 min) against the
 // cluster's emergency rate after the shift. Five seeds per rate: the metric
 // median-min is the median time in minutes (1440 when most runs did not

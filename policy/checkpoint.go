@@ -2,7 +2,7 @@ package policy
 
 import "math"
 
-// checkpoints is P1 for the running jobs (SPEC P1.3–P1.5, P1.9, P2.6,
+// checkpoints is P1 for the running jobs (docs/design.md P1.3–P1.5, P1.9, P2.6,
 // P2.7): it keeps or chooses each job's standby, decides the
 // holder-to-holder copies of jobs whose freshest version has fewer than k
 // holders (replicaFor), splits what is left of every link among the jobs'
@@ -179,7 +179,7 @@ func (w *world) standby(j *Job, host int) int {
 		return b
 	}
 	// No node could take the job now: the copy still has to leave the
-	// host (SPEC §0: an emergency recovers from a checkpoint committed off
+	// host (docs/design.md §0: an emergency recovers from a checkpoint committed off
 	// the node), so any reachable node that stays keeps it; the job is
 	// restored from it onto whichever node can take the job later.
 	if !w.p.Switches.P1 {
@@ -191,7 +191,7 @@ func (w *world) standby(j *Job, host int) int {
 // riskyHolder reports whether node i, holding a job's only live copy, has
 // more than Params.SoleCopyRisk chance to leave within the job's 2·Lmax:
 // by its emergency hazard λ̂⁺ now, or together with the job's host (or
-// with a partner that just left) by the co-departure estimate (SPEC
+// with a partner that just left) by the co-departure estimate (docs/design.md
 // P2.7). Too likely to keep that copy as the job's only one (P2.6's
 // standby moves on, a recovery restores elsewhere). host is -1 when the
 // job has none. A P2 choice: never with P2 off.

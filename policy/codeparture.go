@@ -8,7 +8,7 @@ import (
 	"time"
 )
 
-// Domain is the most specific failure domain two nodes share (SPEC P2.7's
+// Domain is the most specific failure domain two nodes share (docs/design.md P2.7's
 // priors): the same pool, else the same lab, else the same building, else
 // none.
 type Domain uint8
@@ -77,7 +77,7 @@ type CoDepartureConfig struct {
 }
 
 // DefaultCoDepartureConfig returns the coordinator's settings. The priors
-// are small (a campus of independent owners, SPEC §0) and rise with what
+// are small (a campus of independent owners, docs/design.md §0) and rise with what
 // the nodes share; the log moves them within tens of departures.
 func DefaultCoDepartureConfig() CoDepartureConfig {
 	return CoDepartureConfig{
@@ -113,7 +113,7 @@ func (c CoDepartureConfig) Validate() error {
 }
 
 // CoDepartureEstimator learns from the departure log which nodes leave
-// together (SPEC P2.7). For a pair (a, b) it estimates
+// together (docs/design.md P2.7). For a pair (a, b) it estimates
 //
 //	p_ab = P(b leaves within Window of a's departure | a departs, b is up)
 //

@@ -7,7 +7,7 @@ import (
 	"time"
 )
 
-// Request is one destination choice for P2 (SPEC P2.3–P2.6).
+// Request is one destination choice for P2 (docs/design.md P2.3–P2.6).
 type Request struct {
 	Job Job
 	// Source is the node the bytes come from: the host for a hand-off or a
@@ -24,7 +24,7 @@ type Request struct {
 }
 
 // SelectDestination ranks every node of the snapshot for one request
-// (SPEC P2): candidates that pass the filters of P2.3 (not the source, not
+// (docs/design.md P2): candidates that pass the filters of P2.3 (not the source, not
 // leaving, VRAM, CUDA capability, free GPUs, load ≤ θ, a path, and for a
 // deadline C/bw⁻ + Tr ≤ time left) and the locality filter of P2.4
 // (same-building candidates only when there are at least KMin) come first,
@@ -75,7 +75,7 @@ type scanRequest struct {
 	// resort), not run the job: GPUs, VRAM, capability and load do not
 	// matter.
 	holdOnly bool
-	// holders: a standby choice that weighs durability (SPEC P2.7):
+	// holders: a standby choice that weighs durability (docs/design.md P2.7):
 	// storage nodes are candidates too (they keep the copy; a recovery
 	// restores from them), past the locality filter, and every
 	// candidate's score adds α·q·AtRisk, q its chance to leave within its
@@ -159,7 +159,7 @@ func (w *world) staticReject(r scanRequest, i int) RejectReason {
 }
 
 // remigration returns T̄mig for a candidate in building b: the mean of
-// C/bw(b, b') + Tr over the other candidates, per building pair (SPEC
+// C/bw(b, b') + Tr over the other candidates, per building pair (docs/design.md
 // P2.5). Buildings with no bandwidth between them are left out of the
 // mean; a candidate with no other reachable candidate uses its own
 // building's figure, as if a peer were there. count holds the candidates

@@ -1,7 +1,7 @@
 // Package policy holds ReclaimNet's decisions as pure functions: the
-// checkpoint interval and bandwidth allocation (SPEC P1), destination
-// selection (SPEC P2), migration admission and rate allocation (SPEC P3),
-// the hazard and bandwidth estimators (SPEC P1.7) and the leader's control
+// checkpoint interval and bandwidth allocation (docs/design.md P1), destination
+// selection (docs/design.md P2), migration admission and rate allocation (docs/design.md P3),
+// the hazard and bandwidth estimators (docs/design.md P1.7) and the leader's control
 // step Tick. The coordinator, the node agent and the simulator all call
 // these functions; none of them re-implements a policy.
 //
@@ -28,5 +28,5 @@
 //	world.go        one control period's precomputed view (Tick's working state)
 //	checkpoint.go   P1 inside Tick: standbys and per-link cube-root shares
 //	holders.go      P2.7 inside Tick: holders' joint risk, holder-to-holder copies
-//	tick.go         Tick, in the order of SPEC P3.4a
+//	tick.go         Tick, in the order of docs/design.md P3.4a
 package policy

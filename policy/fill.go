@@ -21,7 +21,7 @@ type fillFlow struct {
 // the room left on each link for growth above the bases (rate units); it is
 // reduced by what the fill uses. It returns each flow's rate.
 //
-// With one link and weights (λ_i·C_i)^(1/3) this is exactly SPEC P1.3 with
+// With one link and weights (λ_i·C_i)^(1/3) this is exactly docs/design.md P1.3 with
 // the box constraints of P1.4 (Lemma 2's water-filling): jobs that reach
 // their cap freeze there and the rest share the residual in proportion to
 // their weights. With weights 1 and floors as bases it is the max-min

@@ -7,19 +7,19 @@ import (
 )
 
 // DefaultHandoffMargin is the slack a hand-off's final checkpoint keeps
-// before its deadline (SPEC P3.8): one 1-s control period, by which the
+// before its deadline (docs/design.md P3.8): one 1-s control period, by which the
 // start may be late, plus one second for the write and restart times
 // measured on an earlier run being short this time.
 const DefaultHandoffMargin = 2 * time.Second
 
-// ControlPeriod is the leader's control period (SPEC §4): the longest a
+// ControlPeriod is the leader's control period (docs/design.md §4): the longest a
 // decision waits for the next tick, and so the last term of a hand-off's
 // downtime limit (P3.8).
 const ControlPeriod = time.Second
 
 // FinalSafety is how many times its estimate the final phase of a
 // hand-off (write + transfer + restart) may take and still land before the
-// deadline (SPEC P3.8b). The estimates are measured on earlier runs: on a
+// deadline (docs/design.md P3.8b). The estimates are measured on earlier runs: on a
 // loaded host a final checkpoint's write took twice the slowest of the
 // last three. Starting earlier costs no downtime (that is the final
 // phase's length, whenever it starts), only computing on the source
@@ -27,7 +27,7 @@ const ControlPeriod = time.Second
 const FinalSafety = 2
 
 // FinalStart returns the latest safe start of a hand-off's final
-// checkpoint (SPEC P3.8b):
+// checkpoint (docs/design.md P3.8b):
 // deadline − (margin + FinalSafety·(write + bytes/low + Tr)), where bytes
 // is what the destination lacks, write the time the job takes to write its
 // checkpoint locally and low the rate the flow is guaranteed (its reserved
@@ -61,7 +61,7 @@ func finalRate(bytes int64, write time.Duration, start, deadline time.Time, rest
 }
 
 // DowntimeLimit is the downtime a hand-off or recovery cannot beat
-// (SPEC P3.8): the bytes the destination lacks at the rate the path gives
+// (docs/design.md P3.8): the bytes the destination lacks at the rate the path gives
 // migration then, the restart time, and one control period (for a
 // recovery, the failure-detection time in its place).
 func DowntimeLimit(bytes int64, rate float64, restart, period time.Duration) time.Duration {
@@ -69,7 +69,7 @@ func DowntimeLimit(bytes int64, rate float64, restart, period time.Duration) tim
 }
 
 // FinalFlow is an admitted hand-off asking for its final transfer's rate
-// (SPEC P3.8).
+// (docs/design.md P3.8).
 type FinalFlow struct {
 	// MinRate is the rate it was admitted at (r_min), already charged to
 	// the room given to FinalRates.
@@ -82,7 +82,7 @@ type FinalFlow struct {
 }
 
 // FinalRates gives admitted hand-offs their final transfer's rate
-// (SPEC P3.8): max-min water-filling of their paths' migration share with
+// (docs/design.md P3.8): max-min water-filling of their paths' migration share with
 // floors, each flow at the larger of its r_min and the common water level
 // (capped at its Cap), counted at ceilingFactor·rate. Unlike P3.4a's
 // step 3, which shares the room above the floors, the level does not

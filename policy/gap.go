@@ -11,7 +11,7 @@ type GapSample struct {
 	Weight float64
 }
 
-// AdaptivityGap returns Theorem 2's gap over a trace (SPEC P1.8):
+// AdaptivityGap returns Theorem 2's gap over a trace (docs/design.md P1.8):
 //
 //	gap = sqrt(E[λ]·E[1/B]) / E[sqrt(λ/B)] ≥ 1,
 //

@@ -15,7 +15,7 @@ type handoffReq struct {
 	pushing *Flow // its periodic checkpoint in flight, if any
 }
 
-// handoffs is step 1 of Tick (SPEC P1.6, P2, P3.3–P3.4c): earliest
+// handoffs is step 1 of Tick (docs/design.md P1.6, P2, P3.3–P3.4c): earliest
 // deadline first, each job gets a destination whose path still holds its
 // r_min at the ceiling (a carried flow keeps its destination), a start
 // staggered within its slack, and admission on every link of its path.
@@ -120,7 +120,7 @@ func (w *world) handoffs(reqs []handoffReq, d *Decisions) []*migration {
 }
 
 // finalTiming is an admitted hand-off whose final transfer gets its rate
-// and start (SPEC P3.8).
+// and start (docs/design.md P3.8).
 type finalTiming struct {
 	m        *migration
 	decision int  // index of its HandoffDecision
@@ -128,7 +128,7 @@ type finalTiming struct {
 	notice   time.Duration
 }
 
-// timeFinals is SPEC P3.8 (P3 on): the admitted hand-offs share what their
+// timeFinals is docs/design.md P3.8 (P3 on): the admitted hand-offs share what their
 // r_min leave of their paths' migration share (the lower bound, so the rate
 // is one the path can give) by max-min water-filling, and each one whose
 // final checkpoint is not taken yet starts it at its latest safe start for
@@ -192,7 +192,7 @@ func (w *world) timeFinals(ts []finalTiming, d *Decisions) {
 }
 
 // finalMargin is the slack a hand-off's latest safe start keeps before
-// its deadline (SPEC P3.8b): the configured margin, at least one control
+// its deadline (docs/design.md P3.8b): the configured margin, at least one control
 // period (the decision reaches the node up to a period late), and at
 // least a quarter of the notice. On the loaded campus box a final
 // checkpoint's write took five times the one measured before it, and a
@@ -204,7 +204,7 @@ func finalMargin(margin, notice time.Duration) time.Duration {
 }
 
 // writeTime is how long the job takes to write its final checkpoint
-// locally (SPEC P3.8): its payload at its write cap, else 0. (The agent
+// locally (docs/design.md P3.8): its payload at its write cap, else 0. (The agent
 // reports Tr with its checkpoints' write and commit time in it, so a
 // measured write is already counted there.)
 func writeTime(j *Job) time.Duration {

@@ -16,7 +16,7 @@ type Departure struct {
 	Emergency bool // τ = 0; scheduled departures count only for P2's survival
 }
 
-// HazardConfig tunes the hazard estimator (SPEC P1.7). DefaultHazardConfig
+// HazardConfig tunes the hazard estimator (docs/design.md P1.7). DefaultHazardConfig
 // gives the values used by the coordinator.
 type HazardConfig struct {
 	// Buckets is the number of equal time-of-day buckets in a UTC day
@@ -46,7 +46,7 @@ type HazardConfig struct {
 	// PriorEmergencyPerHour and PriorDeparturePerHour are the prior rates
 	// of emergency departures and of all departures, per node-hour, that
 	// the estimate starts from before the cluster has data of its own.
-	// Defaults follow SPEC §0's trace: 847 departures on 54 nodes over two
+	// Defaults follow docs/design.md §0's trace: 847 departures on 54 nodes over two
 	// months ≈ 0.011 per node-hour, 42 % of them emergencies (≈ 0.0046).
 	PriorEmergencyPerHour, PriorDeparturePerHour float64
 	// PriorExposureHours is the prior's weight as equivalent exposure in
@@ -70,7 +70,7 @@ func DefaultHazardConfig() HazardConfig {
 		Confidence: 0.9,
 		NodePrior:  5,
 		Floor:      MinHazard,
-		// SPEC §0: 847 departures / (54 nodes × ~61 days × 24 h), 42 %
+		// docs/design.md §0: 847 departures / (54 nodes × ~61 days × 24 h), 42 %
 		// emergencies.
 		PriorDeparturePerHour: 0.011,
 		PriorEmergencyPerHour: 0.42 * 0.011,
@@ -131,7 +131,7 @@ type nodeHistory struct {
 }
 
 // HazardEstimator estimates each node's emergency hazard and departure
-// hazard by time of day (SPEC P1.7) from the departure log and the exposure
+// hazard by time of day (docs/design.md P1.7) from the departure log and the exposure
 // (node-time up). The estimate is
 //
 //	λ̂_v(t) = p_k(t) · s · f_v

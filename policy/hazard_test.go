@@ -8,7 +8,7 @@ import (
 )
 
 // diurnal is a known time-of-day intensity shape with lunch and evening
-// peaks up to 6× the night rate (SPEC §0), relative units.
+// peaks up to 6× the night rate (docs/design.md §0), relative units.
 func diurnal(hour float64) float64 {
 	r := 1.0
 	if hour >= 11.5 && hour < 13 {

@@ -7,7 +7,7 @@ import (
 )
 
 // DefaultCopies is k, the holders a job's freshest committed checkpoint
-// should have when Job.Copies is 0 (SPEC P2.7).
+// should have when Job.Copies is 0 (docs/design.md P2.7).
 const DefaultCopies = 2
 
 // ReplicaPrefix starts the ID of a holder-to-holder copy: a node holding
@@ -64,7 +64,7 @@ func (w *world) survive(i int, span float64) float64 {
 }
 
 // restoreWindow returns W, the seconds a restore of job j from holder d to
-// a node in host h's building takes (SPEC P2.7): C over the building
+// a node in host h's building takes (docs/design.md P2.7): C over the building
 // pair's representative bandwidth (P2.5's T̄mig figure), plus Tr.
 func (w *world) restoreWindow(j *Job, d, h int) float64 {
 	c := float64(j.CheckpointBytes)
@@ -160,10 +160,10 @@ type replica struct {
 }
 
 // replicaFor decides the second (k-th) copy of job j's freshest version
-// (SPEC P2.7), made holder-to-holder so the host's uplink carries each
+// (docs/design.md P2.7), made holder-to-holder so the host's uplink carries each
 // version once: with fewer than k live holders that stay, the target is
 // a storage node where one is reachable and none holds the version yet
-// (it never leaves; SPEC P2.7 prefers it), else the node that, added to
+// (it never leaves; docs/design.md P2.7 prefers it), else the node that, added to
 // the holders, leaves the job least likely to lose every copy with its
 // host, near-ties by the copy's transfer time. A copy to a peer is worth
 // making when the loss it avoids over the job's horizon (2·Lmax) is

@@ -21,7 +21,7 @@ const MinHazard = 1e-8
 const DefaultCheckpointBytes int64 = 3_200_000_000
 
 // CostRate returns the expected cost rate of checkpointing every interval
-// (SPEC P1.1): L(Δ) = λ·Δ/2 + C/(Beff·Δ), in seconds lost per second of
+// (docs/design.md P1.1): L(Δ) = λ·Δ/2 + C/(Beff·Δ), in seconds lost per second of
 // runtime. c is the checkpoint payload in bytes, hazard λ is in 1/s, beff is
 // the effective bandwidth min(W, B) in bytes/s. A non-positive interval or
 // bandwidth gives +Inf.
@@ -33,7 +33,7 @@ func CostRate(c int64, hazard, beff float64, interval time.Duration) float64 {
 	return hazard*d/2 + float64(c)/(beff*d)
 }
 
-// OptimalInterval returns the local optimum of P1.1 (SPEC P1.2, Lemma 1):
+// OptimalInterval returns the local optimum of P1.1 (docs/design.md P1.2, Lemma 1):
 // Δ* = sqrt(2C / (λ·Beff)), c in bytes, hazard in 1/s, beff in bytes/s. It
 // returns MaxInterval when the hazard or the bandwidth is not positive or
 // the optimum is longer than MaxInterval, and 0 when c ≤ 0.
@@ -47,7 +47,7 @@ func OptimalInterval(c int64, hazard, beff float64) time.Duration {
 	return secondsToDuration(math.Sqrt(2 * float64(c) / (hazard * beff)))
 }
 
-// OptimalCost returns L* = sqrt(2·λ·C / Beff) (SPEC P1.2), the cost rate at
+// OptimalCost returns L* = sqrt(2·λ·C / Beff) (docs/design.md P1.2), the cost rate at
 // Δ*, in seconds lost per second. Non-positive beff gives +Inf.
 func OptimalCost(c int64, hazard, beff float64) float64 {
 	if beff <= 0 {
@@ -98,7 +98,7 @@ func (b IntervalBound) String() string {
 	return "none"
 }
 
-// Box is SPEC P1.5's constrained interval with its parts, in seconds:
+// Box is docs/design.md P1.5's constrained interval with its parts, in seconds:
 // the hazard optimum, the network floor C/(β·b) and the loss-budget
 // ceiling 2·Lmax (0: no loss budget).
 type Box struct {
@@ -119,7 +119,7 @@ type Box struct {
 // ceiling. When the floor exceeds the ceiling the floor wins and
 // Infeasible is set: checkpointing faster would take more than β of the
 // job's slice, i.e. from the budget P1.3 gave other jobs and research
-// traffic P3 reserves, so the loss budget is the bound that gives (SPEC
+// traffic P3 reserves, so the loss budget is the bound that gives (docs/design.md
 // P1.5: "the network cannot checkpoint faster"). With b ≤ 0 the floor is
 // infinite: MaxInterval, infeasible whenever a loss budget is set. The
 // interval never exceeds MaxInterval.
@@ -172,7 +172,7 @@ func ConstrainedInterval(c int64, hazard, b, beta float64, lossBudget time.Durat
 }
 
 // FinalCheckpointFeasible reports whether a zero-loss final checkpoint fits
-// in a scheduled reclaim's notice (SPEC P1.6): lacking/bLow + restart ≤
+// in a scheduled reclaim's notice (docs/design.md P1.6): lacking/bLow + restart ≤
 // notice, with lacking the bytes the destination still lacks and bLow the
 // lower confidence bound Beff⁻ (bytes/s) available to this flow. A notice
 // not longer than the restart time is infeasible by definition; so is a

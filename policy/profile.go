@@ -54,7 +54,7 @@ func (p HazardProfile) Integral(from, to time.Time) float64 {
 }
 
 // Survival returns exp(−∫_from^to h(u) du), the probability of no event in
-// [from, to) under the profile (SPEC P2.5).
+// [from, to) under the profile (docs/design.md P2.5).
 func (p HazardProfile) Survival(from, to time.Time) float64 {
 	return math.Exp(-p.Integral(from, to))
 }

@@ -95,7 +95,7 @@ func (w *world) recoveries(recover []*Job, d *Decisions, early bool) []*migratio
 			}
 			if w.leaving[ri] {
 				// A node under scheduled reclaim still serves its copy
-				// until its deadline (SPEC §0: only the departure takes
+				// until its deadline (docs/design.md §0: only the departure takes
 				// it away): a source when the restore can finish by then
 				// at the path's lower bound. Only the transfer needs the
 				// source, not the restart, hence deadline + Tr for P2.3's

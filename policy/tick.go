@@ -18,7 +18,7 @@ const (
 )
 
 // burstWindow is how much of a flow's ceiling its token bucket may burst
-// (10 ms), never below Params.MinBurst (SPEC P3.5).
+// (10 ms), never below Params.MinBurst (docs/design.md P3.5).
 const burstWindow = 10 * time.Millisecond
 
 // CheckpointPrefix starts the ID of a job's periodic checkpoint (pre-sync)
@@ -41,7 +41,7 @@ type migration struct {
 	links    []int
 }
 
-// Tick is the leader's control step (SPEC P1.9 and P3.4a), a pure function
+// Tick is the leader's control step (docs/design.md P1.9 and P3.4a), a pure function
 // of the snapshot and now. In order:
 //
 //  1. Planned migrations. Jobs on nodes with a pending scheduled reclaim,
@@ -178,7 +178,7 @@ func Tick(s Snapshot, now time.Time) Decisions {
 	// The others recover now, from their freshest committed replica,
 	// while its holders (the leaving node included) are still up: waiting
 	// for the deadline would only delay the restart and, when every
-	// holder is leaving too, lose the copy (SPEC P1.6's degraded recovery,
+	// holder is leaving too, lose the copy (docs/design.md P1.6's degraded recovery,
 	// decided early). The job is lost work either way: it stops now.
 	if early := unrescued(degraded, rescued); len(early) > 0 {
 		if more := w.recoveries(early, &d, true); len(more) > 0 {

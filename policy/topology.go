@@ -17,7 +17,7 @@ type Hop struct {
 	Forward bool
 }
 
-// Topology is the campus graph of SPEC P2.1: vertices are node IDs,
+// Topology is the campus graph of docs/design.md P2.1: vertices are node IDs,
 // building switches and the core; edges are Links. Paths follow a
 // shortest-hop spanning tree rooted at the core (or, without one, at the
 // best-connected vertex), the way a three-tier campus network forwards
@@ -262,7 +262,7 @@ func (t *Topology) Path(from, to string) (hops []Hop, ok bool) {
 }
 
 // Bottleneck returns bw(s,d) = min over the path's links of Available
-// (SPEC P2.1), bytes/s: 0 when there is no path, +Inf from a vertex to
+// (docs/design.md P2.1), bytes/s: 0 when there is no path, +Inf from a vertex to
 // itself.
 func (t *Topology) Bottleneck(from, to string) float64 {
 	hops, ok := t.Path(from, to)

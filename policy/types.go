@@ -8,7 +8,7 @@ type NodeID string
 // JobID is a job's stable identifier; it survives restarts and moves.
 type JobID string
 
-// TrafficClass is the class a flow's packets are marked with (SPEC P3.1).
+// TrafficClass is the class a flow's packets are marked with (docs/design.md P3.1).
 type TrafficClass uint8
 
 const (
@@ -71,10 +71,10 @@ type Node struct {
 	FreeGPUs int // GPUs not used by ReclaimNet jobs
 	Load     float64
 	// Emergency is the upper confidence bound λ̂⁺ of the node's emergency
-	// hazard by time of day (SPEC P1.7a); P1 uses it.
+	// hazard by time of day (docs/design.md P1.7a); P1 uses it.
 	Emergency HazardProfile
 	// Departure is the node's hazard of any departure, scheduled or not
-	// (SPEC P2.5); P2's survival uses it.
+	// (docs/design.md P2.5); P2's survival uses it.
 	Departure HazardProfile
 	// AccessLink is the ID of the link from the node to its building switch.
 	AccessLink string
@@ -83,9 +83,9 @@ type Node struct {
 	Leaving bool
 	// Lab and Pool name failure domains the node shares with others
 	// besides its building (a lab's room, a spot pool, a power circuit):
-	// the priors of co-departure (SPEC P2.7). Empty: none.
+	// the priors of co-departure (docs/design.md P2.7). Empty: none.
 	Lab, Pool string `json:",omitzero"`
-	// Storage marks a storage-role node (SPEC P2.7): it keeps checkpoints,
+	// Storage marks a storage-role node (docs/design.md P2.7): it keeps checkpoints,
 	// hosts no jobs and is never lent or reclaimed, so P2 takes its hazard
 	// as 0 and prefers it as a holder.
 	Storage bool `json:",omitzero"`
@@ -100,7 +100,7 @@ type Node struct {
 	LentUntil time.Time `json:",omitzero"`
 }
 
-// Link is one edge of the campus graph (SPEC P2.1). Links are full duplex:
+// Link is one edge of the campus graph (docs/design.md P2.1). Links are full duplex:
 // Capacity and the bandwidth figures are per direction, and flows are
 // accounted per direction (A→B separately from B→A).
 type Link struct {
@@ -109,7 +109,7 @@ type Link struct {
 	// Capacity is the link's rate, bytes/s.
 	Capacity float64
 	// Available is the smoothed bandwidth available to migration, bytes/s
-	// (capacity minus non-migration traffic, SPEC P1.7); AvailableLow is
+	// (capacity minus non-migration traffic, docs/design.md P1.7); AvailableLow is
 	// its lower confidence bound, used for deadline checks.
 	Available, AvailableLow float64
 }
@@ -150,7 +150,7 @@ type Job struct {
 	CheckpointBytes int64
 	// Standby is the node receiving background pre-sync; StandbyHas the
 	// bytes of the current state it already holds, so a hand-off to it
-	// moves only CheckpointBytes − StandbyHas (SPEC P1.6).
+	// moves only CheckpointBytes − StandbyHas (docs/design.md P1.6).
 	Standby    NodeID
 	StandbyHas int64
 	// Replicas are the nodes holding the freshest committed checkpoint
@@ -163,13 +163,13 @@ type Job struct {
 	Capability float64 // minimum CUDA capability
 	// RestartTime is Tr, measured on the job's last restart.
 	RestartTime time.Duration
-	// Remaining is the expected remaining runtime (Trem, SPEC P2.5).
+	// Remaining is the expected remaining runtime (Trem, docs/design.md P2.5).
 	Remaining time.Duration
 	// WriteCap is W_i, the cap on the job's checkpoint bandwidth (disk,
 	// NIC, admin), bytes/s; 0 means no cap beyond the network.
 	WriteCap float64
 	// Copies is k, how many nodes other than the host should hold the
-	// job's freshest committed checkpoint (SPEC P2.7, `run --replicas K`);
+	// job's freshest committed checkpoint (docs/design.md P2.7, `run --replicas K`);
 	// 0 means DefaultCopies.
 	Copies int `json:",omitzero"`
 	// AtRisk is the work the job would lose if its host and every holder
@@ -232,7 +232,7 @@ type Flow struct {
 	Rate      float64
 }
 
-// Switches turns each protocol on or off (the paper's ablation, SPEC §5).
+// Switches turns each protocol on or off (the paper's ablation, docs/design.md §5).
 type Switches struct {
 	// P1 off: every job checkpoints at FixedInterval with an equal share.
 	P1 bool
@@ -271,7 +271,7 @@ type Params struct {
 	// the standby while it can take the job and lets the holder host).
 	SoleCopyRisk float64
 	// HandoffMargin is the slack the final checkpoint's latest safe start
-	// keeps before the deadline (SPEC P3.8), at least one control period.
+	// keeps before the deadline (docs/design.md P3.8), at least one control period.
 	HandoffMargin time.Duration `json:",omitzero"`
 	// LentAhead is how long a node must stay lent (Node.LentUntil) to be
 	// chosen as destination, standby or holder (15 min: longer than a
@@ -385,7 +385,7 @@ type JobDecision struct {
 	// Standby is where pre-sync should go (P2.6), empty if none.
 	Standby NodeID
 	// Holders are the nodes that should keep the job's freshest committed
-	// checkpoint (SPEC P2.7), most durable first: the live nodes holding
+	// checkpoint (docs/design.md P2.7), most durable first: the live nodes holding
 	// it, then the one a ReplicaPrefix flow copies it to this period.
 	// Empty when no live node other than the host holds it.
 	Holders []NodeID
@@ -407,7 +407,7 @@ type HandoffDecision struct {
 	// Bytes is what the destination still lacks.
 	Bytes    int64
 	Deadline time.Time
-	// FinalStart is when the job takes its final checkpoint (SPEC P3.8):
+	// FinalStart is when the job takes its final checkpoint (docs/design.md P3.8):
 	// its latest safe start for FinalRate; the job computes on the source
 	// until then. Zero: at once (P3 off, or not admitted).
 	FinalStart time.Time `json:",omitzero"`

@@ -148,7 +148,7 @@ func newWorld(s Snapshot, now time.Time, reclaimed map[NodeID]bool) *world {
 		// Read while the node is at hand; jobs look hosts up at random.
 		w.hazard[i] = math.Max(nd.Emergency.atSecond(w.nowSec), MinHazard)
 		if nd.Storage {
-			// Never lent nor reclaimed (SPEC P2.7): hazard ≈ 0.
+			// Never lent nor reclaimed (docs/design.md P2.7): hazard ≈ 0.
 			w.storage[i], w.hazard[i] = true, MinHazard
 			w.storageIdx = append(w.storageIdx, i)
 		}
@@ -206,7 +206,7 @@ func newWorld(s Snapshot, now time.Time, reclaimed map[NodeID]bool) *world {
 }
 
 // buildPairs computes, for every pair of buildings, the representative
-// bandwidth T̄mig uses (SPEC P2.5: per building pair, not per node pair):
+// bandwidth T̄mig uses (docs/design.md P2.5: per building pair, not per node pair):
 // the smaller of the two buildings' mean access rate and the bottleneck
 // between their switches.
 func (w *world) buildPairs() {

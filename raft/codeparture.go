@@ -9,7 +9,7 @@ import (
 	"github.com/reclaimnet/reclaimnet/state"
 )
 
-// CoDepartureLog is a co-departure estimator (SPEC P2.7) fed from the
+// CoDepartureLog is a co-departure estimator (docs/design.md P2.7) fed from the
 // replicated departure log and the nodes' membership stretches (their
 // returns), so a new leader starts where the old one stood and every
 // node's status page shows the leader's figures. Not safe for concurrent

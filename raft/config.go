@@ -77,7 +77,7 @@ type Config struct {
 	// heartbeats have failed this long loses its seat.
 	ServerStabilization time.Duration
 
-	// ControlPeriod is the leader's tick period (1 s, SPEC §4).
+	// ControlPeriod is the leader's tick period (1 s, docs/design.md §4).
 	ControlPeriod time.Duration
 	// Params are the policy parameters each tick uses.
 	Params policy.Params

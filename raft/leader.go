@@ -504,7 +504,7 @@ func exposure(st *state.State, j state.JobRecord, progress map[string]state.Flow
 
 // atRisk is policy.Job.AtRisk for a running job: the time since the
 // write of the newest version that a live node other than the host holds
-// (what survives the host and every other holder leaving, SPEC P2.7), or
+// (what survives the host and every other holder leaving, docs/design.md P2.7), or
 // since its submission with no such version (all its progress). 0 when
 // the times are unknown.
 func atRisk(st *state.State, j state.JobRecord, now time.Time) time.Duration {

@@ -149,7 +149,7 @@ func (e *Engine) applyCopies(flows []policy.FlowDecision, enforced bool, prefix 
 }
 
 // migrationRoom returns what a path leaves to migration: the smallest
-// over its links of min(available, capacity − β3·capacity) (SPEC P3.2
+// over its links of min(available, capacity − β3·capacity) (docs/design.md P3.2
 // with Bmin 0), at least 1 byte/s so the transfer still moves.
 func (e *Engine) migrationRoom(links []int) float64 {
 	beta := policy.DefaultParams().BetaP3
@@ -191,7 +191,7 @@ func (e *Engine) applyHandoff(hd policy.HandoffDecision) {
 	}
 	if !hd.FinalStart.IsZero() {
 		// The job computes on the source until its final checkpoint's
-		// latest safe start (SPEC P3.8); the controller runs then, as the
+		// latest safe start (docs/design.md P3.8); the controller runs then, as the
 		// agent's does within its 1-s period, and decides again. A start
 		// less than a period away is taken now (earlier is safe).
 		if at := hd.FinalStart.Sub(w.Start).Seconds(); at > w.now+policy.ControlPeriod.Seconds() {
@@ -453,7 +453,7 @@ func (j *simJob) progressAt(now float64) float64 {
 }
 
 // standbyHas is what the job's standby already holds of the job's current
-// state (SPEC P1.6's "C is the bytes the destination still lacks"): the
+// state (docs/design.md P1.6's "C is the bytes the destination still lacks"): the
 // whole payload when its version is the current state, else the bytes
 // unchanged since that version, (1 − changed)·C; nothing without a version.
 func (j *simJob) standbyHas(now, changed float64) int64 {

@@ -64,7 +64,7 @@ func lossAt(points [][2]float64, tb float64) (float64, bool) {
 	return B1LossAt(fp, tb)
 }
 
-// TestComparisonCriterion replays the comparison suite (SPEC P1.9, issue
+// TestComparisonCriterion replays the comparison suite (docs/design.md P1.9, issue
 // 21): the calibrated trace (seeds 1–6), its correlated-departure mode
 // (seeds 1–6) and the real departure traces (Bamboo p3 and g4dn spot,
 // import seeds 1–10; microsoft99 desktops with the generator's and with

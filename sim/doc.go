@@ -1,11 +1,11 @@
 // Package sim is ReclaimNet's evidence: a seeded generator calibrated to
-// the paper's campus (SPEC §0), with a correlated-departure mode of groups
+// the paper's campus (docs/design.md §0), with a correlated-departure mode of groups
 // leaving together; importers for public departure and workload traces;
 // and a discrete-event simulator that replays a trace (the format of
 // package trace) through the real policy core (policy.Tick and the policy
 // estimators) and through the paper's baselines, then reports work loss,
 // downtime, redundant compute, checkpoint traffic, research-traffic
-// degradation and the total GPU time lost (SPEC §5, P1.9).
+// degradation and the total GPU time lost (docs/design.md §5, P1.9).
 //
 // The simulator never re-implements a policy: ReclaimNet and the ablation
 // subsets are policy.Tick with policy.Params.Switches; the baselines that

@@ -22,7 +22,7 @@ const downtimeTrace = `{"kind":"header","format":"reclaimnet-trace","version":1,
 // TestHandoffDowntimeAtItsLimit: with P3 on, the job computes on a until
 // its final checkpoint's latest safe start and the final transfer gets the
 // path's migration share, so the hand-off's downtime is within 1.3× its
-// limit (SPEC P3.8) and far under the notice, with no work lost.
+// limit (docs/design.md P3.8) and far under the notice, with no work lost.
 func TestHandoffDowntimeAtItsLimit(t *testing.T) {
 	tr := parseTrace(t, downtimeTrace, "downtime.jsonl")
 	r, err := RunPolicy(tr, "reclaimnet", DefaultOptions(), 1, Tuning{})

@@ -123,7 +123,7 @@ func (e *Engine) finishFlow(f *simFlow) {
 		first := j.heldOffHost(w) < 0
 		j.hold(f.to, f.captured)
 		j.landed = f.captured
-		// P1's cost model (SPEC P1.1) counts C/Beff per checkpoint as
+		// P1's cost model (docs/design.md P1.1) counts C/Beff per checkpoint as
 		// overhead; the engine lets the job compute during the upload, so
 		// this is reported beside the work loss, not added to it.
 		e.m.ckptOverhead += (w.now - f.start) * float64(j.rec.GPUs)

@@ -10,7 +10,7 @@ import (
 	"github.com/reclaimnet/reclaimnet/trace"
 )
 
-// GenConfig calibrates the generator. DefaultGenConfig is SPEC §0 and the
+// GenConfig calibrates the generator. DefaultGenConfig is docs/design.md §0 and the
 // paper's deployment: 54 nodes in 4 buildings, two months, 847
 // departures (42 % emergencies), 312 jobs, 4,890 GPU-hours.
 type GenConfig struct {
@@ -45,7 +45,7 @@ type GenConfig struct {
 	Start       time.Time
 	// LossBudgetMin and LossBudgetMax bound the jobs' loss budgets Lmax
 	// (uniform between them). Default 5 min for every job: the paper's
-	// Δ* ≈ 10 min (SPEC P1 reference numbers) is an expected loss of Δ/2 =
+	// Δ* ≈ 10 min (docs/design.md P1 reference numbers) is an expected loss of Δ/2 =
 	// 5 min per emergency, the same as Slurm's 10-min DMTCP schedule, so a
 	// campus moving from Slurm keeps the loss it tolerated; P1.5's ceiling
 	// 2·Lmax is then 10 min.
@@ -170,7 +170,7 @@ func Generate(c GenConfig) (*trace.Trace, error) {
 	tr := &trace.Trace{Header: trace.Header{
 		Format: trace.Format, Start: c.Start, DurationS: dur,
 		Name:   fmt.Sprintf("generated seed=%d nodes=%d", c.Seed, c.Nodes),
-		Source: "sim.Generate, calibrated to SPEC §0",
+		Source: "sim.Generate, calibrated to docs/design.md §0",
 	}}
 	// Nodes: the paper's mix scaled to c.Nodes, spread over buildings.
 	total := 0

@@ -39,7 +39,7 @@ type ImportConfig struct {
 	// Machines is how many desktops of microsoft99 become nodes (a seeded
 	// random sample of the 1,000); the Bamboo traces use every instance.
 	Machines int
-	// ScheduledFraction of desktop departures get a notice (SPEC §0: 42 %
+	// ScheduledFraction of desktop departures get a notice (docs/design.md §0: 42 %
 	// of departures are emergencies, so 0.58); Bamboo preemptions get none.
 	ScheduledFraction float64
 }

@@ -53,9 +53,9 @@ type simJob struct {
 	stopCause     stopCause
 	speed         float64 // useful progress per second of computing (Slowed)
 	// finalAt is the final-checkpoint start a waiting hand-off has a
-	// control run booked for (SPEC P3.8), -1 none.
+	// control run booked for (docs/design.md P3.8), -1 none.
 	finalAt float64
-	// handLimit is the downtime limit of the hand-off under way (SPEC
+	// handLimit is the downtime limit of the hand-off under way (docs/design.md
 	// P3.8), seconds; 0 none.
 	handLimit float64
 }

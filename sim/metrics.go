@@ -29,7 +29,7 @@ type metrics struct {
 	downBy     [nCauses]float64
 	countBy    [nCauses]int
 	redundancy float64 // GPU-s spent on redundant computation (Slowed)
-	// Each successful hand-off's downtime and its limit (SPEC P3.8), s.
+	// Each successful hand-off's downtime and its limit (docs/design.md P3.8), s.
 	handoffDown, handoffLimit []float64
 }
 

@@ -299,7 +299,7 @@ func medianCheckpoint(tr *trace.Trace) int64 {
 }
 
 // TimeVaryingInterval is baseline B7's state-independent schedule (the π_ind
-// policy of SPEC P1.8): one interval per hour of day for every job,
+// policy of docs/design.md P1.8): one interval per hour of day for every job,
 // Δ(h) = sqrt(2·C·E[1/B]/λ̄(h)) from the trace-wide hazard of that hour of
 // day and the trace's mean 1/B, never reacting to the current bandwidth,
 // the node or the estimate's drift. The controller then applies P1.5's

@@ -123,7 +123,7 @@ func (rep *Report) Summarise() {
 	}
 }
 
-// WriteTable prints the report shaped like SPEC §5.
+// WriteTable prints the report shaped like docs/design.md §5.
 func (rep *Report) WriteTable(w io.Writer) {
 	fmt.Fprintf(w, "trace: %s, seeds: %v\n\n", rep.Trace, rep.Seeds)
 	fmt.Fprintln(w, "| system | work loss GPU-h ↓ | median downtime s ↓ | p99 downtime s ↓ | migration success % ↑ | research-traffic degradation % ↓ | GPU util % ↑ | interruptions | checkpoint traffic TB | P1 overhead GPU-h |")
@@ -145,7 +145,7 @@ func (rep *Report) WriteTable(w io.Writer) {
 			m.CheckpointTB, m.CheckpointOverheadGPUh)
 	}
 	fmt.Fprintln(w)
-	fmt.Fprintln(w, "The comparison (SPEC P1.9): what interruptions cost in GPU time, and the traffic spent against them:")
+	fmt.Fprintln(w, "The comparison (docs/design.md P1.9): what interruptions cost in GPU time, and the traffic spent against them:")
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "| system | work loss GPU-h | downtime GPU-h | redundant compute GPU-h | total GPU time lost GPU-h | checkpoint traffic TB | research-traffic degradation % |")
 	fmt.Fprintln(w, "|---|---|---|---|---|---|---|")
@@ -171,7 +171,7 @@ func (rep *Report) WriteTable(w io.Writer) {
 			b.HandoffFailedGPUh, b.DowntimeGPUh, b.HandoffDowntimeGPUh, b.Emergencies, b.Scheduled, b.Handoffs, b.HandoffsFailed, b.RedundancyGPUh)
 	}
 	fmt.Fprintln(w)
-	fmt.Fprintln(w, "Hand-off downtime against its limit (SPEC P3.8: bytes lacked ÷ the path's migration rate then + Tr + one control period; pooled over seeds):")
+	fmt.Fprintln(w, "Hand-off downtime against its limit (docs/design.md P3.8: bytes lacked ÷ the path's migration rate then + Tr + one control period; pooled over seeds):")
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "| system | hand-offs | median downtime s | max downtime s | median limit s | median downtime/limit | max downtime/limit |")
 	fmt.Fprintln(w, "|---|---|---|---|---|---|---|")

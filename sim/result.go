@@ -34,7 +34,7 @@ type Result struct {
 	WallS                  float64 `json:"wall_s"`
 	// Breakdown splits the work loss and the downtime by cause.
 	Breakdown LossBreakdown `json:"breakdown"`
-	// TotalLostGPUh is all the GPU time interruptions cost (SPEC P1.9):
+	// TotalLostGPUh is all the GPU time interruptions cost (docs/design.md P1.9):
 	// work loss + downtime + redundant compute. Work loss alone rewards
 	// whoever spends most on redundancy.
 	TotalLostGPUh float64 `json:"total_lost_gpu_h"`
@@ -42,7 +42,7 @@ type Result struct {
 	// bandwidth estimates (Tick-driven policies only).
 	PredictedGap float64 `json:"predicted_gap,omitempty"`
 	// HandoffDowntime is each successful hand-off's downtime against its
-	// limit (SPEC P3.8).
+	// limit (docs/design.md P3.8).
 	HandoffDowntime DowntimeVsLimit `json:"handoff_downtime"`
 
 	Downtimes    []float64     `json:"-"`
@@ -54,7 +54,7 @@ type Result struct {
 // computation redone (the table's work-loss column is the sum of the three
 // loss fields); downtime GPU-h is GPUs × time from the job stopping to
 // running again (recovery waits: placement, restore, restart), reported
-// beside it, not in it, as in SPEC §5.
+// beside it, not in it, as in docs/design.md §5.
 type LossBreakdown struct {
 	// EmergencyGPUh: lost on emergency departures (since the freshest
 	// copy that survived off the node).
@@ -81,7 +81,7 @@ type LossBreakdown struct {
 }
 
 // DowntimeVsLimit is the hand-offs' downtime (the last step on the source
-// to the first on the destination) against the limit SPEC P3.8 gives each:
+// to the first on the destination) against the limit docs/design.md P3.8 gives each:
 // the bytes the destination lacked ÷ what the path gave migration when the
 // final checkpoint started + Tr + one control period.
 type DowntimeVsLimit struct {

@@ -222,7 +222,7 @@ func TestSameSeedSameOutput(t *testing.T) {
 // the test logs those comparisons instead of asserting them. Why (see
 // BENCHMARKS.md): with the paper's 5-min loss budgets P1.5's ceiling pins
 // ReclaimNet at Slurm's 10-min interval (the hazard optimum is hours at
-// the SPEC's event counts) and its floor C/(β·b) makes large checkpoints
+// the the design's event counts) and its floor C/(β·b) makes large checkpoints
 // less frequent than Slurm's unthrottled uploads; only ~15 emergencies per
 // seed hit a job, so the ReclaimNet-vs-Slurm order flips between seeds;
 // and the Bamboo-like model loses little work by design (it pays in

@@ -10,7 +10,7 @@ import (
 	"github.com/reclaimnet/reclaimnet/trace"
 )
 
-// PolicyKeys lists the policies of the SPEC §5 table in its order.
+// PolicyKeys lists the policies of the docs/design.md §5 table in its order.
 var PolicyKeys = []string{"b1p", "b2", "b3", "b1", "b4", "b5", "b7", "reclaimnet", "b6"}
 
 // AblationKeys are the 8 subsets of {P1, P2, P3}.
@@ -34,7 +34,7 @@ type Tuning struct {
 	BambooRefresh time.Duration
 }
 
-// DefaultBambooRefresh is B1's peer refresh interval in the SPEC §5 table.
+// DefaultBambooRefresh is B1's peer refresh interval in the docs/design.md §5 table.
 const DefaultBambooRefresh = 2 * time.Minute
 
 func (t Tuning) apply(p policy.Params) policy.Params {

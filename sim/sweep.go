@@ -92,7 +92,7 @@ func WriteSweep(w io.Writer, points []SweepPoint) {
 
 // Reconvergence measures how long after a hazard change at driftAt the
 // estimated hazard comes within 10 % of the true one and stays there for
-// at least sustain (SPEC P1.7's criterion with "two windows" read as two
+// at least sustain (docs/design.md P1.7's criterion with "two windows" read as two
 // hourly profile buckets: sustain = 2 h). It returns the time from driftAt
 // to the start of the first such stretch, or -1 when there is none.
 func Reconvergence(series []HazardPoint, truth func(t float64) float64, driftAt float64, sustain time.Duration) time.Duration {

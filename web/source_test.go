@@ -51,7 +51,7 @@ func (f sourceFunc) Status(ctx context.Context) (Status, error) { return f(ctx) 
 var scenarioNow = time.Date(2026, 11, 30, 12, 10, 0, 0, time.UTC)
 
 // lunchProfile is a 48-bucket (30 min) time-of-day hazard in 1/s with the
-// SPEC's peaks (lunch 11:30–13:00, evening 17:30–20:00) at 6× off-peak.
+// the design's peaks (lunch 11:30–13:00, evening 17:30–20:00) at 6× off-peak.
 func lunchProfile(offPeakPerHour float64) HazardProfile {
 	rates := make([]float64, 48)
 	for k := range rates {

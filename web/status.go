@@ -80,7 +80,7 @@ type Cluster struct {
 	Protocols Protocols `json:"protocols"`
 }
 
-// NodePair is two nodes and how likely they leave together (SPEC P2.7):
+// NodePair is two nodes and how likely they leave together (docs/design.md P2.7):
 // the chance that one leaves within Window of the other's departure, from
 // the departure log with the domain they share (building, lab, pool) as
 // the prior.
@@ -138,7 +138,7 @@ const (
 // raftRoles lists every role, for the metric's state set.
 var raftRoles = []RaftRole{RaftLeader, RaftFollower, RaftCandidate, RaftNonvoter, RaftNone}
 
-// KillSwitchMode is the state of a node's BPF kill-switch (SPEC P3.7).
+// KillSwitchMode is the state of a node's BPF kill-switch (docs/design.md P3.7).
 type KillSwitchMode string
 
 // Kill-switch modes.
@@ -196,7 +196,7 @@ type Lending struct {
 }
 
 // BuildingBandwidth is the bandwidth available to migration from one
-// building to another (SPEC P1.7), bytes/s.
+// building to another (docs/design.md P1.7), bytes/s.
 type BuildingBandwidth struct {
 	From string `json:"from"`
 	To   string `json:"to"`
@@ -245,7 +245,7 @@ type Job struct {
 	// Restarts counts the job's restarts (moves and recoveries).
 	Restarts int `json:"restarts"`
 	// Replicas is k, how many nodes other than the host should keep the
-	// job's freshest committed checkpoint (run --replicas, SPEC P2.7).
+	// job's freshest committed checkpoint (run --replicas, docs/design.md P2.7).
 	Replicas int `json:"replicas"`
 	// Decision is P1's current decision for the job: the interval and why
 	// (hazard, bandwidth, loss-budget flag), the holders P2 keeps its
@@ -473,7 +473,7 @@ const (
 )
 
 // Decision is one placement or hand-off from a control period, with the
-// ranked candidates and the reasons the others were rejected (SPEC P2).
+// ranked candidates and the reasons the others were rejected (docs/design.md P2).
 // Exactly one of Handoff and Placement is set.
 type Decision struct {
 	At        time.Time               `json:"at"`

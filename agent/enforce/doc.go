@@ -1,5 +1,5 @@
 // Package enforce is the node's kernel-enforcement subsystem: it joins the
-// BPF programs of package bpf to the agent (SPEC P1.7, P3.5, P3.7).
+// BPF programs of package bpf to the agent (docs/design.md P1.7, P3.5, P3.7).
 //
 // Subsystem is enforcement as the node runs it (an agent.Subsystem): the
 // --enforce mode (auto, on, off), an Enforcer that auto mode replaces by

@@ -19,7 +19,7 @@ import (
 
 // Defaults of Config.
 const (
-	DefaultSampleEvery  = 100 * time.Millisecond // SPEC P1.7
+	DefaultSampleEvery  = 100 * time.Millisecond // docs/design.md P1.7
 	DefaultPublishEvery = time.Second
 )
 
@@ -379,7 +379,7 @@ func (e *Enforcer) UnprotectJobPorts(ports ...bpf.Port) error {
 
 // ObserveTransfer reports a transfer towards building that was assigned
 // assigned bytes/s and achieved achieved bytes/s; a shortfall lowers the
-// building's estimate (SPEC P1.7). With enforcement off it does nothing.
+// building's estimate (docs/design.md P1.7). With enforcement off it does nothing.
 func (e *Enforcer) ObserveTransfer(building string, assigned, achieved float64) {
 	if e.smp == nil || building == "" {
 		return

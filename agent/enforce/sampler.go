@@ -18,7 +18,7 @@ type BuildingRates struct {
 	// NonMigration is traffic outside the flow table, Migration traffic
 	// of ReclaimNet flows in it.
 	NonMigration, Migration float64
-	// Available and AvailableLow are the estimator's output (SPEC P1.7).
+	// Available and AvailableLow are the estimator's output (docs/design.md P1.7).
 	Available, AvailableLow float64
 }
 

@@ -82,7 +82,7 @@ func (w *worker) loop(ctx context.Context, job *supervisor.Job, deadline time.Ti
 		if wait := h.FinalStart.Sub(m.cfg.Now()); handing && h.FinalCheckpoint && wait > 0 {
 			// The job computes here, and its pre-sync in flight keeps the
 			// destination fresh, until its final checkpoint's latest safe
-			// start (SPEC P3.8).
+			// start (docs/design.md P3.8).
 			final.Reset(wait)
 			finalDue, handing = final.C, false
 		}

@@ -13,7 +13,7 @@ import (
 )
 
 // handoff carries out a hand-off decision for this job (flow 3), at its
-// final checkpoint's start (SPEC P3.8). The job stops as soon as its final
+// final checkpoint's start (docs/design.md P3.8). The job stops as soon as its final
 // checkpoint is written: what it would compute afterwards could not be
 // kept.
 func (w *worker) handoff(ctx context.Context, job *supervisor.Job, h policy.HandoffDecision) {

@@ -84,7 +84,7 @@ func TestPeriodicCheckpointsThenScheduledHandoff(t *testing.T) {
 	})
 
 	// (c) Scheduled reclaim of the host: hand-off with a final checkpoint,
-	// taken at its latest safe start (SPEC P3.8): the job computes on the
+	// taken at its latest safe start (docs/design.md P3.8): the job computes on the
 	// source until then, and is down for a small part of the notice.
 	now := time.Now()
 	const notice = 60 * time.Second

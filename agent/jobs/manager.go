@@ -366,7 +366,7 @@ func (m *Manager) recoveryPushes(ctx context.Context, st *state.State, wg *sync.
 // scheduled reclaim sends a job's freshest committed version to the job's
 // standby, because no node that stays holds it) and replica copies
 // (policy.ReplicaPrefix: a holder sends that version to the next of the
-// job's k holders, SPEC P2.7, so the host's uplink carries each version
+// job's k holders, docs/design.md P2.7, so the host's uplink carries each version
 // once). Each is paced at the flow's rate, unpaced with P3 off, and
 // retried on the next state change until the destination holds it.
 func (m *Manager) holderCopies(ctx context.Context, st *state.State, wg *sync.WaitGroup) {

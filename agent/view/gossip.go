@@ -14,7 +14,7 @@ import (
 	"github.com/reclaimnet/reclaimnet/state"
 )
 
-// Link capacities assumed until a node measures its own (SPEC §0: 1 Gbit/s
+// Link capacities assumed until a node measures its own (docs/design.md §0: 1 Gbit/s
 // access links, building uplinks up to 10 Gbit/s), bytes/s.
 const (
 	DefaultAccessCapacity = 125e6
@@ -122,7 +122,7 @@ func (t Gossip) Nodes() []raft.NodeTelemetry {
 	return out
 }
 
-// Links builds the campus graph of SPEC P2.1 from gossip: each node hangs
+// Links builds the campus graph of docs/design.md P2.1 from gossip: each node hangs
 // off its building switch by an access link, each building switch off the
 // core by an uplink.
 //

@@ -18,7 +18,6 @@ import (
 
 	"github.com/reclaimnet/reclaimnet/agent"
 	"github.com/reclaimnet/reclaimnet/agent/enforce"
-	"github.com/reclaimnet/reclaimnet/agent/owner"
 	"github.com/reclaimnet/reclaimnet/localapi"
 	"github.com/reclaimnet/reclaimnet/state"
 )
@@ -128,8 +127,8 @@ trusted lab only; it is logged and shown too.`,
 	})
 	fs.BoolVar(&fc.Dev, "dev", fc.Dev, "run a throwaway single node on loopback")
 	fs.StringVar(&o.protocols, "protocols", fc.Protocols, "comma-separated `list` of the protocols on when this node leads: p1 (checkpoint interval), p2 (destination choice), p3 (traffic admission); empty or none: all off")
-	fs.Var((*durationFlag)(&fc.RaftHeartbeat), "raft-heartbeat", "Raft heartbeat and election timeout; the leader lease is half (default 1s, 50ms with --local-timings)")
-	fs.Var((*durationFlag)(&fc.FixedInterval), "fixed-interval", "every job's checkpoint interval while p1 is off")
+	fs.Var(durationFlag(&fc.RaftHeartbeat), "raft-heartbeat", "Raft heartbeat and election timeout; the leader lease is half (default 1s, 50ms with --local-timings)")
+	fs.Var(durationFlag(&fc.FixedInterval), "fixed-interval", "every job's checkpoint interval while p1 is off")
 	fs.Var(&fc.UplinkCapacity, "uplink-capacity", "building uplink capacities when this node leads: RATE for every building or BUILDING=RATE[,...] (repeatable; undeclared: 10Gbit assumed; give every agent the same)")
 	fs.Var(&fc.Bmin, "bmin", "least bandwidth kept for other traffic on every link when this node leads, e.g. 10Mbit (the reservation is the larger of 30 % of the link and this)")
 	fs.StringVar(&fc.Sandbox, "sandbox", "on", "guest jobs confined (on) or unconfined as the agent's user (off: a single trusted lab only)")
@@ -339,19 +338,22 @@ func applyAgentFlag(cfg, fc *agent.Config, name string) {
 	}
 }
 
-// durationFlag is an agent.Duration flag ("10m").
-type durationFlag agent.Duration
+// positiveDuration is a flag over any duration type of the config files
+// (agent.Duration, owner.Duration): "10m", and positive.
+type positiveDuration[D ~int64] struct{ p *D }
 
-func (d *durationFlag) String() string {
-	if *d == 0 {
+func durationFlag[D ~int64](p *D) positiveDuration[D] { return positiveDuration[D]{p} }
+
+func (d positiveDuration[D]) String() string {
+	if d.p == nil || *d.p == 0 {
 		return "0"
 	}
-	return time.Duration(*d).String()
+	return time.Duration(*d.p).String()
 }
 
-func (d *durationFlag) Type() string { return "duration" }
+func (d positiveDuration[D]) Type() string { return "duration" }
 
-func (d *durationFlag) Set(v string) error {
+func (d positiveDuration[D]) Set(v string) error {
 	x, err := time.ParseDuration(v)
 	if err != nil {
 		return err
@@ -359,7 +361,7 @@ func (d *durationFlag) Set(v string) error {
 	if x <= 0 {
 		return fmt.Errorf("%v: must be positive", x)
 	}
-	*d = durationFlag(x)
+	*d.p = D(x)
 	return nil
 }
 
@@ -419,18 +421,18 @@ func ownerFlags(fs *pflag.FlagSet, fc *agent.Config) {
 	o := &fc.Owner
 	fs.StringArrayVar(&o.LendWindows, "lend-window", nil, "lending `window` in local time, e.g. 'Mon-Fri 19:00-08:00' or 'Sat,Sun' (repeatable; none: lent at all times)")
 	fs.StringVar(&o.LendTZ, "lend-tz", "", "IANA time `zone` of the lending windows, e.g. Europe/Berlin (default: the machine's)")
-	fs.Var((*ownerDuration)(&o.LendLead), "lend-lead", "notice a lending window's end gives the guests (default 10m)")
+	fs.Var(durationFlag(&o.LendLead), "lend-lead", "notice a lending window's end gives the guests (default 10m)")
 	fs.StringVar(&o.GPU, "owner-gpu", o.GPU, "`action` when an owner process uses a lent GPU: off, now or 'notice DURATION'")
 	fs.StringVar(&o.Input, "owner-input", o.Input, "`action` on keyboard, mouse or login-session activity: off, now or 'notice DURATION'")
 	fs.StringVar(&o.InputSource, "owner-input-source", o.InputSource, "where input is read: auto, devices (/dev/input) or logind")
 	fs.StringVar(&o.CPU, "owner-cpu", o.CPU, "`action` on CPU load of processes that are not guests': off, now or 'notice DURATION'")
 	fs.Float64Var(&o.CPUThreshold, "owner-cpu-threshold", o.CPUThreshold, "owner CPU load, in `cores`, that counts as use")
-	fs.Var((*ownerDuration)(&o.CPUFor), "owner-cpu-for", "how long the owner's CPU load must stay above the threshold (default 2m)")
-	fs.Var((*ownerDuration)(&o.Idle), "owner-idle", "how long the owner must be idle before the machine is lent again (default 15m)")
+	fs.Var(durationFlag(&o.CPUFor), "owner-cpu-for", "how long the owner's CPU load must stay above the threshold (default 2m)")
+	fs.Var(durationFlag(&o.Idle), "owner-idle", "how long the owner must be idle before the machine is lent again (default 15m)")
 	fs.IntVar(&o.MaxReclaimsPerHour, "owner-max-reclaims", o.MaxReclaimsPerHour, "most automatic reclaims for owner activity in any hour")
 	fs.StringVar(&fc.OnReclaim, "on-reclaim", fc.OnReclaim, "once a reclaim made the node leave: stay (up, reclaimed, until 'reclaimnet lend' or the next window) or exit (status 10)")
-	fs.Var((*durationFlag)(&fc.OwnerCheck), "owner-check", "how often the owner policy looks at the machine (default 5s)")
-	fs.Var((*durationFlag)(&fc.LentAhead), "lent-ahead", "when this node leads: how long a node must stay lent to be given a job, a standby or a copy (default 15m)")
+	fs.Var(durationFlag(&fc.OwnerCheck), "owner-check", "how often the owner policy looks at the machine (default 5s)")
+	fs.Var(durationFlag(&fc.LentAhead), "lent-ahead", "when this node leads: how long a node must stay lent to be given a job, a standby or a copy (default 15m)")
 }
 
 // applyOwnerFlag copies one explicitly set owner flag from fc over cfg;
@@ -483,29 +485,5 @@ func checkOwnerConfig(cfg agent.Config) error {
 	default:
 		return usagef("--on-reclaim %q: want stay or exit", cfg.OnReclaim)
 	}
-	return nil
-}
-
-// ownerDuration is an owner.Duration flag ("10m").
-type ownerDuration owner.Duration
-
-func (d *ownerDuration) String() string {
-	if *d == 0 {
-		return "0"
-	}
-	return time.Duration(*d).String()
-}
-
-func (d *ownerDuration) Type() string { return "duration" }
-
-func (d *ownerDuration) Set(v string) error {
-	x, err := time.ParseDuration(v)
-	if err != nil {
-		return err
-	}
-	if x <= 0 {
-		return fmt.Errorf("%v: must be positive", x)
-	}
-	*d = ownerDuration(x)
 	return nil
 }

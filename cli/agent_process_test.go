@@ -67,14 +67,39 @@ func (c *processCluster) mustRun(args ...string) string {
 
 func (c *processCluster) dataDir(name string) string { return filepath.Join(c.root, name, "data") }
 
+// newProcessCluster builds the binary; its processes are killed when the
+// test ends, and their logs' tails shown when it failed.
+func newProcessCluster(t *testing.T) *processCluster {
+	c := &processCluster{t: t, bin: buildBinary(t), root: t.TempDir(), proc: map[string]*exec.Cmd{}}
+	t.Cleanup(func() {
+		for name, p := range c.proc {
+			p.Process.Kill()
+			p.Wait()
+			if t.Failed() {
+				b, _ := os.ReadFile(filepath.Join(c.root, name+".log"))
+				lines := strings.Split(string(b), "\n")
+				t.Logf("--- %s log (last 30 lines) ---\n%s", name, strings.Join(lines[max(0, len(lines)-30):], "\n"))
+			}
+		}
+	})
+	return c
+}
+
 // startAgent starts one agent process and waits for its info file.
 func (c *processCluster) startAgent(name string, extra ...string) localapi.Info {
 	c.t.Helper()
-	dir := c.dataDir(name)
-	os.Remove(filepath.Join(dir, localapi.InfoFile))
-	args := append([]string{"agent", "--name", name, "--data-dir", dir, "--bind", "127.0.0.1",
+	args := append([]string{"agent", "--name", name, "--data-dir", c.dataDir(name), "--bind", "127.0.0.1",
 		"--http", "127.0.0.1:0", "--gossip-key", c.key, "--tls-dir", filepath.Join(c.root, name, "tls"),
 		"--local-timings", "--log-level", "debug", "--transfer-port", "0"}, extra...)
+	return c.spawn(name, args, 30*time.Second)
+}
+
+// spawn runs the binary with args as node name's agent, logging to
+// name.log, and waits up to within for the info file the process writes.
+func (c *processCluster) spawn(name string, args []string, within time.Duration) localapi.Info {
+	c.t.Helper()
+	dir := c.dataDir(name)
+	os.Remove(filepath.Join(dir, localapi.InfoFile))
 	cmd := exec.Command(c.bin, args...)
 	logf, err := os.OpenFile(filepath.Join(c.root, name+".log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
 	if err != nil {
@@ -87,7 +112,7 @@ func (c *processCluster) startAgent(name string, extra ...string) localapi.Info 
 	logf.Close()
 	c.proc[name] = cmd
 	var info localapi.Info
-	wait.For(c.t, 30*time.Second, name+" writes its info file", func() bool {
+	wait.For(c.t, within, name+" writes its info file", func() bool {
 		b, err := os.ReadFile(filepath.Join(dir, localapi.InfoFile))
 		return err == nil && json.Unmarshal(b, &info) == nil && info.PID == cmd.Process.Pid
 	})
@@ -124,19 +149,8 @@ func TestAgentProcesses(t *testing.T) {
 		t.Skip("builds the binary and runs three processes")
 	}
 	start := time.Now()
-	c := &processCluster{t: t, bin: buildBinary(t), root: t.TempDir(), proc: map[string]*exec.Cmd{}}
+	c := newProcessCluster(t)
 	t.Logf("built the binary in %v", time.Since(start).Round(time.Millisecond))
-	t.Cleanup(func() {
-		for name, p := range c.proc {
-			p.Process.Kill()
-			p.Wait()
-			if t.Failed() {
-				b, _ := os.ReadFile(filepath.Join(c.root, name+".log"))
-				lines := strings.Split(string(b), "\n")
-				t.Logf("--- %s log (last 30 lines) ---\n%s", name, strings.Join(lines[max(0, len(lines)-30):], "\n"))
-			}
-		}
-	})
 	c.key = strings.TrimSpace(c.mustRun("keygen"))
 	c.mustRun("tls", "ca", "create", "--dir", "ca")
 	names := []string{"n0", "n1", "n2"}

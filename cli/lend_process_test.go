@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -21,18 +20,7 @@ func TestReclaimedAgentStaysUp(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the binary and runs an agent process")
 	}
-	c := &processCluster{t: t, bin: buildBinary(t), root: t.TempDir(), proc: map[string]*exec.Cmd{}}
-	t.Cleanup(func() {
-		for name, p := range c.proc {
-			p.Process.Kill()
-			p.Wait()
-			if t.Failed() {
-				b, _ := os.ReadFile(filepath.Join(c.root, name+".log"))
-				lines := strings.Split(string(b), "\n")
-				t.Logf("--- %s log (last 30 lines) ---\n%s", name, strings.Join(lines[max(0, len(lines)-30):], "\n"))
-			}
-		}
-	})
+	c := newProcessCluster(t)
 	c.key = strings.TrimSpace(c.mustRun("keygen"))
 	c.mustRun("tls", "ca", "create", "--dir", "ca")
 	c.mustRun("tls", "cert", "create", "--node", "solo", "--ca-dir", "ca", "--out", filepath.Join("solo", "tls"))

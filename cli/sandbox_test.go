@@ -3,7 +3,6 @@ package cli
 import (
 	"encoding/json"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -60,13 +59,7 @@ func TestAgentSandboxOffProcess(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the binary and runs agent processes")
 	}
-	c := &processCluster{t: t, bin: buildBinary(t), root: t.TempDir(), proc: map[string]*exec.Cmd{}}
-	t.Cleanup(func() {
-		for _, p := range c.proc {
-			p.Process.Kill()
-			p.Wait()
-		}
-	})
+	c := newProcessCluster(t)
 	c.key = strings.TrimSpace(c.mustRun("keygen"))
 	c.mustRun("tls", "ca", "create", "--dir", "ca")
 	for _, n := range []string{"trusted", "typo"} {

@@ -20,27 +20,9 @@ import (
 // its data dir (--bootstrap or --token among extra).
 func (c *processCluster) startIdentityAgent(name string, extra ...string) localapi.Info {
 	c.t.Helper()
-	dir := c.dataDir(name)
-	os.Remove(filepath.Join(dir, localapi.InfoFile))
-	args := append([]string{"agent", "--name", name, "--data-dir", dir, "--bind", "127.0.0.1", "--http", "",
+	args := append([]string{"agent", "--name", name, "--data-dir", c.dataDir(name), "--bind", "127.0.0.1", "--http", "",
 		"--gossip-port", "0", "--raft-port", "0", "--transfer-port", "0", "--local-timings", "--log-level", "debug"}, extra...)
-	cmd := exec.Command(c.bin, args...)
-	logf, err := os.OpenFile(filepath.Join(c.root, name+".log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
-	if err != nil {
-		c.t.Fatal(err)
-	}
-	cmd.Stdout, cmd.Stderr = logf, logf
-	if err := cmd.Start(); err != nil {
-		c.t.Fatal(err)
-	}
-	logf.Close()
-	c.proc[name] = cmd
-	var info localapi.Info
-	wait.For(c.t, 60*time.Second, name+" writes its info file", func() bool {
-		b, err := os.ReadFile(filepath.Join(dir, localapi.InfoFile))
-		return err == nil && json.Unmarshal(b, &info) == nil && info.PID == cmd.Process.Pid
-	})
-	return info
+	return c.spawn(name, args, 60*time.Second)
 }
 
 // voters is the Raft voters as name's agent sees them.
@@ -67,18 +49,7 @@ func TestTokenJoinProcesses(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the binary and runs four processes")
 	}
-	c := &processCluster{t: t, bin: buildBinary(t), root: t.TempDir(), proc: map[string]*exec.Cmd{}}
-	t.Cleanup(func() {
-		for name, p := range c.proc {
-			p.Process.Kill()
-			p.Wait()
-			if t.Failed() {
-				b, _ := os.ReadFile(filepath.Join(c.root, name+".log"))
-				lines := strings.Split(string(b), "\n")
-				t.Logf("--- %s log (last 30 lines) ---\n%s", name, strings.Join(lines[max(0, len(lines)-30):], "\n"))
-			}
-		}
-	})
+	c := newProcessCluster(t)
 	a := c.startIdentityAgent("lab-a", "--bootstrap")
 	tok := strings.TrimSpace(c.mustRun("token", "create", "--ttl", "1h", "--data-dir", c.dataDir("lab-a")))
 	if !strings.HasPrefix(tok, "rn1.") {

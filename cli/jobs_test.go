@@ -1,10 +1,7 @@
 package cli
 
 import (
-	"context"
 	"encoding/json"
-	"io"
-	"log/slog"
 	"os"
 	"os/user"
 	"path/filepath"
@@ -16,7 +13,6 @@ import (
 
 	"github.com/reclaimnet/reclaimnet/internal/wait"
 
-	"github.com/reclaimnet/reclaimnet/agent"
 	"github.com/reclaimnet/reclaimnet/localapi"
 	"github.com/reclaimnet/reclaimnet/web"
 )
@@ -93,10 +89,7 @@ func TestJobCommandsUsage(t *testing.T) {
 // P2 from placing the job, so the job may be pending or running; what is
 // checked holds either way.
 func TestJobCommandsAgainstAgent(t *testing.T) {
-	cfg := agent.DefaultConfig()
-	cfg.Name, cfg.Dev, cfg.DataDir = "solo", true, t.TempDir()
-	cfg.BindAddr, cfg.HTTPAddr = "127.0.0.1", ""
-	cfg.GossipPort, cfg.RaftPort, cfg.TransferPort = 0, 0, 0
+	cfg := soloConfig(t)
 	cfg.GPUs = []string{"RTX-4090:24GiB:8.9:x1"}
 	// The job's script lies where the owner lets guest jobs read.
 	scripts := t.TempDir()
@@ -104,35 +97,8 @@ func TestJobCommandsAgainstAgent(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg.GuestROPaths = []string{scripts}
-	a, err := agent.New(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	ready := make(chan struct{})
-	go func() { done <- a.Run(ctx, func(localapi.Info) { close(ready) }) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("agent: %v", err)
-			}
-		case <-time.After(60 * time.Second):
-			t.Error("agent did not stop")
-		}
-	})
-	select {
-	case <-ready:
-	case err := <-done:
-		t.Fatalf("agent stopped: %v", err)
-	case <-time.After(30 * time.Second):
-		t.Fatal("agent not ready")
-	}
+	a, _ := startSolo(t, cfg)
 	dir := cfg.DataDir
-	// The single node must lead before a submit can commit.
-	wait.For(t, 30*time.Second, "a leader", func() bool { c := a.Coordinator(); return c != nil && c.IsLeader() })
 
 	script := filepath.Join(scripts, "job.sh")
 	if err := os.WriteFile(script, []byte("#!/bin/sh\necho hello from the job\ntouch \"$RECLAIMNET_READY_FILE\"\nwhile :; do sleep 0.1; done\n"), 0o755); err != nil {

@@ -1,18 +1,13 @@
 package cli
 
 import (
-	"context"
 	"encoding/json"
-	"io"
-	"log/slog"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/reclaimnet/reclaimnet/agent"
 	"github.com/reclaimnet/reclaimnet/agent/owner"
-	"github.com/reclaimnet/reclaimnet/internal/wait"
-	"github.com/reclaimnet/reclaimnet/localapi"
 )
 
 func TestLendCommandLine(t *testing.T) {
@@ -55,35 +50,9 @@ func TestLendCommandLine(t *testing.T) {
 // TestLendAgainstAgent: lend --status on a running agent, lend --until,
 // and lend during a reclaim's notice withdrawing it.
 func TestLendAgainstAgent(t *testing.T) {
-	cfg := agent.DefaultConfig()
-	cfg.Name, cfg.Dev, cfg.DataDir = "solo", true, t.TempDir()
-	cfg.BindAddr, cfg.HTTPAddr = "127.0.0.1", ""
-	cfg.GossipPort, cfg.RaftPort, cfg.TransferPort = 0, 0, 0
-	a, err := agent.New(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	ready := make(chan struct{})
-	go func() { done <- a.Run(ctx, func(localapi.Info) { close(ready) }) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case <-done:
-		case <-time.After(60 * time.Second):
-			t.Error("agent did not stop")
-		}
-	})
-	select {
-	case <-ready:
-	case err := <-done:
-		t.Fatalf("agent stopped: %v", err)
-	case <-time.After(30 * time.Second):
-		t.Fatal("agent not ready")
-	}
+	cfg := soloConfig(t)
+	a, _ := startSolo(t, cfg)
 	dir := cfg.DataDir
-	wait.For(t, 30*time.Second, "a leader", func() bool { c := a.Coordinator(); return c != nil && c.IsLeader() })
 
 	code, out, errOut := runCLI(t, "lend", "--status", "--data-dir", dir)
 	for _, want := range []string{"policy:\n  lending windows: always", "owner activity: gpu notice 2m0s", "state: lent", "next planned reclaim: none"} {

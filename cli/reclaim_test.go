@@ -116,35 +116,9 @@ func TestReclaimStatusAfterLeave(t *testing.T) {
 // report, cancel withdraws it, and --now says enforcement is off,
 // makes the agent leave, and prints the report.
 func TestReclaimAgainstAgent(t *testing.T) {
-	cfg := agent.DefaultConfig()
-	cfg.Name, cfg.Dev, cfg.DataDir = "solo", true, t.TempDir()
-	cfg.BindAddr, cfg.HTTPAddr = "127.0.0.1", ""
-	cfg.GossipPort, cfg.RaftPort, cfg.TransferPort = 0, 0, 0
-	a, err := agent.New(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	ready := make(chan struct{})
-	go func() { done <- a.Run(ctx, func(localapi.Info) { close(ready) }) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case <-done:
-		case <-time.After(60 * time.Second):
-			t.Error("agent did not stop")
-		}
-	})
-	select {
-	case <-ready:
-	case err := <-done:
-		t.Fatalf("agent stopped: %v", err)
-	case <-time.After(30 * time.Second):
-		t.Fatal("agent not ready")
-	}
+	cfg := soloConfig(t)
+	a, done := startSolo(t, cfg)
 	dir := cfg.DataDir
-	wait.For(t, 30*time.Second, "a leader", func() bool { c := a.Coordinator(); return c != nil && c.IsLeader() })
 
 	code, out, errOut := runCLI(t, "reclaim", "--data-dir", dir, "--notice", "10m", "--detach")
 	if code != ExitOK || !strings.Contains(out, "reclaim of solo announced") || !strings.Contains(out, "not enforced") {
@@ -181,4 +155,50 @@ func TestReclaimAgainstAgent(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("agent still running after --now")
 	}
+}
+
+// soloConfig is a single --dev node on loopback with a temporary data dir
+// and system-chosen ports.
+func soloConfig(t *testing.T) agent.Config {
+	cfg := agent.DefaultConfig()
+	cfg.Name, cfg.Dev, cfg.DataDir = "solo", true, t.TempDir()
+	cfg.BindAddr, cfg.HTTPAddr = "127.0.0.1", ""
+	cfg.GossipPort, cfg.RaftPort, cfg.TransferPort = 0, 0, 0
+	return cfg
+}
+
+// startSolo runs an agent in process until the test ends (an error it
+// stops with fails the test) and waits until it leads its cluster of one,
+// so a submit can commit. done receives Run's result; a test that takes
+// it puts back nil for the cleanup.
+func startSolo(t *testing.T, cfg agent.Config) (*agent.Agent, chan error) {
+	t.Helper()
+	a, err := agent.New(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	ready := make(chan struct{})
+	go func() { done <- a.Run(ctx, func(localapi.Info) { close(ready) }) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("agent: %v", err)
+			}
+		case <-time.After(60 * time.Second):
+			t.Error("agent did not stop")
+		}
+	})
+	select {
+	case <-ready:
+	case err := <-done:
+		t.Fatalf("agent stopped: %v", err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("agent not ready")
+	}
+	wait.For(t, 30*time.Second, "a leader", func() bool { c := a.Coordinator(); return c != nil && c.IsLeader() })
+	return a, done
 }

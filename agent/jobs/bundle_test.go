@@ -29,6 +29,7 @@ exec /bin/sh ./step.sh
 // out as the job's working directory (the ignored file left out), and the
 // job resumes from it on the standby after a scheduled hand-off.
 func TestBundleTravelsWithJob(t *testing.T) {
+	t.Parallel()
 	tc := newCluster(t, []int{0, 1, 1}, fastSupervisor())
 	tc.waitVoters(3)
 	src := t.TempDir()
@@ -102,6 +103,7 @@ func TestBundleTravelsWithJob(t *testing.T) {
 // A job whose bundle no node holds is placed but never started: it waits
 // for the bundle (state fetching); a bundle nobody uses is refused.
 func TestJobWithoutItsBundleNeverStarts(t *testing.T) {
+	t.Parallel()
 	tc := newCluster(t, []int{0, 1, 1}, fastSupervisor())
 	tc.waitVoters(3)
 	missing := ckpt.BundleID{1, 2, 3}
@@ -132,6 +134,7 @@ func TestJobWithoutItsBundleNeverStarts(t *testing.T) {
 // BundleCommand makes a program of the bundle absolute in the layout and
 // leaves host programs alone.
 func TestBundleCommand(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct{ in, want []string }{
 		{[]string{"./train.sh", "-x"}, []string{"/l/train.sh", "-x"}},
 		{[]string{"./sub/run", "./arg"}, []string{"/l/sub/run", "./arg"}},
@@ -198,6 +201,7 @@ done
 // the standby when it exits 0, every holder keeps them for the job's Keep
 // from that version's writing, and then purges them.
 func TestOutputsMoveWithTheJobAndAreKept(t *testing.T) {
+	t.Parallel()
 	// Four nodes: after the hand-off the job still has a standby.
 	tc := newCluster(t, []int{0, 1, 1, 1}, fastSupervisor())
 	tc.waitVoters(3)

@@ -15,6 +15,7 @@ import (
 // Tick's early recovery): the job stops on the leaving node, is never
 // restarted there, and resumes on another node at the replica's step.
 func TestDegradedHandoffStopsThenRecovers(t *testing.T) {
+	t.Parallel()
 	tc, host := newClusterWithJob(t)
 	tc.waitCommitted("train", 1)
 	cp, _ := tc.state().FreshestCommitted("train")
@@ -60,6 +61,7 @@ func TestDegradedHandoffStopsThenRecovers(t *testing.T) {
 // the hand-off: "degraded, then admitted", which must not leave the job
 // stopped on the leaving node for good) and the first process stops.
 func TestDegradedHandoffWithNowhereToGoKeepsRunning(t *testing.T) {
+	t.Parallel()
 	tc, host := newClusterWithJob(t)
 	tc.waitCommitted("train", 1)
 	var others []policy.NodeID
@@ -125,6 +127,7 @@ func TestDegradedHandoffWithNowhereToGoKeepsRunning(t *testing.T) {
 // history says so (no final checkpoint, the version, the work lost), so
 // neither the owner's report nor the page counts it as a loss-free move.
 func TestHandoffWithoutFinalCheckpoint(t *testing.T) {
+	t.Parallel()
 	tc := newCluster(t, []int{0, 1, 1}, fastSupervisor())
 	tc.waitVoters(3)
 	tc.submitJob("train", "FAILFINAL=1")

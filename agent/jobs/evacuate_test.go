@@ -12,6 +12,7 @@ import (
 // nothing once the destination holds that version, for another node's
 // flows, for other flow kinds, or for a finished job.
 func TestHolderCopiesDue(t *testing.T) {
+	t.Parallel()
 	base := func() *state.State {
 		st := &state.State{
 			Jobs:        map[policy.JobID]state.JobRecord{},
@@ -66,6 +67,7 @@ func TestHolderCopiesDue(t *testing.T) {
 // holder, at the flow's rate), evacuations of the same node listed first;
 // nothing once the target holds it or from a node the flow does not name.
 func TestReplicaCopiesDue(t *testing.T) {
+	t.Parallel()
 	st := &state.State{
 		Jobs: map[policy.JobID]state.JobRecord{"j": {Job: policy.Job{ID: "j", State: policy.JobRunning, Node: "a"}}, "k": {Job: policy.Job{ID: "k", State: policy.JobRunning, Node: "a"}}},
 		Checkpoints: map[policy.JobID][]state.Checkpoint{

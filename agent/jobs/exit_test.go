@@ -29,6 +29,7 @@ exit 3
 // is failed, with both failures, the last exit code, node and log lines in
 // the replicated record.
 func TestFailuresCountedAcrossNodesThenFailed(t *testing.T) {
+	t.Parallel()
 	tc := newCluster(t, []int{0, 1, 1}, fastSupervisor())
 	tc.waitVoters(3)
 	dir := t.TempDir()
@@ -67,6 +68,7 @@ func TestFailuresCountedAcrossNodesThenFailed(t *testing.T) {
 // TestStartFailureIsReported: a command that cannot start fails the job
 // (no failures allowed) with the start error, instead of showing running.
 func TestStartFailureIsReported(t *testing.T) {
+	t.Parallel()
 	tc := newCluster(t, []int{1}, fastSupervisor())
 	tc.waitVoters(1)
 	tc.submitCommand("missing", []string{"/nonexistent/train"}, nil)
@@ -83,6 +85,7 @@ func TestStartFailureIsReported(t *testing.T) {
 // TestOutOfMemoryIsFailed: a confined job over its memory limit is killed
 // by the kernel, and the cluster records it as failed "out of memory".
 func TestOutOfMemoryIsFailed(t *testing.T) {
+	t.Parallel()
 	if os.Geteuid() != 0 {
 		if os.Getenv("CI") == "true" {
 			t.Fatal("CI=true but not root: the sandbox needs root")

@@ -9,6 +9,7 @@ import (
 // node has, and shares the least used one only when none is free; given
 // back, a device is free again.
 func TestGPUSet(t *testing.T) {
+	t.Parallel()
 	g := gpuSet{devices: []int{0, 1, 3}}
 	a, shared := g.take(2)
 	if !slices.Equal(a, []int{0, 1}) || shared {

@@ -26,6 +26,7 @@ import (
 // (a real transfer to a real receiver, 8 MiB at 100–200 kB/s: it cannot
 // finish on its own while the test runs).
 func TestHolderPushesFollowTheLeader(t *testing.T) {
+	t.Parallel()
 	tc, host := newClusterWithJob(t) // "train": a job the receiver knows
 	var holder, dest *testNode
 	for _, id := range slices.Sorted(maps.Keys(tc.nodes)) {

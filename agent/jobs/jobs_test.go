@@ -17,6 +17,7 @@ import (
 // standby, which records ReplicaComplete; then a scheduled reclaim hands the
 // job off with a final checkpoint and no lost step.
 func TestPeriodicCheckpointsThenScheduledHandoff(t *testing.T) {
+	t.Parallel()
 	tc, host := newClusterWithJob(t)
 	other := policy.NodeID("n01")
 	if host == other {
@@ -191,6 +192,7 @@ func historyOutcome(t *testing.T, tc *testCluster, node policy.NodeID, job polic
 // the holder pushes the freshest committed version, and the job resumes from
 // it (its step counter continues).
 func TestEmergencyRecoveryFetchesFromHolder(t *testing.T) {
+	t.Parallel()
 	tc := newCluster(t, []int{0, 1, 1, 1}, fastSupervisor())
 	tc.waitVoters(3)
 	tc.submitJob("train")
@@ -251,6 +253,7 @@ func TestEmergencyRecoveryFetchesFromHolder(t *testing.T) {
 // A checkpoint that never completes is abandoned and never committed; the
 // job keeps running.
 func TestHungCheckpointNeverCommitted(t *testing.T) {
+	t.Parallel()
 	sc := fastSupervisor()
 	sc.CheckpointTimeout = 500 * time.Millisecond
 	tc := newCluster(t, []int{1}, sc)
@@ -301,6 +304,7 @@ func TestHungCheckpointNeverCommitted(t *testing.T) {
 // A corrupt chunk in the freshest committed version at restore: the
 // previous version is used.
 func TestCorruptChunkAtRestoreFallsBack(t *testing.T) {
+	t.Parallel()
 	tc, host := newClusterWithJob(t)
 	other := policy.NodeID("n01")
 	if host == other {

@@ -14,6 +14,7 @@ import (
 )
 
 func TestPaceForDeadline(t *testing.T) {
+	t.Parallel()
 	const assigned, ceiling = 1e6, 1.1e6
 	for _, c := range []struct {
 		name      string
@@ -52,6 +53,7 @@ var slowCkptJob = strings.Replace(stepJob, `      echo "$step" > "$RECLAIMNET_CK
 // checkpoint is degraded up front instead of admitted and missed, and a
 // tight notice that does leave room is handed off before its deadline.
 func TestHandoffAccountsForCheckpointTime(t *testing.T) {
+	t.Parallel()
 	const slow = 1500 * time.Millisecond
 	if !strings.Contains(slowCkptJob, "CKSLOW") {
 		t.Fatal("the slow-checkpoint job script was not built")
@@ -143,6 +145,7 @@ func TestHandoffAccountsForCheckpointTime(t *testing.T) {
 // decisions waits nowOrderHold for newer ones; a periodic interval does
 // neither (its version queues).
 func TestNextCheckpoint(t *testing.T) {
+	t.Parallel()
 	last := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
 	periodic := policy.JobDecision{Interval: 10 * time.Minute}
 	now := policy.JobDecision{Interval: policy.RescueInterval}

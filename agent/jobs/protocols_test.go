@@ -15,6 +15,7 @@ import (
 // same cluster with P3 on paces them (TestPeriodicCheckpointsThenScheduled
 // Handoff checks the decided rate).
 func TestP3OffTransfersUnpaced(t *testing.T) {
+	t.Parallel()
 	tc := newClusterSwitches(t, []int{0, 1, 1}, fastSupervisor(), policy.Switches{P2: true})
 	tc.waitVoters(3)
 	tc.submitJob("train")

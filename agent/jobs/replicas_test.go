@@ -30,6 +30,7 @@ func (tc *testCluster) startStorage(id policy.NodeID) *testNode {
 // fail together, the job recovers from the storage node's copy (its step
 // counter continues from that version), not from the beginning.
 func TestReplicaOnStorageSurvivesJointDeparture(t *testing.T) {
+	t.Parallel()
 	tc := newCluster(t, []int{0, 1, 1}, fastSupervisor())
 	tc.waitVoters(3)
 	// Nodes that join later are not voters (the voters stay): the two

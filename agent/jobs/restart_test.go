@@ -35,6 +35,7 @@ func (tc *testCluster) startPersistent(id policy.NodeID, dir string, since time.
 // locally: its manager waits until the replicated state
 // records its new membership, by which time the job is placed elsewhere.
 func TestRestartedNodeDoesNotRestartMovedJob(t *testing.T) {
+	t.Parallel()
 	tc := newCluster(t, []int{0}, fastSupervisor())
 	dirs := map[policy.NodeID]string{"n01": t.TempDir(), "n02": t.TempDir()}
 	for _, id := range []policy.NodeID{"n01", "n02"} {

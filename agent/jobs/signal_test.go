@@ -14,6 +14,7 @@ import (
 // Every checkpoint signal the replicated spec may name maps to a number
 // here (a spec that validates always starts).
 func TestEveryCheckpointSignalMaps(t *testing.T) {
+	t.Parallel()
 	for _, name := range state.CheckpointSignals {
 		sig, err := supervisorSignal(state.JobSpec{Signal: name})
 		if err != nil || sig <= 0 || sig == syscall.SIGKILL || sig == syscall.SIGSTOP || sig == syscall.SIGTERM {
@@ -29,6 +30,7 @@ func TestEveryCheckpointSignalMaps(t *testing.T) {
 // SIGUSR2: the step job traps only USR2, so a USR1 would kill it (its
 // default action) instead of producing checkpoints.
 func TestCheckpointsRequestedWithConfiguredSignal(t *testing.T) {
+	t.Parallel()
 	tc := newCluster(t, []int{1}, fastSupervisor())
 	tc.submitSpec("usr2", state.JobSpec{Command: []string{"/bin/sh", tc.script},
 		Env: []string{"STEPLOG=" + tc.stepLog, "CKSIG=USR2"}, Signal: "USR2"})
@@ -50,6 +52,7 @@ func TestCheckpointsRequestedWithConfiguredSignal(t *testing.T) {
 // A job that ignores SIGTERM is killed about its own --grace after the
 // SIGTERM, not the supervisor's default (1 s here).
 func TestStopUsesConfiguredGrace(t *testing.T) {
+	t.Parallel()
 	sc := fastSupervisor()
 	sc.StopGrace = time.Second
 	const grace = 6 * time.Second

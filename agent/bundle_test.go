@@ -32,6 +32,7 @@ while :; do sleep 0.1; done
 // show the job: the job runs as a guest in the bundle's layout, reads its
 // input there, cannot change it, and has a writable HOME.
 func TestBundleIsTheSandboxedWorkdir(t *testing.T) {
+	t.Parallel()
 	_, n := startSolo(t, nil)
 	src := t.TempDir()
 	if err := os.MkdirAll(filepath.Join(src, "data"), 0o700); err != nil {
@@ -73,6 +74,7 @@ yes reclaimnet | head -c 300000 > "$RECLAIMNET_OUTPUT_DIR/data/big.txt"
 // holder, exactly what the job wrote. Fetching into the same place again,
 // and an unknown job, fail clearly.
 func TestFetchResults(t *testing.T) {
+	t.Parallel()
 	c, _ := startJobCluster(t)
 	src := t.TempDir()
 	for name, body := range map[string]string{"job.sh": resultJob, "input.txt": "hello results\n"} {
@@ -141,6 +143,7 @@ while :; do sleep 0.1; done
 // placed only on the node whose owner announces it, reads it there
 // read-only; a path no node announces is refused at submit.
 func TestROPathNodesOnly(t *testing.T) {
+	t.Parallel()
 	c := newTestCluster(t)
 	c.load = func() float64 { return 0.25 }
 	ds := t.TempDir()

@@ -240,6 +240,7 @@ func (c *testCluster) waitConfig(want, voters int, within time.Duration) {
 }
 
 func TestClusterOfThree(t *testing.T) {
+	t.Parallel()
 	c := newTestCluster(t)
 	c.startN(3, func(i int) string { return []string{"physics", "chemistry", "library"}[i] })
 	c.waitConfig(3, 3, 60*time.Second)
@@ -356,6 +357,7 @@ func TestClusterOfThree(t *testing.T) {
 }
 
 func TestDataDirLocked(t *testing.T) {
+	t.Parallel()
 	c := newTestCluster(t)
 	cfg := c.config("node-a")
 	c.start(cfg)
@@ -371,6 +373,7 @@ func TestDataDirLocked(t *testing.T) {
 }
 
 func TestNoAgent(t *testing.T) {
+	t.Parallel()
 	_, err := localapi.Call(context.Background(), t.TempDir(), localapi.Request{Op: localapi.OpStatus})
 	if !errors.Is(err, localapi.ErrNoAgent) {
 		t.Fatalf("Call without an agent: got %v, want ErrNoAgent", err)
@@ -378,6 +381,7 @@ func TestNoAgent(t *testing.T) {
 }
 
 func TestWrongGossipKeyCannotJoin(t *testing.T) {
+	t.Parallel()
 	c := newTestCluster(t)
 	c.startN(1, nil)
 	cfg := c.config("intruder")
@@ -396,6 +400,7 @@ func TestWrongGossipKeyCannotJoin(t *testing.T) {
 }
 
 func TestConfigFile(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "agent.json")
 	os.WriteFile(path, []byte(`{"name":"from-file","building":"physics","join":["10.0.0.1"],"leave_timeout":"7s"}`), 0o600)
 	cfg, err := LoadConfigFile(path, DefaultConfig())
@@ -426,6 +431,7 @@ func TestConfigFile(t *testing.T) {
 // After 7 non-voters leave at once without notice, the cluster still has
 // a leader, the leader keeps ticking, and a new command commits within 2 s.
 func TestSevenEmergencyDeparturesOfNonVoters(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("-short: a 10-node in-process cluster takes tens of seconds (runs in the full suite and CI)")
 	}
@@ -497,6 +503,7 @@ func TestSevenEmergencyDeparturesOfNonVoters(t *testing.T) {
 // A TLS dir whose node certificate was signed by another CA, or names
 // another node, is refused at start with an error that says so.
 func TestBadCertificates(t *testing.T) {
+	t.Parallel()
 	c := newTestCluster(t)
 	cfg := c.config("node-a")
 	other, err := pki.NewDev()
@@ -531,6 +538,7 @@ func TestBadCertificates(t *testing.T) {
 // Raft: every node sees every other node's telemetry, and the voter set
 // grows to 5 once 20 nodes are eligible.
 func TestClusterConverges(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct{ nodes, voters int }{{5, 3}, {20, 5}} {
 		t.Run(fmt.Sprintf("%d nodes", tc.nodes), func(t *testing.T) {
 			if testing.Short() && tc.nodes > 5 {
@@ -568,6 +576,7 @@ func TestClusterConverges(t *testing.T) {
 // the member list, the campus graph with default capacities, and
 // measured bandwidth replacing them.
 func TestTelemetryForLeader(t *testing.T) {
+	t.Parallel()
 	c := newTestCluster(t)
 	cfg := c.config("gpu-a")
 	cfg.Building = "physics"
@@ -626,6 +635,7 @@ func TestTelemetryForLeader(t *testing.T) {
 // gossip, beside the leader's own (a leader that knew only its own flows
 // would judge another node's hand-off nearly done as not started).
 func TestTelemetryFlowsFromPeers(t *testing.T) {
+	t.Parallel()
 	c := newTestCluster(t)
 	cfgA, cfgB := c.config("gpu-a"), c.config("gpu-b")
 	cfgB.TelemetryInterval = Duration(time.Hour) // one report at start; ours below is not overwritten

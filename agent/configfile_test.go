@@ -39,6 +39,7 @@ func fullConfig() Config {
 // fullConfig (checked by reflection), appears in the output of each
 // format with a comment in HCL, and reads back as the same Config.
 func TestConfigEveryOptionRoundTrips(t *testing.T) {
+	t.Parallel()
 	full := fullConfig()
 	v, def := reflect.ValueOf(full), reflect.ValueOf(DefaultConfig())
 	for i := range v.NumField() {
@@ -95,6 +96,7 @@ func TestConfigEveryOptionRoundTrips(t *testing.T) {
 // TestConfigDocsMatchFields: every option has a description and every
 // description an option.
 func TestConfigDocsMatchFields(t *testing.T) {
+	t.Parallel()
 	fields := configFields()
 	for _, f := range fields {
 		if configDocs[f] == "" {
@@ -109,6 +111,7 @@ func TestConfigDocsMatchFields(t *testing.T) {
 // TestConfigFileHCL reads a hand-written HCL file with comments over the
 // defaults; errors name the file, line and option.
 func TestConfigFileHCL(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	path := filepath.Join(dir, "agent.hcl")
 	src := `# a lab machine in physics
@@ -154,6 +157,7 @@ cache_size = "500GiB"
 // TestConfigFileKeepsBase: a file that sets some uplinks adds to the
 // base's, and never changes the base's map.
 func TestConfigFileKeepsBase(t *testing.T) {
+	t.Parallel()
 	base := DefaultConfig()
 	base.UplinkCapacity = UplinkCapacities{"a": Rate(1e6)}
 	path := filepath.Join(t.TempDir(), "agent.json")
@@ -174,6 +178,7 @@ func TestConfigFileKeepsBase(t *testing.T) {
 
 // TestSizeString: sizes print in the largest exact binary unit.
 func TestSizeString(t *testing.T) {
+	t.Parallel()
 	for n, want := range map[Size]string{0: "0B", 1000: "1000B", 1024: "1KiB", 50 << 30: "50GiB", 1536 << 20: "1536MiB", 3 << 40: "3TiB"} {
 		if got := n.String(); got != want {
 			t.Errorf("Size(%d) = %q, want %q", int64(n), got, want)

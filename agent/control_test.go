@@ -15,6 +15,7 @@ import (
 // before anything is submitted (the coordinator is nil here: reaching it
 // would panic).
 func TestRunRejectsBadSignalAndGrace(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name string
 		jr   localapi.JobRequest
@@ -43,6 +44,7 @@ func TestRunRejectsBadSignalAndGrace(t *testing.T) {
 // A storage node is never lent: both kinds of reclaim are refused with a
 // clear error before the reclaim flow sees them (it is nil here).
 func TestStorageNodeRefusesReclaim(t *testing.T) {
+	t.Parallel()
 	a := &Agent{cfg: Config{Role: RoleStorage}}
 	for _, op := range []string{localapi.OpReclaim, localapi.OpReclaimNow, localapi.OpLend} {
 		resp := a.control(localapi.Request{Op: op}, caller{UID: 0, Name: "root"})
@@ -55,6 +57,7 @@ func TestStorageNodeRefusesReclaim(t *testing.T) {
 // jobs marks a job whose interval floor is above its loss budget's
 // ceiling, and not one without a budget or within it.
 func TestJobInfosBudgetUnmet(t *testing.T) {
+	t.Parallel()
 	st := state.New()
 	for _, id := range []policy.JobID{"big", "fine", "nobudget"} {
 		st.Jobs[id] = state.JobRecord{Job: policy.Job{ID: id, State: policy.JobRunning}}

@@ -28,6 +28,7 @@ import (
 )
 
 func TestParseRate(t *testing.T) {
+	t.Parallel()
 	for in, want := range map[string]float64{
 		"1Gbit": 125e6, "10gbit": 1.25e9, "100Mbit": 12.5e6, "8kbit": 1e3, "800bit": 100, "1Gbps": 125e6, "125MBps": 125e6,
 		"125MB": 125e6, "64MiB": 64 << 20, "1KiB/s": 1024, "2.5GB": 2.5e9, "125000000": 125e6, " 1 Gbit ": 125e6,
@@ -93,6 +94,7 @@ func killSwitchOf(t *testing.T, httpAddr, node string) web.KillSwitchMode {
 // says why, publishes no bandwidth, and every status page in the cluster
 // shows its kill-switch as "disabled", never a fake "off".
 func TestEnforcementOffShowsDisabled(t *testing.T) {
+	t.Parallel()
 	c := newTestCluster(t)
 	a := c.start(c.config("auto-node"))
 	cfg := c.config("off-node")
@@ -137,6 +139,7 @@ const unprivilegedChildEnv = "RECLAIMNET_AGENT_UNPRIVILEGED_CHILD"
 // what is missing and what to do, before anything is created. As root the
 // test re-runs itself as nobody.
 func TestEnforceOnWithoutPrivilege(t *testing.T) {
+	t.Parallel()
 	if os.Getenv(unprivilegedChildEnv) == "1" || os.Geteuid() != 0 {
 		cfg := DefaultConfig()
 		cfg.Name, cfg.Dev, cfg.BindAddr, cfg.HTTPAddr, cfg.Enforce = "unpriv", true, "127.0.0.1", "", enforce.ModeOn
@@ -183,6 +186,7 @@ const netnsChildEnv = "RECLAIMNET_AGENT_NETNS_CHILD"
 // within a few seconds. The test runs its body again as a child process
 // inside the namespace (nsenter), so every thread of that agent is in it.
 func TestEnforcementKillSwitchOnStatusPage(t *testing.T) {
+	t.Parallel()
 	if os.Getenv(netnsChildEnv) == "1" {
 		enforcementChild(t, os.Getenv(netnsChildEnv+"_IFACE"), os.Getenv(netnsChildEnv+"_PIN"))
 		return

@@ -25,6 +25,7 @@ import (
 // restored from and the work lost. The cluster's history then exports as
 // a trace the simulator reads and replays.
 func TestEmergencyInHistoryAndTrace(t *testing.T) {
+	t.Parallel()
 	c, byName := startJobCluster(t)
 	host, _ := startStepJob(t, c, byName, "emerg", e2eStepJob)
 	hostCfg := host.agent.cfg

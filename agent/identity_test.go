@@ -78,6 +78,7 @@ func fileMode(t *testing.T, path string) os.FileMode {
 // through another member. Every member is admitted only after the leader
 // verified its certificate.
 func TestTokenJoin(t *testing.T) {
+	t.Parallel()
 	c := newTestCluster(t)
 	a := c.bootstrap("lab-a")
 	dir := a.agent.DataDir()
@@ -139,6 +140,7 @@ func TestTokenJoin(t *testing.T) {
 // TestTokenRefusals: every refused join says why, and leaves nothing in
 // the cluster: no certificate, no node record.
 func TestTokenRefusals(t *testing.T) {
+	t.Parallel()
 	c := newTestCluster(t)
 	a := c.bootstrap("lab-a")
 
@@ -206,6 +208,7 @@ func TestTokenRefusals(t *testing.T) {
 // certificate, it is not admitted again however long it gossips, and its
 // name joins again with a new token and a new certificate.
 func TestRemovedNode(t *testing.T) {
+	t.Parallel()
 	c := newTestCluster(t)
 	a := c.bootstrap("lab-a")
 	tok := createToken(t, a, time.Hour, 0)
@@ -252,6 +255,7 @@ func TestRemovedNode(t *testing.T) {
 // with the reason; it gets no vote and no work, while a job waits for a
 // node that is admitted.
 func TestForeignCertificateRefused(t *testing.T) {
+	t.Parallel()
 	c := newTestCluster(t)
 	c.load = func() float64 { return 0.25 }
 	a := c.bootstrap("lab-a")
@@ -303,6 +307,7 @@ func TestForeignCertificateRefused(t *testing.T) {
 // on a fresh key; its listeners present the new one without a restart,
 // the file on disk and the registry follow.
 func TestCertificateRenewal(t *testing.T) {
+	t.Parallel()
 	c := newTestCluster(t)
 	a := c.bootstrap("lab-a")
 	b := c.start(c.tokenConfig("lab-b", createToken(t, a, time.Hour, 0), a))
@@ -346,6 +351,7 @@ func TestCertificateRenewal(t *testing.T) {
 // TestInsecureKeyFilesRefused: a gossip key or node key other users may
 // read stops the agent at start with the command that fixes it.
 func TestInsecureKeyFilesRefused(t *testing.T) {
+	t.Parallel()
 	c := newTestCluster(t)
 	a := c.bootstrap("lab-a")
 	dir := a.agent.DataDir()
@@ -374,6 +380,7 @@ func TestInsecureKeyFilesRefused(t *testing.T) {
 // dir with no agent running; the agent started later with that data dir
 // alone (no TLS dir, gossip key or peer given) is a member.
 func TestEnrollThenStart(t *testing.T) {
+	t.Parallel()
 	c := newTestCluster(t)
 	a := c.bootstrap("lab-a")
 	cfg := c.tokenConfig("lab-e", createToken(t, a, time.Hour, 1), a)

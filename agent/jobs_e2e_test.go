@@ -177,6 +177,7 @@ func startJobCluster(t *testing.T) (*testCluster, map[string]*testNode) {
 // from the replicated checkpoint: its step counter continues from that
 // checkpoint, not from zero.
 func TestJobSurvivesHostLoss(t *testing.T) {
+	t.Parallel()
 	c, byName := startJobCluster(t)
 	script, stepLog := c.writeScript("e2e.sh", e2eStepJob), c.jobFiles("e2e", "steps.log")
 	// 1. Submit through the control socket, as 'reclaimnet run' does.

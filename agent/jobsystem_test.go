@@ -13,6 +13,7 @@ import (
 // class, not a flow the leader moved to another destination, none for a
 // flow without room, and none at all with P3 off.
 func TestFlowBindingsByFlowID(t *testing.T) {
+	t.Parallel()
 	st := state.New()
 	st.Nodes["b"] = state.NodeRecord{ID: "b", TransferAddr: "10.0.0.2:7948"}
 	st.Nodes["c"] = state.NodeRecord{ID: "c", TransferAddr: "10.0.0.3:7948"}

@@ -128,6 +128,7 @@ func (c *testCluster) alive(node string) bool {
 // again until the owner's lend, after which it rejoins as a new
 // incarnation.
 func TestLendAfterReclaim(t *testing.T) {
+	t.Parallel()
 	c := newTestCluster(t)
 	c.startN(1, nil)
 	cfg := c.config("owned")
@@ -186,6 +187,7 @@ func TestLendAfterReclaim(t *testing.T) {
 // the owner works and is lent again by itself once the owner has been idle
 // for the set time.
 func TestOwnerGPUProcessReclaims(t *testing.T) {
+	t.Parallel()
 	c := newTestCluster(t)
 	c.startN(1, nil)
 	cfg := c.config("owned")
@@ -235,6 +237,7 @@ func TestOwnerGPUProcessReclaims(t *testing.T) {
 // TestOnReclaimExit: with on_reclaim exit, Serve ends with ErrReclaimed
 // once a reclaim made the node leave.
 func TestOnReclaimExit(t *testing.T) {
+	t.Parallel()
 	c := newTestCluster(t)
 	c.startN(1, nil)
 	cfg := c.config("owned")
@@ -261,6 +264,7 @@ func TestOnReclaimExit(t *testing.T) {
 // reclaim path, with its reason, and the node leaves at the end and stays
 // out.
 func TestLendUntilPlannedReclaim(t *testing.T) {
+	t.Parallel()
 	c := newTestCluster(t)
 	c.startN(1, nil)
 	cfg := c.config("owned")

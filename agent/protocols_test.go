@@ -38,6 +38,7 @@ func (s *syncBuffer) String() string {
 // (which names the leader and this node's own setting), the job's interval
 // is the fixed one, and node-01 warns in its log that it disagrees.
 func TestProtocolsFlagAppliesClusterWide(t *testing.T) {
+	t.Parallel()
 	c := newTestCluster(t)
 	c.load = func() float64 { return 0.25 }
 	var logs syncBuffer
@@ -90,6 +91,7 @@ func TestProtocolsFlagAppliesClusterWide(t *testing.T) {
 // command line) joins the cluster; a bad file, or a key given both ways,
 // stops it at start with a clear error.
 func TestGossipKeyFile(t *testing.T) {
+	t.Parallel()
 	c := newTestCluster(t)
 	first := c.start(c.config("node-00"))
 	path := filepath.Join(t.TempDir(), "gossip.key")

@@ -26,6 +26,7 @@ const debianPython = "/usr/bin/python3"
 // and loss continue from the checkpoint (the resumed step's loss equals
 // the one the dead host printed for it: train.py resumes bit for bit).
 func TestPyTorchJobSurvivesHostLoss(t *testing.T) {
+	t.Parallel()
 	if err := exec.Command(debianPython, "-c", "import torch").Run(); err != nil {
 		if os.Getenv("CI") == "true" {
 			t.Fatalf("CI=true but %s cannot import torch (install python3-torch): %v", debianPython, err)

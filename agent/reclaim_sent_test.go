@@ -17,6 +17,7 @@ import (
 // known size reports at least those bytes sent, although the job's
 // transfers are no longer listed once it moved.
 func TestScheduledReclaimReportsBytesSent(t *testing.T) {
+	t.Parallel()
 	const blob = 2 << 20
 	// The step job, writing blob fresh random bytes into every checkpoint:
 	// the destination never holds the final checkpoint's chunks.
@@ -82,6 +83,7 @@ done
 // view, and the replicated state holds no pending reclaim for it (the
 // racy orders are raft's TestReclaimEndsWithDepartureAndRejoin).
 func TestReclaimedNodeComesBackNotLeaving(t *testing.T) {
+	t.Parallel()
 	c, _ := startJobCluster(t)
 	leader := c.leader()
 	var host *testNode

@@ -63,6 +63,7 @@ func waitLeft(t *testing.T, n *testNode, within time.Duration) {
 // complete only once the job's process here has stopped, and the node
 // leaves at the deadline with the owner's report stored.
 func TestScheduledReclaimHandsOff(t *testing.T) {
+	t.Parallel()
 	c, byName := startJobCluster(t)
 	host, stepLog := startStepJob(t, c, byName, "sched", e2eStepJob)
 
@@ -199,6 +200,7 @@ func TestScheduledReclaimHandsOff(t *testing.T) {
 // command to the job's readiness there (at least the 2 s the job takes
 // to become ready, not the moment of its placement).
 func TestEmergencyReclaim(t *testing.T) {
+	t.Parallel()
 	c, byName := startJobCluster(t)
 	slow := strings.Replace(e2eStepJob, `touch "$RECLAIMNET_READY_FILE"`, `sleep 2; touch "$RECLAIMNET_READY_FILE"`, 1)
 	host, stepLog := startStepJob(t, c, byName, "emerg", slow)
@@ -253,6 +255,7 @@ func TestEmergencyReclaim(t *testing.T) {
 // (status complete only then), and recovers elsewhere from its replica
 // once the node left at the deadline.
 func TestScheduledReclaimDegraded(t *testing.T) {
+	t.Parallel()
 	c, byName := startJobCluster(t)
 	// The job takes 4 s to become ready: its restart time Tr.
 	slow := strings.Replace(e2eStepJob, `touch "$RECLAIMNET_READY_FILE"`, `sleep 4; touch "$RECLAIMNET_READY_FILE"`, 1)

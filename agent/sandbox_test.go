@@ -131,6 +131,7 @@ exec sleep 1000
 // it asked for. A second job over its memory limit fails "out of memory".
 // /v1/status says the sandbox is on.
 func TestGuestJobProbe(t *testing.T) {
+	t.Parallel()
 	var keyFile, tlsDir string
 	c, n := startSolo(t, func(cfg *Config) {
 		keyFile = filepath.Join(filepath.Dir(cfg.DataDir), "gossip.key")
@@ -229,6 +230,7 @@ func TestGuestJobProbe(t *testing.T) {
 // device node, a different one, named by NVIDIA_VISIBLE_DEVICES, with
 // CUDA numbering it 0.
 func TestGuestJobsGetTheirOwnGPU(t *testing.T) {
+	t.Parallel()
 	dev := t.TempDir()
 	for name, minor := range map[string]int{"nvidia0": 0, "nvidia1": 1, "nvidiactl": 255} {
 		p := filepath.Join(dev, name)
@@ -319,6 +321,7 @@ func forgeLeftover(t *testing.T, parent, name string) (pid int, reaped <-chan st
 // job runs again as one instance, and a leftover under another agent's
 // parent on the same machine is left alone.
 func TestRestartKillsLeftoverJobs(t *testing.T) {
+	t.Parallel()
 	c, n := startSolo(t, nil)
 	script := c.writeScript("sweep.sh", `#!/bin/sh
 echo "start $RECLAIMNET_RESTART_COUNT" >> "$HOME/starts"
@@ -371,6 +374,7 @@ exec sleep 1000
 // on /v1/status and reports no free GPU, so the leader places nothing
 // there: the job goes to the node that can run it.
 func TestSandboxUnavailableRefusesJobs(t *testing.T) {
+	t.Parallel()
 	c := newTestCluster(t)
 	c.load = func() float64 { return 0.25 }
 	cfg := c.config("locked")
@@ -416,6 +420,7 @@ func TestSandboxUnavailableRefusesJobs(t *testing.T) {
 // TestSandboxOff: with --sandbox off, the operator's choice, the page,
 // /v1/status and the log say jobs run unconfined, and they do (as root).
 func TestSandboxOff(t *testing.T) {
+	t.Parallel()
 	c, n := startSolo(t, func(cfg *Config) { cfg.Sandbox = "off" })
 	if s := n.agent.Sandbox(); s.Mode != sandbox.Off || !s.Available {
 		t.Errorf("sandbox %+v, want off and available", s)
@@ -446,6 +451,7 @@ func TestSandboxOff(t *testing.T) {
 // A node's sandbox settings: defaults, the operator's flags, what is
 // always hidden, and the errors.
 func TestSandboxConfig(t *testing.T) {
+	t.Parallel()
 	cfg := DefaultConfig()
 	cfg.Name, cfg.DataDir, cfg.TLSDir, cfg.GossipKeyFile = "gpu-01", "/var/lib/reclaimnet", "/etc/reclaimnet/tls", "/etc/reclaimnet/gossip.key"
 	sc, err := cfg.sandboxConfig()
@@ -503,6 +509,7 @@ func TestSandboxConfig(t *testing.T) {
 // A guest read-only path that does not exist is a start-up error, not a
 // sandbox that silently shows less.
 func TestMissingGuestPathFailsStart(t *testing.T) {
+	t.Parallel()
 	c := newTestCluster(t)
 	cfg := c.config("solo")
 	cfg.GuestROPaths = []string{filepath.Join(t.TempDir(), "nope")}
@@ -513,6 +520,7 @@ func TestMissingGuestPathFailsStart(t *testing.T) {
 
 // Jobs are given only GPUs whose device nodes exist.
 func TestGPUDevicesFound(t *testing.T) {
+	t.Parallel()
 	dev := t.TempDir()
 	for _, n := range []string{"nvidia0", "nvidia2"} {
 		if err := os.WriteFile(filepath.Join(dev, n), nil, 0o644); err != nil {

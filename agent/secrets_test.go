@@ -24,6 +24,7 @@ import (
 // or anywhere in the data dirs, and is refused to a node that does not run
 // the job.
 func TestSecretEnv(t *testing.T) {
+	t.Parallel()
 	c := newTestCluster(t)
 	c.load = func() float64 { return 0.25 }
 	a := c.bootstrap("lab-a")

@@ -12,6 +12,7 @@ import (
 )
 
 func TestUplinkCapacityFlag(t *testing.T) {
+	t.Parallel()
 	var u UplinkCapacities
 	if err := u.Set("60Mbit"); err != nil {
 		t.Fatal(err)
@@ -53,6 +54,7 @@ func TestUplinkCapacityFlag(t *testing.T) {
 // --uplink-capacity and --bmin reach the leader's coordinator: its
 // Params.Bmin and the graph its telemetry builds from live gossip.
 func TestUplinkCapacityAndBminReachTheLeader(t *testing.T) {
+	t.Parallel()
 	c := newTestCluster(t)
 	var mu sync.Mutex
 	var got raft.Config

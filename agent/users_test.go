@@ -62,6 +62,7 @@ func userCwd(t *testing.T) string {
 // the machine's owner named by --owners may; a reclaim naming another
 // node is refused.
 func TestLocalUsers(t *testing.T) {
+	t.Parallel()
 	if os.Getuid() != 0 {
 		if os.Getenv("CI") == "true" {
 			t.Fatal("needs root to run commands as other users")

@@ -178,6 +178,9 @@ func submitJobErr(n *testNode, id policy.JobID) (state.JobRecord, error) {
 // (memberlist and Raft on loopback) in headless Chromium: the members and
 // a running job appear, the open page picks up a second job without a
 // reload, a departed node is shown as left, and a screenshot is written.
+// It runs alone, not beside the package's parallel tests: Chromium takes
+// the cores for seconds at a time, and the graceful leave it shows must
+// reach the viewer within the wait.
 func TestStatusPageInBrowser(t *testing.T) {
 	bin := chromium(t)
 	c := startWebCluster(t)
@@ -294,6 +297,7 @@ func TestStatusPageInBrowser(t *testing.T) {
 // cluster metrics, with a job running) and checks it with promtool and
 // against docs/metrics.md.
 func TestAgentMetricsPromtool(t *testing.T) {
+	t.Parallel()
 	promtool, err := exec.LookPath("promtool")
 	if err != nil {
 		if os.Getenv("CI") == "true" {

@@ -134,6 +134,7 @@ func checkCluster(t *testing.T, a *Agents) string {
 // buildings from the topology; the leader is SIGKILLed, the survivors elect
 // another, and Start brings it back on the same ports and data dir.
 func TestAgentsLoopback(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("builds the binary and runs three agent processes")
 	}
@@ -285,6 +286,7 @@ func getJSONVia(a *Agents, node, path string, v any) error {
 // leader is SIGKILLed and restarted, and Close removes the namespaces and
 // the pinned BPF objects.
 func TestAgentsNamespaces(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("builds the binary and runs four agents in namespaces")
 	}

@@ -69,6 +69,7 @@ done
 // finishes there, and 'reclaimnet fetch' returns exactly the outputs it
 // wrote (their tree hash against the lines the job must have written).
 func TestCampusBundleTravels(t *testing.T) {
+	t.Parallel()
 	requireScenarios(t)
 	if testing.Short() {
 		t.Skip("campus in a box: 6 agents in namespaces, minutes")

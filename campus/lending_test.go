@@ -23,6 +23,7 @@ import (
 // cluster, no job placed there, lendable again only when its next window
 // opens, a day later).
 func TestCampusLendingWindowEnds(t *testing.T) {
+	t.Parallel()
 	requireScenarios(t)
 	if testing.Short() {
 		t.Skip("campus in a box: 8 agents in namespaces, minutes")

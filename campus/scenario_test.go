@@ -1302,6 +1302,7 @@ func (b *box) busiest(avoid ...string) string {
 // checkpoints and the PyTorch example). After each departure the node comes
 // back (its owner is done with it), so every scenario starts from 8 nodes.
 func TestCampusScenarios(t *testing.T) {
+	t.Parallel()
 	requireScenarios(t)
 	if testing.Short() {
 		t.Skip("campus in a box: 8 agents in namespaces, minutes")
@@ -1520,6 +1521,7 @@ func (b *box) logFigures() {
 // jobs. Its own campus: a broken quorum here must not take the other
 // scenarios down with it.
 func TestCampusLeaderReclaimedMidMigration(t *testing.T) {
+	t.Parallel()
 	requireScenarios(t)
 	if testing.Short() {
 		t.Skip("campus in a box: 8 agents in namespaces, minutes")

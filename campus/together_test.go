@@ -25,6 +25,7 @@ import (
 // version at least as fresh as any committed before its restart: no
 // committed checkpoint lost, nothing restarted from zero.
 func TestCampusFiveOfEightNow(t *testing.T) {
+	t.Parallel()
 	requireScenarios(t)
 	if testing.Short() {
 		t.Skip("campus in a box: 8 agents in namespaces, minutes")

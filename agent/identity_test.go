@@ -59,6 +59,9 @@ func createToken(t *testing.T, n *testNode, ttl time.Duration, uses int) string 
 
 // nodeRecord is node's registry entry in n's copy of the state.
 func nodeRecord(n *testNode, node string) (state.NodeRecord, bool) {
+	if n == nil { // no leader at this moment: an election is under way
+		return state.NodeRecord{}, false
+	}
 	rec, ok := n.agent.Coordinator().State().Nodes[policy.NodeID(node)]
 	return rec, ok
 }

@@ -25,8 +25,10 @@ const debianPython = "/usr/bin/python3"
 // stopped abruptly; the job resumes on another agent, and its step counter
 // and loss continue from the checkpoint (the resumed step's loss equals
 // the one the dead host printed for it: train.py resumes bit for bit).
+// It runs alone, not beside the package's parallel tests: importing torch
+// takes seconds of CPU, and the dead host's log must hold the step the job
+// resumes at.
 func TestPyTorchJobSurvivesHostLoss(t *testing.T) {
-	t.Parallel()
 	if err := exec.Command(debianPython, "-c", "import torch").Run(); err != nil {
 		if os.Getenv("CI") == "true" {
 			t.Fatalf("CI=true but %s cannot import torch (install python3-torch): %v", debianPython, err)

@@ -103,9 +103,17 @@ func TestEmergencyInHistoryAndTrace(t *testing.T) {
 
 	// Trace export: the departure, the nodes, the job and bandwidth
 	// samples, read back by the simulator's reader and replayed.
-	tr := exportTrace(t, survivor)
-	d := slices.IndexFunc(tr.Departures, func(d trace.DepartureRec) bool { return d.Node == hostCfg.Name })
-	if d < 0 || tr.Departures[d].Type != trace.Emergency || tr.Departures[d].NoticeS != 0 {
+	// The history shows the reclaim from the owner's report; the trace's
+	// departure is the one the leader records once gossip shows the node
+	// gone, which may come later.
+	var tr *trace.Trace
+	d := -1
+	wait.For(t, 30*time.Second, "the departure of "+hostCfg.Name+" in the exported trace", func() bool {
+		tr = exportTrace(t, survivor)
+		d = slices.IndexFunc(tr.Departures, func(d trace.DepartureRec) bool { return d.Node == hostCfg.Name })
+		return d >= 0
+	})
+	if tr.Departures[d].Type != trace.Emergency || tr.Departures[d].NoticeS != 0 {
 		t.Fatalf("trace departures %+v: want %s's emergency", tr.Departures, hostCfg.Name)
 	}
 	if len(tr.Nodes) != 3 || len(tr.Bandwidth) == 0 {

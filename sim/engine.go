@@ -134,6 +134,7 @@ type Engine struct {
 	m       metrics
 	delays  []float64 // Requeuer delays, seconds
 	lastCtl float64   // when the controller last ran
+	alloc   allocScratch
 }
 
 // NewEngine prepares a run. The trace is not modified.
@@ -177,7 +178,7 @@ func NewEngine(tr *trace.Trace, ctrl Controller, opts Options) (*Engine, error) 
 	}
 	for _, j := range tr.Jobs {
 		w.jobIdx[policy.JobID(j.ID)] = len(w.jobs)
-		w.jobs = append(w.jobs, &simJob{rec: j, id: policy.JobID(j.ID), node: -1, handTo: -1, standby: -1, finalAt: -1,
+		w.jobs = append(w.jobs, &simJob{rec: j, id: policy.JobID(j.ID), idx: len(w.jobs), node: -1, handTo: -1, standby: -1, finalAt: -1,
 			held: map[int]float64{}, work: j.WorkGPUh * 3600 / float64(j.GPUs), bytes: int64(j.CheckpointMB * 1e6), restartS: j.RestartS})
 	}
 	e := &Engine{w: w, ctrl: ctrl, opts: opts}
@@ -304,7 +305,7 @@ func (e *Engine) advance(t float64) {
 			}
 		}
 	}
-	for _, j := range w.jobs {
+	for _, j := range w.live {
 		if j.node >= 0 || j.handTo >= 0 {
 			g := float64(j.rec.GPUs)
 			if j.node >= 0 && j.handTo >= 0 {
@@ -370,6 +371,7 @@ func (e *Engine) handle(ev event) {
 		j := w.jobs[ev.i]
 		j.state = policy.JobPending
 		j.started = true
+		w.addLive(j)
 		e.wantCtl = true
 	case evControl:
 		e.wantCtl = true

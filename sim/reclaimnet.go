@@ -25,15 +25,16 @@ type TickController struct {
 	hazard *policy.HazardEstimator
 	co     *policy.CoDepartureEstimator
 	coInit bool
-	bw     map[string]*policy.BandwidthEstimator
-	bwLast map[string]time.Time
-	// bwCache holds each link's estimate since its last observation: the
-	// simulator never reports shortfalls, so an estimate changes only when
-	// the link is observed.
-	bwCache      map[string][2]float64
-	upSince      map[policy.NodeID]time.Time
-	down         map[policy.NodeID]bool
-	profiles     map[policy.NodeID][2]policy.HazardProfile
+	// links holds each observed link's bandwidth estimator; byLink the
+	// same by the world's link index (the snapshot's order), built on
+	// first use.
+	links   map[string]*linkEstimate
+	byLink  []*linkEstimate
+	upSince map[policy.NodeID]time.Time
+	down    map[policy.NodeID]bool
+	// profiles holds each node's published hazard profiles (emergency
+	// bound, departure), by the world's node index.
+	profiles     [][2]policy.HazardProfile
 	profAt       time.Time
 	lastSeen     time.Time
 	hazardSeries []HazardPoint
@@ -53,9 +54,19 @@ func NewTickController(label string, params policy.Params) (*TickController, err
 	if err != nil {
 		return nil, fmt.Errorf("co-departure estimator: %w", err)
 	}
-	return &TickController{Label: label, Params: params, hazard: h, co: co, bw: map[string]*policy.BandwidthEstimator{},
-		bwLast: map[string]time.Time{}, bwCache: map[string][2]float64{}, upSince: map[policy.NodeID]time.Time{}, down: map[policy.NodeID]bool{},
-		profiles: map[policy.NodeID][2]policy.HazardProfile{}}, nil
+	return &TickController{Label: label, Params: params, hazard: h, co: co, links: map[string]*linkEstimate{},
+		upSince: map[policy.NodeID]time.Time{}, down: map[policy.NodeID]bool{}}, nil
+}
+
+// linkEstimate is one link's bandwidth estimator, when it was last
+// observed, and its estimate since then (cached: the simulator never
+// reports shortfalls, so an estimate changes only when the link is
+// observed).
+type linkEstimate struct {
+	est         *policy.BandwidthEstimator
+	last        time.Time
+	avail, low  float64
+	cached, obs bool
 }
 
 // Name implements Controller.
@@ -94,23 +105,42 @@ func (c *TickController) ObserveReturn(node policy.NodeID, at time.Time) {
 
 // ObserveBandwidth implements Observer.
 func (c *TickController) ObserveBandwidth(link string, at time.Time, capacity, nonMigration float64) {
-	est, ok := c.bw[link]
+	le, ok := c.links[link]
 	if !ok {
-		var err error
-		est, err = policy.NewBandwidthEstimator(policy.DefaultBandwidthConfig(capacity))
+		est, err := policy.NewBandwidthEstimator(policy.DefaultBandwidthConfig(capacity))
 		if err != nil {
 			c.err = err
 			return
 		}
-		c.bw[link] = est
+		le = &linkEstimate{est: est}
+		c.links[link] = le
 	}
 	period := 10 * time.Minute
-	if last, ok := c.bwLast[link]; ok && at.After(last) {
-		period = at.Sub(last)
+	if le.obs && at.After(le.last) {
+		period = at.Sub(le.last)
 	}
-	c.bwLast[link] = at
-	delete(c.bwCache, link)
-	est.ObserveEgress(at, int64(nonMigration*period.Seconds()), period)
+	le.last, le.obs, le.cached = at, true, false
+	le.est.ObserveEgress(at, int64(nonMigration*period.Seconds()), period)
+}
+
+// linkBW returns link li's estimated available bandwidth and its lower
+// bound at now; a link never observed gets its capacity and half of it.
+func (c *TickController) linkBW(w *World, li int, now time.Time) (avail, low float64) {
+	if c.byLink == nil {
+		c.byLink = make([]*linkEstimate, len(w.links))
+	}
+	le := c.byLink[li]
+	if le == nil {
+		if le = c.links[w.links[li].id]; le == nil {
+			return w.links[li].capacity, w.links[li].capacity / 2
+		}
+		c.byLink[li] = le
+	}
+	if !le.cached {
+		le.avail, le.low = le.est.Estimate(now)
+		le.cached = true
+	}
+	return le.avail, le.low
 }
 
 // Control implements Controller.
@@ -133,32 +163,22 @@ func (c *TickController) Control(w *World, now time.Time) Plan {
 	}
 	if refresh {
 		c.profAt = now
-		for _, n := range w.nodes {
+		if c.profiles == nil {
+			c.profiles = make([][2]policy.HazardProfile, len(w.nodes))
+		}
+		for i, n := range w.nodes {
 			if n.storage {
 				continue
 			}
 			est := c.hazard.Estimate(n.id, now)
-			c.profiles[n.id] = [2]policy.HazardProfile{est.EmergencyUpper, est.Departure}
+			c.profiles[i] = [2]policy.HazardProfile{est.EmergencyUpper, est.Departure}
 		}
 	}
 	if sample {
 		c.sample(w, now)
 		c.nextSample = now.Add(10 * time.Minute)
 	}
-	snap := w.Snapshot(c.Params,
-		func(id policy.NodeID) policy.HazardProfile { return c.profiles[id][0] },
-		func(id policy.NodeID) policy.HazardProfile { return c.profiles[id][1] },
-		func(id string, capacity float64) (float64, float64) {
-			if v, ok := c.bwCache[id]; ok {
-				return v[0], v[1]
-			}
-			if est, ok := c.bw[id]; ok {
-				a, l := est.Estimate(now)
-				c.bwCache[id] = [2]float64{a, l}
-				return a, l
-			}
-			return capacity, capacity / 2
-		})
+	snap := w.Snapshot(c.Params, c.profiles, func(li int) (float64, float64) { return c.linkBW(w, li, now) })
 	snap.CoDeparture = c.co.Estimate(now)
 	d := tick(snap, now)
 	if c.IntervalOverride != nil {
@@ -222,8 +242,8 @@ func (c *TickController) sample(w *World, now time.Time) {
 	// would see it (same-building and cross-building paths alike).
 	sum, n := 0.0, 0
 	for _, l := range w.links {
-		if est, ok := c.bw[l.id]; ok {
-			a, _ := est.Estimate(now)
+		if le, ok := c.links[l.id]; ok {
+			a, _ := le.est.Estimate(now)
 			sum += a
 			n++
 		}

@@ -74,8 +74,8 @@ type Observer interface {
 	ObserveDeparture(node policy.NodeID, at time.Time, emergency bool)
 	ObserveReturn(node policy.NodeID, at time.Time)
 	// ObserveBandwidth reports a link's measured non-migration traffic
-	// (bytes/s) and its capacity.
-	ObserveBandwidth(link string, at time.Time, capacity, nonMigration float64)
+	// (bytes/s) and its capacity; link indexes World's links.
+	ObserveBandwidth(link int, at time.Time, capacity, nonMigration float64)
 }
 
 type evKind uint8
@@ -319,10 +319,16 @@ func (e *Engine) advance(t float64) {
 
 func (e *Engine) applyBandwidth(t float64) {
 	w := e.w
+	li := -1
 	for e.bwNext < len(w.Trace.Bandwidth) && w.Trace.Bandwidth[e.bwNext].T <= t {
-		b := w.Trace.Bandwidth[e.bwNext]
+		b := &w.Trace.Bandwidth[e.bwNext]
 		e.bwNext++
-		l := w.links[w.linkIdx[b.Link]]
+		// Samples of one instant usually list the links in the trace's
+		// order: try the link after the previous sample's link first.
+		if li++; li >= len(w.links) || w.links[li].id != b.Link {
+			li = w.linkIdx[b.Link]
+		}
+		l := w.links[li]
 		l.avail = math.Min(l.capacity, b.AvailableMbs*1e6/8)
 		if e.obs != nil {
 			// What the node's egress counters would show as non-migration
@@ -333,7 +339,7 @@ func (e *Engine) applyBandwidth(t float64) {
 					research = math.Min(research, l.research[d])
 				}
 			}
-			e.obs.ObserveBandwidth(l.id, w.timeAt(t), l.capacity, research)
+			e.obs.ObserveBandwidth(li, w.timeAt(t), l.capacity, research)
 		}
 	}
 	e.dirty = true

@@ -25,11 +25,9 @@ type TickController struct {
 	hazard *policy.HazardEstimator
 	co     *policy.CoDepartureEstimator
 	coInit bool
-	// links holds each observed link's bandwidth estimator; byLink the
-	// same by the world's link index (the snapshot's order), built on
-	// first use.
-	links   map[string]*linkEstimate
-	byLink  []*linkEstimate
+	// links holds each observed link's bandwidth estimator by the world's
+	// link index (nil: never observed).
+	links   []*linkEstimate
 	upSince map[policy.NodeID]time.Time
 	down    map[policy.NodeID]bool
 	// profiles holds each node's published hazard profiles (emergency
@@ -54,7 +52,7 @@ func NewTickController(label string, params policy.Params) (*TickController, err
 	if err != nil {
 		return nil, fmt.Errorf("co-departure estimator: %w", err)
 	}
-	return &TickController{Label: label, Params: params, hazard: h, co: co, links: map[string]*linkEstimate{},
+	return &TickController{Label: label, Params: params, hazard: h, co: co,
 		upSince: map[policy.NodeID]time.Time{}, down: map[policy.NodeID]bool{}}, nil
 }
 
@@ -104,9 +102,12 @@ func (c *TickController) ObserveReturn(node policy.NodeID, at time.Time) {
 }
 
 // ObserveBandwidth implements Observer.
-func (c *TickController) ObserveBandwidth(link string, at time.Time, capacity, nonMigration float64) {
-	le, ok := c.links[link]
-	if !ok {
+func (c *TickController) ObserveBandwidth(link int, at time.Time, capacity, nonMigration float64) {
+	if link >= len(c.links) {
+		c.links = append(c.links, make([]*linkEstimate, link+1-len(c.links))...)
+	}
+	le := c.links[link]
+	if le == nil {
 		est, err := policy.NewBandwidthEstimator(policy.DefaultBandwidthConfig(capacity))
 		if err != nil {
 			c.err = err
@@ -126,16 +127,10 @@ func (c *TickController) ObserveBandwidth(link string, at time.Time, capacity, n
 // linkBW returns link li's estimated available bandwidth and its lower
 // bound at now; a link never observed gets its capacity and half of it.
 func (c *TickController) linkBW(w *World, li int, now time.Time) (avail, low float64) {
-	if c.byLink == nil {
-		c.byLink = make([]*linkEstimate, len(w.links))
+	if li >= len(c.links) || c.links[li] == nil {
+		return w.links[li].capacity, w.links[li].capacity / 2
 	}
-	le := c.byLink[li]
-	if le == nil {
-		if le = c.links[w.links[li].id]; le == nil {
-			return w.links[li].capacity, w.links[li].capacity / 2
-		}
-		c.byLink[li] = le
-	}
+	le := c.links[li]
 	if !le.cached {
 		le.avail, le.low = le.est.Estimate(now)
 		le.cached = true
@@ -156,6 +151,11 @@ func (c *TickController) Control(w *World, now time.Time) Plan {
 			}
 		}
 	}
+	// The co-departure table (rebuilt hourly, quadratic in the nodes) and
+	// the hazard profiles (one estimate per node) are independent: build
+	// them on two cores.
+	co := make(chan *policy.CoDeparture, 1)
+	go func() { co <- c.co.Estimate(now) }()
 	refresh := c.profAt.IsZero() || now.Sub(c.profAt) >= time.Hour
 	sample := !now.Before(c.nextSample)
 	if refresh || sample {
@@ -179,7 +179,7 @@ func (c *TickController) Control(w *World, now time.Time) Plan {
 		c.nextSample = now.Add(10 * time.Minute)
 	}
 	snap := w.Snapshot(c.Params, c.profiles, func(li int) (float64, float64) { return c.linkBW(w, li, now) })
-	snap.CoDeparture = c.co.Estimate(now)
+	snap.CoDeparture = <-co
 	d := tick(snap, now)
 	if c.IntervalOverride != nil {
 		byID := map[policy.JobID]policy.Job{}
@@ -241,8 +241,8 @@ func (c *TickController) sample(w *World, now time.Time) {
 	// Beff: mean available bandwidth over the sampled links, as a path
 	// would see it (same-building and cross-building paths alike).
 	sum, n := 0.0, 0
-	for _, l := range w.links {
-		if le, ok := c.links[l.id]; ok {
+	for _, le := range c.links {
+		if le != nil {
 			a, _ := le.est.Estimate(now)
 			sum += a
 			n++

@@ -1,0 +1,80 @@
+package campus
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/reclaimnet/reclaimnet/internal/wait"
+)
+
+// TestPrivateHomeMountNamespace: the wrapper each namespace-mode agent
+// starts under (privateHome) gives the process a mount namespace of its
+// own with private propagation, where its node's home directory is at
+// the shared path: two such processes each see their own file there, the
+// host sees the path empty, and the bind mount is not shared back.
+func TestPrivateHomeMountNamespace(t *testing.T) {
+	requireRoot(t)
+	root := t.TempDir()
+	at := filepath.Join(root, "home")
+	if err := os.Mkdir(at, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	start := func(node string) *exec.Cmd {
+		t.Helper()
+		dir := filepath.Join(root, node)
+		if err := os.Mkdir(dir, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "mine.txt"), []byte(node), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		argv := privateHome(dir, at, []string{"sleep", "60"})
+		cmd := exec.Command(argv[0], argv[1:]...)
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			cmd.Process.Kill()
+			cmd.Wait()
+		})
+		return cmd
+	}
+	seen := func(cmd *exec.Cmd) string {
+		b, _ := os.ReadFile(filepath.Join("/proc", strconv.Itoa(cmd.Process.Pid), "root", at, "mine.txt"))
+		return string(b)
+	}
+	a, b := start("lab-a"), start("lab-b")
+	wait.For(t, 10*time.Second, "both processes in their namespaces", func() bool { return seen(a) == "lab-a" && seen(b) == "lab-b" })
+	if entries, err := os.ReadDir(at); err != nil || len(entries) != 0 {
+		t.Errorf("the host sees %d entries at %s (%v), want none", len(entries), at, err)
+	}
+	self, _ := os.Readlink("/proc/self/ns/mnt")
+	nsA, _ := os.Readlink("/proc/" + strconv.Itoa(a.Process.Pid) + "/ns/mnt")
+	nsB, _ := os.Readlink("/proc/" + strconv.Itoa(b.Process.Pid) + "/ns/mnt")
+	if nsA == self || nsB == self || nsA == nsB || nsA == "" {
+		t.Errorf("mount namespaces: host %s, lab-a %s, lab-b %s; want three different ones", self, nsA, nsB)
+	}
+	// The home mount's optional fields: "shared:N" would propagate.
+	info, err := os.ReadFile("/proc/" + strconv.Itoa(a.Process.Pid) + "/mountinfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, line := range strings.Split(string(info), "\n") {
+		f := strings.Fields(line)
+		if len(f) > 6 && f[4] == at {
+			found = true
+			if strings.Contains(line, "shared:") {
+				t.Errorf("home mount is shared with the host: %s", line)
+			}
+		}
+	}
+	if !found {
+		t.Errorf("no mount at %s in lab-a's mountinfo", at)
+	}
+}

@@ -17,6 +17,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/reclaimnet/reclaimnet/agent/jobs"
+	"github.com/reclaimnet/reclaimnet/ckpt"
 	"github.com/reclaimnet/reclaimnet/internal/wait"
 	"github.com/reclaimnet/reclaimnet/localapi"
 	"github.com/reclaimnet/reclaimnet/policy"
@@ -122,6 +123,62 @@ func mountScratch(t *testing.T, src, dir, fstype string, flags uintptr, opts str
 	})
 }
 
+// tmpfsDataDir returns a data directory on a 160 MiB tmpfs of its own,
+// with Raft's log on another disk: what a consensus log does on a full
+// disk is the library's, and these tests are about checkpoints and
+// bundles. Call it before newTestCluster (see mountScratch).
+func tmpfsDataDir(t *testing.T) string {
+	t.Helper()
+	data := t.TempDir()
+	mountScratch(t, "tmpfs", data, "tmpfs", 0, "size=160m,mode=0700")
+	if err := os.Mkdir(filepath.Join(data, "raft"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	mountScratch(t, t.TempDir(), filepath.Join(data, "raft"), "", syscall.MS_BIND, "")
+	return data
+}
+
+// fill takes all but leave bytes of the file system holding dir and
+// returns the file that holds them.
+func fill(t *testing.T, dir string, leave int64) string {
+	t.Helper()
+	var sfs unix.Statfs_t
+	if err := unix.Statfs(dir, &sfs); err != nil {
+		t.Fatal(err)
+	}
+	ballast := filepath.Join(dir, "ballast")
+	f, err := os.OpenFile(ballast, os.O_CREATE|os.O_WRONLY, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := unix.Fallocate(int(f.Fd()), 0, 0, int64(sfs.Bavail)*sfs.Bsize-leave); err != nil {
+		t.Fatal(err)
+	}
+	return ballast
+}
+
+// verifyBlob restores version v of a fullDiskJob job from store and checks
+// the blob against the hash the job wrote beside it.
+func verifyBlob(t *testing.T, store *ckpt.Store, job string, v uint64) {
+	t.Helper()
+	dir := t.TempDir()
+	if err := store.Restore(job, v, dir); err != nil {
+		t.Errorf("restore %s v%d: %v", job, v, err)
+		return
+	}
+	blob, err := os.ReadFile(filepath.Join(dir, "blob"))
+	sum, err2 := os.ReadFile(filepath.Join(dir, "sum"))
+	if err != nil || err2 != nil {
+		t.Errorf("%s v%d: %v, %v", job, v, err, err2)
+		return
+	}
+	h := sha256.Sum256(blob)
+	if got := hex.EncodeToString(h[:]); !strings.HasPrefix(string(sum), got) {
+		t.Errorf("%s v%d: blob hashes to %s, the job wrote %q", job, v, got, sum)
+	}
+}
+
 // TestFullDataDisk gives a real agent a data directory on a 160 MiB tmpfs
 // and fills it while a bundled job checkpoints there: the checkpoint that
 // does not fit fails with an error that says the disk is full and is not
@@ -132,16 +189,7 @@ func mountScratch(t *testing.T, src, dir, fstype string, flags uintptr, opts str
 // answer and no job. With the space back the node takes the waiting job
 // and the first job commits checkpoints again.
 func TestFullDataDisk(t *testing.T) {
-	data := t.TempDir()
-	mountScratch(t, "tmpfs", data, "tmpfs", 0, "size=160m,mode=0700")
-	// Raft's log lives on another disk: what a consensus log does on a
-	// full disk is the library's, and this test is about checkpoints and
-	// bundles.
-	if err := os.Mkdir(filepath.Join(data, "raft"), 0o700); err != nil {
-		t.Fatal(err)
-	}
-	mountScratch(t, t.TempDir(), filepath.Join(data, "raft"), "", syscall.MS_BIND, "")
-
+	data := tmpfsDataDir(t)
 	c := newTestCluster(t)
 	c.load = func() float64 { return 0.25 }
 	c.raftConfig = func(rc *raft.Config) {
@@ -167,19 +215,7 @@ func TestFullDataDisk(t *testing.T) {
 
 	// Fill the disk but for 5 MiB: the job's 3 MiB fit, the store's copy
 	// of them does not.
-	var sfs unix.Statfs_t
-	if err := unix.Statfs(data, &sfs); err != nil {
-		t.Fatal(err)
-	}
-	ballast := filepath.Join(data, "ballast")
-	f, err := os.OpenFile(ballast, os.O_CREATE|os.O_WRONLY, 0o600)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := unix.Fallocate(int(f.Fd()), 0, 0, int64(sfs.Bavail)*sfs.Bsize-5<<20); err != nil {
-		t.Fatal(err)
-	}
-	f.Close()
+	ballast := fill(t, data, 5<<20)
 	mgr := n.agent.jobs.mgr.Load()
 	var lastErr string
 	wait.For(t, 30*time.Second, "a checkpoint of job big failing on the full disk", func() bool {
@@ -210,26 +246,8 @@ func TestFullDataDisk(t *testing.T) {
 	if len(committed) == 0 || committed[len(committed)-1] != st.Checkpoints["big"][len(st.Checkpoints["big"])-1].Version {
 		t.Fatalf("the store holds versions %v of job big, want the catalogue's newest among them (catalogue %+v)", committed, st.Checkpoints["big"])
 	}
-	verify := func(v uint64) {
-		t.Helper()
-		dir := t.TempDir()
-		if err := n.agent.jobs.store.Restore("big", v, dir); err != nil {
-			t.Errorf("restore v%d: %v", v, err)
-			return
-		}
-		blob, err := os.ReadFile(filepath.Join(dir, "blob"))
-		sum, err2 := os.ReadFile(filepath.Join(dir, "sum"))
-		if err != nil || err2 != nil {
-			t.Errorf("v%d: %v, %v", v, err, err2)
-			return
-		}
-		h := sha256.Sum256(blob)
-		if got := hex.EncodeToString(h[:]); !strings.HasPrefix(string(sum), got) {
-			t.Errorf("v%d: blob hashes to %s, the job wrote %q", v, got, sum)
-		}
-	}
 	for _, v := range committed {
-		verify(v)
+		verifyBlob(t, n.agent.jobs.store, "big", v)
 	}
 
 	// A bundle that does not fit: a clear answer, no job, no pin.
@@ -267,8 +285,89 @@ func TestFullDataDisk(t *testing.T) {
 	wait.For(t, 60*time.Second, "the node eligible, job waiter placed and job big committing again", func() bool {
 		return len(n.agent.coord.State().Decisions.Ineligible) == 0 && jobInfo("waiter").State == "running" && jobInfo("big").LastVersion > before
 	})
-	verify(jobInfo("big").LastVersion)
+	verifyBlob(t, n.agent.jobs.store, "big", jobInfo("big").LastVersion)
 	if j := n.agent.coord.State().Jobs["big"]; j.State != policy.JobRunning || j.Restarts != 0 {
 		t.Errorf("job big: state %v, %d restarts; want it running through the full disk", j.State, j.Restarts)
+	}
+}
+
+// TestFullStandbyDisk runs a bundled job on one of two GPU nodes whose data
+// directories are 160 MiB tmpfs mounts and fills its standby's: the leader
+// makes the standby ineligible (docs/design.md P2.3) and the job, running
+// on, sends its checkpoints there no more (a push that reached the full
+// disk first failed with "receiver disk full"); the versions committed
+// before (on the host and the standby) still restore exactly. With the
+// space back the standby takes the job's checkpoints again.
+func TestFullStandbyDisk(t *testing.T) {
+	disks := map[string]string{"node-01": tmpfsDataDir(t), "node-02": tmpfsDataDir(t)}
+	c := newTestCluster(t)
+	c.load = func() float64 { return 0.25 }
+	c.raftConfig = func(rc *raft.Config) {
+		rc.Params.Switches.P1 = false
+		rc.Params.FixedInterval = time.Second
+	}
+	byName := map[string]*testNode{}
+	for _, name := range []string{"node-00", "node-01", "node-02"} {
+		cfg := c.config(name)
+		if d, ok := disks[name]; ok {
+			cfg.DataDir = d
+			cfg.GPUs = []string{"RTX-4090:24GiB:8.9:x1"}
+			cfg.CacheSize = Size(48 << 20)
+		}
+		byName[name] = c.start(cfg)
+	}
+	c.waitConfig(3, 3, 60*time.Second)
+	src := t.TempDir()
+	if err := os.WriteFile(filepath.Join(src, "job.sh"), []byte(fullDiskJob), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	submitter := byName["node-00"] // no GPU: the job runs on node-01 or node-02
+	submit(t, submitter, localapi.JobRequest{Name: "big", Command: []string{"./job.sh"}, GPUs: 1, Workdir: src})
+	jobInfo := func() localapi.JobInfo {
+		j, _ := findJob(call(t, submitter, localapi.Request{Op: localapi.OpJobs}).Jobs, "big")
+		return j
+	}
+	var info localapi.JobInfo
+	wait.For(t, 90*time.Second, "job big running with a version committed on its standby", func() bool {
+		info = jobInfo()
+		return info.State == "running" && info.Standby != "" && info.LastCommitted > 0 && slices.Contains(info.Holders, info.Standby)
+	})
+	host, standby := byName[info.Node], byName[info.Standby]
+	committed := info.LastCommitted
+
+	ballast := fill(t, disks[info.Standby], 1<<20)
+	wait.For(t, 30*time.Second, "the leader finding the standby ineligible and the job without it", func() bool {
+		st := submitter.agent.coord.State()
+		for _, jd := range st.Decisions.Jobs {
+			if jd.Job == "big" && jd.Standby == policy.NodeID(info.Standby) {
+				return false
+			}
+		}
+		return slices.ContainsFunc(st.Decisions.Ineligible, func(v policy.NodeVerdict) bool {
+			return v.Node == policy.NodeID(info.Standby) && strings.Contains(v.Reason, "data directory full")
+		})
+	})
+	time.Sleep(3 * time.Second) // a few checkpoint intervals: every push there would fail
+	for _, tv := range host.agent.Jobs().TransfersSince(time.Time{}) {
+		if tv.To == policy.NodeID(info.Standby) && tv.Err != "" && !strings.Contains(tv.Err, "receiver disk full") {
+			t.Errorf("push of v%d to the full standby failed unclearly: %s", tv.Version, tv.Err)
+		}
+	}
+	cp, ok := submitter.agent.coord.State().CheckpointVersion("big", committed)
+	if !ok || !cp.Committed || !slices.Contains(cp.Holders, policy.NodeID(info.Standby)) {
+		t.Fatalf("v%d in the catalogue: %+v (%v), want it still committed on the standby %s", committed, cp, ok, info.Standby)
+	}
+	verifyBlob(t, standby.agent.jobs.store, "big", committed)
+	verifyBlob(t, host.agent.jobs.store, "big", committed)
+
+	if err := os.Remove(ballast); err != nil {
+		t.Fatal(err)
+	}
+	wait.For(t, 60*time.Second, "a newer version committed on the standby once it has room", func() bool {
+		j := jobInfo()
+		return j.LastCommitted > committed && slices.Contains(j.Holders, info.Standby)
+	})
+	if j := submitter.agent.coord.State().Jobs["big"]; j.State != policy.JobRunning || j.Restarts != 0 || j.Node != policy.NodeID(info.Node) {
+		t.Errorf("job big: state %v on %s, %d restarts; want it running on %s throughout", j.State, j.Node, j.Restarts, info.Node)
 	}
 }

@@ -147,10 +147,9 @@ func bundleFlow(job policy.JobID) string { return policy.BundlePrefix + string(j
 // still under way stops, since the leader no longer counts it on its
 // links (one the leader dropped as landed, while the job stays on its
 // destination, runs to its end). A failed copy is retried on the next
-// state change. It also notes
-// the decided bundle flows to this node whose bundle is here, which
-// FlowProgress reports done (the sender may not know yet). Called with
-// m.mu held.
+// state change. It also notes the decided bundle flows to this node whose
+// bundle is here, which FlowProgress reports done (the sender may not know
+// yet). Called with m.mu held.
 func (m *Manager) pacedBundles(ctx context.Context, st *state.State, wg *sync.WaitGroup) {
 	decided := map[pushKey]policy.FlowDecision{}
 	m.bundlesHere = m.bundlesHere[:0]

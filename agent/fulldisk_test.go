@@ -25,18 +25,23 @@ import (
 	"github.com/reclaimnet/reclaimnet/transfer"
 )
 
-// purgedJob writes one output and exits 0.
+// purgedJob writes two outputs (one of 1 MiB) and exits 0.
 const purgedJob = `#!/bin/sh
 touch "$RECLAIMNET_READY_FILE"
 echo kept > "$RECLAIMNET_OUTPUT_DIR/result.txt"
+head -c 1048576 /dev/urandom > "$RECLAIMNET_OUTPUT_DIR/weights.bin"
 `
 
 // TestFetchAfterPurge runs a bundled job with a short --keep on a real
-// agent until it exits, fetches its outputs while they are kept, and
-// fetches again once the node purged them: the answer says they were
-// purged and when (the CLI exits 1 on it), and nothing is left at the
+// agent until it exits and fetches its outputs while they are kept: into
+// a 256 KiB tmpfs the answer is a full disk, with nothing at the
+// destination and what arrived kept for the next try; elsewhere they
+// arrive. Once the node purged them a fetch says they were purged and
+// when (the CLI exits 1 on it), and again nothing is left at the
 // destination as if it were the outputs.
 func TestFetchAfterPurge(t *testing.T) {
+	small := t.TempDir()
+	mountScratch(t, "tmpfs", small, "tmpfs", 0, "size=256k,mode=0700")
 	c := newTestCluster(t)
 	c.load = func() float64 { return 0.25 }
 	c.jobsConfig = func(jc *jobs.Config) { jc.PurgeEvery = 200 * time.Millisecond }
@@ -56,6 +61,14 @@ func TestFetchAfterPurge(t *testing.T) {
 		info = j
 		return ok && j.State == "done" && len(j.ResultsOn) > 0
 	})
+	full := filepath.Join(small, "out")
+	if resp := call(t, n, localapi.Request{Op: localapi.OpFetch, JobID: "brief", Fetch: &localapi.FetchRequest{Out: full}}); resp.Kind != localapi.KindDiskFull ||
+		!strings.Contains(resp.Error, "disk full") || !strings.Contains(resp.Error, transfer.StagingDir(full)) {
+		t.Errorf("fetch onto a full disk: kind %q, %q; want %q naming where what arrived is kept", resp.Kind, resp.Error, localapi.KindDiskFull)
+	}
+	if _, err := os.Lstat(full); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("%s after a fetch onto a full disk: %v, want it absent", full, err)
+	}
 	out := filepath.Join(t.TempDir(), "out")
 	if resp := call(t, n, localapi.Request{Op: localapi.OpFetch, JobID: "brief", Fetch: &localapi.FetchRequest{Out: out}}); resp.Error != "" {
 		t.Fatalf("fetch while kept (until %v): %s (%s)", info.KeptUntil, resp.Error, resp.Kind)

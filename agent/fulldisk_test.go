@@ -113,7 +113,7 @@ touch "$RECLAIMNET_READY_FILE"
 while :; do sleep 0.1; done
 `
 
-// mountScratch mounts fs ("tmpfs" with opts, or a bind of src) on dir for
+// mountScratch mounts fstype ("tmpfs" with opts, or a bind of src) on dir for
 // the test (root only; under CI=true a failure fails the test). Call it
 // before newTestCluster: cleanups run last-registered first, so the mount
 // goes only after the agents using it stopped.
@@ -124,7 +124,7 @@ func mountScratch(t *testing.T, src, dir, fstype string, flags uintptr, opts str
 		skip = t.Fatalf
 	}
 	if os.Geteuid() != 0 {
-		skip("needs root to mount a small file system for the data directory")
+		skip("needs root to mount a small file system")
 	}
 	if err := syscall.Mount(src, dir, fstype, flags, opts); err != nil {
 		skip("mount %s on %s: %v", fstype, dir, err)
@@ -229,7 +229,7 @@ func TestFullDataDisk(t *testing.T) {
 	// Fill the disk but for 5 MiB: the job's 3 MiB fit, the store's copy
 	// of them does not.
 	ballast := fill(t, data, 5<<20)
-	mgr := n.agent.jobs.mgr.Load()
+	mgr := n.agent.Jobs()
 	var lastErr string
 	wait.For(t, 30*time.Second, "a checkpoint of job big failing on the full disk", func() bool {
 		for _, v := range mgr.View() {

@@ -63,7 +63,8 @@ done
 
 // TestCampusBundleTravels: a job whose script and input exist only in a
 // directory of the submitting node's home (every agent has its own mount
-// namespace: the same path on the other nodes is absent), is reclaimed
+// namespace: the same path on the other nodes is absent, and so is the
+// submitter's data directory), is reclaimed
 // with notice and resumes on another node from its bundle and
 // checkpoint, is reclaimed again without notice and recovers on a third,
 // finishes there, and 'reclaimnet fetch' returns exactly the outputs it
@@ -94,9 +95,11 @@ func TestCampusBundleTravels(t *testing.T) {
 		}
 	}
 	for _, n := range names {
-		sees, err := a.Sees(n, filepath.Join(src, "job.sh"))
-		if err != nil || sees != (n == submitter) {
-			t.Fatalf("%s sees %s: %v (%v); want only the submitter %s to", n, src, sees, err, submitter)
+		for _, p := range []string{filepath.Join(src, "job.sh"), filepath.Join(a.DataDir(submitter), localapi.InfoFile)} {
+			sees, err := a.Sees(n, p)
+			if err != nil || sees != (n == submitter) {
+				t.Fatalf("%s sees %s: %v (%v); want only the submitter %s to", n, p, sees, err, submitter)
+			}
 		}
 	}
 	if _, err := a.CLI(ctx, submitter, "run", "--name", "bund", "--workdir", src, "--gpus", "1", "--loss-budget", "8s", "--size-hint", "4KiB", "--grace", "5s",

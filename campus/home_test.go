@@ -13,10 +13,12 @@ import (
 )
 
 // TestPrivateHomeMountNamespace: the wrapper each namespace-mode agent
-// starts under (privateHome) gives the process a mount namespace of its
+// starts under (ownMounts) gives the process a mount namespace of its
 // own with private propagation, where its node's home directory is at
-// the shared path: two such processes each see their own file there, the
-// host sees the path empty, and the bind mount is not shared back.
+// the shared path and the other node's directory is empty: two such
+// processes each see their own file there and not the other's, the host
+// sees the shared path empty and both directories whole, and the bind
+// mount is not shared back.
 func TestPrivateHomeMountNamespace(t *testing.T) {
 	requireRoot(t)
 	root := t.TempDir()
@@ -27,13 +29,8 @@ func TestPrivateHomeMountNamespace(t *testing.T) {
 	start := func(node string) *exec.Cmd {
 		t.Helper()
 		dir := filepath.Join(root, node)
-		if err := os.Mkdir(dir, 0o700); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(dir, "mine.txt"), []byte(node), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		argv := privateHome(dir, at, []string{"sleep", "60"})
+		other := filepath.Join(root, map[string]string{"lab-a": "lab-b", "lab-b": "lab-a"}[node])
+		argv := ownMounts(dir, at, []string{other}, []string{"sleep", "60"})
 		cmd := exec.Command(argv[0], argv[1:]...)
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
@@ -48,8 +45,28 @@ func TestPrivateHomeMountNamespace(t *testing.T) {
 		b, _ := os.ReadFile(filepath.Join("/proc", strconv.Itoa(cmd.Process.Pid), "root", at, "mine.txt"))
 		return string(b)
 	}
+	for _, node := range []string{"lab-a", "lab-b"} {
+		if err := os.Mkdir(filepath.Join(root, node), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(root, node, "mine.txt"), []byte(node), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
 	a, b := start("lab-a"), start("lab-b")
 	wait.For(t, 10*time.Second, "both processes in their namespaces", func() bool { return seen(a) == "lab-a" && seen(b) == "lab-b" })
+	for _, c := range []struct {
+		cmd   *exec.Cmd
+		other string
+	}{{a, "lab-b"}, {b, "lab-a"}} {
+		entries, err := os.ReadDir(filepath.Join("/proc", strconv.Itoa(c.cmd.Process.Pid), "root", root, c.other))
+		if err != nil || len(entries) != 0 {
+			t.Errorf("the other node's directory %s shows %d entries (%v), want it empty", c.other, len(entries), err)
+		}
+		if _, err := os.Stat(filepath.Join(root, c.other, "mine.txt")); err != nil {
+			t.Errorf("the host lost %s's file: %v", c.other, err)
+		}
+	}
 	if entries, err := os.ReadDir(at); err != nil || len(entries) != 0 {
 		t.Errorf("the host sees %d entries at %s (%v), want none", len(entries), at, err)
 	}

@@ -100,25 +100,37 @@ func (a *Agents) command(ctx context.Context, node string, args ...string) *exec
 // agentCommand is the exec.Cmd running the node's agent: in namespace mode
 // in the node's network namespace and in a mount namespace of its own
 // (private propagation) where the node's home directory (HomeDir) is
-// mounted at HomePath, so what one node keeps there no other node has,
-// as on separate machines. Every other mount is the host's (bpffs and
-// the cgroup hierarchies included), and nsenter, unshare and sh each exec
-// the next, so the process started is the agent.
+// mounted at HomePath and the other nodes' directories (<Dir>/<node>:
+// their data, TLS and home directories) are empty, so what one node
+// keeps no other node has, as on separate machines. Every other mount is
+// the host's (bpffs and the cgroup hierarchies included), and nsenter,
+// unshare and sh each exec the next, so the process started is the agent.
 func (a *Agents) agentCommand(node string, args ...string) *exec.Cmd {
 	if a.campus == nil {
 		return exec.Command(a.cfg.Binary, args...)
 	}
 	n, _ := a.campus.Node(node)
-	argv := append([]string{"--net=" + n.NetNSPath(), "--"}, privateHome(a.HomeDir(node), a.HomePath(), append([]string{a.cfg.Binary}, args...))...)
+	var others []string
+	for _, o := range a.names {
+		if o != node {
+			others = append(others, filepath.Join(a.cfg.Dir, o))
+		}
+	}
+	argv := append([]string{"--net=" + n.NetNSPath(), "--"}, ownMounts(a.HomeDir(node), a.HomePath(), others, append([]string{a.cfg.Binary}, args...))...)
 	return exec.Command("nsenter", argv...)
 }
 
-// privateHome is the command line that runs argv in a new mount namespace
+// ownMounts is the command line that runs argv in a new mount namespace
 // (private propagation: nothing mounted there reaches the host, nothing
-// mounted on the host later reaches it) with dir bind-mounted at at.
-func privateHome(dir, at string, argv []string) []string {
-	return append([]string{"unshare", "--mount", "--propagation", "private", "--", "/bin/sh", "-c",
-		`mount --bind "$1" "$2" && shift 2 && exec "$@"`, "sh", dir, at}, argv...)
+// mounted on the host later reaches it) with home bind-mounted at at and
+// an empty read-only tmpfs over each directory of hide.
+func ownMounts(home, at string, hide, argv []string) []string {
+	const script = `home=$1 at=$2; shift 2
+while [ "$1" != -- ]; do mount -t tmpfs -o ro,size=4k,mode=0555 campus-hidden "$1" || exit; shift; done
+shift
+mount --bind "$home" "$at" && exec "$@"`
+	out := append([]string{"unshare", "--mount", "--propagation", "private", "--", "/bin/sh", "-c", script, "sh", home, at}, hide...)
+	return append(append(out, "--"), argv...)
 }
 
 // agentPID is the pid of the node's running agent, 0 when none runs.

@@ -64,9 +64,8 @@ done
 // TestCampusBundleTravels: a job whose script and input exist only in a
 // directory of the submitting node's home (every agent has its own mount
 // namespace: the same path on the other nodes is absent, and so is the
-// submitter's data directory), is reclaimed
-// with notice and resumes on another node from its bundle and
-// checkpoint, is reclaimed again without notice and recovers on a third,
+// submitter's data directory), is reclaimed with notice and resumes on
+// another node from its bundle and checkpoint, is reclaimed again without notice and recovers on a third,
 // finishes there, and 'reclaimnet fetch' returns exactly the outputs it
 // wrote (their tree hash against the lines the job must have written).
 func TestCampusBundleTravels(t *testing.T) {

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"sort"
 	"strings"
 	"testing"
@@ -32,6 +33,7 @@ var jsonOutputs = []struct {
 	{"status --json", reflect.TypeFor[web.Status](), "/v1/status"},
 	{"members --json", reflect.TypeFor[web.MembersResponse](), "/v1/members"},
 	{"jobs --json", reflect.TypeFor[web.JobsResponse](), "/v1/jobs"},
+	{"jobs JOB --json", reflect.TypeFor[localapi.JobStory](), ""},
 	{"logs JOB --json", reflect.TypeFor[LogsView](), ""},
 	{"fetch JOB --json", reflect.TypeFor[localapi.FetchInfo](), ""},
 	{"reclaim --status --json", reflect.TypeFor[localapi.ReclaimStatus](), ""},
@@ -60,6 +62,24 @@ func TestJSONSchemas(t *testing.T) {
 		b.WriteString("\n")
 	}
 	golden(t, filepath.Join("testdata", "json-schemas.golden"), b.String())
+}
+
+// TestJSONKeysSnakeCase: every key of every --json document (and so of
+// its /v1 twin) is snake_case, at any depth, from the Go types: optional
+// fields and policy values included.
+func TestJSONKeysSnakeCase(t *testing.T) {
+	key := regexp.MustCompile(`^[a-z][a-z0-9]*(_[a-z0-9]+)*$`)
+	for _, o := range jsonOutputs {
+		for _, line := range schemaOf(o.typ, "", map[reflect.Type]bool{}) {
+			path, _, _ := strings.Cut(line, ":")
+			for seg := range strings.SplitSeq(path, ".") {
+				seg = strings.NewReplacer("?", "", "[]", "", "{}", "").Replace(seg)
+				if seg != "" && !key.MatchString(seg) {
+					t.Errorf("%s: key %q of %s is not snake_case", o.command, seg, path)
+				}
+			}
+		}
+	}
 }
 
 // schemaOf lists the JSON fields of t as "path: type" lines.

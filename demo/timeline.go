@@ -282,7 +282,7 @@ func intervalText(j web.Job) string {
 
 // candidatesText lists the best scored candidates and the rejected ones
 // with their reasons (docs/design.md P2).
-func candidatesText(cs []policy.Candidate) string {
+func candidatesText(cs []web.Candidate) string {
 	var scored, rejected []string
 	for _, c := range cs {
 		if c.Rejected != "" {
@@ -306,7 +306,7 @@ func candidatesText(cs []policy.Candidate) string {
 	return s
 }
 
-func handoffText(h *policy.HandoffDecision) string {
+func handoffText(h *web.Handoff) string {
 	if !h.Admitted() {
 		return strings.TrimSpace(fmt.Sprintf("hand-off of %s from %s infeasible, decided now rather than at the deadline: %s; it will recover from its freshest committed replica after %s leaves. %s",
 			h.Job, h.From, h.Reason, h.From, candidatesText(h.Candidates)))
@@ -319,11 +319,11 @@ func handoffText(h *policy.HandoffDecision) string {
 		h.From, h.To, final, bytesText(h.Bytes), h.Deadline.UTC().Format("15:04:05"), candidatesText(h.Candidates)))
 }
 
-func placementText(p *policy.Placement) string {
+func placementText(p *web.Placement) string {
 	return strings.TrimSpace(placementLine(p))
 }
 
-func placementLine(p *policy.Placement) string {
+func placementLine(p *web.Placement) string {
 	switch {
 	case p.Recovery && p.From != "":
 		return fmt.Sprintf("recovery: %s restarts on %s from the freshest committed replica, pushed by %s (P2 without a deadline). %s",

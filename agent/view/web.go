@@ -390,7 +390,7 @@ func webJobs(cs *state.State) []web.Job {
 func webReclaims(cs *state.State) web.Reclaims {
 	var r web.Reclaims
 	for node, rc := range cs.Reclaims {
-		p := web.PendingReclaim{Reclaim: rc}
+		p := web.PendingReclaim{Reclaim: web.WebReclaim(rc)}
 		for _, j := range cs.Jobs {
 			if j.Node == node && j.State != policy.JobDone {
 				p.Jobs = append(p.Jobs, j.ID)
@@ -437,7 +437,7 @@ func webReclaimRecord(rep state.ReclaimReport) web.ReclaimRecord {
 		released = rep.Left
 	}
 	rec := web.ReclaimRecord{
-		Reclaim:     policy.Reclaim{Node: rep.Node, Announced: rep.Announced, Deadline: rep.Deadline},
+		Reclaim:     web.Reclaim{Node: rep.Node, Announced: rep.Announced, Deadline: rep.Deadline},
 		Released:    released,
 		OnTime:      !released.IsZero() && !released.After(rep.Deadline),
 		Detected:    rep.Detected,
@@ -492,13 +492,11 @@ func webReclaimRecord(rep state.ReclaimReport) web.ReclaimRecord {
 // ranked candidates.
 func webDecisions(rec state.DecisionRecord) []web.Decision {
 	var out []web.Decision
-	for i := range rec.Handoffs {
-		h := rec.Handoffs[i]
-		out = append(out, web.Decision{At: rec.At, Kind: web.DecisionHandoff, Handoff: &h})
+	for _, h := range rec.Handoffs {
+		out = append(out, web.Decision{At: rec.At, Kind: web.DecisionHandoff, Handoff: web.WebHandoff(h)})
 	}
-	for i := range rec.Placements {
-		p := rec.Placements[i]
-		out = append(out, web.Decision{At: rec.At, Kind: web.DecisionPlacement, Placement: &p})
+	for _, p := range rec.Placements {
+		out = append(out, web.Decision{At: rec.At, Kind: web.DecisionPlacement, Placement: web.WebPlacement(p)})
 	}
 	return out
 }
@@ -539,7 +537,7 @@ func (v *View) webTransfers(cs *state.State) []web.Transfer {
 			// leader's max-min share was.
 			flow.Rate, flow.Ceiling, flow.Burst = assigned, 0, 0
 		}
-		out = append(out, web.Transfer{Flow: flow, Class: tv.Class.String(), Achieved: tv.AchievedRate,
+		out = append(out, web.Transfer{Flow: web.WebFlow(flow), Class: tv.Class.String(), Achieved: tv.AchievedRate,
 			BytesDone: tv.BytesDone, BytesTotal: tv.BytesTotal})
 	}
 	return out

@@ -157,7 +157,7 @@ func TestWebJobsReclaimsDecisions(t *testing.T) {
 	}
 	d := webDecisions(st.Decisions)
 	if len(d) != 2 || d[0].Kind != web.DecisionHandoff || d[1].Kind != web.DecisionPlacement || !d[1].At.Equal(at) ||
-		len(d[1].Placement.Candidates) != 1 || d[1].Placement.Candidates[0].Rejected != policy.RejectLoad {
+		len(d[1].Placement.Candidates) != 1 || d[1].Placement.Candidates[0].Rejected != string(policy.RejectLoad) {
 		t.Errorf("decisions: got %+v, want a hand-off then a placement with its rejected candidate", d)
 	}
 	want := web.Counters{AdmittedMigrations: 4, RejectedMigrations: 3, Handoffs: 2, DegradedRecoveries: 1}

@@ -77,8 +77,12 @@ type JobRequest struct {
 
 // JobInfo is one job as 'reclaimnet jobs' shows it.
 type JobInfo struct {
-	ID       string        `json:"id"`
-	State    string        `json:"state"`
+	ID    string `json:"id"`
+	State string `json:"state"`
+	// UnderWay is what is under way beside the state, with the values of
+	// /v1/jobs' under_way (checkpointing, restoring, handing off,
+	// recovering); empty when nothing.
+	UnderWay string        `json:"under_way,omitempty"`
 	Node     string        `json:"node,omitempty"`
 	Command  []string      `json:"command"`
 	Interval time.Duration `json:"interval_ns"`

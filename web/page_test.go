@@ -67,7 +67,7 @@ func TestPageWithoutJavaScript(t *testing.T) {
 		{"member-n4", "suspect"},
 		{"member-n4", "nonvoter"},
 		{"member-n4", `<span class="badge storage"`},
-		{"job-llama-ft", "running"},
+		{"job-llama-ft", `<span class="badge js-running">running</span> <span class="badge under-way">checkpointing</span>`},
 		{"job-llama-ft", "<b>9m52s</b>"},
 		{"job-llama-ft", "hazard 0.99/h"},
 		{"job-llama-ft", "bandwidth 100 Mbit/s"},

@@ -146,13 +146,13 @@ func scenarioA() Status {
 		},
 		Jobs: []Job{
 			{
-				ID: "llama-ft", State: policy.JobRunning.String(), Node: "n1", GPUs: 2, CheckpointBytes: ckptLlama,
+				ID: "llama-ft", State: policy.JobRunning.String(), UnderWay: "checkpointing", Node: "n1", GPUs: 2, CheckpointBytes: ckptLlama,
 				LossBudget: 10 * time.Minute, Standby: "n2", StandbyHas: 2_400_000_000, Restarts: 1, Replicas: 2, BundleBytes: 12_500_000,
 				Decision:       &decisionLlama,
 				LastCheckpoint: &Checkpoint{Version: 7, Bytes: ckptLlama, CommittedAt: now.Add(-llamaAge), Holders: []policy.NodeID{"n2", "n3"}},
 			},
 			{
-				ID: "resnet", State: policy.JobMigrating.String(), Node: "n3", GPUs: 1, CheckpointBytes: ckptResnet,
+				ID: "resnet", State: policy.JobMigrating.String(), UnderWay: "handing off", Node: "n3", GPUs: 1, CheckpointBytes: ckptResnet,
 				LossBudget: 5 * time.Minute, Restarts: 3, Replicas: 2, Decision: &decisionResnet,
 				LastCheckpoint: &Checkpoint{Version: 12, Bytes: ckptResnet, CommittedAt: now.Add(-41 * time.Minute), Holders: []policy.NodeID{"n4"}},
 			},

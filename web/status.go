@@ -230,6 +230,10 @@ type Job struct {
 	// State is the replicated state (state.JobRecord.StateName):
 	// pending, running, migrating, recovering, done, failed, cancelled.
 	State string `json:"state"`
+	// UnderWay is what is under way beside the state (state.UnderWay):
+	// checkpointing or restoring for a running job, handing off for a
+	// migrating one, recovering for a recovering one; empty when nothing.
+	UnderWay string `json:"under_way,omitempty"`
 	// Reason says why a pending or recovering job has no node (the
 	// leader's placement without one); empty otherwise.
 	Reason string        `json:"reason,omitempty"`

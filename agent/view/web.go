@@ -348,6 +348,7 @@ func webJobs(cs *state.State) []web.Job {
 		wj := web.Job{
 			ID:              j.ID,
 			State:           j.StateName(),
+			UnderWay:        cs.UnderWay(j.ID),
 			Reason:          cs.PendingReason(j.ID),
 			Node:            j.Node,
 			GPUs:            j.GPUs,

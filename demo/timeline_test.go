@@ -116,7 +116,7 @@ func TestDifferInfersMissedRecovery(t *testing.T) {
 	for _, s := range []*web.Status{st(0, "running", "a2"), st(1, "recovering", ""), st(2, "running", "b1"), st(3, "running", "b1")} {
 		d.diff(s, tl.add)
 	}
-	want := "recovery: train restarted on b1 from its freshest committed checkpoint v3 (held by a2,b1) after a2 was lost"
+	want := "recovery: train restarted on b1 from its freshest committed checkpoint (v3 or newer) after a2 was lost"
 	if got := strings.Count(out.String(), "recovery: "); got != 1 || !strings.Contains(out.String(), want) {
 		t.Errorf("got %d recovery lines, want 1 with %q:\n%s", got, want, out.String())
 	}
@@ -156,5 +156,56 @@ func TestHistoryTextAgreesWithThePage(t *testing.T) {
 	got = historyText(rec)
 	if !strings.Contains(got, "owner's report (replicated) for the emergency reclaim of b1") || !strings.Contains(got, "not running again yet") {
 		t.Errorf("got %q, want the owner's report and the job not running again yet", got)
+	}
+}
+
+// The recovery line names the version the job restored, from the
+// cluster's record of the recovery, not the freshest one the demo saw
+// before: v4 committed between two looks that showed v3, and the job
+// restored v4.
+func TestRecoveryLineNamesTheRestoredVersion(t *testing.T) {
+	t0 := time.Date(2026, 11, 30, 3, 0, 0, 0, time.UTC)
+	v3 := &web.Checkpoint{Version: 3, Bytes: 1 << 20, Holders: []policy.NodeID{"a2", "b1"}}
+	v4 := &web.Checkpoint{Version: 4, Bytes: 1 << 20, Holders: []policy.NodeID{"a2", "b1"}}
+	before := &web.Status{GeneratedAt: t0, Cluster: web.Cluster{Leader: "b2"},
+		Jobs: []web.Job{{ID: JobName, State: "running", Node: "a2", LastCheckpoint: v3}}}
+	// An earlier move of the job to b1 from v1 is older history: only the
+	// newest outcome counts.
+	older := web.ReclaimRecord{Reclaim: web.Reclaim{Node: "c1", Announced: t0.Add(-time.Hour), Deadline: t0.Add(-time.Hour)},
+		Jobs: []web.ReclaimOutcome{{Job: JobName, To: "b1", Replica: "c2", Version: 1}}}
+	recovered := web.ReclaimRecord{Reclaim: web.Reclaim{Node: "a2", Announced: t0.Add(time.Second), Deadline: t0.Add(time.Second)},
+		Jobs: []web.ReclaimOutcome{{Job: JobName, To: "b1", Replica: "b1", Version: 4, Degraded: true}}}
+	after := func(sec int, withDecision bool) *web.Status {
+		s := &web.Status{GeneratedAt: t0.Add(time.Duration(sec) * time.Second), Cluster: web.Cluster{Leader: "b2"},
+			Jobs:     []web.Job{{ID: JobName, State: "running", Node: "b1", LastCheckpoint: v4}},
+			Reclaims: web.Reclaims{History: []web.ReclaimRecord{recovered, older}}}
+		if withDecision {
+			s.Decisions = []web.Decision{{Kind: web.DecisionPlacement, Placement: &web.Placement{Job: JobName, To: "b1", From: "b1", Recovery: true}}}
+		}
+		return s
+	}
+	for _, tc := range []struct {
+		name     string
+		decision bool
+		want     string
+	}{
+		{"decision seen", true, "recovery: train restarts on b1 from its committed checkpoint v4 from the replica on b1, pushed by b1"},
+		{"decision missed", false, "recovery: train restarted on b1 from its committed checkpoint v4 from the replica on b1 after a2 was lost"},
+	} {
+		var out bytes.Buffer
+		tl := &timeline{start: t0, out: &out}
+		d := newDiffer()
+		for _, s := range []*web.Status{before, after(2, tc.decision)} {
+			d.diff(s, tl.add)
+		}
+		var lines []string
+		for l := range strings.Lines(out.String()) {
+			if strings.Contains(l, "recovery: ") {
+				lines = append(lines, l)
+			}
+		}
+		if len(lines) != 1 || !strings.Contains(lines[0], tc.want) || strings.Contains(lines[0], "v3") || strings.Contains(lines[0], "v1") {
+			t.Errorf("%s: want one recovery line with %q (and neither v3 nor v1):\n%s", tc.name, tc.want, out.String())
+		}
 	}
 }

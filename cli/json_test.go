@@ -17,6 +17,7 @@ import (
 
 	"github.com/reclaimnet/reclaimnet/agent/enforce"
 	"github.com/reclaimnet/reclaimnet/agent/owner"
+	"github.com/reclaimnet/reclaimnet/demo"
 	"github.com/reclaimnet/reclaimnet/gpu"
 	"github.com/reclaimnet/reclaimnet/internal/wait"
 	"github.com/reclaimnet/reclaimnet/localapi"
@@ -42,6 +43,7 @@ var jsonOutputs = []struct {
 	{"killswitch status --json", reflect.TypeFor[KillSwitchView](), ""},
 	{"trace export --out FILE --json", reflect.TypeFor[TraceSummary](), ""},
 	{"token list --json", reflect.TypeFor[TokenList](), ""},
+	{"demo --json", reflect.TypeFor[demo.Result](), ""},
 }
 
 // TestJSONSchemas: the --json documents' schemas (field paths and JSON

@@ -104,7 +104,7 @@ type JobInfo struct {
 	// read its logs.
 	Owner string `json:"owner,omitempty"`
 	// BundleSize is the size of the job's bundle (0: none).
-	BundleSize int64 `json:"bundle_size,omitempty"`
+	BundleSize int64 `json:"bundle_bytes,omitempty"`
 	// ResultsOn are the nodes holding an ended job's results (its newest
 	// version: outputs and last checkpoint) and KeptUntil when they purge
 	// them (reclaimnet fetch).

@@ -555,8 +555,8 @@ func TestMetaPaths(t *testing.T) {
 	}
 }
 
-// encodeLegacy writes m as a node of metadata version 4 with the limits
-// before they were cut did: no limit checked.
+// encodeLegacy writes m as a build with the legacy bounds does (metadata
+// version 4, no limit checked).
 func encodeLegacy(m Meta) []byte {
 	w := writer{}
 	w.byte(4)

@@ -54,10 +54,10 @@ const maxMetaBytes = 1 + // version
 // The limits fit memberlist's cap (this fails to compile otherwise).
 var _ [memberlist.MetaMaxSize - maxMetaBytes]struct{}
 
-// Bounds a peer of metadata version 4 or earlier may still send (the
-// limits before they were cut to fit together): the decoder accepts them
-// and clips the value to the current limits (legacyClip), so a mixed
-// cluster keeps reading its older nodes.
+// Bounds the decoder accepts for the GPU model, the windows and the paths:
+// those of builds that allow longer fields (and do not fit every field at
+// its limit). It clips what it reads to the limits above (legacyClip), so
+// a mixed cluster keeps reading every node.
 const (
 	legacyGPUModelLen = 64
 	legacyLendingLen  = 160

@@ -18,9 +18,9 @@ import (
 // source, now is before its deadline, the destination is an active node
 // that is not leaving and is eligible (Node.Ineligible empty: a node that
 // turns ineligible, its kill-switch hard, its disk full, its certificate
-// unverified, takes no hand-off it was promised), and next still has a hand-off for the job with the
-// same deadline (the reclaim was neither cancelled nor turned into an
-// emergency). Otherwise next's decision stands. A kept hand-off drops any
+// unverified, takes no hand-off it was promised), and next still has a
+// hand-off for the job with the same deadline (the reclaim was neither
+// cancelled nor turned into an emergency). Otherwise next's decision stands. A kept hand-off drops any
 // last-chance checkpoint (job decision and its pre-sync flow) next gave the
 // job. next's flows are not re-planned around a kept flow: the kept rate
 // is not charged against the links again this period.

@@ -6,8 +6,8 @@ import (
 	"github.com/reclaimnet/reclaimnet/policy"
 )
 
-// What the cluster is doing with a job beside its state (JobRecord's
-// UnderWay), as every view shows it next to the state.
+// What the cluster is doing with a job beside its state (State.UnderWay),
+// as every view shows it next to the state.
 const (
 	// UnderWayCheckpointing: a running job's newest checkpoint is written
 	// on its node and on its way to its standby, not yet committed off the

@@ -437,6 +437,13 @@ func FuzzDecodeMeta(f *testing.F) {
 	f.Add([]byte{1})
 	f.Add([]byte{2, 1, 'a'})
 	f.Add(good[:len(good)/2])
+	full, _ := fullMeta().Encode()
+	f.Add(full)
+	legacy := sampleMeta()
+	legacy.Storage = false
+	legacy.GPUModel, legacy.Lending = strings.Repeat("g", legacyGPUModelLen), strings.Repeat("l", legacyLendingLen)
+	legacy.Paths = []string{"/" + strings.Repeat("p", 150), "/q"}
+	f.Add(encodeLegacy(legacy))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		m, err := DecodeMeta(b)
 		if err != nil {

@@ -304,7 +304,7 @@ func cheapestReplica(opts []replicaOption, stake float64) (replicaOption, bool) 
 	best, bestScore := -1, math.Inf(1)
 	for k, o := range opts {
 		score := o.q*stake + o.secs
-		if score < bestScore || score == bestScore && o.to < opts[best].to {
+		if score < bestScore || best >= 0 && score == bestScore && o.to < opts[best].to {
 			best, bestScore = k, score
 		}
 	}

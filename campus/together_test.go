@@ -2,6 +2,7 @@ package campus
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -51,9 +52,9 @@ func TestCampusFiveOfEightNow(t *testing.T) {
 			store = "c2"
 		}
 		b.a.SetNodeArgs(store, []string{"--role", "storage"})
-		for _, n := range gone {
-			b.restart(n)
-		}
+		t0 := time.Now()
+		b.restartAll(gone)
+		t.Logf("five-of-eight-now: %v back in %v, %s as a storage node", gone, time.Since(t0).Round(time.Millisecond), store)
 		b.storage = []string{store}
 		if out, err := b.a.CLI(context.Background(), store, "reclaim", "--now"); err == nil || !strings.Contains(out+err.Error(), "storage node") {
 			t.Errorf("reclaim --now on the storage node: %v, %q; want it refused, naming the storage role", err, out)
@@ -77,7 +78,9 @@ func TestCampusFiveOfEightNow(t *testing.T) {
 func (b *box) fiveOfEightNow(t *testing.T) []string {
 	b.t = t
 	ctx := context.Background()
+	start := time.Now()
 	b.waitCommitted(2*time.Minute, 1)
+	committed := time.Since(start)
 	var job, host, keep, lost string
 	var version uint64
 	var gone []string
@@ -120,7 +123,8 @@ func (b *box) fiveOfEightNow(t *testing.T) []string {
 		}
 		return false, why
 	})
-	t.Logf("five-of-eight-now: %s v%d on %s, holders %s and %s (other building); %v leave at once, %s stays", job, version, host, keep, lost, gone, keep)
+	t.Logf("five-of-eight-now: %s v%d on %s, holders %s and %s (other building; every job committed after %v, these holders after %v); %v leave at once, %s stays",
+		job, version, host, keep, lost, committed.Round(time.Millisecond), time.Since(start).Round(time.Millisecond), gone, keep)
 	jobs := map[string][]string{}
 	for _, n := range gone {
 		jobs[n] = b.jobsOn(n)
@@ -163,7 +167,26 @@ func (b *box) fiveOfEightNow(t *testing.T) []string {
 		}
 		return false, "not yet"
 	})
+	t.Logf("five-of-eight-now: every job resumed and the restore recorded %v after the reclaims", time.Since(t0).Round(time.Millisecond))
 	return gone
+}
+
+// restartAll brings the nodes that left back at once (each as restart
+// does) and returns when the cluster has every running node again.
+func (b *box) restartAll(nodes []string) {
+	b.t.Helper()
+	for _, n := range nodes {
+		b.killSwitchOff(n)
+	}
+	errs := make([]error, len(nodes))
+	var wg sync.WaitGroup
+	for i, n := range nodes {
+		wg.Go(func() { errs[i] = b.a.Start(context.Background(), n) })
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		b.t.Fatalf("restart %v: %v", nodes, err)
+	}
 }
 
 // jobHolders is a job's host and the other nodes holding its freshest

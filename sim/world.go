@@ -42,9 +42,9 @@ type World struct {
 	linkIdx map[string]int
 	jobs    []*simJob
 	jobIdx  map[policy.JobID]int
-	// live holds the submitted jobs not yet done, in trace order: what
-	// every event's accounting and every snapshot walk (all jobs of a
-	// two-month trace are mostly not submitted yet or done).
+	// live holds the submitted jobs not yet done, in trace order: every
+	// event's accounting and every snapshot walk it instead of all jobs
+	// (most of a two-month trace's are not submitted yet or done).
 	live  []*simJob
 	flows []*simFlow
 	// changed is Options.ChangedFraction; speed the useful progress per

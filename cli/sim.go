@@ -81,8 +81,8 @@ func runSim(ctx context.Context, env *Env, o simOptions) error {
 	if os.Getenv("GOGC") == "" {
 		// A run allocates a policy snapshot per control step while its
 		// trace stays live: collecting at 3× the live heap instead of 2×
-		// takes about an eighth of the CPU time off a 500-node run, for a
-		// peak of 0.7 GB instead of 0.5 (5×: no further gain, 1.2 GB).
+		// takes 6–13 % of the CPU time off a 500-node run, for a peak of
+		// 0.7 GB instead of 0.5 (5×: little more, at 1.2 GB).
 		defer debug.SetGCPercent(debug.SetGCPercent(200))
 	}
 	switch o.format {

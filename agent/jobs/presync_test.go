@@ -1,0 +1,192 @@
+package jobs
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/reclaimnet/reclaimnet/internal/wait"
+	"github.com/reclaimnet/reclaimnet/policy"
+	"github.com/reclaimnet/reclaimnet/state"
+	"github.com/reclaimnet/reclaimnet/transfer"
+)
+
+// growJob is a POSIX sh job whose state grows by one incompressible
+// growBlock-byte block per checkpoint (blocks are never rewritten), so a
+// version's delta over the one before it is that block and a small step
+// file. It keeps its state under $STATE/PID, restores it from the restore
+// directory, logs like stepJob and keeps stepping after every checkpoint.
+const growJob = `#!/bin/sh
+s="$STATE/$$"
+mkdir -p "$s"
+step=0
+if [ -n "$RECLAIMNET_RESTORE_DIR" ]; then cp "$RECLAIMNET_RESTORE_DIR"/* "$s"/; step=$(cat "$s/step"); fi
+echo "$$ start $step $RECLAIMNET_RESTART_COUNT" >> "$STEPLOG"
+ck=0
+n=0
+trap 'ck=1' USR1
+trap 'echo "$$ term $step" >> "$STEPLOG"; exit 0' TERM
+touch "$RECLAIMNET_READY_FILE"
+while :; do
+  if [ "$ck" = 1 ]; then
+    ck=0
+    n=$((n+1))
+    head -c 262144 /dev/urandom > "$s/block.$$.$n"
+    echo "$step" > "$s/step"
+    cp "$s"/* "$RECLAIMNET_CKPT_DIR"/
+    touch "$RECLAIMNET_CKPT_DIR/.complete"
+    echo "$$ ckpt $step" >> "$STEPLOG"
+  fi
+  step=$((step+1)); echo "$$ step $step" >> "$STEPLOG"
+  sleep 0.05
+done
+`
+
+// growBlock is growJob's block size.
+const growBlock = 256 << 10
+
+// TestHandoffWaitKeepsDestinationFresh: while a hand-off waits for its
+// final checkpoint's latest safe start (docs/design.md P3.8b), the job
+// keeps checkpointing and every new committed version is pushed to the
+// hand-off's destination as a delta, so the destination receives several
+// versions during the notice and the final transfer moves only the last
+// delta (one block), not what accumulated since the reclaim was announced.
+func TestHandoffWaitKeepsDestinationFresh(t *testing.T) {
+	tc := newCluster(t, []int{0, 1, 1}, fastSupervisor())
+	tc.waitVoters(3)
+	script := filepath.Join(t.TempDir(), "grow.sh")
+	if err := os.WriteFile(script, []byte(growJob), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	tc.submitCommand("train", []string{"/bin/sh", script}, []string{"STEPLOG=" + tc.stepLog, "STATE=" + t.TempDir()})
+	host := tc.waitRunning("train", "")
+	tc.waitCommitted("train", 2)
+
+	announced := time.Now()
+	const notice = 30 * time.Second
+	tc.submitVia(host, state.AnnounceReclaim{Reclaim: policy.Reclaim{Node: host, Announced: announced, Deadline: announced.Add(notice)}})
+	var h policy.HandoffDecision
+	wait.For(t, 10*time.Second, "the admitted hand-off with its final checkpoint's start", func() bool {
+		var ok bool
+		h, ok = handoffFrom(tc.state(), "train", host)
+		return ok && h.Admitted() && h.FinalCheckpoint && !h.FinalStart.IsZero()
+	})
+	dest := h.To
+	// What the destination held of the job when the reclaim was announced.
+	held := map[uint64]bool{}
+	for _, v := range tc.nodes[dest].store.Versions("train") {
+		held[v] = true
+	}
+	if wait := h.FinalStart.Sub(announced); wait < 5*testInterval {
+		t.Fatalf("final checkpoint's start %v into the %v notice: too soon for checkpoints in the wait", wait, notice)
+	}
+	moved := tc.waitRunning("train", host)
+	if moved != dest {
+		t.Fatalf("job moved to %s, the hand-off's destination was %s", moved, dest)
+	}
+	var final state.JobOutcome
+	wait.For(t, 20*time.Second, "the move's version in the history", func() bool {
+		final = tc.outcome(host, "train")
+		return final.Version > 0
+	})
+
+	// The destination received versions made during the wait, before the
+	// final one.
+	var during []uint64
+	for _, v := range tc.nodes[dest].store.Versions("train") {
+		if !held[v] && v < final.Version {
+			during = append(during, v)
+		}
+	}
+	if len(during) < 2 {
+		t.Errorf("destination %s received %v during the wait (final v%d, held before %v): want more than one version before the final one",
+			dest, during, final.Version, held)
+	}
+	// Each went as a pre-sync to the destination, at the rate P3 gave the
+	// hand-off (its reservation, docs/design.md P3.8c), not to another node.
+	var finalPush *TransferView
+	sent := tc.nodes[host].mgr.TransfersSince(announced)
+	for i, tv := range sent {
+		switch {
+		case tv.Job != "train":
+		case tv.Class == policy.ClassMigration:
+			if tv.Version == final.Version {
+				finalPush = &sent[i]
+			}
+		case tv.To != dest:
+			t.Errorf("pre-sync of v%d during the wait went to %s, not the destination %s", tv.Version, tv.To, dest)
+		case tv.AssignedRate <= 0 || tv.AssignedRate > h.FinalRate*2:
+			t.Errorf("pre-sync of v%d during the wait paced at %.0f B/s, want the hand-off's %.0f B/s (within 2x: decisions drift)", tv.Version, tv.AssignedRate, h.FinalRate)
+		}
+	}
+	t.Logf("final start %v into the %v notice; the destination received %d versions during the wait; the final transfer of v%d sent %d of %d bytes",
+		h.FinalStart.Sub(announced).Round(time.Millisecond), notice, len(during), final.Version, finalPush.BytesDone, finalPush.BytesTotal)
+	if finalPush == nil {
+		t.Fatalf("no final transfer of v%d among the source's transfers %+v", final.Version, sent)
+	}
+	// The final transfer sends the last delta: the final version's new
+	// block (and its step file), out of a checkpoint of many blocks.
+	if finalPush.BytesTotal < int64(len(during)+2)*growBlock {
+		t.Errorf("final version of %d bytes: want the blocks of every checkpoint (≥ %d)", finalPush.BytesTotal, (len(during)+2)*growBlock)
+	}
+	if finalPush.BytesDone < growBlock || finalPush.BytesDone > 2*growBlock {
+		t.Errorf("final transfer sent %d bytes of %d: want the last delta, one %d-byte block and the step file", finalPush.BytesDone, finalPush.BytesTotal, growBlock)
+	}
+	// And the job resumed at the step its final checkpoint holds.
+	var evs []stepEvent
+	wait.For(t, 30*time.Second, "the job's start at the destination", func() bool {
+		evs = readSteps(t, tc.stepLog)
+		return len(starts(evs)) >= 2
+	})
+	s := starts(evs)
+	if len(s) != 2 {
+		t.Fatalf("job started %d times, want twice: %+v", len(s), s)
+	}
+	last := -1
+	for _, e := range evs {
+		if e.pid == s[0].pid && e.kind == "ckpt" {
+			last = e.step
+		}
+	}
+	if s[1].step != last {
+		t.Errorf("destination started at step %d; the source's last checkpoint holds %d", s[1].step, last)
+	}
+}
+
+// TestWaitCheckpoint: during a hand-off's wait a checkpoint is due at the
+// last decided interval only while it and the push of a whole version at
+// the hand-off's rate land before the final checkpoint's start.
+func TestWaitCheckpoint(t *testing.T) {
+	t0 := time.Date(2026, 1, 5, 10, 0, 0, 0, time.UTC)
+	final := t0.Add(20 * time.Second)
+	at := presyncTarget{to: "d", rate: 1e6, by: final} // 1 MB/s
+	cases := []struct {
+		name     string
+		interval time.Duration
+		busy     bool
+		last     time.Time
+		write    time.Duration
+		size     int64
+		p        presyncTarget
+		due      time.Time
+		ok       bool
+	}{
+		{"due at the interval", 5 * time.Second, false, t0, time.Second, 2e6, at, t0.Add(5 * time.Second), true},
+		// 5 s + 1 s write + 2 s push = 8 s < 20 s; at 14 s: 14+1+5 = 20, not before.
+		{"push would reach the final start", 14 * time.Second, false, t0, time.Second, 5e6, at, time.Time{}, false},
+		{"lands just before", 13 * time.Second, false, t0, time.Second, 5e6, at, t0.Add(13 * time.Second), true},
+		{"no interval decided", 0, false, t0, 0, 1, at, time.Time{}, false},
+		{"checkpoint in flight", time.Second, true, t0, 0, 1, at, time.Time{}, false},
+		{"no destination", time.Second, false, t0, 0, 1, presyncTarget{}, time.Time{}, false},
+		{"held at no rate", time.Second, false, t0, 0, 1, presyncTarget{to: "d", by: final}, time.Time{}, false},
+		{"unpaced lands at once", 19 * time.Second, false, t0, 0, 1 << 40, presyncTarget{to: "d", rate: transfer.Unlimited, by: final}, t0.Add(19 * time.Second), true},
+		{"standby: no limit", time.Hour, false, t0, time.Minute, 1 << 40, presyncTarget{to: "s", rate: 1}, t0.Add(time.Hour), true},
+	}
+	for _, c := range cases {
+		due, ok := waitCheckpoint(c.interval, c.busy, c.last, c.write, c.size, c.p)
+		if ok != c.ok || !due.Equal(c.due) {
+			t.Errorf("%s: got %v %v, want %v %v", c.name, due, ok, c.due, c.ok)
+		}
+	}
+}

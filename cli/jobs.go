@@ -108,11 +108,9 @@ func printJobStory(w io.Writer, s *localapi.JobStory) {
 	tw.Flush()
 	if len(s.Moves) > 0 {
 		fmt.Fprintln(w, "Moves:")
-		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 		for _, mv := range s.Moves {
-			fmt.Fprintf(tw, "  %s\t%s → %s\t%s\t%s\n", mv.At.UTC().Format(time.RFC3339), mv.From, dash(mv.To), moveWhat(mv), moveDowntime(mv))
+			fmt.Fprintf(w, "  %s  %s → %s  %s\n    %s\n", mv.At.UTC().Format(time.RFC3339), mv.From, dash(mv.To), moveWhat(mv), moveDowntime(mv))
 		}
-		tw.Flush()
 	}
 	if len(s.FailureLog) > 0 {
 		fmt.Fprintln(w, "Failures:")
@@ -133,7 +131,7 @@ func moveWhat(mv localapi.JobMove) string {
 	case mv.HandedOff && mv.FinalCheckpoint:
 		what = "hand-off, final checkpoint"
 	case mv.HandedOff:
-		what = "hand-off: " + mv.Reason
+		what = mv.Reason // handed off without its final checkpoint, from which version
 	case mv.Detected:
 		what = "departure found by failure detection: " + mv.Reason
 	case mv.Emergency:

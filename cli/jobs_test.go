@@ -302,17 +302,19 @@ func TestJobStoryMoves(t *testing.T) {
 				Limit: 8 * time.Second, Detection: 5 * time.Second, Placement: time.Second, Restore: 2 * time.Second, Start: 1100 * time.Millisecond},
 			{At: t0.Add(200 * time.Second), From: "c1", To: "d1", Emergency: true, Reason: "recovered from the freshest committed replica",
 				Replica: "a2", Version: 7, Resuming: true},
+			{At: t0.Add(300 * time.Second), From: "d1", To: "e1", HandedOff: true, Version: 7, WorkLost: 3 * time.Second,
+				Reason: "handed off without its final checkpoint: resumed from committed version v7"},
 		}})
 	out := b.String()
 	for _, want := range []string{
 		"Moves:",
 		"2026-03-02T10:00:00Z  a1 → b1",
-		"hand-off, final checkpoint, lost 0s",
-		"down 2s, limit 1.8s (restore 1.5s, start 500ms)",
+		"hand-off, final checkpoint, lost 0s\n    down 2s, limit 1.8s (restore 1.5s, start 500ms)\n",
 		"departure found by failure detection: recovered from the freshest committed replica on a2 (v6), lost 12s",
 		"down 9.1s, limit 8s (detection 5s, placement 1s, restore 2s, start 1.1s)",
 		"emergency reclaim: recovered from the freshest committed replica on a2 (v7)",
 		"not running again yet",
+		"d1 → e1  handed off without its final checkpoint: resumed from committed version v7, lost 3s\n    downtime not recorded\n",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("story lacks %q:\n%s", want, out)

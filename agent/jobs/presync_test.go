@@ -81,7 +81,18 @@ func TestHandoffWaitKeepsDestinationFresh(t *testing.T) {
 	if wait := h.FinalStart.Sub(announced); wait < 5*testInterval {
 		t.Fatalf("final checkpoint's start %v into the %v notice: too soon for checkpoints in the wait", wait, notice)
 	}
-	moved := tc.waitRunning("train", host)
+	// The Tr the source reports (its checkpoints' write time is in it)
+	// until the move, for the limit below.
+	var maxTr time.Duration
+	var moved policy.NodeID
+	wait.For(t, notice+10*time.Second, "the job running on its destination", func() bool {
+		j := tc.state().Jobs["train"]
+		if j.Node == host {
+			maxTr = max(maxTr, j.RestartTime)
+		}
+		moved = j.Node
+		return j.State == policy.JobRunning && j.Node != host
+	})
 	if moved != dest {
 		t.Fatalf("job moved to %s, the hand-off's destination was %s", moved, dest)
 	}
@@ -120,18 +131,25 @@ func TestHandoffWaitKeepsDestinationFresh(t *testing.T) {
 			t.Errorf("pre-sync of v%d during the wait paced at %.0f B/s, want the hand-off's %.0f B/s (within 2x: decisions drift)", tv.Version, tv.AssignedRate, h.FinalRate)
 		}
 	}
-	t.Logf("final start %v into the %v notice; the destination received %d versions during the wait; the final transfer of v%d sent %d of %d bytes",
-		h.FinalStart.Sub(announced).Round(time.Millisecond), notice, len(during), final.Version, finalPush.BytesDone, finalPush.BytesTotal)
 	if finalPush == nil {
 		t.Fatalf("no final transfer of v%d among the source's transfers %+v", final.Version, sent)
 	}
 	// The final transfer sends the last delta: the final version's new
 	// block (and its step file), out of a checkpoint of many blocks.
+	t.Logf("final start %v into the %v notice; the destination received %d versions during the wait; the final transfer of v%d sent %d of %d bytes; limit %v",
+		h.FinalStart.Sub(announced).Round(time.Millisecond), notice, len(during), final.Version, finalPush.BytesDone, finalPush.BytesTotal, final.Limit)
 	if finalPush.BytesTotal < int64(len(during)+2)*growBlock {
 		t.Errorf("final version of %d bytes: want the blocks of every checkpoint (≥ %d)", finalPush.BytesTotal, (len(during)+2)*growBlock)
 	}
 	if finalPush.BytesDone < growBlock || finalPush.BytesDone > 2*growBlock {
 		t.Errorf("final transfer sent %d bytes of %d: want the last delta, one %d-byte block and the step file", finalPush.BytesDone, finalPush.BytesTotal, growBlock)
+	}
+	// The move's downtime limit (design P3.8d) counts what the destination
+	// lacked at the final checkpoint, the delta, at the path's rate (within
+	// 2x of the first decision's), plus Tr and one control period.
+	if most := policy.DowntimeLimit(finalPush.BytesDone, h.FinalRate/2, maxTr, policy.ControlPeriod); final.Limit <= 0 || final.Limit > most {
+		t.Errorf("move's limit %v, want at most %v: the final delta of %d bytes, not the version's %d, at the path's rate, + Tr ≤ %v + one period",
+			final.Limit, most, finalPush.BytesDone, finalPush.BytesTotal, maxTr)
 	}
 	// And the job resumed at the step its final checkpoint holds.
 	var evs []stepEvent

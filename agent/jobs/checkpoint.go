@@ -36,6 +36,7 @@ func (w *worker) loop(ctx context.Context, job *supervisor.Job, deadline time.Ti
 		stopped  bool
 		dropped  *push         // a push this loop cancelled: its error is no fault
 		interval time.Duration // the job's last decided checkpoint interval
+		changed  = 1.0         // the newest version's new share against the one before (changedShare)
 	)
 	lastCkpt := time.Now()
 	var ckptStarted time.Time // when the request in flight was made
@@ -140,7 +141,7 @@ func (w *worker) loop(ctx context.Context, job *supervisor.Job, deadline time.Ti
 		}
 		due, ok := nextCheckpoint(jd, ckptBusy, cur != nil, lastCkpt, takenAt)
 		if waiting {
-			due, ok = waitCheckpoint(interval, ckptBusy, lastCkpt, w.slowestCheckpoint(), j.CheckpointBytes, target)
+			due, ok = waitCheckpoint(interval, ckptBusy, lastCkpt, w.slowestCheckpoint(), j.CheckpointBytes, changed, target)
 		}
 		if ok {
 			timer.Reset(max(time.Until(due), 0))
@@ -169,6 +170,7 @@ func (w *worker) loop(ctx context.Context, job *supervisor.Job, deadline time.Ti
 					if v, err := w.commit(ctx, ev.Checkpoint.Dir); err != nil {
 						w.noteErr(err)
 					} else {
+						changed = changedShare(m.cfg.Store, w.id, v)
 						cur, queued = w.pushOrQueue(ctx, w.latest(), target, v, cur, queued, pushRes)
 					}
 				}
@@ -206,6 +208,7 @@ func (w *worker) loop(ctx context.Context, job *supervisor.Job, deadline time.Ti
 			}
 			w.noteCheckpointTime(time.Since(ckptStarted))
 			w.reportRestart(ctx, j, false)
+			changed = changedShare(m.cfg.Store, w.id, v)
 			cur, queued = w.pushOrQueue(ctx, w.latest(), target, v, cur, queued, pushRes)
 		case r := <-pushRes:
 			cur = nil

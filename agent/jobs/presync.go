@@ -4,6 +4,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/reclaimnet/reclaimnet/ckpt"
 	"github.com/reclaimnet/reclaimnet/policy"
 	"github.com/reclaimnet/reclaimnet/state"
 	"github.com/reclaimnet/reclaimnet/transfer"
@@ -63,21 +64,69 @@ func (p presyncTarget) lands(bytes int64, at time.Time) bool {
 	return at.Add(time.Duration(float64(bytes) / p.rate * float64(time.Second))).Before(p.by)
 }
 
+// maxWaitChange is the largest share of a version's bytes that may be new
+// against the version before it for checkpoints in a hand-off's wait to
+// pay: beyond it the final version shares little with a pre-synced one
+// (a training job's weights change with every step; the campus's
+// synthetic jobs write fresh random bytes), so a checkpoint in the wait
+// would cost the job its write and the path a whole version without
+// shrinking the final transfer.
+const maxWaitChange = 0.5
+
 // waitCheckpoint is nextCheckpoint during a hand-off's wait: the job
 // checkpoints at its last decided interval (the leader decides none for a
-// job on a leaving node) while that checkpoint, written in the slowest
-// recent write time, and the push of a whole version of size bytes still
-// land at the destination before the final checkpoint's start; a later
-// one would only delay the final checkpoint and be cancelled by it.
-func waitCheckpoint(interval time.Duration, ckptBusy bool, lastCkpt time.Time, write time.Duration, size int64, p presyncTarget) (time.Time, bool) {
-	if interval <= 0 || ckptBusy || p.to == "" {
+// job on a leaving node) while consecutive versions share most of their
+// bytes (changed, the new share of the last one, at most maxWaitChange),
+// and only while that checkpoint, written in the slowest recent write
+// time, and the push of a whole version of size bytes land at the
+// destination before the final checkpoint's start with
+// policy.FinalSafety's slack (writes on a loaded machine take several
+// times their measured length): one still in flight there would delay the
+// final checkpoint, and its push would be cancelled.
+func waitCheckpoint(interval time.Duration, ckptBusy bool, lastCkpt time.Time, write time.Duration, size int64, changed float64, p presyncTarget) (time.Time, bool) {
+	if interval <= 0 || ckptBusy || p.to == "" || changed > maxWaitChange {
 		return time.Time{}, false
 	}
 	due := lastCkpt.Add(interval)
-	if !p.lands(size, due.Add(write)) {
+	if !p.lands(policy.FinalSafety*size, due.Add(policy.FinalSafety*write)) {
 		return time.Time{}, false
 	}
 	return due, true
+}
+
+// changedShare is the share of version v's bytes in chunks that the
+// newest older version in the store lacks (1 without one): how much of a
+// version a pre-sync of the one before it leaves to send.
+func changedShare(s *ckpt.Store, job policy.JobID, v uint64) float64 {
+	mf, err := s.Manifest(string(job), v)
+	if err != nil {
+		return 1
+	}
+	var prev uint64
+	for _, pv := range s.Versions(string(job)) {
+		if pv < v {
+			prev = max(prev, pv)
+		}
+	}
+	pm, err := s.Manifest(string(job), prev)
+	if prev == 0 || err != nil {
+		return 1
+	}
+	had := map[ckpt.Hash]bool{}
+	for _, c := range pm.Chunks() {
+		had[c.Hash] = true
+	}
+	var total, fresh int64
+	for _, c := range mf.Chunks() {
+		total += c.Size
+		if !had[c.Hash] {
+			fresh += c.Size
+		}
+	}
+	if total == 0 {
+		return 0
+	}
+	return float64(fresh) / float64(total)
 }
 
 // slowestCheckpoint is the slowest of the last requested checkpoints'

@@ -1,11 +1,14 @@
 package jobs
 
 import (
+	"crypto/rand"
+	"math"
 	"os"
 	"path/filepath"
 	"testing"
 	"time"
 
+	"github.com/reclaimnet/reclaimnet/ckpt"
 	"github.com/reclaimnet/reclaimnet/internal/wait"
 	"github.com/reclaimnet/reclaimnet/policy"
 	"github.com/reclaimnet/reclaimnet/state"
@@ -61,7 +64,9 @@ func TestHandoffWaitKeepsDestinationFresh(t *testing.T) {
 	}
 	tc.submitCommand("train", []string{"/bin/sh", script}, []string{"STEPLOG=" + tc.stepLog, "STATE=" + t.TempDir()})
 	host := tc.waitRunning("train", "")
-	tc.waitCommitted("train", 2)
+	// From v3 on, a version's new block is at most a third of it: the
+	// versions share enough for checkpoints in the wait to pay.
+	tc.waitCommitted("train", 3)
 
 	announced := time.Now()
 	const notice = 30 * time.Second
@@ -173,8 +178,10 @@ func TestHandoffWaitKeepsDestinationFresh(t *testing.T) {
 }
 
 // TestWaitCheckpoint: during a hand-off's wait a checkpoint is due at the
-// last decided interval only while it and the push of a whole version at
-// the hand-off's rate land before the final checkpoint's start.
+// last decided interval only while consecutive versions share most of
+// their bytes and it and the push of a whole version at the hand-off's
+// rate land before the final checkpoint's start, with policy.FinalSafety's
+// slack on both.
 func TestWaitCheckpoint(t *testing.T) {
 	t0 := time.Date(2026, 1, 5, 10, 0, 0, 0, time.UTC)
 	final := t0.Add(20 * time.Second)
@@ -183,28 +190,67 @@ func TestWaitCheckpoint(t *testing.T) {
 		name     string
 		interval time.Duration
 		busy     bool
-		last     time.Time
 		write    time.Duration
 		size     int64
+		changed  float64
 		p        presyncTarget
 		due      time.Time
 		ok       bool
 	}{
-		{"due at the interval", 5 * time.Second, false, t0, time.Second, 2e6, at, t0.Add(5 * time.Second), true},
-		// 5 s + 1 s write + 2 s push = 8 s < 20 s; at 14 s: 14+1+5 = 20, not before.
-		{"push would reach the final start", 14 * time.Second, false, t0, time.Second, 5e6, at, time.Time{}, false},
-		{"lands just before", 13 * time.Second, false, t0, time.Second, 5e6, at, t0.Add(13 * time.Second), true},
-		{"no interval decided", 0, false, t0, 0, 1, at, time.Time{}, false},
-		{"checkpoint in flight", time.Second, true, t0, 0, 1, at, time.Time{}, false},
-		{"no destination", time.Second, false, t0, 0, 1, presyncTarget{}, time.Time{}, false},
-		{"held at no rate", time.Second, false, t0, 0, 1, presyncTarget{to: "d", by: final}, time.Time{}, false},
-		{"unpaced lands at once", 19 * time.Second, false, t0, 0, 1 << 40, presyncTarget{to: "d", rate: transfer.Unlimited, by: final}, t0.Add(19 * time.Second), true},
-		{"standby: no limit", time.Hour, false, t0, time.Minute, 1 << 40, presyncTarget{to: "s", rate: 1}, t0.Add(time.Hour), true},
+		// 5 s + 2·1 s write + 2·2 s push = 11 s < 20 s.
+		{"due at the interval", 5 * time.Second, false, time.Second, 2e6, 0.1, at, t0.Add(5 * time.Second), true},
+		// 10 + 2·1 + 2·4 = 20 s: not before the final start.
+		{"push would reach the final start", 10 * time.Second, false, time.Second, 4e6, 0.1, at, time.Time{}, false},
+		{"lands just before", 9 * time.Second, false, time.Second, 4e6, 0.1, at, t0.Add(9 * time.Second), true},
+		{"versions share little", 5 * time.Second, false, time.Second, 2e6, 0.9, at, time.Time{}, false},
+		{"no interval decided", 0, false, 0, 1, 0, at, time.Time{}, false},
+		{"checkpoint in flight", time.Second, true, 0, 1, 0, at, time.Time{}, false},
+		{"no destination", time.Second, false, 0, 1, 0, presyncTarget{}, time.Time{}, false},
+		{"held at no rate", time.Second, false, 0, 1, 0, presyncTarget{to: "d", by: final}, time.Time{}, false},
+		{"unpaced lands at once", 19 * time.Second, false, 0, 1 << 40, 0, presyncTarget{to: "d", rate: transfer.Unlimited, by: final}, t0.Add(19 * time.Second), true},
 	}
 	for _, c := range cases {
-		due, ok := waitCheckpoint(c.interval, c.busy, c.last, c.write, c.size, c.p)
+		due, ok := waitCheckpoint(c.interval, c.busy, t0, c.write, c.size, c.changed, c.p)
 		if ok != c.ok || !due.Equal(c.due) {
 			t.Errorf("%s: got %v %v, want %v %v", c.name, due, ok, c.due, c.ok)
+		}
+	}
+}
+
+// TestChangedShare: the new share of a version is the bytes of its chunks
+// the newest older version lacks, on a real store.
+func TestChangedShare(t *testing.T) {
+	store, err := ckpt.Open(ckpt.Config{Root: t.TempDir(), Logger: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	block := func() []byte {
+		b := make([]byte, growBlock)
+		rand.Read(b)
+		return b
+	}
+	a, b, c := block(), block(), block()
+	add := func(v uint64, files map[string][]byte) {
+		dir := t.TempDir()
+		for name, data := range files {
+			if err := os.WriteFile(filepath.Join(dir, name), data, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := store.AddCheckpoint("job", v, dir, "", time.Now()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	add(1, map[string][]byte{"a": a})
+	add(2, map[string][]byte{"a": a, "b": b}) // half new
+	add(4, map[string][]byte{"a": a, "b": b}) // nothing new against v2
+	add(5, map[string][]byte{"c": c})         // all new
+	for _, tc := range []struct {
+		v    uint64
+		want float64
+	}{{1, 1}, {2, 0.5}, {4, 0}, {5, 1}, {9, 1}} {
+		if got := changedShare(store, "job", tc.v); math.Abs(got-tc.want) > 0.01 {
+			t.Errorf("v%d: changed share %.3f, want %.2f", tc.v, got, tc.want)
 		}
 	}
 }

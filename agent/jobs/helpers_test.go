@@ -35,9 +35,8 @@ const testInterval = time.Second
 // stepJob is a POSIX sh job that counts steps, writes its step into the
 // checkpoint directory on SIGUSR1, and logs what it does (pid, event, step)
 // to $STEPLOG. After a checkpoint taken while a reclaim deadline is pending it
-// stops stepping, so its last step is a checkpointed one and a test can
-// tell that a hand-off lost none (it pauses at its first checkpoint in a
-// hand-off's wait: growJob keeps stepping through those). With HANG set it ignores checkpoint requests. CKSIG names the
+// stops stepping (what a well-behaved job does: later steps could not be
+// kept). With HANG set it ignores checkpoint requests. CKSIG names the
 // checkpoint signal it traps (default USR1; any other leaves USR1's default
 // action, which kills it). With IGNTERM set it logs SIGTERM and keeps going
 // (only SIGKILL after the grace ends it). With FAILFINAL set every checkpoint

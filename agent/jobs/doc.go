@@ -27,9 +27,10 @@
 //     share most of their bytes, it checkpoints at its last decided
 //     interval, and each new version is pushed to the destination (class
 //     pre-sync, at the hand-off's reserved rate, only while it lands before
-//     FinalStart), so the final transfer moves only the last delta. Then: the final checkpoint if FinalCheckpoint is set, the job is
-//     stopped, the version is pushed to the destination (class migration, at
-//     the admitted flow's rate, not before the flow's start), then MoveJob is
+//     FinalStart), so the final transfer moves only the last delta. Then:
+//     the final checkpoint if FinalCheckpoint is set, the job is stopped,
+//     the version is pushed to the destination (class migration, at the
+//     admitted flow's rate, not before the flow's start), then MoveJob is
 //     committed; the destination's manager starts the job from the received
 //     version. A degraded (or destination-less) hand-off stops the job; it
 //     recovers elsewhere from its freshest committed replica once the node

@@ -122,6 +122,11 @@ func TestEmergencyInHistoryAndTrace(t *testing.T) {
 		mv.Restore != row.Restore || mv.Start != row.Start || mv.Start <= 0 || mv.Detection+mv.Placement+mv.Restore+mv.Start > mv.Downtime {
 		t.Errorf("story's move %+v; the page's row %+v: want the same emergency recovery, downtime and breakdown", mv, row)
 	}
+	// A recovery's limit counts its failure-detection time (design P3.8d),
+	// whenever the owner's report that dates the departure arrives.
+	if mv.Limit < mv.Detection {
+		t.Errorf("story's move: limit %v below its detection time %v", mv.Limit, mv.Detection)
+	}
 
 	// Trace export: the departure, the nodes, the job and bandwidth
 	// samples, read back by the simulator's reader and replayed.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -401,11 +402,12 @@ func TestOwnerActivityRaisesHazard(t *testing.T) {
 	src.set()
 	s.incarnation(t, 60*time.Second)
 	var after, other policy.HazardEstimate
-	wait.For(t, 30*time.Second, "owned's hazard published after its return", func() bool {
+	wait.ForWhy(t, 60*time.Second, "owned's hazard published after its return", func() (bool, string) {
 		st := coord.State()
 		h, ok := st.Hazards["owned"]
 		after, other = h, st.Hazards[policy.NodeID(leader.info.Node)]
-		return ok && st.HazardsAt.After(dep.At) && len(other.Emergency.Rates) > 0
+		return ok && st.HazardsAt.After(dep.At) && len(other.Emergency.Rates) > 0,
+			fmt.Sprintf("owned %s, published for it %v, at %v (departure %v)", st.Nodes["owned"].State, ok, st.HazardsAt, dep.At)
 	})
 	t.Logf("owned before: factor %.3f, λ̂⁺ %.3g/h; after: factor %.3f, λ̂⁺ %.3g/h; leader: factor %.3f, λ̂⁺ %.3g/h",
 		before.NodeFactor, 3600*before.EmergencyUpper.At(dep.At), after.NodeFactor, 3600*after.EmergencyUpper.At(dep.At),

@@ -22,9 +22,15 @@
 //     A version counts (is "committed") once a holder other than its source has
 //     it.
 //   - Scheduled hand-off (flow 3). On a HandoffDecision from this node with a
-//     destination: the final checkpoint if FinalCheckpoint is set, the job is
-//     stopped, the version is pushed to the destination (class migration, at
-//     the admitted flow's rate, not before the flow's start), then MoveJob is
+//     destination, the job computes until the decision's FinalStart (its
+//     final checkpoint's latest safe start); meanwhile, while its versions
+//     share most of their bytes, it checkpoints at its last decided
+//     interval, and each new version is pushed to the destination (class
+//     pre-sync, at the hand-off's reserved rate, only while it lands before
+//     FinalStart), so the final transfer moves only the last delta. Then:
+//     the final checkpoint if FinalCheckpoint is set, the job is stopped,
+//     the version is pushed to the destination (class migration, at the
+//     admitted flow's rate, not before the flow's start), then MoveJob is
 //     committed; the destination's manager starts the job from the received
 //     version. A degraded (or destination-less) hand-off stops the job; it
 //     recovers elsewhere from its freshest committed replica once the node
@@ -38,6 +44,10 @@
 //     destination waits (Config.FetchTimeout) until the version is in its
 //     store, restores it and starts the job, then reports the measured restart
 //     time with JobReport so the policy learns Tr.
+//   - Bundles. A job's bundle goes from the nodes that hold it to the job's
+//     node, standby and holders (bundle.go); a first placement's copy to the
+//     job's node is the leader's bundle flow, sent by the holder it names at
+//     its rate (class migration) like a restore.
 //
 // Manager.View gives a read-only view for the status page and the CLI, and
 // Manager.FlowProgress the progress of admitted flows for the leader's

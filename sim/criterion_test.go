@@ -75,6 +75,20 @@ func pairedDifference(a, b []float64) (mean, se float64) {
 	return mean, math.Sqrt(ss/(n-1)) / math.Sqrt(n)
 }
 
+// TestPairedDifference checks the criterion's paired difference against
+// a hand computation: differences 2, 3, 4 have mean 3 and sample standard
+// deviation 1, so a standard error of 1/√3; one seed has no spread to
+// measure.
+func TestPairedDifference(t *testing.T) {
+	m, se := pairedDifference([]float64{3, 5, 7}, []float64{1, 2, 3})
+	if math.Abs(m-3) > 1e-12 || math.Abs(se-1/math.Sqrt(3)) > 1e-12 {
+		t.Errorf("paired difference %v ± %v, want 3 ± %v", m, se, 1/math.Sqrt(3))
+	}
+	if _, se := pairedDifference([]float64{1}, []float64{0}); !math.IsInf(se, 1) {
+		t.Errorf("one seed: standard error %v, want +Inf", se)
+	}
+}
+
 // run is one replay of the comparison.
 type run struct {
 	seed       int

@@ -327,6 +327,10 @@ var known = map[string]bool{
 	"bamboo-p3 b1p": true, "bamboo-p3+storage b1p": true,
 	"bamboo-g4dn b1p": true, "bamboo-g4dn+storage b1p": true,
 	"bamboo-g4dn b1": true, "bamboo-g4dn+storage b1": true,
+	// A storage node doubles ReclaimNet's traffic on the desktop trace
+	// (every version is copied there) and does not lower its loss; with
+	// Philly's workload it ends within the seed noise above B1′ and B7.
+	"microsoft99+philly+storage b1p": true, "microsoft99+philly+storage b7": true,
 }
 
 // labelsWith returns the labels that start with prefix.

@@ -132,13 +132,13 @@ func lossAt(points [][2]float64, tb float64) (float64, bool) {
 // B5's). The comparisons that do not hold are logged with their figures
 // and the paired difference over seeds with its standard error;
 // docs/sim.md says why for each. It also logs every setting's means of
-// the comparison table's columns (docs/sim.md's tables). About 20
-// CPU-minutes, too long for the default test command: it runs with
-// RECLAIMNET_COMPARISON=1 (the command in docs/sim.md); TestBoundsOverSeeds
-// keeps the oracle bound in every run.
+// the comparison table's columns (docs/sim.md's tables). About half an
+// hour on a shared 2-core machine, too long for the default test command:
+// it runs with RECLAIMNET_COMPARISON=1 (the command in docs/sim.md);
+// TestBoundsOverSeeds keeps the oracle bound in every run.
 func TestComparisonCriterion(t *testing.T) {
 	if os.Getenv("RECLAIMNET_COMPARISON") != "1" {
-		t.Skip("the whole comparison suite (about 20 CPU-minutes): set RECLAIMNET_COMPARISON=1")
+		t.Skip("the whole comparison suite (about half an hour on 2 cores): set RECLAIMNET_COMPARISON=1")
 	}
 	dir := criterionTraces()
 	gen := func(c GenConfig) func(uint64) (*trace.Trace, error) {

@@ -10,8 +10,9 @@ const (
 	KindPurged = "purged"
 	// KindNoOutputs: the job has no version (yet) any node holds.
 	KindNoOutputs = "no_outputs"
-	// KindDiskFull: this machine's disk filled up; what arrived is kept
-	// for the next try.
+	// KindDiskFull: this machine's disk filled up: for OpFetch what
+	// arrived is kept for the next try; for OpRun the bundle did not fit
+	// in the data directory and nothing was submitted.
 	KindDiskFull = "disk_full"
 )
 

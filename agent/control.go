@@ -173,7 +173,7 @@ func (a *Agent) jobControl(req localapi.Request, who caller) localapi.Response {
 			return forbidden("cancel: job %s belongs to %s; user %s@%s is neither its owner nor a cluster admin", req.JobID, j.Owner, who.Name, a.cfg.Name)
 		}
 		by := who.Name + " on " + a.cfg.Name // the caller the kernel identified
-		if _, err := c.Submit(ctx, state.CancelJob{Job: policy.JobID(req.JobID), By: by, At: time.Now().UTC()}); err != nil {
+		if _, err := c.Submit(ctx, state.CancelJob{Job: policy.JobID(req.JobID), By: by, At: time.Now().UTC(), Requester: a.requester(who)}); err != nil {
 			return submitError("cancel", err)
 		}
 		return localapi.Response{JobID: req.JobID}
@@ -190,6 +190,8 @@ func submitError(what string, err error) localapi.Response {
 		kind = localapi.KindJobExists
 	case errors.Is(err, raft.ErrNoLeader), errors.Is(err, context.DeadlineExceeded):
 		kind = localapi.KindNoLeader
+	case errors.Is(err, raft.ErrForbidden):
+		kind = localapi.KindForbidden
 	}
 	return localapi.Response{Error: fmt.Sprintf("%s: %v", what, err), Kind: kind}
 }

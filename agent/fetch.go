@@ -98,6 +98,10 @@ func (a *Agent) fetchFor(conn net.Conn, r io.Reader, req localapi.Request, who c
 	return localapi.FetchEnd{Error: fmt.Sprintf("fetch %s: no holder could serve it: %v", job, err), Kind: kind}
 }
 
+// needTimeout bounds how long the client may take to say which chunks it
+// lacks (it looks them up in its staging store).
+const needTimeout = time.Minute
+
 // fetchRelay is the ChunkStore of a fetch for a local client: it asks the
 // client which chunks it lacks and hands each chunk on, kept nowhere here.
 // A client that goes away cancels the fetch.
@@ -133,8 +137,11 @@ func (f *fetchRelay) Missing(refs []ckpt.ChunkRef) []ckpt.ChunkRef {
 	}
 	var need localapi.FetchNeed
 	if err == nil {
+		// The client is any local user: its answer is bounded by the
+		// offer and must come soon.
+		f.w.SetReadDeadline(time.Now().Add(needTimeout))
 		var typ byte
-		if typ, b, err = localapi.ReadFrame(f.r); err == nil && typ != localapi.FrameNeed {
+		if typ, b, err = localapi.ReadFrame(f.r, len(b)+1024); err == nil && typ != localapi.FrameNeed {
 			err = fmt.Errorf("client sent frame %q, want its need", typ)
 		}
 	}

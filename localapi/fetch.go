@@ -117,15 +117,15 @@ func WriteFrame(w io.Writer, typ byte, payload []byte) error {
 	return err
 }
 
-// ReadFrame reads one fetch frame of at most MaxFetchFrame bytes.
-func ReadFrame(r io.Reader) (byte, []byte, error) {
+// ReadFrame reads one fetch frame of at most limit bytes.
+func ReadFrame(r io.Reader, limit int) (byte, []byte, error) {
 	var hdr [5]byte
 	if _, err := io.ReadFull(r, hdr[:]); err != nil {
 		return 0, nil, err
 	}
 	n := binary.BigEndian.Uint32(hdr[1:])
-	if n > MaxFetchFrame {
-		return 0, nil, fmt.Errorf("fetch frame of %d bytes (limit %d)", n, MaxFetchFrame)
+	if uint64(n) > uint64(limit) {
+		return 0, nil, fmt.Errorf("fetch frame of %d bytes (limit %d)", n, limit)
 	}
 	b := make([]byte, n)
 	if _, err := io.ReadFull(r, b); err != nil {
@@ -156,7 +156,7 @@ func Fetch(ctx context.Context, dir, job string, req FetchRequest, sink FetchSin
 	}
 	br := bufio.NewReader(conn)
 	for {
-		typ, b, err := ReadFrame(br)
+		typ, b, err := ReadFrame(br, MaxFetchFrame)
 		if err != nil {
 			if ctx.Err() != nil {
 				return FetchEnd{}, ctx.Err()

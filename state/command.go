@@ -133,16 +133,12 @@ type Requester struct {
 }
 
 // Node is the node part of User ("" when User has none).
-func (r Requester) Node() policy.NodeID { return OwnerNode(r.User) }
-
-// OwnerNode is the node part of a job owner or requester "user@node" (""
-// when it has none).
-func OwnerNode(user string) policy.NodeID {
-	i := strings.LastIndexByte(user, '@')
+func (r Requester) Node() policy.NodeID {
+	i := strings.LastIndexByte(r.User, '@')
 	if i < 0 {
 		return ""
 	}
-	return policy.NodeID(user[i+1:])
+	return policy.NodeID(r.User[i+1:])
 }
 
 // maxRequesterLen bounds Requester.User (a user name and a node name).

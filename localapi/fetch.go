@@ -20,9 +20,6 @@ const (
 	KindPurged = "purged"
 	// KindNoOutputs: the job has no version (yet) any node holds.
 	KindNoOutputs = "no_outputs"
-	// KindDiskFull: this machine's disk filled up; what arrived is kept
-	// for the next try.
-	KindDiskFull = "disk_full"
 )
 
 // FetchRequest says what OpFetch streams: the job's outputs, and with

@@ -153,7 +153,7 @@ type ChunkStore interface {
 // addr into store: the outputs' chunks, and with checkpoint the
 // checkpoint's, only those store lacks, verified as they arrive. A broken
 // connection is retried (Config.Attempts). It returns once store holds
-// every chunk of the parts; placing the files is the caller's (Place).
+// every chunk of the parts; placing the files is the caller's (Stage).
 // The Client's Store is not used and nothing is written to disk here.
 func (c *Client) FetchChunks(ctx context.Context, node, addr, job string, checkpoint bool, store ChunkStore) (FetchResult, error) {
 	res, err := c.fetchChunks(ctx, node, addr, job, checkpoint, store)

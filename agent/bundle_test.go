@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"io/fs"
@@ -13,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/reclaimnet/reclaimnet/ckpt"
 	"github.com/reclaimnet/reclaimnet/internal/testbin"
 	"github.com/reclaimnet/reclaimnet/internal/wait"
 	"github.com/reclaimnet/reclaimnet/localapi"
@@ -192,6 +194,61 @@ func TestFetchResults(t *testing.T) {
 	if code, text := asUser(t, bin, 0, fetcher.agent.DataDir(), "fetch", "nope", "--out", rootOut+"2"); code != 1 || !strings.Contains(text, `no job "nope"`) {
 		t.Errorf("fetch of an unknown job: exit %d: %s", code, text)
 	}
+
+	// A fetch whose client breaks off after one chunk keeps it in its
+	// staging directory; the next one to the same place asks the agent
+	// only for the rest.
+	resumed := filepath.Join(t.TempDir(), "resumed")
+	errStop := errors.New("client stopped after one chunk")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	_, err := transfer.Stage(resumed, "", testLogger(), func(st transfer.ChunkStore) (transfer.FetchResult, error) {
+		_, err := localapi.Fetch(ctx, fetcher.agent.DataDir(), "res", localapi.FetchRequest{}, &stoppingSink{store: st, left: 1, err: errStop})
+		return transfer.FetchResult{}, err
+	})
+	if !errors.Is(err, errStop) {
+		t.Fatalf("broken-off fetch: %v, want the client's stop", err)
+	}
+	if _, err := os.Stat(resumed); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("a broken-off fetch left its destination (%v)", err)
+	}
+	code, text = asUser(t, bin, 0, fetcher.agent.DataDir(), "fetch", "res", "--out", resumed, "--json")
+	if err := json.Unmarshal([]byte(text), &fi); code != 0 || err != nil || fi.AlreadyHad != 1 || fi.Received < 1 {
+		t.Errorf("resumed fetch: exit %d: %s; want one chunk already here and the rest received", code, text)
+	}
+	checkOutputs("resumed", resumed)
+}
+
+// stoppingSink keeps the first chunks the agent relays in store and fails
+// after left of them, as a client killed mid-fetch.
+type stoppingSink struct {
+	store transfer.ChunkStore
+	left  int
+	err   error
+}
+
+func (s *stoppingSink) Missing(offer []localapi.ChunkRef) []localapi.ChunkRef {
+	var refs []ckpt.ChunkRef
+	for _, o := range offer {
+		h, err := ckpt.ParseHash(o.Hash)
+		if err != nil {
+			continue
+		}
+		refs = append(refs, ckpt.ChunkRef{Hash: h, Size: o.Size})
+	}
+	out := []localapi.ChunkRef{}
+	for _, r := range s.store.Missing(refs) {
+		out = append(out, localapi.ChunkRef{Hash: r.Hash.String(), Size: r.Size})
+	}
+	return out
+}
+
+func (s *stoppingSink) PutChunk(h [32]byte, data []byte) error {
+	if s.left == 0 {
+		return s.err
+	}
+	s.left--
+	return s.store.PutChunk(ckpt.Hash(h), data)
 }
 
 // roPathJob reads its dataset and tries to change it.

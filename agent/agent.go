@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/reclaimnet/reclaimnet/agent/enforce"
+	"github.com/reclaimnet/reclaimnet/agent/jobs"
 	"github.com/reclaimnet/reclaimnet/agent/reclaim"
 	"github.com/reclaimnet/reclaimnet/agent/view"
 	"github.com/reclaimnet/reclaimnet/mesh"
@@ -66,6 +67,9 @@ type Agent struct {
 	// raftConfig, when set (tests), adjusts the coordinator's config
 	// before it opens (policy parameters for short intervals).
 	raftConfig func(*raft.Config)
+	// jobsConfig, when set (tests), adjusts the job manager's config
+	// before it is built (a short purge period).
+	jobsConfig func(*jobs.Config)
 	// protocols are this node's own protocol settings (used when it
 	// leads); set when the coordinator opens.
 	protocols state.Protocols

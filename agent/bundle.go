@@ -35,8 +35,14 @@ func (a *Agent) takeBundle(jr *localapi.JobRequest, spec *state.JobSpec) *locala
 	store := a.jobs.store
 	b, err := store.AddBundle(jr.Workdir, ckpt.BundleOptions{MaxBytes: jr.MaxBundle})
 	if err != nil {
-		if errors.Is(err, ckpt.ErrBadBundle) {
+		switch {
+		case errors.Is(err, ckpt.ErrBadBundle):
 			return bad(err)
+		case errors.Is(err, ckpt.ErrDiskFull), errors.Is(err, ckpt.ErrQuota):
+			// Not the caller's mistake, and nothing was stored: the
+			// submission can be repeated once this node has room.
+			return &localapi.Response{Error: fmt.Sprintf("run: %v: this node's data directory %s cannot hold the bundle; nothing was submitted",
+				err, a.cfg.DataDir), Kind: localapi.KindDiskFull}
 		}
 		return &localapi.Response{Error: "run: " + err.Error(), Kind: localapi.KindInternal}
 	}

@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/reclaimnet/reclaimnet/agent/jobs"
 	"github.com/reclaimnet/reclaimnet/agent/view"
 	"github.com/reclaimnet/reclaimnet/internal/wait"
 	"github.com/reclaimnet/reclaimnet/localapi"
@@ -76,6 +77,8 @@ type testCluster struct {
 	load func() float64
 	// raftConfig, when set, adjusts every agent's coordinator config.
 	raftConfig func(*raft.Config)
+	// jobsConfig, when set, adjusts every agent's job manager config.
+	jobsConfig func(*jobs.Config)
 	// logger, when set, gives each agent its logger (by node name).
 	logger func(name string) *slog.Logger
 	// scripts holds the tests' job scripts; every agent lets its guest
@@ -181,6 +184,7 @@ func (c *testCluster) start(cfg Config) *testNode {
 		a.sampleLoad = c.load
 	}
 	a.raftConfig = c.raftConfig
+	a.jobsConfig = c.jobsConfig
 	ctx, cancel := context.WithCancel(context.Background())
 	n := &testNode{agent: a, cancel: cancel, done: make(chan error, 1)}
 	ready := make(chan localapi.Info, 1)

@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -421,6 +422,18 @@ func (c Config) Validate() error {
 	}
 	if len(c.Lab) > mesh.MaxDomainLen || len(c.Pool) > mesh.MaxDomainLen {
 		return fmt.Errorf("lab %q or pool %q: longer than %d bytes", c.Lab, c.Pool, mesh.MaxDomainLen)
+	}
+	if len(c.Building) > mesh.MaxBuildingLen {
+		return fmt.Errorf("building %q: longer than %d bytes", c.Building, mesh.MaxBuildingLen)
+	}
+	// The paths travel in the gossip metadata, which has a fixed budget.
+	paths := 0
+	for _, p := range c.GuestROPaths {
+		paths += len(filepath.Clean(p)) + 1
+	}
+	if paths > mesh.MaxPathsBytes {
+		return fmt.Errorf("guest read-only paths %q: %d bytes together (each path's bytes plus one), over the %d a node's gossip metadata has room for",
+			c.GuestROPaths, paths, mesh.MaxPathsBytes)
 	}
 	switch c.Enforce {
 	case "", enforce.ModeAuto, enforce.ModeOn, enforce.ModeOff:

@@ -342,7 +342,7 @@ func jobInfos(st *state.State) []localapi.JobInfo {
 	}
 	out := []localapi.JobInfo{}
 	for id, j := range st.Jobs {
-		ji := localapi.JobInfo{ID: string(id), State: j.StateName(), Node: string(j.Node), Command: j.Spec.Command,
+		ji := localapi.JobInfo{ID: string(id), State: j.StateName(), UnderWay: st.UnderWay(id), Node: string(j.Node), Command: j.Spec.Command,
 			Restarts: j.Restarts, RestartTime: j.RestartTime, Submitted: j.Submitted, Reason: st.PendingReason(id),
 			Failures: j.Failures, MaxFailures: j.MaxFailures, EndedAt: j.End.At, CancelledBy: j.End.By, BundleSize: j.Spec.BundleSize, Owner: j.Owner}
 		if x := j.LastExit; x != nil {

@@ -30,7 +30,7 @@ func (a *Agent) startMesh() error {
 	model, count := a.discoverGPUs()
 	mc.Meta = mesh.Meta{
 		GPUs:          uint16(min(count, 65535)),
-		GPUModel:      truncate(model.Model, mesh.MaxGPUModelLen),
+		GPUModel:      mesh.Clip(model.Model, mesh.MaxGPUModelLen),
 		GPUVRAMMiB:    uint32(min(model.VRAM>>20, 1<<32-1)),
 		GPUCapability: uint8(min(model.Capability*10+0.5, 255)),
 		Building:      a.cfg.Building,
@@ -45,7 +45,7 @@ func (a *Agent) startMesh() error {
 		Paths:         a.announcedPaths(),
 	}
 	if p, err := a.cfg.Owner.Policy(); err == nil { // checked by Validate
-		mc.Meta.Lending = truncate(p.Schedule.String(), mesh.MaxLendingLen)
+		mc.Meta.Lending = mesh.Clip(p.Schedule.String(), mesh.MaxLendingLen)
 	}
 	a.meta = mc.Meta
 	m, err := mesh.Create(mc)
@@ -76,13 +76,6 @@ func (a *Agent) discoverGPUs() (policy.GPU, int) {
 		a.gpuIndices = append(a.gpuIndices, d.Index)
 	}
 	return model, count
-}
-
-func truncate(s string, n int) string {
-	if len(s) > n {
-		return s[:n]
-	}
-	return s
 }
 
 // Mesh is the node's gossip layer (for subsystems and tests).

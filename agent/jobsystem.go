@@ -131,11 +131,15 @@ func (a *Agent) newJobSystem() (_ *jobSystem, err error) {
 // handler or loop reads the manager.
 func (js *jobSystem) open(c *raft.Coordinator) error {
 	a := js.a
-	mgr, err := jobs.New(jobs.Config{Node: policy.NodeID(a.cfg.Name), Coord: c, Store: js.store,
+	jc := jobs.Config{Node: policy.NodeID(a.cfg.Name), Coord: c, Store: js.store,
 		Client: js.client, Supervisor: js.sup, GPUs: gpuDevices(js.devDir, a.gpuIndices), WorkDir: filepath.Join(a.cfg.DataDir, jobsDirName), Logger: a.logger.With("subsystem", "jobs"),
 		Since:     a.started, // no job starts before the state records this membership
 		Observe:   a.hist.jobObservers(),
-		SecretEnv: a.secretEnv})
+		SecretEnv: a.secretEnv}
+	if a.jobsConfig != nil {
+		a.jobsConfig(&jc)
+	}
+	mgr, err := jobs.New(jc)
 	if err != nil {
 		return fmt.Errorf("job manager: %w", err)
 	}

@@ -21,6 +21,7 @@ import (
 	"github.com/reclaimnet/reclaimnet/agent/sandbox"
 	"github.com/reclaimnet/reclaimnet/internal/wait"
 	"github.com/reclaimnet/reclaimnet/localapi"
+	"github.com/reclaimnet/reclaimnet/mesh"
 	"github.com/reclaimnet/reclaimnet/web"
 )
 
@@ -490,6 +491,10 @@ func TestSandboxConfig(t *testing.T) {
 		"negative cpus":    func(c *Config) { c.GuestCPUs = -1 },
 		"relative ro path": func(c *Config) { c.GuestROPaths = []string{"datasets"} },
 		"ro path /":        func(c *Config) { c.GuestROPaths = []string{"/"} },
+		"ro paths over the gossip budget": func(c *Config) {
+			c.GuestROPaths = []string{"/datasets/" + strings.Repeat("x", 60), "/scratch/" + strings.Repeat("y", 60)}
+		},
+		"building over the gossip limit": func(c *Config) { c.Building = strings.Repeat("b", mesh.MaxBuildingLen+1) },
 	} {
 		c := cfg
 		c.GossipKey = "AAAAAAAAAAAAAAAAAAAAAA=="

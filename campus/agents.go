@@ -38,8 +38,9 @@ type AgentsConfig struct {
 	// Binary is the path of the reclaimnet binary (demo: os.Executable();
 	// tests: go build).
 	Binary string
-	// Dir is the work directory: <Dir>/<node>/{data,tls}, <Dir>/<node>.log,
-	// the CA in <Dir>/ca.
+	// Dir is the work directory: <Dir>/<node>/{data,tls,home},
+	// <Dir>/<node>.log, the CA in <Dir>/ca, and <Dir>/home, where each node
+	// sees its own home (Agents.HomePath).
 	Dir string
 	// Loopback: no namespaces, every agent on 127.0.0.1 with its own ports,
 	// --enforce off. Otherwise (root) every agent runs in its campus node's
@@ -191,6 +192,9 @@ func (a *Agents) start(ctx context.Context) error {
 			return err
 		}
 	}
+	if err := os.MkdirAll(a.HomePath(), 0o755); err != nil {
+		return fmt.Errorf("home mount point: %w", err)
+	}
 	for _, n := range a.names {
 		args := []string{"tls", "cert", "create", "--node", n, "--ca-dir", caDir, "--out", a.tlsDir(n)}
 		if addr, ok := a.nodeAddr(n); ok {
@@ -201,6 +205,9 @@ func (a *Agents) start(ctx context.Context) error {
 		}
 		if err := os.MkdirAll(a.DataDir(n), 0o700); err != nil {
 			return fmt.Errorf("data dir of %s: %w", n, err)
+		}
+		if err := os.MkdirAll(a.HomeDir(n), 0o700); err != nil {
+			return fmt.Errorf("home dir of %s: %w", n, err)
 		}
 	}
 	// The first node bootstraps; the others join it, started together.

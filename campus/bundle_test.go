@@ -62,10 +62,10 @@ done
 `
 
 // TestCampusBundleTravels: a job whose script and input exist only in a
-// directory on the submitting node, which is removed once the job is
-// submitted (no job's sandbox shows it anyway: it is no guest path), is
-// reclaimed with notice and resumes on another node from its bundle and
-// checkpoint, is reclaimed again without notice and recovers on a third,
+// directory of the submitting node's home (every agent has its own mount
+// namespace: the same path on the other nodes is absent, and so is the
+// submitter's data directory), is reclaimed with notice and resumes on
+// another node from its bundle and checkpoint, is reclaimed again without notice and recovers on a third,
 // finishes there, and 'reclaimnet fetch' returns exactly the outputs it
 // wrote (their tree hash against the lines the job must have written).
 func TestCampusBundleTravels(t *testing.T) {
@@ -78,24 +78,32 @@ func TestCampusBundleTravels(t *testing.T) {
 	names := a.Names()
 	submitter := names[0]
 
-	src := t.TempDir()
+	// The submitter keeps the job in its home: at src for it, and for
+	// no other node.
+	src := filepath.Join(a.HomePath(), "exp")
 	tok := make([]byte, 8)
 	rand.Read(tok)
 	token := hex.EncodeToString(tok)
 	for name, body := range map[string]string{"job.sh": bundleJob, "input/token.txt": token + "\n", "notes.log": "left out\n", ".reclaimnetignore": "*.log\n"} {
-		if err := os.MkdirAll(filepath.Join(src, filepath.Dir(name)), 0o700); err != nil {
+		host := filepath.Join(a.HomeDir(submitter), "exp", name)
+		if err := os.MkdirAll(filepath.Dir(host), 0o700); err != nil {
 			t.Fatal(err)
 		}
-		if err := os.WriteFile(filepath.Join(src, name), []byte(body), 0o700); err != nil {
+		if err := os.WriteFile(host, []byte(body), 0o700); err != nil {
 			t.Fatal(err)
+		}
+	}
+	for _, n := range names {
+		for _, p := range []string{filepath.Join(src, "job.sh"), filepath.Join(a.DataDir(submitter), localapi.InfoFile)} {
+			sees, err := a.Sees(n, p)
+			if err != nil || sees != (n == submitter) {
+				t.Fatalf("%s sees %s: %v (%v); want only the submitter %s to", n, p, sees, err, submitter)
+			}
 		}
 	}
 	if _, err := a.CLI(ctx, submitter, "run", "--name", "bund", "--workdir", src, "--gpus", "1", "--loss-budget", "8s", "--size-hint", "4KiB", "--grace", "5s",
 		"--keep", "1h", "--", "./job.sh"); err != nil {
 		t.Fatalf("submit: %v", err)
-	}
-	if err := os.RemoveAll(src); err != nil {
-		t.Fatal(err)
 	}
 
 	gone := map[string]bool{} // reclaimed nodes

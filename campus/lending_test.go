@@ -131,16 +131,21 @@ func TestCampusLendingWindowEnds(t *testing.T) {
 			t.Errorf("window-end: %s is %s in the cluster after its window ended", node, m.State)
 		}
 	}
-	// The page takes a departed node's lending state from its last gossip
-	// until gossip forgets the node (about 30 s), then from the history:
-	// it may say "reclaiming" for that long, never afterwards.
-	wait.ForWhy(t, 90*time.Second, "the page shows "+node+" outside its window or reclaimed", func() (bool, string) {
+	// The page takes a departed node's lending state from the history (its
+	// owner's report), never from its last gossip ("reclaiming" as the
+	// window ended), and keeps showing its windows, whether gossip still
+	// lists the node or has forgotten it.
+	wait.ForWhy(t, 20*time.Second, "the page shows "+node+" outside its window or reclaimed, with its windows", func() (bool, string) {
 		for _, m := range b.h.status().Cluster.Members {
-			if string(m.ID) == node && m.Lending != nil && !slices.Contains([]string{"outside window", "reclaimed"}, m.Lending.State) {
-				return false, fmt.Sprintf("lending %+v", *m.Lending)
+			if string(m.ID) != node {
+				continue
 			}
+			if m.Lending == nil || !slices.Contains([]string{"outside window", "reclaimed"}, m.Lending.State) || m.Lending.Windows == "" {
+				return false, fmt.Sprintf("lending %+v", m.Lending)
+			}
+			return true, ""
 		}
-		return true, ""
+		return false, node + " not on the page"
 	})
 	b.logFigures()
 }

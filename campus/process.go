@@ -80,15 +80,94 @@ func (a *Agents) args(node string, join []string) []string {
 }
 
 // command is the exec.Cmd running the reclaimnet binary with args in the
-// node's namespace (nsenter switches only the network namespace, so the
-// agent shares the mount namespace and bpffs with its CLI commands; `ip
-// netns exec` would give it a private /sys).
+// node's namespaces, for a CLI command: the node's network namespace and,
+// while its agent runs, the agent's mount namespace (agentCommand), so a
+// path the command names means what it means to the node's agent. nsenter
+// switches only those (`ip netns exec` would give it a private /sys); the
+// working directory stays the campus directory.
 func (a *Agents) command(ctx context.Context, node string, args ...string) *exec.Cmd {
 	if a.campus == nil {
 		return exec.CommandContext(ctx, a.cfg.Binary, args...)
 	}
 	n, _ := a.campus.Node(node)
-	return exec.CommandContext(ctx, "nsenter", append([]string{"--net=" + n.NetNSPath(), "--", a.cfg.Binary}, args...)...)
+	ns := []string{"--net=" + n.NetNSPath()}
+	if pid := a.agentPID(node); pid > 0 {
+		ns = append(ns, fmt.Sprintf("--mount=/proc/%d/ns/mnt", pid), "--wd="+a.cfg.Dir)
+	}
+	return exec.CommandContext(ctx, "nsenter", append(append(ns, "--", a.cfg.Binary), args...)...)
+}
+
+// agentCommand is the exec.Cmd running the node's agent: in namespace mode
+// in the node's network namespace and in a mount namespace of its own
+// (private propagation) where the node's home directory (HomeDir) is
+// mounted at HomePath and the other nodes' directories (<Dir>/<node>:
+// their data, TLS and home directories) are empty, so what one node
+// keeps no other node has, as on separate machines. Every other mount is
+// the host's (bpffs and the cgroup hierarchies included), and nsenter,
+// unshare and sh each exec the next, so the process started is the agent.
+func (a *Agents) agentCommand(node string, args ...string) *exec.Cmd {
+	if a.campus == nil {
+		return exec.Command(a.cfg.Binary, args...)
+	}
+	n, _ := a.campus.Node(node)
+	var others []string
+	for _, o := range a.names {
+		if o != node {
+			others = append(others, filepath.Join(a.cfg.Dir, o))
+		}
+	}
+	argv := append([]string{"--net=" + n.NetNSPath(), "--"}, ownMounts(a.HomeDir(node), a.HomePath(), others, append([]string{a.cfg.Binary}, args...))...)
+	return exec.Command("nsenter", argv...)
+}
+
+// ownMounts is the command line that runs argv in a new mount namespace
+// (private propagation: nothing mounted there reaches the host, nothing
+// mounted on the host later reaches it) with home bind-mounted at at and
+// an empty read-only tmpfs over each directory of hide.
+func ownMounts(home, at string, hide, argv []string) []string {
+	const script = `home=$1 at=$2; shift 2
+while [ "$1" != -- ]; do mount -t tmpfs -o ro,size=4k,mode=0555 campus-hidden "$1" || exit; shift; done
+shift
+mount --bind "$home" "$at" && exec "$@"`
+	out := append([]string{"unshare", "--mount", "--propagation", "private", "--", "/bin/sh", "-c", script, "sh", home, at}, hide...)
+	return append(append(out, "--"), argv...)
+}
+
+// agentPID is the pid of the node's running agent, 0 when none runs.
+func (a *Agents) agentPID(node string) int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if p := a.procs[node]; p != nil && !p.exited() {
+		return p.cmd.Process.Pid
+	}
+	return 0
+}
+
+// HomePath is the directory where every node, in namespace mode, finds its
+// own home directory (HomeDir): the same path on every node, as a user's
+// home is on lab machines that share nothing. It is empty on the host, and
+// in loopback mode (no mount namespaces) every agent sees it empty.
+func (a *Agents) HomePath() string { return filepath.Join(a.cfg.Dir, "home") }
+
+// HomeDir is the host directory the node's agent sees at HomePath (namespace
+// mode): what a test writes here exists for that node only.
+func (a *Agents) HomeDir(node string) string { return filepath.Join(a.cfg.Dir, node, "home") }
+
+// Sees reports whether path exists for the node's running agent, in its
+// own mount namespace (through /proc/PID/root).
+func (a *Agents) Sees(node, path string) (bool, error) {
+	pid := a.agentPID(node)
+	if pid == 0 {
+		return false, fmt.Errorf("%s: agent not running", node)
+	}
+	_, err := os.Lstat(filepath.Join(fmt.Sprintf("/proc/%d/root", pid), path))
+	switch {
+	case err == nil:
+		return true, nil
+	case errors.Is(err, os.ErrNotExist):
+		return false, nil
+	}
+	return false, fmt.Errorf("%s: %w", node, err)
 }
 
 // launch starts the node's agent and waits for its info file.
@@ -116,7 +195,7 @@ func (a *Agents) launch(ctx context.Context, node string, join []string) error {
 	fmt.Fprintf(logf, "=== campus: starting agent %s at %s\n", node, time.Now().UTC().Format(time.RFC3339Nano))
 	// Not bound to ctx: the agent outlives the call that starts it; Kill,
 	// Stop and Close end it.
-	cmd := a.command(context.Background(), node, a.args(node, join)...)
+	cmd := a.agentCommand(node, a.args(node, join)...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.Dir = a.cfg.Dir
 	env := slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, "RECLAIMNET_DATA_DIR=") })

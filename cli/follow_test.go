@@ -11,7 +11,6 @@ import (
 
 	"github.com/reclaimnet/reclaimnet/internal/wait"
 	"github.com/reclaimnet/reclaimnet/localapi"
-	"github.com/reclaimnet/reclaimnet/policy"
 	"github.com/reclaimnet/reclaimnet/web"
 )
 
@@ -29,9 +28,9 @@ func TestFollowerLines(t *testing.T) {
 	}
 	push := func(done int64) []web.Transfer {
 		return []web.Transfer{
-			{Flow: policy.FlowDecision{Job: "llama", From: "n1", To: "n2"}, BytesDone: done, BytesTotal: 4 << 30, Achieved: 100 << 20},
-			{Flow: policy.FlowDecision{Job: "other", From: "n1", To: "n2"}, BytesDone: 0, BytesTotal: 1 << 30}, // another job's
-			{Flow: policy.FlowDecision{Job: "llama", From: "n3", To: "n1"}, BytesDone: 0, BytesTotal: 1 << 30}, // to this node
+			{Flow: web.Flow{Job: "llama", From: "n1", To: "n2"}, BytesDone: done, BytesTotal: 4 << 30, Achieved: 100 << 20},
+			{Flow: web.Flow{Job: "other", From: "n1", To: "n2"}, BytesDone: 0, BytesTotal: 1 << 30}, // another job's
+			{Flow: web.Flow{Job: "llama", From: "n3", To: "n1"}, BytesDone: 0, BytesTotal: 1 << 30}, // to this node
 		}
 	}
 	steps := []struct {

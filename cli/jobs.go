@@ -64,7 +64,7 @@ func runJobStory(ctx context.Context, env *Env, dataDir, job string, asJSON bool
 // printJobStory writes one job's story: what it is, where it stands, what
 // happened to it, its checkpoints and its failures.
 func printJobStory(w io.Writer, s *localapi.JobStory) {
-	fmt.Fprintf(w, "Job %s: %s", s.ID, s.State)
+	fmt.Fprintf(w, "Job %s: %s", s.ID, stateText(s.JobInfo))
 	if s.Node != "" {
 		fmt.Fprintf(w, " on %s", s.Node)
 	}
@@ -178,9 +178,19 @@ func printJobTable(w io.Writer, jobs []localapi.JobInfo) {
 		if owner == "" {
 			owner = "-"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", j.ID, j.State, owner, node, interval, ckpt, holders, j.Restarts, bundle, results, cmd, jobWhy(j))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", j.ID, stateText(j), owner, node, interval, ckpt, holders, j.Restarts, bundle, results, cmd, jobWhy(j))
 	}
 	tw.Flush()
+}
+
+// stateText is a job's state with what is under way for a running job
+// ("running (checkpointing)"); the other states name what is under way
+// themselves (migrating, recovering).
+func stateText(j localapi.JobInfo) string {
+	if j.State == "running" && j.UnderWay != "" {
+		return j.State + " (" + j.UnderWay + ")"
+	}
+	return j.State
 }
 
 // jobWhy is the table's last column: why a job waits, how it failed or

@@ -297,3 +297,24 @@ func currentUser(t *testing.T) string {
 	}
 	return u.Username
 }
+
+// The jobs table and a job's story say what is under way for a running
+// job ("running (checkpointing)"); a migrating job's state says it alone.
+func TestJobTableUnderWay(t *testing.T) {
+	var b strings.Builder
+	printJobTable(&b, []localapi.JobInfo{
+		{ID: "ck", State: "running", UnderWay: "checkpointing", Node: "n1", Command: []string{"train"}},
+		{ID: "mv", State: "migrating", UnderWay: "handing off", Node: "n2", Command: []string{"train"}},
+		{ID: "idle", State: "running", Node: "n3", Command: []string{"train"}},
+	})
+	lines := strings.Split(b.String(), "\n")
+	if len(lines) < 4 || !strings.Contains(lines[1], "running (checkpointing)") || strings.Contains(lines[2], "handing off") ||
+		!strings.Contains(lines[2], "migrating") || strings.Contains(lines[3], "(") {
+		t.Errorf("table:\n%s\nwant ck running (checkpointing), mv migrating, idle running", b.String())
+	}
+	var story strings.Builder
+	printJobStory(&story, &localapi.JobStory{JobInfo: localapi.JobInfo{ID: "ck", State: "running", UnderWay: "restoring", Node: "n1"}})
+	if first, _, _ := strings.Cut(story.String(), "\n"); first != "Job ck: running (restoring) on n1" {
+		t.Errorf("story's first line %q, want %q", first, "Job ck: running (restoring) on n1")
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"sort"
 	"strings"
 	"testing"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/reclaimnet/reclaimnet/agent/enforce"
 	"github.com/reclaimnet/reclaimnet/agent/owner"
+	"github.com/reclaimnet/reclaimnet/demo"
 	"github.com/reclaimnet/reclaimnet/gpu"
 	"github.com/reclaimnet/reclaimnet/internal/wait"
 	"github.com/reclaimnet/reclaimnet/localapi"
@@ -32,6 +34,7 @@ var jsonOutputs = []struct {
 	{"status --json", reflect.TypeFor[web.Status](), "/v1/status"},
 	{"members --json", reflect.TypeFor[web.MembersResponse](), "/v1/members"},
 	{"jobs --json", reflect.TypeFor[web.JobsResponse](), "/v1/jobs"},
+	{"jobs JOB --json", reflect.TypeFor[localapi.JobStory](), ""},
 	{"logs JOB --json", reflect.TypeFor[LogsView](), ""},
 	{"fetch JOB --json", reflect.TypeFor[localapi.FetchInfo](), ""},
 	{"reclaim --status --json", reflect.TypeFor[localapi.ReclaimStatus](), ""},
@@ -40,6 +43,7 @@ var jsonOutputs = []struct {
 	{"killswitch status --json", reflect.TypeFor[KillSwitchView](), ""},
 	{"trace export --out FILE --json", reflect.TypeFor[TraceSummary](), ""},
 	{"token list --json", reflect.TypeFor[TokenList](), ""},
+	{"demo --json", reflect.TypeFor[demo.Result](), ""},
 }
 
 // TestJSONSchemas: the --json documents' schemas (field paths and JSON
@@ -60,6 +64,24 @@ func TestJSONSchemas(t *testing.T) {
 		b.WriteString("\n")
 	}
 	golden(t, filepath.Join("testdata", "json-schemas.golden"), b.String())
+}
+
+// TestJSONKeysSnakeCase: every key of every --json document (and so of
+// its /v1 twin) is snake_case, at any depth, from the Go types: optional
+// fields and policy values included.
+func TestJSONKeysSnakeCase(t *testing.T) {
+	key := regexp.MustCompile(`^[a-z][a-z0-9]*(_[a-z0-9]+)*$`)
+	for _, o := range jsonOutputs {
+		for _, line := range schemaOf(o.typ, "", map[reflect.Type]bool{}) {
+			path, _, _ := strings.Cut(line, ":")
+			for seg := range strings.SplitSeq(path, ".") {
+				seg = strings.NewReplacer("?", "", "[]", "", "{}", "").Replace(seg)
+				if seg != "" && !key.MatchString(seg) {
+					t.Errorf("%s: key %q of %s is not snake_case", o.command, seg, path)
+				}
+			}
+		}
+	}
 }
 
 // schemaOf lists the JSON fields of t as "path: type" lines.

@@ -155,7 +155,7 @@ func (d *differ) diff(cur *web.Status, emit func(Event)) {
 			if !d.places[key] {
 				d.places[key] = true
 				d.explained[string(p.Job)+"|"+string(p.To)] = true
-				ev(KindPlacement, string(p.To), string(p.Job), "%s", placementText(p))
+				ev(KindPlacement, string(p.To), string(p.Job), "%s", placementText(p, startedFrom(cur, p.Job, p.To)))
 			}
 		}
 	}
@@ -179,7 +179,7 @@ func (d *differ) diff(cur *web.Status, emit func(Event)) {
 				// placement lasts only until the job runs again): say what
 				// the durable state shows.
 				d.explained[key] = true
-				ev(KindPlacement, string(j.Node), string(j.ID), "%s", inferredMoveText(last, pj, &j))
+				ev(KindPlacement, string(j.Node), string(j.ID), "%s", inferredMoveText(last, pj, &j, startedFrom(cur, j.ID, j.Node)))
 			}
 			d.lastNode[j.ID] = j.Node
 		}
@@ -282,7 +282,7 @@ func intervalText(j web.Job) string {
 
 // candidatesText lists the best scored candidates and the rejected ones
 // with their reasons (docs/design.md P2).
-func candidatesText(cs []policy.Candidate) string {
+func candidatesText(cs []web.Candidate) string {
 	var scored, rejected []string
 	for _, c := range cs {
 		if c.Rejected != "" {
@@ -306,7 +306,7 @@ func candidatesText(cs []policy.Candidate) string {
 	return s
 }
 
-func handoffText(h *policy.HandoffDecision) string {
+func handoffText(h *web.Handoff) string {
 	if !h.Admitted() {
 		return strings.TrimSpace(fmt.Sprintf("hand-off of %s from %s infeasible, decided now rather than at the deadline: %s; it will recover from its freshest committed replica after %s leaves. %s",
 			h.Job, h.From, h.Reason, h.From, candidatesText(h.Candidates)))
@@ -319,25 +319,61 @@ func handoffText(h *policy.HandoffDecision) string {
 		h.From, h.To, final, bytesText(h.Bytes), h.Deadline.UTC().Format("15:04:05"), candidatesText(h.Candidates)))
 }
 
-func placementText(p *policy.Placement) string {
-	return strings.TrimSpace(placementLine(p))
+// startedFrom is the cluster's record of the version job started from on
+// node to: the reclaim history's newest outcome for the job (the version
+// its new node restores, which the state machine wrote when it applied
+// the placement or the hand-off), when it put the job on to; nil when the
+// job's newest outcome is another move or names no version.
+func startedFrom(s *web.Status, job policy.JobID, to policy.NodeID) *web.ReclaimOutcome {
+	for _, r := range s.Reclaims.History { // newest first
+		for i, o := range r.Jobs {
+			if o.Job != job {
+				continue
+			}
+			if o.To == to && o.Version > 0 {
+				return &r.Jobs[i]
+			}
+			return nil
+		}
+	}
+	return nil
 }
 
-func placementLine(p *policy.Placement) string {
+// restoredText names the version a job restored, from its outcome, or
+// what the caller knows of it without one.
+func restoredText(o *web.ReclaimOutcome, otherwise string) string {
+	switch {
+	case o == nil:
+		return otherwise
+	case o.Replica != "":
+		return fmt.Sprintf("its committed checkpoint v%d from the replica on %s", o.Version, o.Replica)
+	}
+	return fmt.Sprintf("its checkpoint v%d", o.Version)
+}
+
+func placementText(p *web.Placement, o *web.ReclaimOutcome) string {
+	return strings.TrimSpace(placementLine(p, o))
+}
+
+func placementLine(p *web.Placement, o *web.ReclaimOutcome) string {
 	switch {
 	case p.Recovery && p.From != "":
-		return fmt.Sprintf("recovery: %s restarts on %s from the freshest committed replica, pushed by %s (P2 without a deadline). %s",
-			p.Job, p.To, p.From, candidatesText(p.Candidates))
+		return fmt.Sprintf("recovery: %s restarts on %s from %s, pushed by %s (P2 without a deadline). %s",
+			p.Job, p.To, restoredText(o, "the freshest committed replica"), p.From, candidatesText(p.Candidates))
 	case p.Recovery:
 		return fmt.Sprintf("recovery: no replica of %s survives; it restarts from the beginning on %s. %s", p.Job, p.To, candidatesText(p.Candidates))
 	}
 	return fmt.Sprintf("placement: %s goes to %s (P2). %s", p.Job, p.To, candidatesText(p.Candidates))
 }
 
-func inferredMoveText(from policy.NodeID, prev, cur *web.Job) string {
-	ckpt := "its freshest committed checkpoint"
-	if prev != nil && prev.LastCheckpoint != nil {
-		ckpt = fmt.Sprintf("its freshest committed checkpoint v%d (held by %s)", prev.LastCheckpoint.Version, joinIDs(prev.LastCheckpoint.Holders))
+// inferredMoveText explains a move no decision event explained. The
+// version it names is the one the job started from (o, the cluster's
+// record); the freshest committed version of the previous look is only a
+// guess, since a newer one may have committed between the two looks.
+func inferredMoveText(from policy.NodeID, prev, cur *web.Job, o *web.ReclaimOutcome) string {
+	ckpt := restoredText(o, "its freshest committed checkpoint")
+	if o == nil && prev != nil && prev.LastCheckpoint != nil {
+		ckpt = fmt.Sprintf("its freshest committed checkpoint (v%d or newer)", prev.LastCheckpoint.Version)
 	}
 	if prev != nil && prev.State == "migrating" {
 		return fmt.Sprintf("hand-off: %s moved %s → %s with %s; the hand-off decision was made and carried out between two looks at the cluster",

@@ -20,6 +20,9 @@ const (
 	KindPurged = "purged"
 	// KindNoOutputs: the job has no version (yet) any node holds.
 	KindNoOutputs = "no_outputs"
+	// KindDiskFull: this machine's disk filled up: for OpRun the bundle
+	// did not fit in the data directory and nothing was submitted.
+	KindDiskFull = "disk_full"
 )
 
 // FetchRequest says what OpFetch streams: the job's outputs, and with

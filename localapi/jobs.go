@@ -77,8 +77,12 @@ type JobRequest struct {
 
 // JobInfo is one job as 'reclaimnet jobs' shows it.
 type JobInfo struct {
-	ID       string        `json:"id"`
-	State    string        `json:"state"`
+	ID    string `json:"id"`
+	State string `json:"state"`
+	// UnderWay is what is under way beside the state, with the values of
+	// /v1/jobs' under_way (checkpointing, restoring, handing off,
+	// recovering); empty when nothing.
+	UnderWay string        `json:"under_way,omitempty"`
 	Node     string        `json:"node,omitempty"`
 	Command  []string      `json:"command"`
 	Interval time.Duration `json:"interval_ns"`
@@ -100,7 +104,7 @@ type JobInfo struct {
 	// read its logs.
 	Owner string `json:"owner,omitempty"`
 	// BundleSize is the size of the job's bundle (0: none).
-	BundleSize int64 `json:"bundle_size,omitempty"`
+	BundleSize int64 `json:"bundle_bytes,omitempty"`
 	// ResultsOn are the nodes holding an ended job's results (its newest
 	// version: outputs and last checkpoint) and KeptUntil when they purge
 	// them (reclaimnet fetch).

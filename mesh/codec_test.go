@@ -145,24 +145,40 @@ func TestMetaVersion2(t *testing.T) {
 	}
 }
 
-// The longest metadata the limits allow still fits memberlist's cap, and
-// one byte more in any string is refused by Encode instead of panicking
-// memberlist.
-func TestMetaLimits(t *testing.T) {
+// fullMeta is a Meta with every field at its limit: the longest strings,
+// the largest numbers, the start time at its bound and the read-only paths
+// filling their budget.
+func fullMeta() Meta {
 	m := sampleMeta()
 	m.ID = strings.Repeat("n", MaxNodeNameLen)
 	m.Building = strings.Repeat("b", MaxBuildingLen)
+	m.RaftPort, m.TransferPort, m.HTTPPort = math.MaxUint16, math.MaxUint16, math.MaxUint16
+	m.GPUs, m.GPUCapability = math.MaxUint16, math.MaxUint8
 	m.GPUModel = strings.Repeat("g", MaxGPUModelLen)
 	m.GPUVRAMMiB = math.MaxUint32
+	m.Started = time.Unix(-maxStartUnix, 0)
 	m.Lending = strings.Repeat("l", MaxLendingLen)
 	m.Outlook = []byte(strings.Repeat("o", MaxOutlookLen))
 	m.Lab, m.Pool = strings.Repeat("l", MaxDomainLen), strings.Repeat("p", MaxDomainLen)
+	m.Paths = []string{"/" + strings.Repeat("d", 40), "/" + strings.Repeat("s", MaxPathsBytes-2-42)}
+	return m
+}
+
+// The longest metadata the limits allow, every field at its limit at
+// once, fits memberlist's cap (it is exactly maxMetaBytes, the bound the
+// limits are chosen by), and one byte more in any field is refused by
+// Encode instead of panicking memberlist.
+func TestMetaLimits(t *testing.T) {
+	m := fullMeta()
 	b, err := m.Encode()
 	if err != nil {
 		t.Fatalf("Encode at the limits: %v", err)
 	}
-	if len(b) > memberlist.MetaMaxSize {
-		t.Fatalf("encoded size %d, want ≤ %d", len(b), memberlist.MetaMaxSize)
+	if len(b) != maxMetaBytes || len(b) > memberlist.MetaMaxSize {
+		t.Fatalf("encoded size %d, want the bound %d, within %d", len(b), maxMetaBytes, memberlist.MetaMaxSize)
+	}
+	if got, err := DecodeMeta(b); err != nil || !reflect.DeepEqual(got, m) {
+		t.Fatalf("round trip at the limits: %+v, %v", got, err)
 	}
 	for name, mutate := range map[string]func(*Meta){
 		"name":     func(m *Meta) { m.ID += "n" },
@@ -172,6 +188,9 @@ func TestMetaLimits(t *testing.T) {
 		"outlook":  func(m *Meta) { m.Outlook = append(m.Outlook, 'o') },
 		"lab":      func(m *Meta) { m.Lab += "l" },
 		"pool":     func(m *Meta) { m.Pool += "p" },
+		"paths":    func(m *Meta) { m.Paths[0] += "d" },
+		"a path":   func(m *Meta) { m.Paths = append(m.Paths, "") },
+		"start":    func(m *Meta) { m.Started = m.Started.Add(-time.Second) },
 		"empty id": func(m *Meta) { m.ID = "" },
 	} {
 		mm := m
@@ -418,6 +437,13 @@ func FuzzDecodeMeta(f *testing.F) {
 	f.Add([]byte{1})
 	f.Add([]byte{2, 1, 'a'})
 	f.Add(good[:len(good)/2])
+	full, _ := fullMeta().Encode()
+	f.Add(full)
+	legacy := sampleMeta()
+	legacy.Storage = false
+	legacy.GPUModel, legacy.Lending = strings.Repeat("g", legacyGPUModelLen), strings.Repeat("l", legacyLendingLen)
+	legacy.Paths = []string{"/" + strings.Repeat("p", 150), "/q"}
+	f.Add(encodeLegacy(legacy))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		m, err := DecodeMeta(b)
 		if err != nil {
@@ -528,9 +554,70 @@ func TestMetaPaths(t *testing.T) {
 	if b, err := m.Encode(); err != nil || len(b) > memberlist.MetaMaxSize {
 		t.Errorf("paths at their limit: %d bytes, %v", len(b), err)
 	}
-	m.ID, m.Building, m.GPUModel = strings.Repeat("n", MaxNodeNameLen), strings.Repeat("b", MaxBuildingLen), strings.Repeat("g", MaxGPUModelLen)
-	m.Lending, m.Outlook = strings.Repeat("l", MaxLendingLen), []byte(strings.Repeat("o", MaxOutlookLen))
-	if _, err := m.Encode(); err == nil {
-		t.Error("metadata over memberlist's 512 bytes encoded")
+	// Beside every other field at its limit they still fit.
+	full := fullMeta()
+	full.Paths = m.Paths
+	if b, err := full.Encode(); err != nil || len(b) > memberlist.MetaMaxSize {
+		t.Errorf("paths at their limit beside every other field at its: %d bytes, %v", len(b), err)
+	}
+}
+
+// encodeLegacy writes m as a build with the legacy bounds does (metadata
+// version 4, no limit checked).
+func encodeLegacy(m Meta) []byte {
+	w := writer{}
+	w.byte(4)
+	w.string(m.ID)
+	w.string(m.Building)
+	w.uint16(m.RaftPort)
+	w.uint16(m.TransferPort)
+	w.uint16(m.HTTPPort)
+	w.byte(byte(m.Role))
+	w.uint16(m.GPUs)
+	w.string(m.GPUModel)
+	w.uvarint(uint64(m.GPUVRAMMiB))
+	w.byte(m.GPUCapability)
+	w.varint(m.Started.Unix())
+	w.string(m.Lending)
+	w.string(string(m.Outlook))
+	w.byte(0)
+	w.string(m.Lab)
+	w.string(m.Pool)
+	w.uvarint(uint64(len(m.Paths)))
+	for _, p := range m.Paths {
+		w.string(p)
+	}
+	return w.buf
+}
+
+// An older node may send a longer GPU model, windows and paths: they are
+// read and clipped to the current limits (the model and the windows at a
+// character boundary, the paths to those that fit, in order), so what was
+// decoded encodes again.
+func TestMetaLegacyLimitsClipped(t *testing.T) {
+	m := sampleMeta()
+	m.Storage = false
+	m.GPUModel = strings.Repeat("g", legacyGPUModelLen)
+	m.Lending = strings.Repeat("é", legacyLendingLen/2) // two bytes each
+	m.Paths = []string{"/" + strings.Repeat("a", 60), "/" + strings.Repeat("b", 60), "/c"}
+	b := encodeLegacy(m)
+	got, err := DecodeMeta(b)
+	if err != nil {
+		t.Fatalf("legacy metadata: %v", err)
+	}
+	if got.GPUModel != strings.Repeat("g", MaxGPUModelLen) {
+		t.Errorf("model %q, want clipped to %d bytes", got.GPUModel, MaxGPUModelLen)
+	}
+	if got.Lending != strings.Repeat("é", MaxLendingLen/2) {
+		t.Errorf("windows %q, want clipped to %d bytes at a character boundary", got.Lending, MaxLendingLen)
+	}
+	if !reflect.DeepEqual(got.Paths, m.Paths[:1]) {
+		t.Errorf("paths %q, want the first only (the second would pass %d bytes)", got.Paths, MaxPathsBytes)
+	}
+	if _, err := got.Encode(); err != nil {
+		t.Errorf("clipped legacy metadata does not encode: %v", err)
+	}
+	if c := Clip("aé", 2); c != "a" {
+		t.Errorf("Clip inside a character: %q, want %q", c, "a")
 	}
 }

@@ -3,6 +3,7 @@ package mesh
 import (
 	"fmt"
 	"time"
+	"unicode/utf8"
 
 	"github.com/hashicorp/memberlist"
 )
@@ -17,24 +18,55 @@ const MetaVersion = 4
 // metaStorage is the flag of a storage-role node.
 const metaStorage = 1 << 0
 
-// Limits on metadata strings; with them an encoded Meta always fits in
-// memberlist.MetaMaxSize (512 bytes).
+// Limits on metadata fields. They are chosen so that a Meta with every
+// field at its limit encodes to maxMetaBytes, within memberlist's
+// MetaMaxSize (512 bytes): a node's metadata always fits, whatever its
+// name, windows and paths (the agent clips the windows and the GPU model
+// to their limits, and refuses read-only paths over theirs at start).
 const (
 	MaxNodeNameLen = 128
 	MaxBuildingLen = 64
-	MaxGPUModelLen = 64
-	// MaxLendingLen bounds the lending windows' description (version 2).
-	MaxLendingLen = 160
+	MaxGPUModelLen = 48
+	// MaxLendingLen bounds the lending windows' description (version 2),
+	// a display string the agent clips to it.
+	MaxLendingLen = 72
 	// MaxOutlookLen bounds the encoded lending outlook (version 2).
 	MaxOutlookLen = 32
-	// MaxDomainLen bounds Lab and Pool (version 3): short names, so that
-	// every field at its limit still fits in MetaMaxSize.
+	// MaxDomainLen bounds Lab and Pool (version 3).
 	MaxDomainLen = 16
 	// MaxPathsBytes bounds a node's read-only paths together (each
-	// path's bytes plus one; version 4). With every other field at its
-	// limit they do not fit beside them: Encode then refuses the whole.
-	MaxPathsBytes = 200
+	// path's bytes plus one; version 4).
+	MaxPathsBytes = 100
 )
+
+// maxMetaBytes is the longest encoding the limits allow: each string's
+// length prefix (one byte below 128, two from there) and bytes, the fixed
+// fields (ports 2+2+2, role 1, GPU count 2, VRAM a uvarint ≤ 5, capability
+// 1, start time a varint ≤ 6 within ±maxStartUnix, flags 1) and the path
+// count (one byte: at most MaxPathsBytes < 128 paths).
+const maxMetaBytes = 1 + // version
+	2 + MaxNodeNameLen + 1 + MaxBuildingLen +
+	6 + 1 + 2 + 1 + MaxGPUModelLen + 5 + 1 + 6 +
+	1 + MaxLendingLen + 1 + MaxOutlookLen +
+	1 + 1 + MaxDomainLen + 1 + MaxDomainLen +
+	1 + MaxPathsBytes
+
+// The limits fit memberlist's cap (this fails to compile otherwise).
+var _ [memberlist.MetaMaxSize - maxMetaBytes]struct{}
+
+// Bounds the decoder accepts for the GPU model, the windows and the paths:
+// those of builds that allow longer fields (and do not fit every field at
+// its limit). It clips what it reads to the limits above (legacyClip), so
+// a mixed cluster keeps reading every node.
+const (
+	legacyGPUModelLen = 64
+	legacyLendingLen  = 160
+	legacyPathsBytes  = 200
+)
+
+// maxStartUnix bounds the start time both ways, so a hostile value cannot
+// overflow time arithmetic and the varint stays within 6 bytes.
+const maxStartUnix = 1 << 40
 
 // Role says what part of the control plane a node may take.
 type Role uint8
@@ -112,6 +144,8 @@ func (m Meta) Encode() ([]byte, error) {
 		return nil, fmt.Errorf("lending outlook of %d bytes: longer than %d", len(m.Outlook), MaxOutlookLen)
 	case len(m.Lab) > MaxDomainLen || len(m.Pool) > MaxDomainLen:
 		return nil, fmt.Errorf("lab %q or pool %q: longer than %d bytes", m.Lab, m.Pool, MaxDomainLen)
+	case m.Started.Unix() < -maxStartUnix || m.Started.Unix() > maxStartUnix:
+		return nil, fmt.Errorf("start time %v: out of range", m.Started)
 	}
 	paths := 0
 	for _, p := range m.Paths {
@@ -171,12 +205,12 @@ func DecodeMeta(b []byte) (Meta, error) {
 	m.HTTPPort = r.uint16("http port")
 	m.Role = Role(r.byte("role"))
 	m.GPUs = r.uint16("gpu count")
-	m.GPUModel = r.string("gpu model", MaxGPUModelLen)
+	m.GPUModel = r.string("gpu model", legacyGPUModelLen)
 	vram := r.uvarint("gpu vram")
 	m.GPUCapability = r.byte("gpu capability")
 	started := r.varint("start time")
 	if v >= 2 {
-		m.Lending = r.string("lending windows", MaxLendingLen)
+		m.Lending = r.string("lending windows", legacyLendingLen)
 		m.Outlook = r.bytes("lending outlook", MaxOutlookLen)
 	}
 	var flags byte
@@ -187,14 +221,14 @@ func DecodeMeta(b []byte) (Meta, error) {
 	}
 	if v >= 4 {
 		n := r.uvarint("path count")
-		if n > MaxPathsBytes {
+		if n > legacyPathsBytes {
 			r.fail("path count %d over the limit", n)
 		}
 		total := 0
 		for i := uint64(0); i < n && r.err == nil; i++ {
-			p := r.string("path", MaxPathsBytes)
-			if total += len(p) + 1; total > MaxPathsBytes {
-				r.fail("paths: over %d bytes", MaxPathsBytes)
+			p := r.string("path", legacyPathsBytes)
+			if total += len(p) + 1; total > legacyPathsBytes {
+				r.fail("paths: over %d bytes", legacyPathsBytes)
 			}
 			m.Paths = append(m.Paths, p)
 		}
@@ -219,11 +253,38 @@ func DecodeMeta(b []byte) (Meta, error) {
 		return Meta{}, fmt.Errorf("%w: %d trailing bytes", ErrMalformed, len(r.buf))
 	}
 	m.GPUVRAMMiB = uint32(vram)
-	// Bound the time so a hostile value cannot overflow time arithmetic.
-	const maxUnix = 1 << 40
-	if started < -maxUnix || started > maxUnix {
+	if started < -maxStartUnix || started > maxStartUnix {
 		return Meta{}, fmt.Errorf("%w: start time %d", ErrMalformed, started)
 	}
 	m.Started = time.Unix(started, 0)
+	legacyClip(&m)
 	return m, nil
+}
+
+// legacyClip cuts what an older peer may send beyond the current limits:
+// the GPU model and the windows (display strings) to their limits, and
+// the read-only paths to those that fit in MaxPathsBytes, in order (a
+// dropped path only keeps the node out of the jobs that need it). What
+// was decoded then always encodes again.
+func legacyClip(m *Meta) {
+	m.GPUModel = Clip(m.GPUModel, MaxGPUModelLen)
+	m.Lending = Clip(m.Lending, MaxLendingLen)
+	total := 0
+	for i, p := range m.Paths {
+		if total += len(p) + 1; total > MaxPathsBytes {
+			m.Paths = m.Paths[:i]
+			break
+		}
+	}
+}
+
+// Clip returns s cut to at most n bytes, at a UTF-8 character boundary.
+func Clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
 }

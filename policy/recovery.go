@@ -163,8 +163,10 @@ func (w *world) recoveries(recover []*Job, d *Decisions, early bool) []*migratio
 }
 
 // placeNew places pending jobs by P2.6 (no source, no transfer term),
-// taking their GPUs from the chosen nodes.
-func (w *world) placeNew(jobs []*Job, d *Decisions) {
+// taking their GPUs from the chosen nodes. It returns the bundle copies
+// the placements need (bundleFlow).
+func (w *world) placeNew(jobs []*Job, d *Decisions) []*migration {
+	var bundles []*migration
 	for _, j := range jobs {
 		if j.State != JobPending {
 			continue
@@ -174,10 +176,13 @@ func (w *world) placeNew(jobs []*Job, d *Decisions) {
 		if res.best >= 0 {
 			pl.To = w.nodes[res.best].ID
 			w.takeGPUs(res.best, j.GPUs)
+			if m := w.bundleFlow(j, res.best); m != nil {
+				bundles = append(bundles, m)
+			}
 		} else {
 			pl.Reason = w.unplacedReason(j)
 		}
 		d.Placements = append(d.Placements, pl)
 	}
-
+	return bundles
 }

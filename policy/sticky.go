@@ -16,9 +16,11 @@ import (
 //
 // A hand-off is kept while, in s, its job is JobMigrating on the same
 // source, now is before its deadline, the destination is an active node
-// that is not leaving, and next still has a hand-off for the job with the
-// same deadline (the reclaim was neither cancelled nor turned into an
-// emergency). Otherwise next's decision stands. A kept hand-off drops any
+// that is not leaving and is eligible (Node.Ineligible empty: a node that
+// turns ineligible, its kill-switch hard, its disk full, its certificate
+// unverified, takes no hand-off it was promised), and next still has a
+// hand-off for the job with the same deadline (the reclaim was neither
+// cancelled nor turned into an emergency). Otherwise next's decision stands. A kept hand-off drops any
 // last-chance checkpoint (job decision and its pre-sync flow) next gave the
 // job. next's flows are not re-planned around a kept flow: the kept rate
 // is not charged against the links again this period.
@@ -29,7 +31,7 @@ func KeepAdmittedHandoffs(prev, next Decisions, s Snapshot, now time.Time) Decis
 	}
 	usable := make(map[NodeID]bool, len(s.Nodes))
 	for _, n := range s.Nodes {
-		usable[n.ID] = !n.Leaving
+		usable[n.ID] = !n.Leaving && n.Ineligible == ""
 	}
 	kept := map[JobID]bool{}
 	next.Handoffs = slices.Clone(next.Handoffs) // the caller's slices stay as they were

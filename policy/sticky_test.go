@@ -30,6 +30,8 @@ func TestKeepAdmittedHandoffs(t *testing.T) {
 	running.Jobs = []Job{{ID: "j", State: JobRunning, Node: "b"}}
 	bLeaving := snap
 	bLeaving.Nodes = []Node{{ID: "a", Leaving: true}, {ID: "b", Leaving: true}}
+	bIneligible := snap
+	bIneligible.Nodes = []Node{{ID: "a", Leaving: true}, {ID: "b", Ineligible: "kill-switch hard"}, {ID: "c"}}
 
 	cases := []struct {
 		name     string
@@ -45,6 +47,7 @@ func TestKeepAdmittedHandoffs(t *testing.T) {
 		{"an emergency releases it", emergency, snap, now, "", 0, 0},
 		{"a committed move releases it", degraded, running, now, "", 0, 1},
 		{"a leaving destination releases it", degraded, bLeaving, now, "", 0, 1},
+		{"an ineligible destination releases it", degraded, bIneligible, now, "", 0, 1},
 		{"the deadline releases it", degraded, snap, dl, "", 0, 1},
 	}
 	for _, c := range cases {

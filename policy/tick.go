@@ -57,7 +57,9 @@ type migration struct {
 //     of earlier periods still under way (carried flows, RestorePrefix),
 //     share what is left of their paths max-min: a job that is down comes
 //     before the durability of the running ones. Pending jobs are placed
-//     by P2.6.
+//     by P2.6; a placement on a node that lacks the job's bundle gets a
+//     bundle flow (BundlePrefix) from a holder, which shares what is
+//     left the same way, with the bundle flows still under way.
 //     A degraded scheduled hand-off gets a last-chance checkpoint when one
 //     can land before the deadline (rescue.go); otherwise it is recovered
 //     at once like a job that lost its host (its Placement has Recovery
@@ -112,7 +114,7 @@ func Tick(s Snapshot, now time.Time) Decisions {
 		f := &s.Flows[i]
 		switch {
 		case f.Remaining <= 0:
-		case f.Class == ClassMigration:
+		case f.Class == ClassMigration && !strings.HasPrefix(f.ID, BundlePrefix):
 			if old, ok := carried[f.Job]; !ok || f.ID < old.ID {
 				carried[f.Job] = f
 			}
@@ -162,7 +164,13 @@ func Tick(s Snapshot, now time.Time) Decisions {
 	if len(restores) > 0 {
 		w.share(restores)
 	}
-	w.placeNew(jobs, &d)
+	// New jobs, and the bundles their nodes lack (with those still under
+	// way), after the recoveries: a job that lost its host comes first.
+	bundles := append(w.bundlesInFlight(s.Flows, jobs), w.placeNew(jobs, &d)...)
+	if len(bundles) > 0 {
+		w.share(bundles)
+		restores = append(restores, bundles...)
+	}
 
 	// Last-chance checkpoints for the degraded scheduled hand-offs (in
 	// step 1's deadline order).

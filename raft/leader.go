@@ -355,7 +355,11 @@ func buildSnapshot(st *state.State, hz map[policy.NodeID]policy.HazardEstimate, 
 		snap.Links = tel.Links()
 		progress = map[string]state.FlowProgress{}
 		for _, p := range tel.Flows() {
-			progress[p.ID] = p
+			// A flow's receiver may report it done too (a bundle that
+			// arrived): done wins over a sender that has not seen it yet.
+			if old, ok := progress[p.ID]; !ok || !old.Done {
+				progress[p.ID] = p
+			}
 		}
 	}
 	used := map[policy.NodeID]int{}
@@ -420,7 +424,16 @@ func buildSnapshot(st *state.State, hz map[policy.NodeID]policy.HazardEstimate, 
 			restoring[f.ID] = true
 		}
 		remaining := handoffBytes[f.Job]
-		if j, ok := st.Jobs[f.Job]; ok && remaining == 0 {
+		j, ok := st.Jobs[f.Job]
+		switch {
+		case strings.HasPrefix(f.ID, policy.BundlePrefix):
+			// A first placement's bundle copy: carried while the job
+			// stays on its destination, until its sender reports it done.
+			if !ok || j.Node != f.To {
+				continue
+			}
+			remaining = j.Spec.BundleSize
+		case ok && remaining == 0:
 			remaining = j.CheckpointBytes
 		}
 		if p, ok := progress[f.ID]; ok {

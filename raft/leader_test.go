@@ -344,6 +344,22 @@ func TestLeaderKeepsAdmittedHandoff(t *testing.T) {
 			t.Fatalf("decision after b failed got %+v, want degraded, not to b", h)
 		}
 	})
+	t.Run("released when the destination becomes ineligible", func(t *testing.T) {
+		st, _ := admit(t)
+		unverified := map[policy.NodeID]string{"b": "certificate not verified"}
+		got := decide(st, nil, nil, tel, unverified, params, late)
+		if h := handoff(got); h.To == "b" || !h.Degraded {
+			t.Fatalf("decision after b turned ineligible got %+v, want degraded, not to b", h)
+		}
+		if r := migRate(got); r != 0 {
+			t.Fatalf("a migration flow to the ineligible b is still planned at %g bytes/s", r)
+		}
+		// With b eligible again (the admitted decision still the committed
+		// one) the hand-off to b is kept: only the ineligibility released it.
+		if h := handoff(decide(st, nil, nil, tel, nil, params, late)); h.To != "b" || h.Degraded {
+			t.Fatalf("decision with b eligible again got %+v, want kept to b", h)
+		}
+	})
 	t.Run("released after the deadline", func(t *testing.T) {
 		st, _ := admit(t)
 		after := deadline.Add(time.Second)

@@ -443,7 +443,7 @@ func (c *Coordinator) reconcile(members []Member, now time.Time) error {
 		rec := state.NodeRecord{
 			ID: m.ID, Building: m.Building, RaftAddr: m.RaftAddr, GossipAddr: m.GossipAddr, TransferAddr: m.TransferAddr,
 			GPU: m.GPU, GPUs: m.GPUs, Storage: m.Storage, Lab: m.Lab, Pool: m.Pool, Role: role, State: state.NodeActive, Joined: m.Since.UTC().Round(0),
-			Paths: slices.Clone(m.Paths),
+			Paths: slices.Clone(m.Paths), Lending: m.Lending,
 		}
 		_, rec.Admitted = admitted[m.ID]
 		rec.Refused = refused[m.ID]
@@ -537,7 +537,7 @@ func (c *Coordinator) forgetHeartbeats() {
 func sameNode(a, b state.NodeRecord) bool {
 	return a.ID == b.ID && a.Building == b.Building && a.RaftAddr == b.RaftAddr && a.GossipAddr == b.GossipAddr &&
 		a.TransferAddr == b.TransferAddr && a.GPU == b.GPU && a.GPUs == b.GPUs && a.Storage == b.Storage && a.Lab == b.Lab && a.Pool == b.Pool && a.Role == b.Role &&
-		a.State == b.State && a.Joined.Equal(b.Joined) && slices.Equal(a.Paths, b.Paths) &&
+		a.State == b.State && a.Joined.Equal(b.Joined) && slices.Equal(a.Paths, b.Paths) && a.Lending == b.Lending &&
 		a.Admitted == b.Admitted && a.Refused == b.Refused
 }
 

@@ -298,3 +298,44 @@ func TestTwentyNodesSevenEmergencyDepartures(t *testing.T) {
 		return n == 7
 	})
 }
+
+// TestRegistryKeepsLendingWindows: the registry records the lending
+// windows a member announces, follows a change, and keeps them after the
+// member has left (the page shows them once gossip forgets it).
+func TestRegistryKeepsLendingWindows(t *testing.T) {
+	tc := newTestCluster(t, 2, localConfig(), false)
+	l := tc.waitConfigured(1, 20*time.Second)
+	var other policy.NodeID
+	for id := range tc.nodes {
+		if id != l.ID() {
+			other = id
+		}
+	}
+	announce := func(windows string) {
+		tc.gossip.mu.Lock()
+		m := tc.gossip.members[other]
+		m.Lending = windows
+		tc.gossip.members[other] = m
+		tc.gossip.mu.Unlock()
+	}
+	registered := func(what, windows string) {
+		t.Helper()
+		wait.For(tc.t, 15*time.Second, what, func() bool { return l.Store().State().Nodes[other].Lending == windows })
+	}
+	announce("Mon-Fri 19:00-08:00 (UTC)")
+	registered("the windows registered", "Mon-Fri 19:00-08:00 (UTC)")
+	announce("always (UTC)")
+	registered("the changed windows registered", "always (UTC)")
+
+	if err := tc.nodes[other].Shutdown(); err != nil {
+		t.Fatal(err)
+	}
+	delete(tc.nodes, other)
+	tc.gossip.setStatus(other, MemberLeft)
+	wait.For(tc.t, 15*time.Second, "the departure registered", func() bool {
+		return l.Store().State().Nodes[other].State == state.NodeLeft
+	})
+	if got := l.Store().State().Nodes[other].Lending; got != "always (UTC)" {
+		t.Fatalf("windows after the departure %q, want %q kept", got, "always (UTC)")
+	}
+}

@@ -75,6 +75,9 @@ type Member struct {
 	// Paths are the host paths the member's owner lets guest jobs read
 	// (mesh.Meta.Paths).
 	Paths []string
+	// Lending is the owner's lending windows the member announces
+	// (mesh.Meta.Lending); the registry keeps them.
+	Lending string
 }
 
 // NodeTelemetry are a node's live figures.

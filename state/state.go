@@ -95,6 +95,10 @@ type NodeRecord struct {
 	// Paths are the host paths the node's owner lets guest jobs read, as
 	// the node announces them: a job's JobSpec.ROPaths must lie in them.
 	Paths []string `json:",omitempty"`
+	// Lending is the owner's lending windows as the node last announced
+	// them ("Mon-Fri 19:00-08:00"), kept so the page shows them after
+	// gossip forgets a departed node; empty: none announced.
+	Lending string `json:",omitempty"`
 }
 
 // HasPaths reports whether every path of want lies in (is or is under)

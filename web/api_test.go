@@ -240,7 +240,7 @@ func TestDecisionsEndpoint(t *testing.T) {
 			t.Errorf("candidate %d: got %+v, want %+v", i, c, want[i])
 		}
 	}
-	if p := r.Decisions[1].Placement; p == nil || p.To != "n2" || p.Candidates[1].Rejected != policy.RejectGPUs {
+	if p := r.Decisions[1].Placement; p == nil || p.To != "n2" || p.Candidates[1].Rejected != string(policy.RejectGPUs) {
 		t.Errorf("placement: got %+v, want bert to n2 with n1 rejected for GPUs", p)
 	}
 	if r.Control.CheckpointBudget != 16_500_000 {

@@ -46,7 +46,7 @@ func bigStatus(nodes, jobs int) Status {
 	h := *s.Decisions[0].Handoff
 	h.Candidates = nil
 	for i := range nodes {
-		h.Candidates = append(h.Candidates, policy.Candidate{Node: policy.NodeID(fmt.Sprintf("node-%03d", i)), Score: float64(i), Transfer: time.Minute, Survival: 0.9})
+		h.Candidates = append(h.Candidates, Candidate{Node: policy.NodeID(fmt.Sprintf("node-%03d", i)), Score: float64(i), Transfer: time.Minute, Survival: 0.9})
 	}
 	s.Decisions = nil
 	for range 20 {

@@ -49,8 +49,9 @@ func TestBrowser(t *testing.T) {
 			t.Errorf("page lacks member row %s", id)
 		}
 	}
-	if row := browsertest.Row(dom, "job-llama-ft"); !strings.Contains(row, "running") || !strings.Contains(row, "<td>n1</td>") {
-		t.Errorf("job llama-ft: got row %q, want running on n1", row)
+	if row := browsertest.Row(dom, "job-llama-ft"); !strings.Contains(row, "running") || !strings.Contains(row, "<td>n1</td>") ||
+		!strings.Contains(row, `<span class="badge under-way">checkpointing</span>`) {
+		t.Errorf("job llama-ft: got row %q, want running on n1, checkpointing", row)
 	}
 	// The replicated end states and a pending reason, as the browser
 	// renders them.

@@ -6,10 +6,11 @@
 // The page, the JSON API and the metrics all read that one value through the
 // same code (Status.prepare fills the few derived fields, such as checkpoint
 // ages, once), so nothing is recomputed for display and the three never
-// disagree. A node's GPU and a job's P1 decision have /v1 types of their
-// own (snake_case, units in names); the other policy outputs
-// (policy.HandoffDecision, policy.Candidate, HazardProfile, ...) are
-// carried as they are.
+// disagree. Every policy value the API shows (a node's GPU, a job's P1
+// decision, flows, reclaims, hand-offs, placements and their candidates)
+// has a /v1 type of its own, converted where the agent builds the Status:
+// one JSON schema, snake_case with units in names, that the CLI's --json
+// prints too.
 //
 // The page is server-rendered with html/template from embedded files (no
 // CDN, readable without JavaScript); a small script re-fetches the live part

@@ -49,6 +49,7 @@ var (
 	mCkptBudget   = newMetric("checkpoint_budget_bytes_per_second", "Checkpoint budget Bckpt that P3 left for P1 in the last control period, bytes per second.", false)
 
 	mJobs          = newMetric("jobs", "Jobs by state.", false, "state")
+	mJobsUnderWay  = newMetric("jobs_under_way", "Jobs by what is under way beside their state (checkpointing, restoring, handing off, recovering).", false, "activity")
 	mJobInterval   = newMetric("job_checkpoint_interval_seconds", "A job's checkpoint interval Δ chosen by P1, seconds.", false, "job_id")
 	mJobBandwidth  = newMetric("job_checkpoint_bandwidth_bytes_per_second", "A job's checkpoint bandwidth b chosen by P1, bytes per second.", false, "job_id")
 	mJobHazard     = newMetric("job_hazard_per_second", "The hazard λ̂⁺ P1 used for a job, events per second.", false, "job_id")
@@ -81,7 +82,7 @@ var allMetrics = []metric{
 	mStatusUp, mGeneratedAt,
 	mRaftRole, mHasLeader, mMembers, mGPUs, mFreeGPUs, mLoad, mEligible, mHazard, mKillMode, mKillDrops,
 	mBandwidth, mBandwidthLow, mBandwidthCap, mCkptBudget,
-	mJobs, mJobInterval, mJobBandwidth, mJobHazard, mJobInfeasible, mJobFloor, mJobCeiling, mJobUnmet,
+	mJobs, mJobsUnderWay, mJobInterval, mJobBandwidth, mJobHazard, mJobInfeasible, mJobFloor, mJobCeiling, mJobUnmet,
 	mJobReplicas, mJobHolders, mJobHolderRisk, mJobCkptAge, mJobRestarts,
 	mXferAssigned, mXferAchieved, mXferDone, mXferSize, mXferLeft, mXferDeadline,
 	mReclaimsPending, mReclaimLeft, mAdmissions, mHandoffs, mDegraded,
@@ -90,6 +91,10 @@ var allMetrics = []metric{
 // jobStates lists every job state name (state.JobRecord.StateName), so the
 // jobs gauge has a stable set of series.
 var jobStates = []string{"pending", "running", "migrating", "recovering", "done", "failed", "cancelled"}
+
+// UnderWays lists what can be under way for a job (Job.UnderWay, the
+// values of state.UnderWay), so the gauge has a stable set of series.
+var UnderWays = []string{"checkpointing", "restoring", "handing off", "recovering"}
 
 // collector turns one Status per scrape into metrics.
 type collector struct {
@@ -190,9 +195,12 @@ func collectCluster(ch chan<- prometheus.Metric, s *Status) {
 	}
 	emit(ch, mCkptBudget, s.Control.CheckpointBudget)
 
-	byState := map[string]int{}
+	byState, underWay := map[string]int{}, map[string]int{}
 	for _, j := range s.Jobs {
 		byState[j.State]++
+		if j.UnderWay != "" {
+			underWay[j.UnderWay]++
+		}
 		if j.State == policy.JobDone.String() {
 			continue // a finished job's series end with it
 		}
@@ -224,6 +232,9 @@ func collectCluster(ch chan<- prometheus.Metric, s *Status) {
 	}
 	for st, n := range byState { // states policy does not name (a newer agent)
 		emit(ch, mJobs, float64(n), st)
+	}
+	for _, a := range UnderWays {
+		emit(ch, mJobsUnderWay, float64(underWay[a]), a)
 	}
 
 	for _, x := range groupTransfers(s.Transfers) {

@@ -110,6 +110,9 @@ func TestMetricsMatchStatus(t *testing.T) {
 	eq("reclaimnet_jobs", map[string]string{"state": "pending"}, 2)
 	eq("reclaimnet_jobs", map[string]string{"state": "failed"}, 1)
 	eq("reclaimnet_jobs", map[string]string{"state": "cancelled"}, 1)
+	eq("reclaimnet_jobs_under_way", map[string]string{"activity": "checkpointing"}, 1)
+	eq("reclaimnet_jobs_under_way", map[string]string{"activity": "handing off"}, 1)
+	eq("reclaimnet_jobs_under_way", map[string]string{"activity": "restoring"}, 0)
 	for _, j := range s.Jobs {
 		l := map[string]string{"job_id": string(j.ID)}
 		eq("reclaimnet_job_restarts_total", l, float64(j.Restarts))

@@ -142,12 +142,12 @@ type decisionView struct {
 	From, To policy.NodeID
 	Ranked   []rankedCandidate
 	// Handoff details (nil for a placement).
-	H *policy.HandoffDecision
+	H *Handoff
 }
 
 type rankedCandidate struct {
 	Rank   int // 1 = best score among the feasible; 0 for a rejected one
-	C      policy.Candidate
+	C      Candidate
 	Chosen bool
 }
 
@@ -180,7 +180,7 @@ func (v *pageView) fill(s *Status) {
 	v.KillSwitches = killSwitches(s)
 	for _, d := range s.Decisions {
 		dv := decisionView{D: d}
-		var cands []policy.Candidate
+		var cands []Candidate
 		switch {
 		case d.Handoff != nil:
 			dv.Job, dv.From, dv.To, dv.H = d.Handoff.Job, d.Handoff.From, d.Handoff.To, d.Handoff
@@ -199,7 +199,7 @@ func (v *pageView) fill(s *Status) {
 // rankCandidates orders the feasible candidates by score (lower is better,
 // as P2 chooses) and lists the rejected ones after them, each with the
 // reason P2 gave. The scores are P2's own; only the order is the page's.
-func rankCandidates(cands []policy.Candidate, chosen policy.NodeID) []rankedCandidate {
+func rankCandidates(cands []Candidate, chosen policy.NodeID) []rankedCandidate {
 	var ok, rejected []rankedCandidate
 	for _, c := range cands {
 		rc := rankedCandidate{C: c, Chosen: c.Node == chosen && chosen != ""}

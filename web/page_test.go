@@ -67,7 +67,7 @@ func TestPageWithoutJavaScript(t *testing.T) {
 		{"member-n4", "suspect"},
 		{"member-n4", "nonvoter"},
 		{"member-n4", `<span class="badge storage"`},
-		{"job-llama-ft", "running"},
+		{"job-llama-ft", `<span class="badge js-running">running</span> <span class="badge under-way">checkpointing</span>`},
 		{"job-llama-ft", "<b>9m52s</b>"},
 		{"job-llama-ft", "hazard 0.99/h"},
 		{"job-llama-ft", "bandwidth 100 Mbit/s"},
@@ -268,7 +268,7 @@ func TestRankCandidates(t *testing.T) {
 		{Node: "c", Score: 20},
 		{Node: "y", Rejected: policy.RejectDeadline},
 	}
-	got := rankCandidates(in, "b")
+	got := rankCandidates(webCandidates(in), "b")
 	var names []string
 	for _, r := range got {
 		names = append(names, fmt.Sprintf("%s%d%v", r.C.Node, r.Rank, r.Chosen))
@@ -282,12 +282,12 @@ func TestPrepareDerivedFields(t *testing.T) {
 	now := scenarioNow
 	s := Status{
 		Transfers: []Transfer{
-			{Flow: policy.FlowDecision{Deadline: now.Add(10 * time.Second), Class: policy.ClassEmergency}, Achieved: 1e6, BytesDone: 0, BytesTotal: 20e6},
-			{Flow: policy.FlowDecision{Deadline: now.Add(10 * time.Second)}, Achieved: 0, BytesTotal: 1},
+			{Flow: WebFlow(policy.FlowDecision{Deadline: now.Add(10 * time.Second), Class: policy.ClassEmergency}), Achieved: 1e6, BytesDone: 0, BytesTotal: 20e6},
+			{Flow: Flow{Deadline: now.Add(10 * time.Second)}, Achieved: 0, BytesTotal: 1},
 		},
 		Reclaims: Reclaims{
-			Pending: []PendingReclaim{{Reclaim: policy.Reclaim{Node: "x", Announced: now.Add(-time.Minute), Deadline: now.Add(-time.Second)}}},
-			History: []ReclaimRecord{{Reclaim: policy.Reclaim{Announced: now, Deadline: now}}},
+			Pending: []PendingReclaim{{Reclaim: Reclaim{Node: "x", Announced: now.Add(-time.Minute), Deadline: now.Add(-time.Second)}}},
+			History: []ReclaimRecord{{Reclaim: Reclaim{Announced: now, Deadline: now}}},
 		},
 	}
 	s.prepare(now)

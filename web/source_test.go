@@ -146,13 +146,13 @@ func scenarioA() Status {
 		},
 		Jobs: []Job{
 			{
-				ID: "llama-ft", State: policy.JobRunning.String(), Node: "n1", GPUs: 2, CheckpointBytes: ckptLlama,
+				ID: "llama-ft", State: policy.JobRunning.String(), UnderWay: "checkpointing", Node: "n1", GPUs: 2, CheckpointBytes: ckptLlama,
 				LossBudget: 10 * time.Minute, Standby: "n2", StandbyHas: 2_400_000_000, Restarts: 1, Replicas: 2, BundleBytes: 12_500_000,
 				Decision:       &decisionLlama,
 				LastCheckpoint: &Checkpoint{Version: 7, Bytes: ckptLlama, CommittedAt: now.Add(-llamaAge), Holders: []policy.NodeID{"n2", "n3"}},
 			},
 			{
-				ID: "resnet", State: policy.JobMigrating.String(), Node: "n3", GPUs: 1, CheckpointBytes: ckptResnet,
+				ID: "resnet", State: policy.JobMigrating.String(), UnderWay: "handing off", Node: "n3", GPUs: 1, CheckpointBytes: ckptResnet,
 				LossBudget: 5 * time.Minute, Restarts: 3, Replicas: 2, Decision: &decisionResnet,
 				LastCheckpoint: &Checkpoint{Version: 12, Bytes: ckptResnet, CommittedAt: now.Add(-41 * time.Minute), Holders: []policy.NodeID{"n4"}},
 			},
@@ -166,28 +166,28 @@ func scenarioA() Status {
 		},
 		Transfers: []Transfer{
 			{
-				Flow: policy.FlowDecision{
+				Flow: WebFlow(policy.FlowDecision{
 					ID: "f-resnet-12", Job: "resnet", From: "n3", To: "n2", Class: policy.ClassMigration,
 					Rate: xferAssigned, Ceiling: 1.1 * xferAssigned, Burst: 256 << 10, MinRate: 26_666_667,
 					Start: now.Add(-reclaimElapsed), Deadline: deadline, Links: []string{"n3-acc", "sci-up", "eng-up", "n2-acc"},
-				},
+				}),
 				Achieved: xferAchieved, BytesDone: xferDone, BytesTotal: ckptResnet,
 			},
 			{
-				Flow: policy.FlowDecision{
+				Flow: WebFlow(policy.FlowDecision{
 					ID: "f-llama-presync", Job: "llama-ft", From: "n1", To: "n2", Class: policy.ClassPresync,
 					Rate: 5_000_000, Ceiling: 5_500_000, Burst: 256 << 10, Start: now.Add(-time.Minute),
-				},
+				}),
 				Achieved: 4_900_000, BytesDone: 2_400_000_000, BytesTotal: ckptLlama,
 			},
 		},
 		Reclaims: Reclaims{
 			Pending: []PendingReclaim{{
-				Reclaim: policy.Reclaim{Node: "n3", Announced: now.Add(-reclaimElapsed), Deadline: deadline},
+				Reclaim: Reclaim{Node: "n3", Announced: now.Add(-reclaimElapsed), Deadline: deadline},
 				Jobs:    []policy.JobID{"resnet"},
 			}},
 			History: []ReclaimRecord{{
-				Reclaim:  policy.Reclaim{Node: "n5", Announced: now.Add(-2 * time.Hour), Deadline: now.Add(-2 * time.Hour)},
+				Reclaim:  Reclaim{Node: "n5", Announced: now.Add(-2 * time.Hour), Deadline: now.Add(-2 * time.Hour)},
 				Released: now.Add(-2*time.Hour + 700*time.Microsecond), OnTime: true,
 				Jobs:     []ReclaimOutcome{{Job: "vit", To: "n2", Replica: "n4", Version: 3, Degraded: true, Reason: "emergency: recovered from replica v3", WorkLost: 4 * time.Minute, Downtime: 61 * time.Second}},
 				Detected: true,
@@ -196,7 +196,7 @@ func scenarioA() Status {
 		Decisions: []Decision{
 			{
 				At: now.Add(-reclaimElapsed), Kind: DecisionHandoff,
-				Handoff: &policy.HandoffDecision{
+				Handoff: WebHandoff(policy.HandoffDecision{
 					Job: "resnet", From: "n3", To: "n2", FinalCheckpoint: true, Bytes: ckptResnet, Deadline: deadline,
 					Candidates: []policy.Candidate{
 						{Node: "n1", Score: 71.2, Transfer: 53 * time.Second, Survival: 0.91, Remigration: 60 * time.Second, Bottleneck: 30_000_000},
@@ -204,18 +204,18 @@ func scenarioA() Status {
 						{Node: "n3", Rejected: policy.RejectSource},
 						{Node: "n4", Rejected: policy.RejectLoad},
 					},
-				},
+				}),
 			},
 			{
 				At: now.Add(-5 * time.Second), Kind: DecisionPlacement,
-				Placement: &policy.Placement{
+				Placement: WebPlacement(policy.Placement{
 					Job: "bert", To: "n2",
 					Candidates: []policy.Candidate{
 						{Node: "n2", Score: 22.0, Survival: 0.95, Remigration: 40 * time.Second},
 						{Node: "n1", Rejected: policy.RejectGPUs},
 						{Node: "n3", Rejected: policy.RejectLeaving},
 					},
-				},
+				}),
 			},
 		},
 		Control:  Control{LastTick: now.Add(-time.Second), CheckpointBudget: 16_500_000},

@@ -11,8 +11,9 @@ import (
 // Units, everywhere in this file and in the JSON it produces: sizes in bytes,
 // rates in bytes per second, hazards in events per second (1/s), durations
 // as time.Duration (integer nanoseconds in JSON, keys ending in _ns), times
-// as RFC 3339. Values of policy types keep policy's Go field names in JSON
-// (e.g. a Candidate is {"Node":..., "Score":..., "Transfer":...}).
+// as RFC 3339. Every key is snake_case: policy values are shown through
+// this package's own types (wire.go), never serialised as policy's Go
+// structs.
 
 // Source is what the agent implements: the node's current view of the
 // cluster. Status must return a value the caller owns: web fills derived
@@ -229,6 +230,10 @@ type Job struct {
 	// State is the replicated state (state.JobRecord.StateName):
 	// pending, running, migrating, recovering, done, failed, cancelled.
 	State string `json:"state"`
+	// UnderWay is what is under way beside the state (state.UnderWay):
+	// checkpointing or restoring for a running job, handing off for a
+	// migrating one, recovering for a recovering one; empty when nothing.
+	UnderWay string `json:"under_way,omitempty"`
 	// Reason says why a pending or recovering job has no node (the
 	// leader's placement without one); empty otherwise.
 	Reason string        `json:"reason,omitempty"`
@@ -371,8 +376,8 @@ type Checkpoint struct {
 type Transfer struct {
 	// Flow is P3's decision for the flow: class, assigned rate, ceiling,
 	// deadline (zero for pre-sync), links.
-	Flow policy.FlowDecision `json:"flow"`
-	// Class is Flow.Class.String(): emergency, migration, presync.
+	Flow Flow `json:"flow"`
+	// Class is Flow.Class: emergency, migration, presync.
 	Class string `json:"class"`
 	// Achieved is the rate the sender measured over its last seconds.
 	Achieved   float64 `json:"achieved_bytes_per_s"`
@@ -397,7 +402,7 @@ type Reclaims struct {
 
 // PendingReclaim is a reclaim whose node has not left yet.
 type PendingReclaim struct {
-	Reclaim policy.Reclaim `json:"reclaim"`
+	Reclaim Reclaim `json:"reclaim"`
 	// Jobs are the jobs that must leave the node.
 	Jobs []policy.JobID `json:"jobs"`
 	// Remaining is Reclaim.Deadline − GeneratedAt, never below 0
@@ -409,8 +414,8 @@ type PendingReclaim struct {
 
 // ReclaimRecord is a finished reclaim with the report its owner got.
 type ReclaimRecord struct {
-	Reclaim   policy.Reclaim `json:"reclaim"`
-	Emergency bool           `json:"emergency"` // derived
+	Reclaim   Reclaim `json:"reclaim"`
+	Emergency bool    `json:"emergency"` // derived
 	// Released is when the node was free of ReclaimNet work.
 	Released time.Time `json:"released"`
 	// OnTime is set when Released was not after Reclaim.Deadline.
@@ -476,10 +481,10 @@ const (
 // ranked candidates and the reasons the others were rejected (docs/design.md P2).
 // Exactly one of Handoff and Placement is set.
 type Decision struct {
-	At        time.Time               `json:"at"`
-	Kind      DecisionKind            `json:"kind"`
-	Handoff   *policy.HandoffDecision `json:"handoff,omitempty"`
-	Placement *policy.Placement       `json:"placement,omitempty"`
+	At        time.Time    `json:"at"`
+	Kind      DecisionKind `json:"kind"`
+	Handoff   *Handoff     `json:"handoff,omitempty"`
+	Placement *Placement   `json:"placement,omitempty"`
 }
 
 // Control is the leader's last control period.
@@ -545,7 +550,7 @@ func (s *Status) prepare(now time.Time) {
 	s.CoDeparture = nonNil(s.CoDeparture)
 	for i := range s.Transfers {
 		t := &s.Transfers[i]
-		t.Class = t.Flow.Class.String()
+		t.Class = t.Flow.Class
 		t.TimeLeft, t.UntilDeadline, t.Late = nil, nil, false
 		if t.Achieved > 0 {
 			left := max(t.BytesTotal-t.BytesDone, 0)

@@ -1,6 +1,7 @@
 package jobs
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -84,9 +85,13 @@ func bundleTargets(st *state.State, id policy.JobID, self policy.NodeID) []polic
 
 // bundlePushes offers the bundles this node holds to the nodes that need
 // them (bundleTargets), once per bundle and node (to the job's own node
-// again after bundleResend), unpaced: a bundle is sent once per node, not
-// per checkpoint, and no flow decision covers it. Called with m.mu held.
+// again after bundleResend). A first placement's copy to the job's node is
+// a decided flow (policy.BundlePrefix): only its sender sends it, paced
+// (pacedBundles); the other copies (to the standby and holders) go
+// unpaced: a bundle is sent once per node, not per checkpoint. Called with
+// m.mu held.
 func (m *Manager) bundlePushes(ctx context.Context, st *state.State, wg *sync.WaitGroup) {
+	m.pacedBundles(ctx, st, wg)
 	now := m.cfg.Now()
 	for _, id := range slices.Sorted(maps.Keys(st.Jobs)) {
 		j := st.Jobs[id]
@@ -97,6 +102,12 @@ func (m *Manager) bundlePushes(ctx context.Context, st *state.State, wg *sync.Wa
 		var have *bool
 		for _, to := range bundleTargets(st, id, m.cfg.Node) {
 			key := bundleKey{b, to}
+			if f, ok := st.Flow(bundleFlow(id)); ok && f.To == to {
+				continue // decided: its sender paces it
+			}
+			if _, ok := m.bundleFlows[pushKey{id, 0, to}]; ok {
+				continue // the paced copy is still under way
+			}
 			if m.bundleBusy[key] {
 				continue
 			}
@@ -113,7 +124,7 @@ func (m *Manager) bundlePushes(ctx context.Context, st *state.State, wg *sync.Wa
 			m.bundleBusy[key] = true
 			addr := st.Nodes[to].TransferAddr
 			wg.Go(func() {
-				err := m.sendBundle(ctx, b, to, addr)
+				err := m.sendBundle(ctx, b, to, addr, nil)
 				m.mu.Lock()
 				delete(m.bundleBusy, key)
 				if err == nil {
@@ -128,11 +139,106 @@ func (m *Manager) bundlePushes(ctx context.Context, st *state.State, wg *sync.Wa
 	}
 }
 
-func (m *Manager) sendBundle(ctx context.Context, b ckpt.BundleID, to policy.NodeID, addr string) error {
+func bundleFlow(job policy.JobID) string { return policy.BundlePrefix + string(job) }
+
+// pacedBundles carries out the decided bundle flows from this node (a
+// first placement's copy to the job's node) at their rates, re-paced every
+// period (unpaced with P3 off), and ends those no longer decided: a copy
+// still under way stops, since the leader no longer counts it on its
+// links (one the leader dropped as landed, while the job stays on its
+// destination, runs to its end). A failed copy is retried on the next
+// state change. It also notes the decided bundle flows to this node whose
+// bundle is here, which FlowProgress reports done (the sender may not know
+// yet). Called with m.mu held.
+func (m *Manager) pacedBundles(ctx context.Context, st *state.State, wg *sync.WaitGroup) {
+	decided := map[pushKey]policy.FlowDecision{}
+	m.bundlesHere = m.bundlesHere[:0]
+	for _, f := range st.Decisions.Flows {
+		if !strings.HasPrefix(f.ID, policy.BundlePrefix) {
+			continue
+		}
+		j, ok := st.Jobs[f.Job]
+		b, has := bundleOf(j)
+		if !ok || !has || j.State == policy.JobDone || j.Node != f.To {
+			continue
+		}
+		switch m.cfg.Node {
+		case f.From:
+			decided[pushKey{f.Job, 0, f.To}] = f
+		case f.To:
+			if m.cfg.Store.HasBundle(b) == nil {
+				m.bundlesHere = append(m.bundlesHere, f.ID)
+			}
+		}
+	}
+	for key, p := range m.bundleFlows {
+		if _, ok := decided[key]; ok {
+			continue
+		}
+		if !p.done {
+			if j, ok := st.Jobs[key.job]; ok && j.State != policy.JobDone && j.Node == key.to {
+				continue // dropped as landed (the receiver said so first): it ends by itself
+			}
+			p.cancel()
+		}
+		m.archiveLocked(p)
+		delete(m.bundleFlows, key)
+	}
+	for _, key := range slices.SortedFunc(maps.Keys(decided), func(a, b pushKey) int { return cmp.Compare(a.job, b.job) }) {
+		f := decided[key]
+		rate := f.Rate
+		if !paced(st) {
+			rate = transfer.Unlimited
+		}
+		if p, ok := m.bundleFlows[key]; ok {
+			if !p.done {
+				m.repaceLocked(p, rate)
+			}
+			continue
+		}
+		b, _ := bundleOf(st.Jobs[key.job])
+		addr := st.Nodes[key.to].TransferAddr
+		if addr == "" || m.cfg.Store.HasBundle(b) != nil {
+			continue
+		}
+		pctx, cancel := context.WithCancel(ctx)
+		ps := &push{key: key, flow: f.ID, class: f.Class, rate: rate, started: m.cfg.Now(), cancel: cancel}
+		m.bundleFlows[key] = ps
+		wg.Go(func() {
+			defer cancel()
+			err := m.sendBundle(pctx, b, key.to, addr, ps)
+			m.mu.Lock()
+			ps.done, ps.err = true, err
+			if err == nil {
+				m.bundleSent[bundleKey{b, key.to}] = m.cfg.Now()
+			} else if m.bundleFlows[key] == ps {
+				m.archiveLocked(ps)
+				delete(m.bundleFlows, key) // the next state change retries
+			}
+			m.mu.Unlock()
+			if err != nil && pctx.Err() == nil {
+				m.log.Warn("paced bundle push failed", "job", key.job, "bundle", b.String(), "to", key.to, "err", err)
+			}
+		})
+	}
+}
+
+// sendBundle sends bundle b to node to: as ps's transfer (its class and
+// rate, re-paced through ps) when ps is set, else unpaced.
+func (m *Manager) sendBundle(ctx context.Context, b ckpt.BundleID, to policy.NodeID, addr string, ps *push) error {
+	class, rate := policy.ClassPresync, transfer.Unlimited
+	if ps != nil {
+		class, rate = ps.class, ps.rate
+	}
 	tr, err := m.cfg.Client.Start(ctx, transfer.Request{Addr: addr, Node: string(to), JobID: ckpt.BundleKey(b), Version: 1,
-		Class: policy.ClassPresync, Rate: transfer.Unlimited})
+		Class: class, Rate: rate})
 	if err != nil {
 		return fmt.Errorf("send bundle %s to %s: %w", b, to, err)
+	}
+	if ps != nil {
+		m.mu.Lock()
+		ps.tr = tr
+		m.mu.Unlock()
 	}
 	if err := tr.Wait(); err != nil {
 		return fmt.Errorf("send bundle %s to %s: %w", b, to, err)

@@ -1,6 +1,7 @@
 package jobs
 
 import (
+	"crypto/rand"
 	"errors"
 	"os"
 	"path/filepath"
@@ -265,5 +266,89 @@ func TestOutputsMoveWithTheJobAndAreKept(t *testing.T) {
 	}
 	if time.Now().Before(until) {
 		t.Errorf("purged before %v", until)
+	}
+}
+
+// A first placement's bundle copy is a decided flow (policy.BundlePrefix):
+// the leader paces it from the node holding the bundle to the job's node
+// within P3's ceilings, the holder's transfer carries that flow at the
+// decided rate and is not faster than its ceiling allows, the job starts
+// from the bundle once it landed, and the flow then ends.
+func TestFirstPlacementBundleIsPaced(t *testing.T) {
+	// Only n01 has a GPU: the job runs there, and has no standby.
+	tc := newCluster(t, []int{0, 1, 0}, fastSupervisor())
+	tc.gossip.mu.Lock()
+	tc.gossip.access = 4e6 // 32 Mbit/s: 8 MiB take seconds at P3's share
+	tc.gossip.mu.Unlock()
+	tc.waitVoters(3)
+	src := t.TempDir()
+	data := make([]byte, 8<<20)
+	rand.Read(data) // incompressible: the wire carries every byte
+	for name, body := range map[string][]byte{"job.sh": []byte(stepJob), "data.bin": data} {
+		if err := os.WriteFile(filepath.Join(src, name), body, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	holder := tc.nodes["n00"] // no GPU: the job runs on n01
+	b, err := holder.store.AddBundle(src, ckpt.BundleOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tc.submitSpec("train", state.JobSpec{Command: []string{"./job.sh"}, Env: []string{"STEPLOG=" + tc.stepLog},
+		Bundle: b.ID.String(), BundleSize: b.Size, BundleFrom: "n00"})
+
+	flowID := policy.BundlePrefix + "train"
+	since := time.Now()
+	var maxCeiling float64
+	var decided bool
+	var first, done time.Time
+	var rates []float64
+	wait.For(t, 60*time.Second, "the bundle's paced copy done", func() bool {
+		if f, ok := tc.state().Flow(flowID); ok {
+			if f.From != "n00" || f.To != "n01" || f.Class != policy.ClassMigration || f.Rate <= 0 || f.Ceiling < f.Rate {
+				t.Fatalf("bundle flow %+v, want n00 → n01, migration, paced with a ceiling", f)
+			}
+			decided = true
+			maxCeiling = max(maxCeiling, f.Ceiling)
+		}
+		for _, tv := range holder.mgr.TransfersSince(since) {
+			if tv.Flow != flowID {
+				continue
+			}
+			if first.IsZero() {
+				first = time.Now()
+			}
+			rates = append(rates, tv.AssignedRate)
+			if tv.Err != "" {
+				t.Fatalf("bundle copy failed: %s", tv.Err)
+			}
+			if tv.Done {
+				done = time.Now()
+				return true
+			}
+		}
+		return false
+	})
+	if !decided {
+		t.Fatal("the copy ran without a decided bundle flow")
+	}
+	for _, r := range rates {
+		if r <= 0 || r > maxCeiling {
+			t.Fatalf("the copy's assigned rates %v: want each a decided rate, within the ceiling %g", rates, maxCeiling)
+		}
+	}
+	// P3 charged the flow at its ceiling: the copy takes at least the
+	// bundle's bytes at 1.5 × that (a generous bound for the pacing).
+	took, least := done.Sub(first), time.Duration(float64(b.Size)/(1.5*maxCeiling)*float64(time.Second))
+	t.Logf("%d bytes in %v at ceilings up to %g B/s (rates %v)", b.Size, took, maxCeiling, slices.Compact(rates))
+	if took < least {
+		t.Errorf("the %d-byte copy took %v, under the %v the flow's ceiling %g B/s allows", b.Size, took, least, maxCeiling)
+	}
+	wait.For(t, 30*time.Second, "the job started from its bundle and the flow ended", func() bool {
+		_, ok := tc.state().Flow(flowID)
+		return !ok && len(starts(readSteps(t, tc.stepLog))) == 1
+	})
+	if err := tc.nodes["n01"].store.VerifyLayout(b.ID, filepath.Join(tc.nodes["n01"].work, "train", "bundle")); err != nil {
+		t.Errorf("layout on n01: %v", err)
 	}
 }

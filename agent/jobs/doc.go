@@ -38,6 +38,10 @@
 //     destination waits (Config.FetchTimeout) until the version is in its
 //     store, restores it and starts the job, then reports the measured restart
 //     time with JobReport so the policy learns Tr.
+//   - Bundles. A job's bundle goes from the nodes that hold it to the job's
+//     node, standby and holders (bundle.go); a first placement's copy to the
+//     job's node is the leader's bundle flow, sent by the holder it names at
+//     its rate (class migration) like a restore.
 //
 // Manager.View gives a read-only view for the status page and the CLI, and
 // Manager.FlowProgress the progress of admitted flows for the leader's

@@ -80,6 +80,9 @@ type gossipView struct {
 	members map[policy.NodeID]raft.Member
 	free    map[policy.NodeID]int
 	mgrs    map[policy.NodeID]*Manager
+	// access, when set, is every access link's capacity (bytes/s; 125e6
+	// otherwise), 80 % of it available.
+	access float64
 }
 
 func (g *gossipView) setManager(id policy.NodeID, m *Manager) {
@@ -156,7 +159,11 @@ func (g *gossipView) Links() []policy.Link {
 			continue
 		}
 		sw := "sw-" + m.Building
-		out = append(out, policy.Link{ID: "acc-" + string(id), A: string(id), B: sw, Capacity: 125e6, Available: 100e6, AvailableLow: 80e6})
+		access := 125e6
+		if g.access > 0 {
+			access = g.access
+		}
+		out = append(out, policy.Link{ID: "acc-" + string(id), A: string(id), B: sw, Capacity: access, Available: 0.8 * access, AvailableLow: 0.64 * access})
 		if !seen[m.Building] {
 			seen[m.Building] = true
 			out = append(out, policy.Link{ID: "up-" + m.Building, A: sw, B: "core", Capacity: 1.25e9, Available: 1e9, AvailableLow: 8e8})

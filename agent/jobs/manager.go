@@ -150,7 +150,12 @@ type Manager struct {
 	// bundleBusy marks the pushes in flight (bundle.go).
 	bundleSent map[bundleKey]time.Time
 	bundleBusy map[bundleKey]bool
-	retired    map[policy.JobID]bool // ended jobs whose results are kept (outputs.go)
+	// bundleFlows are the paced first-placement copies this node sends
+	// (version 0 in the key); bundlesHere the decided bundle flows to
+	// this node whose bundle arrived (bundle.go).
+	bundleFlows map[pushKey]*push
+	bundlesHere []string
+	retired     map[policy.JobID]bool // ended jobs whose results are kept (outputs.go)
 }
 
 // finish records why a worker ended without the job leaving this node, so
@@ -175,7 +180,7 @@ func New(cfg Config) (*Manager, error) {
 		cfg: cfg, log: cfg.Logger.With("node", cfg.Node), gpus: gpuSet{devices: slices.Clone(cfg.GPUs)},
 		workers: map[policy.JobID]*worker{}, finished: map[policy.JobID]finish{},
 		pushes: map[pushKey]*push{}, restoreRates: map[pushKey]float64{}, live: map[policy.JobID]bool{}, ended: map[policy.JobID]JobView{},
-		bundleSent: map[bundleKey]time.Time{}, bundleBusy: map[bundleKey]bool{}, retired: map[policy.JobID]bool{},
+		bundleSent: map[bundleKey]time.Time{}, bundleBusy: map[bundleKey]bool{}, bundleFlows: map[pushKey]*push{}, retired: map[policy.JobID]bool{},
 	}, nil
 }
 
@@ -201,6 +206,9 @@ func (m *Manager) Run(ctx context.Context) error {
 			if p.cancel != nil {
 				p.cancel()
 			}
+		}
+		for _, p := range m.bundleFlows {
+			p.cancel()
 		}
 		m.mu.Unlock()
 		go func() {

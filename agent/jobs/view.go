@@ -53,8 +53,8 @@ type TransferView struct {
 	Version uint64
 	To      policy.NodeID
 	// Flow is the ID of the decided flow it carries
-	// (policy.FlowDecision.ID: ckpt/, mig/, restore/, evac/ or replica/
-	// and the job).
+	// (policy.FlowDecision.ID: ckpt/, mig/, restore/, evac/, replica/ or
+	// bundle/ and the job; Version is 0 for a bundle).
 	Flow  string
 	Class policy.TrafficClass
 	// LocalPort is the transfer's UDP source port (the kernel flow key);
@@ -144,6 +144,9 @@ func (m *Manager) View() []JobView {
 	for _, p := range m.pushes {
 		extra = append(extra, p.view(now))
 	}
+	for _, p := range m.bundleFlows {
+		extra = append(extra, p.view(now))
+	}
 	ended := maps.Clone(m.ended)
 	m.mu.Unlock()
 	for id, j := range st.Jobs {
@@ -206,6 +209,9 @@ func (m *Manager) Transfers() []TransferView {
 	for _, p := range m.pushes {
 		out = append(out, p.view(now))
 	}
+	for _, p := range m.bundleFlows {
+		out = append(out, p.view(now))
+	}
 	slices.SortFunc(out, func(a, b TransferView) int { return a.Started.Compare(b.Started) })
 	return out
 }
@@ -236,13 +242,19 @@ func (m *Manager) TransfersSince(t time.Time) []TransferView {
 // version's size minus what was sent, zero once the receiver committed.
 func (m *Manager) FlowProgress() []state.FlowProgress {
 	transfers := m.Transfers()
+	var out []state.FlowProgress
+	m.mu.Lock()
+	for _, id := range m.bundlesHere {
+		// A bundle flow to this node whose bundle is here (bundle.go).
+		out = append(out, state.FlowProgress{ID: id, Done: true})
+	}
+	m.mu.Unlock()
 	if len(transfers) == 0 {
 		// Every node reports this each telemetry interval: most have
 		// nothing in flight, and the state is a deep copy.
-		return nil
+		return out
 	}
 	st := m.cfg.Coord.State()
-	var out []state.FlowProgress
 	for _, t := range transfers {
 		_, fl := flowRate(st, t.Flow, m.cfg.Node, t.To)
 		if fl == nil {

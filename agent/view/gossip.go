@@ -60,6 +60,7 @@ func (t Gossip) Members() []raft.Member {
 			Lab:     m.Meta.Lab,
 			Pool:    m.Meta.Pool,
 			Paths:   m.Meta.Paths,
+			Lending: m.Meta.Lending,
 		}
 		switch m.State {
 		case mesh.StateAlive:

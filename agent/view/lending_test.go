@@ -7,6 +7,7 @@ import (
 	"github.com/reclaimnet/reclaimnet/agent/owner"
 	"github.com/reclaimnet/reclaimnet/mesh"
 	"github.com/reclaimnet/reclaimnet/state"
+	"github.com/reclaimnet/reclaimnet/web"
 )
 
 // TestLendingOf: a member's published outlook and windows reach the
@@ -37,25 +38,43 @@ func TestLendingOf(t *testing.T) {
 	}
 }
 
-// TestLendingAfter: a node out of the cluster shows the lending its last
-// reclaim's report recorded, not an older one's; none when the last report
-// recorded none.
-func TestLendingAfter(t *testing.T) {
+// TestDepartedLending: a node out of the cluster shows the lending its
+// last departure's report recorded, not an older one's, with the windows
+// it last announced (its last gossip metadata while gossip still knows it,
+// else the registry); its own last gossiped state ("reclaiming" as its
+// window ended) is never shown once it has left, while a live member's
+// is.
+func TestDepartedLending(t *testing.T) {
 	from := time.Date(2026, 3, 3, 19, 0, 0, 0, time.UTC)
 	cs := state.New()
+	cs.Nodes["n1"] = state.NodeRecord{ID: "n1", Lending: "Mon-Fri 19:00-08:00 (UTC)"}
+	cs.Nodes["n2"] = state.NodeRecord{ID: "n2", Lending: "always (UTC)"}
 	cs.ReclaimReports = []state.ReclaimReport{
 		{Node: "n1", LendingAfter: "owner active", LendableFrom: from.Add(-time.Hour)},
 		{Node: "n2", LendingAfter: "reclaimed"},
 		{Node: "n1", LendingAfter: "outside window", LendableFrom: from},
 		{Node: "n2"},
 	}
-	if l := lendingAfter(cs, "n1"); l == nil || l.State != "outside window" || !l.From.Equal(from) {
-		t.Errorf("n1: %+v, want outside window from %v (its last report)", l, from)
+	want := func(name string, got *web.Lending, w *web.Lending) {
+		t.Helper()
+		if (got == nil) != (w == nil) || got != nil && *got != *w {
+			t.Errorf("%s: lending %+v, want %+v", name, got, w)
+		}
 	}
-	if l := lendingAfter(cs, "n2"); l != nil {
-		t.Errorf("n2: %+v, want none (its last report records none)", l)
+	// Forgotten by gossip: the history's state, the registry's windows.
+	want("n1 forgotten", departedLending(cs, "n1", ""), &web.Lending{Windows: "Mon-Fri 19:00-08:00 (UTC)", State: "outside window", From: from})
+	want("n2 forgotten", departedLending(cs, "n2", ""), &web.Lending{Windows: "always (UTC)"})
+	want("n3 unknown", departedLending(cs, "n3", ""), nil)
+
+	// Still in gossip, left, its last metadata saying "reclaiming" until
+	// its window's end: the history's state, the metadata's windows.
+	until := from.Add(-time.Minute)
+	b, err := owner.Outlook{State: owner.StateReclaiming, Until: until}.Encode()
+	if err != nil {
+		t.Fatal(err)
 	}
-	if l := lendingAfter(cs, "n3"); l != nil {
-		t.Errorf("n3: %+v, want none (no report)", l)
-	}
+	meta := mesh.Meta{Lending: "Mon-Fri 18:00-08:00 (UTC)", Outlook: b}
+	want("n1 left", memberLending(cs, "n1", meta, true), &web.Lending{Windows: "Mon-Fri 18:00-08:00 (UTC)", State: "outside window", From: from})
+	want("n3 left, no history", memberLending(cs, "n3", meta, true), &web.Lending{Windows: "Mon-Fri 18:00-08:00 (UTC)"})
+	want("n1 alive", memberLending(cs, "n1", meta, false), &web.Lending{Windows: "Mon-Fri 18:00-08:00 (UTC)", State: string(owner.StateReclaiming), Until: until})
 }

@@ -62,11 +62,6 @@ func (v *View) Members() localapi.Status {
 			mv.State, mv.Refused = "refused", rec.Refused
 		}
 		mv.Lending = LendingOf(m.Meta)
-		if m.State != mesh.StateAlive && m.State != mesh.StateSuspect && (mv.Lending == nil || mv.Lending.State == "") {
-			if l := lendingAfter(v.cfg.Coord.State(), policy.NodeID(m.Name)); l != nil {
-				mv.Lending = (*localapi.Lending)(l)
-			}
-		}
 		if m.HasTelemetry {
 			mv.FreeGPUs = int(m.Telemetry.FreeGPUs)
 			mv.Load = m.Telemetry.Load
@@ -79,6 +74,9 @@ func (v *View) Members() localapi.Status {
 		if wm, ok := page[m.Name]; ok {
 			mv.FreeGPUs, mv.Hazard = wm.FreeGPUs, wm.Hazard
 			mv.Eligible, mv.IneligibleReason = wm.Eligible, wm.IneligibleReason
+			// The page's lending: a departed node's from the history, not
+			// its last gossip.
+			mv.Lending = (*localapi.Lending)(wm.Lending)
 		}
 		st.Members = append(st.Members, mv)
 	}

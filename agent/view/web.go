@@ -128,14 +128,7 @@ func (v *View) webMembers(now time.Time, cs *state.State, servers []raft.Server,
 			KillSwitch: web.KillSwitchMode(mesh.KillSwitchUnknown.String()),
 			Storage:    gm.Meta.Storage,
 		}
-		if l := LendingOf(gm.Meta); l != nil {
-			m.Lending = (*web.Lending)(l)
-		}
-		if gm.State != mesh.StateAlive && gm.State != mesh.StateSuspect && (m.Lending == nil || m.Lending.State == "") {
-			if l := lendingAfter(cs, id); l != nil {
-				m.Lending = l
-			}
-		}
+		m.Lending = memberLending(cs, id, gm.Meta, gm.State != mesh.StateAlive && gm.State != mesh.StateSuspect)
 		if gm.HasTelemetry {
 			m.FreeGPUs = int(gm.Telemetry.FreeGPUs)
 			m.Load = gm.Telemetry.Load
@@ -164,7 +157,7 @@ func (v *View) webMembers(now time.Time, cs *state.State, servers []raft.Server,
 		if n.State == state.NodeLeft {
 			m.State = web.MemberLeft
 		}
-		m.Lending = lendingAfter(cs, id)
+		m.Lending = departedLending(cs, id, "")
 		hazard(&m)
 		m.Eligible, m.IneligibleReason = eligibility(cs, m)
 		out = append(out, m)
@@ -200,19 +193,37 @@ func eligibility(cs *state.State, m web.Member) (bool, string) {
 	return true, ""
 }
 
-// lendingAfter is the lending of a node out of the cluster as its last
-// reclaim's report recorded it (nil: none recorded): gossip forgets a
-// departed member after a while, the replicated history does not.
-func lendingAfter(cs *state.State, id policy.NodeID) *web.Lending {
+// memberLending is the lending the page shows for a gossip member: what
+// its metadata publishes while it is alive or suspect, departedLending
+// once it has left or failed.
+func memberLending(cs *state.State, id policy.NodeID, meta mesh.Meta, departed bool) *web.Lending {
+	if departed {
+		return departedLending(cs, id, meta.Lending)
+	}
+	return (*web.Lending)(LendingOf(meta))
+}
+
+// departedLending is the lending of a node out of the cluster: its state
+// and when it may be lent again as its last departure's report recorded
+// them, and its windows as it last announced them (windows, from its last
+// gossip metadata, else the registry's). A departed node's gossiped state
+// is not used: it is the last one the node published before it left
+// ("reclaiming" as its window ended), stale from then on. Gossip forgets
+// a departed member after a while; the replicated registry and history
+// do not. Nil when none of them says anything.
+func departedLending(cs *state.State, id policy.NodeID, windows string) *web.Lending {
+	var l web.Lending
 	for i := len(cs.ReclaimReports) - 1; i >= 0; i-- {
 		if r := cs.ReclaimReports[i]; r.Node == id {
-			if r.LendingAfter == "" {
-				return nil
-			}
-			return &web.Lending{State: r.LendingAfter, From: r.LendableFrom}
+			l.State, l.From = r.LendingAfter, r.LendableFrom
+			break
 		}
 	}
-	return nil
+	l.Windows = cmp.Or(windows, cs.Nodes[id].Lending)
+	if l == (web.Lending{}) {
+		return nil
+	}
+	return &l
 }
 
 // webKillSwitch is a member's kill-switch as its last report says:
@@ -348,6 +359,7 @@ func webJobs(cs *state.State) []web.Job {
 		wj := web.Job{
 			ID:              j.ID,
 			State:           j.StateName(),
+			UnderWay:        cs.UnderWay(j.ID),
 			Reason:          cs.PendingReason(j.ID),
 			Node:            j.Node,
 			GPUs:            j.GPUs,
@@ -390,7 +402,7 @@ func webJobs(cs *state.State) []web.Job {
 func webReclaims(cs *state.State) web.Reclaims {
 	var r web.Reclaims
 	for node, rc := range cs.Reclaims {
-		p := web.PendingReclaim{Reclaim: rc}
+		p := web.PendingReclaim{Reclaim: web.WebReclaim(rc)}
 		for _, j := range cs.Jobs {
 			if j.Node == node && j.State != policy.JobDone {
 				p.Jobs = append(p.Jobs, j.ID)
@@ -437,7 +449,7 @@ func webReclaimRecord(rep state.ReclaimReport) web.ReclaimRecord {
 		released = rep.Left
 	}
 	rec := web.ReclaimRecord{
-		Reclaim:     policy.Reclaim{Node: rep.Node, Announced: rep.Announced, Deadline: rep.Deadline},
+		Reclaim:     web.Reclaim{Node: rep.Node, Announced: rep.Announced, Deadline: rep.Deadline},
 		Released:    released,
 		OnTime:      !released.IsZero() && !released.After(rep.Deadline),
 		Detected:    rep.Detected,
@@ -492,13 +504,11 @@ func webReclaimRecord(rep state.ReclaimReport) web.ReclaimRecord {
 // ranked candidates.
 func webDecisions(rec state.DecisionRecord) []web.Decision {
 	var out []web.Decision
-	for i := range rec.Handoffs {
-		h := rec.Handoffs[i]
-		out = append(out, web.Decision{At: rec.At, Kind: web.DecisionHandoff, Handoff: &h})
+	for _, h := range rec.Handoffs {
+		out = append(out, web.Decision{At: rec.At, Kind: web.DecisionHandoff, Handoff: web.WebHandoff(h)})
 	}
-	for i := range rec.Placements {
-		p := rec.Placements[i]
-		out = append(out, web.Decision{At: rec.At, Kind: web.DecisionPlacement, Placement: &p})
+	for _, p := range rec.Placements {
+		out = append(out, web.Decision{At: rec.At, Kind: web.DecisionPlacement, Placement: web.WebPlacement(p)})
 	}
 	return out
 }
@@ -539,7 +549,7 @@ func (v *View) webTransfers(cs *state.State) []web.Transfer {
 			// leader's max-min share was.
 			flow.Rate, flow.Ceiling, flow.Burst = assigned, 0, 0
 		}
-		out = append(out, web.Transfer{Flow: flow, Class: tv.Class.String(), Achieved: tv.AchievedRate,
+		out = append(out, web.Transfer{Flow: web.WebFlow(flow), Class: tv.Class.String(), Achieved: tv.AchievedRate,
 			BytesDone: tv.BytesDone, BytesTotal: tv.BytesTotal})
 	}
 	return out

@@ -1,6 +1,7 @@
 package view
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -119,13 +120,13 @@ func TestWebJobsReclaimsDecisions(t *testing.T) {
 	at := time.Date(2026, 11, 30, 1, 0, 0, 0, time.UTC)
 	st := &state.State{
 		Jobs: map[policy.JobID]state.JobRecord{
-			"j1": {Job: policy.Job{ID: "j1", State: policy.JobRunning, Node: "n1", GPUs: 1, CheckpointBytes: 1 << 30}, Restarts: 2},
+			"j1": {Job: policy.Job{ID: "j1", State: policy.JobRunning, Node: "n1", GPUs: 1, CheckpointBytes: 1 << 30, Standby: "n2"}, Restarts: 2},
 			"j2": {Job: policy.Job{ID: "j2", State: policy.JobDone, Node: "n1"}},
 			"j3": {Job: policy.Job{ID: "j3", State: policy.JobPending, Copies: 4}},
 		},
 		Checkpoints: map[policy.JobID][]state.Checkpoint{"j1": {
 			{Job: "j1", Version: 1, Size: 10, Holders: []policy.NodeID{"n1", "n2"}, Committed: true, CommittedAt: at},
-			{Job: "j1", Version: 2, Size: 20, Holders: []policy.NodeID{"n1"}},
+			{Job: "j1", Version: 2, Size: 20, Source: "n1", Holders: []policy.NodeID{"n1"}},
 		}},
 		Reclaims: map[policy.NodeID]policy.Reclaim{"n1": {Node: "n1", Announced: at, Deadline: at.Add(time.Minute)}},
 		Decisions: state.DecisionRecord{At: at, Decisions: policy.Decisions{
@@ -142,6 +143,10 @@ func TestWebJobsReclaimsDecisions(t *testing.T) {
 	if j1.State != "running" || j1.Node != "n1" || j1.Restarts != 2 || j1.Decision == nil || j1.Decision.Interval != 5*time.Minute || !j1.Decision.LossBudgetInfeasible {
 		t.Errorf("j1: got %+v, want running on n1, 2 restarts, 5m interval flagged infeasible", j1)
 	}
+	if j1.UnderWay != state.UnderWayCheckpointing || jobs[1].UnderWay != "" || jobs[2].UnderWay != "" {
+		t.Errorf("under way: j1 %q, j2 %q, j3 %q; want j1 checkpointing (v2 stored on n1, not yet on its standby n2), nothing for the others",
+			j1.UnderWay, jobs[1].UnderWay, jobs[2].UnderWay)
+	}
 	if c := j1.LastCheckpoint; c == nil || c.Version != 1 || c.Bytes != 10 || !c.CommittedAt.Equal(at) || len(c.Holders) != 2 {
 		t.Errorf("j1 checkpoint: got %+v, want committed version 1 held by 2 nodes", c)
 	}
@@ -157,7 +162,7 @@ func TestWebJobsReclaimsDecisions(t *testing.T) {
 	}
 	d := webDecisions(st.Decisions)
 	if len(d) != 2 || d[0].Kind != web.DecisionHandoff || d[1].Kind != web.DecisionPlacement || !d[1].At.Equal(at) ||
-		len(d[1].Placement.Candidates) != 1 || d[1].Placement.Candidates[0].Rejected != policy.RejectLoad {
+		len(d[1].Placement.Candidates) != 1 || d[1].Placement.Candidates[0].Rejected != string(policy.RejectLoad) {
 		t.Errorf("decisions: got %+v, want a hand-off then a placement with its rejected candidate", d)
 	}
 	want := web.Counters{AdmittedMigrations: 4, RejectedMigrations: 3, Handoffs: 2, DegradedRecoveries: 1}
@@ -190,5 +195,14 @@ func TestWebReclaimRecordOutcomes(t *testing.T) {
 	}
 	if o := outcomes["lossy"]; o.FinalCheckpoint || !o.Degraded || o.Version != 2 || o.WorkLost != time.Minute || !strings.Contains(o.Reason, "without its final checkpoint") {
 		t.Errorf("page outcome of lossy: %+v, want degraded, from v2, 1m lost, reason naming the missing final checkpoint", o)
+	}
+}
+
+// The page's and the metrics' list of what can be under way is the state
+// machine's.
+func TestUnderWaysAreTheStateMachines(t *testing.T) {
+	want := []string{state.UnderWayCheckpointing, state.UnderWayRestoring, state.UnderWayHandingOff, state.UnderWayRecovering}
+	if !slices.Equal(web.UnderWays, want) {
+		t.Errorf("web.UnderWays %q, want %q", web.UnderWays, want)
 	}
 }

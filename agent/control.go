@@ -17,6 +17,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/reclaimnet/reclaimnet/agent/view"
 	"github.com/reclaimnet/reclaimnet/localapi"
 	"github.com/reclaimnet/reclaimnet/mesh"
 	"github.com/reclaimnet/reclaimnet/pki"
@@ -327,6 +328,7 @@ func jobStory(st *state.State, id policy.JobID) *localapi.JobStory {
 	for _, x := range j.FailureLog {
 		s.FailureLog = append(s.FailureLog, exitInfo(x))
 	}
+	s.Moves = view.JobMoves(st, id)
 	return s
 }
 

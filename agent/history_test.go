@@ -100,6 +100,34 @@ func TestEmergencyInHistoryAndTrace(t *testing.T) {
 		t.Fatalf("/v1/reclaims history %+v: want %s's emergency with the replica %s and the owner's report", body.History, hostCfg.Name, o.Replica)
 	}
 
+	// The job's story ('reclaimnet jobs emerg') tells the same recovery with
+	// the page's downtime, limit and breakdown once the job runs again.
+	var mv localapi.JobMove
+	wait.For(t, 60*time.Second, "the recovery's downtime in the job's story", func() bool {
+		s := call(t, survivor, localapi.Request{Op: localapi.OpJob, JobID: "emerg"}).Story
+		for _, m := range s.Moves {
+			if m.From == hostCfg.Name && m.Downtime > 0 {
+				mv = m
+				return true
+			}
+		}
+		return false
+	})
+	t.Logf("story: %s → %s down %v, limit %v (detection %v, placement %v, restore %v, start %v)",
+		mv.From, mv.To, mv.Downtime, mv.Limit, mv.Detection, mv.Placement, mv.Restore, mv.Start)
+	rec, _ = entry()
+	row := rec.Jobs[0]
+	if !mv.Emergency || mv.HandedOff || mv.To != string(row.To) || mv.Replica != string(row.Replica) || mv.Version != row.Version ||
+		mv.Downtime != row.Downtime || mv.Limit != row.DowntimeLimit || mv.Detection != row.Detection || mv.Placement != row.Placement ||
+		mv.Restore != row.Restore || mv.Start != row.Start || mv.Start <= 0 || mv.Detection+mv.Placement+mv.Restore+mv.Start > mv.Downtime {
+		t.Errorf("story's move %+v; the page's row %+v: want the same emergency recovery, downtime and breakdown", mv, row)
+	}
+	// A recovery's limit counts its failure-detection time (design P3.8d),
+	// whenever the owner's report that dates the departure arrives.
+	if mv.Limit < mv.Detection {
+		t.Errorf("story's move: limit %v below its detection time %v", mv.Limit, mv.Detection)
+	}
+
 	// Trace export: the departure, the nodes, the job and bandwidth
 	// samples, read back by the simulator's reader and replayed.
 	tr := exportTrace(t, survivor)

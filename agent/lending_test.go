@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -13,6 +14,8 @@ import (
 	"github.com/reclaimnet/reclaimnet/internal/wait"
 	"github.com/reclaimnet/reclaimnet/localapi"
 	"github.com/reclaimnet/reclaimnet/mesh"
+	"github.com/reclaimnet/reclaimnet/policy"
+	"github.com/reclaimnet/reclaimnet/state"
 )
 
 // fakeOwner is a fake activity source: the owner's GPU processes as the
@@ -220,6 +223,17 @@ func TestOwnerGPUProcessReclaims(t *testing.T) {
 		}
 		return false
 	})
+	// The leader logs it as a scheduled departure: the hazard estimator
+	// counts it in the node's departure hazard (P2's survival), not in its
+	// emergency hazard.
+	wait.For(t, 10*time.Second, "a scheduled departure of owned in the leader's log", func() bool {
+		for _, d := range c.nodes[0].agent.Coordinator().State().Departures {
+			if d.Node == "owned" && d.Kind == state.DepartureScheduled {
+				return true
+			}
+		}
+		return false
+	})
 	// The owner still works: the node stays out, and says why.
 	time.Sleep(3 * time.Second)
 	st := s.lendStatus(t, localapi.Request{Op: localapi.OpLendStatus})
@@ -342,4 +356,91 @@ func TestLendUntilPlannedReclaim(t *testing.T) {
 		}
 		return false
 	})
+}
+
+// TestOwnerActivityRaisesHazard: owner activity mapped to `now` is an
+// emergency reclaim the leader logs as a departure of that node, and the
+// leader's hazard estimator (docs/design.md P1.7) counts it for that node
+// at that hour of the day: once the owner is idle again and the node is
+// lent, its published emergency hazard λ̂⁺, the members list's HAZARD, is
+// above what it was and above the leader's, which never left; the rise is
+// the node's own (its factor f_v) and largest in the departure's hour.
+func TestOwnerActivityRaisesHazard(t *testing.T) {
+	c := newTestCluster(t)
+	c.startN(1, nil)
+	leader := c.nodes[0]
+	coord := leader.agent.Coordinator()
+	cfg := c.config("owned")
+	cfg.OwnerCheck = Duration(100 * time.Millisecond)
+	cfg.Owner.GPU = "now"
+	cfg.Owner.Idle = owner.Duration(time.Second)
+	src := &fakeOwner{}
+	cfg.OwnerSource = src
+	s := c.serve(cfg)
+	s.incarnation(t, 30*time.Second)
+	var before policy.HazardEstimate
+	wait.For(t, 30*time.Second, "owned's hazard published", func() bool {
+		h, ok := coord.State().Hazards["owned"]
+		before = h
+		return ok && len(h.Emergency.Rates) > 0
+	})
+
+	src.set(owner.GPUProcess{PID: 4242, GPU: 0, Name: "python3"})
+	var dep state.Departure
+	wait.For(t, 30*time.Second, "owned's departure in the leader's log", func() bool {
+		for _, d := range coord.State().Departures {
+			if d.Node == "owned" {
+				dep = d
+				return true
+			}
+		}
+		return false
+	})
+	if dep.Kind != state.DepartureEmergency {
+		t.Fatalf("departure %+v: owner activity mapped to now is an emergency", dep)
+	}
+	src.set()
+	s.incarnation(t, 60*time.Second)
+	var after, other policy.HazardEstimate
+	wait.ForWhy(t, 60*time.Second, "owned's hazard published after its return", func() (bool, string) {
+		st := coord.State()
+		h, ok := st.Hazards["owned"]
+		after, other = h, st.Hazards[policy.NodeID(leader.info.Node)]
+		return ok && st.HazardsAt.After(dep.At) && len(other.Emergency.Rates) > 0,
+			fmt.Sprintf("owned %s, published for it %v, at %v (departure %v)", st.Nodes["owned"].State, ok, st.HazardsAt, dep.At)
+	})
+	t.Logf("owned before: factor %.3f, λ̂⁺ %.3g/h; after: factor %.3f, λ̂⁺ %.3g/h; leader: factor %.3f, λ̂⁺ %.3g/h",
+		before.NodeFactor, 3600*before.EmergencyUpper.At(dep.At), after.NodeFactor, 3600*after.EmergencyUpper.At(dep.At),
+		other.NodeFactor, 3600*other.EmergencyUpper.At(dep.At))
+	// One emergency event against almost no expected ones: f_v =
+	// (1 + NodePrior)/(≈0 + NodePrior) ≈ 1.2; the leader's stays at most 1.
+	if after.NodeFactor < 1.1 || other.NodeFactor > 1 {
+		t.Errorf("node factors: owned %.3f (want ≥ 1.1 after its departure), leader %.3f (want ≤ 1)", after.NodeFactor, other.NodeFactor)
+	}
+	if a, b := after.EmergencyUpper.At(dep.At), before.EmergencyUpper.At(dep.At); !(a > b) {
+		t.Errorf("owned's λ̂⁺ at the departure's hour %.3g/h, before %.3g/h: want a rise", 3600*a, 3600*b)
+	}
+	// The event counts in its own hour: the bucket it fell in rises by more
+	// than the bucket twelve hours away.
+	k := int(dep.At.UTC().Hour() * len(after.Emergency.Rates) / 24)
+	j := (k + len(after.Emergency.Rates)/2) % len(after.Emergency.Rates)
+	riseK := after.Emergency.Rates[k] / before.Emergency.Rates[k]
+	riseJ := after.Emergency.Rates[j] / before.Emergency.Rates[j]
+	if !(riseK > riseJ) {
+		t.Errorf("owned's λ̂e rose ×%.3f in the departure's bucket %d, ×%.3f in bucket %d: want the larger rise in its own hour", riseK, k, riseJ, j)
+	}
+	// The members list shows the same figure, for the node that left above
+	// the node that did not.
+	var mine, theirs float64
+	for _, m := range call(t, leader, localapi.Request{Op: localapi.OpMembers}).Status.Members {
+		switch m.Name {
+		case "owned":
+			mine = m.Hazard
+		case leader.info.Node:
+			theirs = m.Hazard
+		}
+	}
+	if !(mine > theirs*1.05) || theirs <= 0 {
+		t.Errorf("members: owned's hazard %.3g/h, the leader's %.3g/h; want owned's above", 3600*mine, 3600*theirs)
+	}
 }

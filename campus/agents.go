@@ -93,6 +93,9 @@ type Agents struct {
 	procs  map[string]*agentProc
 	ports  map[string]agentPorts // loopback: the ports a node first bound, reused on restart
 	closed bool
+	// nodeArgs replace a node's AgentsConfig.NodeArgs from its next start
+	// on (SetNodeArgs).
+	nodeArgs map[string][]string
 }
 
 type agentPorts struct{ gossip, raft, transfer int }

@@ -76,7 +76,13 @@ func (a *Agents) args(node string, join []string) []string {
 	}
 	args = append(args, a.fixedArg...)
 	args = append(args, cfg.ExtraArgs...)
-	return append(args, cfg.NodeArgs[node]...)
+	a.mu.Lock()
+	extra, ok := a.nodeArgs[node]
+	a.mu.Unlock()
+	if !ok {
+		extra = cfg.NodeArgs[node]
+	}
+	return append(args, extra...)
 }
 
 // command is the exec.Cmd running the reclaimnet binary with args in the
@@ -379,6 +385,18 @@ func (a *Agents) Stop(node string) error {
 		a.cfg.Log.Warn("agent ignored SIGTERM for 60s; killing it", "node", node)
 		return a.Kill(node)
 	}
+}
+
+// SetNodeArgs replaces the flags appended to node's command line
+// (AgentsConfig.NodeArgs) from its next Start on: a machine its owner
+// brings back in another role.
+func (a *Agents) SetNodeArgs(node string, args []string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.nodeArgs == nil {
+		a.nodeArgs = map[string][]string{}
+	}
+	a.nodeArgs[node] = slices.Clone(args)
 }
 
 // Start (re)starts a stopped or killed node with the same data dir, ports

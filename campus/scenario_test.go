@@ -1269,16 +1269,21 @@ func (b *box) partitionSeen(cut string) (bool, string) {
 // scheduled reclaim leaves it pinned hard).
 func (b *box) restart(node string) {
 	b.t.Helper()
-	ctx := context.Background()
+	b.killSwitchOff(node)
+	if err := b.a.Start(context.Background(), node); err != nil {
+		b.t.Fatalf("restart %s: %v", node, err)
+	}
+}
+
+// killSwitchOff turns off the kill-switch a reclaim left pinned on a node
+// that left.
+func (b *box) killSwitchOff(node string) {
 	if pin := b.a.PinDir(node); pin != "" {
 		if _, err := os.Stat(pin); err == nil {
-			if _, err := b.a.CLI(ctx, node, "killswitch", "off", "--pin-dir", pin); err != nil {
+			if _, err := b.a.CLI(context.Background(), node, "killswitch", "off", "--pin-dir", pin); err != nil {
 				b.t.Logf("kill-switch off on %s: %v", node, err)
 			}
 		}
-	}
-	if err := b.a.Start(ctx, node); err != nil {
-		b.t.Fatalf("restart %s: %v", node, err)
 	}
 }
 

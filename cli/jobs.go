@@ -24,7 +24,7 @@ func newJobsCmd(env *Env) *cobra.Command {
 		Short: "list the cluster's jobs, or tell one job's story",
 		Long: "Lists the cluster's jobs: state, node, checkpoint interval, last committed checkpoint and\nwhere it is held, restarts, bundle size, where an ended job's results are and until when (reclaimnet fetch),\ncommand and why (a pending job's reason, a failure, who cancelled).\n" +
 			"With JOB, tells that job's story from the replicated state: spec, owner, state and reason,\n" +
-			"every start, stop, checkpoint and move with its cause and node, checkpoints and their holders,\nrestarts and failures.",
+			"every start, stop, checkpoint and move with its cause and node, checkpoints and their holders,\nrestarts and failures, and each move off a reclaimed or departed node with its downtime, the\ndowntime's limit and where the time went (detection, placement, restore, start).",
 		GroupID: groupJobs,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) > 1 {
@@ -106,6 +106,12 @@ func printJobStory(w io.Writer, s *localapi.JobStory) {
 		fmt.Fprintf(tw, "  v%d\t%d bytes\tfrom %s\theld by %s\t%s\n", c.Version, c.Bytes, c.Source, strings.Join(c.Holders, ","), state)
 	}
 	tw.Flush()
+	if len(s.Moves) > 0 {
+		fmt.Fprintln(w, "Moves:")
+		for _, mv := range s.Moves {
+			fmt.Fprintf(w, "  %s  %s → %s  %s\n    %s\n", mv.At.UTC().Format(time.RFC3339), mv.From, dash(mv.To), moveWhat(mv), moveDowntime(mv))
+		}
+	}
 	if len(s.FailureLog) > 0 {
 		fmt.Fprintln(w, "Failures:")
 		for _, f := range s.FailureLog {
@@ -116,6 +122,61 @@ func printJobStory(w io.Writer, s *localapi.JobStory) {
 		}
 	}
 }
+
+// moveWhat says how the job left a node and what it lost, as the page's
+// history row does.
+func moveWhat(mv localapi.JobMove) string {
+	var what string
+	switch {
+	case mv.HandedOff && mv.FinalCheckpoint:
+		what = "hand-off, final checkpoint"
+	case mv.HandedOff:
+		what = mv.Reason // handed off without its final checkpoint, from which version
+	case mv.Detected:
+		what = "departure found by failure detection: " + mv.Reason
+	case mv.Emergency:
+		what = "emergency reclaim: " + mv.Reason
+	default:
+		what = "scheduled reclaim: " + mv.Reason
+	}
+	if mv.Replica != "" {
+		what += " on " + mv.Replica
+	}
+	if mv.Version > 0 && !mv.HandedOff {
+		what += fmt.Sprintf(" (v%d)", mv.Version)
+	}
+	return what + ", lost " + roundMs(mv.WorkLost)
+}
+
+// moveDowntime is a move's downtime against its limit (docs/design.md
+// P3.8d) and where it went: detection, placement, restore and start.
+func moveDowntime(mv localapi.JobMove) string {
+	switch {
+	case mv.Resuming:
+		return "not running again yet"
+	case mv.Downtime <= 0:
+		return "downtime not recorded"
+	}
+	out := "down " + roundMs(mv.Downtime)
+	if mv.Limit > 0 {
+		out += ", limit " + roundMs(mv.Limit)
+	}
+	var parts []string
+	for _, p := range []struct {
+		name string
+		d    time.Duration
+	}{{"detection", mv.Detection}, {"placement", mv.Placement}, {"restore", mv.Restore}, {"start", mv.Start}} {
+		if p.d > 0 {
+			parts = append(parts, p.name+" "+roundMs(p.d))
+		}
+	}
+	if len(parts) > 0 {
+		out += " (" + strings.Join(parts, ", ") + ")"
+	}
+	return out
+}
+
+func roundMs(d time.Duration) string { return d.Round(time.Millisecond).String() }
 
 func runJobs(ctx context.Context, env *Env, dataDir string, asJSON bool) error {
 	if asJSON {

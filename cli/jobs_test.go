@@ -287,6 +287,46 @@ func TestJobTableBudgetUnmet(t *testing.T) {
 	}
 }
 
+// TestJobStoryMoves: 'jobs JOB' shows each move off a reclaimed or
+// departed node with its downtime, its limit and where the time went, as
+// the page's history row does.
+func TestJobStoryMoves(t *testing.T) {
+	t0 := time.Date(2026, 3, 2, 10, 0, 0, 0, time.UTC)
+	var b strings.Builder
+	printJobStory(&b, &localapi.JobStory{JobInfo: localapi.JobInfo{ID: "train", State: "running", Node: "c1"},
+		Moves: []localapi.JobMove{
+			{At: t0, From: "a1", To: "b1", HandedOff: true, FinalCheckpoint: true, Version: 4, Downtime: 2 * time.Second,
+				Limit: 1800 * time.Millisecond, Restore: 1500 * time.Millisecond, Start: 500 * time.Millisecond},
+			{At: t0.Add(100 * time.Second), From: "b1", To: "c1", Emergency: true, Detected: true, Replica: "a2", Version: 6,
+				Reason: "recovered from the freshest committed replica", WorkLost: 12 * time.Second, Downtime: 9100 * time.Millisecond,
+				Limit: 8 * time.Second, Detection: 5 * time.Second, Placement: time.Second, Restore: 2 * time.Second, Start: 1100 * time.Millisecond},
+			{At: t0.Add(200 * time.Second), From: "c1", To: "d1", Emergency: true, Reason: "recovered from the freshest committed replica",
+				Replica: "a2", Version: 7, Resuming: true},
+			{At: t0.Add(300 * time.Second), From: "d1", To: "e1", HandedOff: true, Version: 7, WorkLost: 3 * time.Second,
+				Reason: "handed off without its final checkpoint: resumed from committed version v7"},
+		}})
+	out := b.String()
+	for _, want := range []string{
+		"Moves:",
+		"2026-03-02T10:00:00Z  a1 → b1",
+		"hand-off, final checkpoint, lost 0s\n    down 2s, limit 1.8s (restore 1.5s, start 500ms)\n",
+		"departure found by failure detection: recovered from the freshest committed replica on a2 (v6), lost 12s",
+		"down 9.1s, limit 8s (detection 5s, placement 1s, restore 2s, start 1.1s)",
+		"emergency reclaim: recovered from the freshest committed replica on a2 (v7)",
+		"not running again yet",
+		"d1 → e1  handed off without its final checkpoint: resumed from committed version v7, lost 3s\n    downtime not recorded\n",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("story lacks %q:\n%s", want, out)
+		}
+	}
+	b.Reset()
+	printJobStory(&b, &localapi.JobStory{JobInfo: localapi.JobInfo{ID: "still", State: "running"}})
+	if strings.Contains(b.String(), "Moves:") {
+		t.Errorf("a job that never moved shows a Moves section:\n%s", b.String())
+	}
+}
+
 // currentUser is the name the agent identifies this test's process by
 // (SO_PEERCRED, then the passwd database).
 func currentUser(t *testing.T) string {

@@ -165,6 +165,49 @@ type JobStory struct {
 	Events      []JobEvent       `json:"events"`
 	Checkpoints []CheckpointInfo `json:"checkpoints"`
 	FailureLog  []JobExit        `json:"failure_log,omitempty"`
+	// Moves are the times the job left a node that was reclaimed or
+	// left, oldest first, with the figures of the status page's history
+	// row for it.
+	Moves []JobMove `json:"moves,omitempty"`
+}
+
+// JobMove is what happened to the job when node From was reclaimed or
+// left (the history's outcome for it, docs/design.md P3.8d).
+type JobMove struct {
+	// At is when the reclaim was announced, or the departure recorded.
+	At   time.Time `json:"at"`
+	From string    `json:"from"`
+	To   string    `json:"to,omitempty"`
+	// Emergency: reclaimed without notice, or found gone by failure
+	// detection (Detected).
+	Emergency bool `json:"emergency"`
+	Detected  bool `json:"detected,omitempty"`
+	// HandedOff: moved by a hand-off before the node left;
+	// FinalCheckpoint when with its final checkpoint. Replica is the node a
+	// recovery restored from and Version the version the job started
+	// from; Reason says why a move was degraded.
+	HandedOff       bool          `json:"handed_off"`
+	FinalCheckpoint bool          `json:"final_checkpoint"`
+	Replica         string        `json:"replica,omitempty"`
+	Version         uint64        `json:"version,omitempty"`
+	Reason          string        `json:"reason,omitempty"`
+	WorkLost        time.Duration `json:"work_lost_ns"`
+	// Downtime is from the job's stop (final checkpoint, departure or
+	// emergency command) to its first step on To; zero while not known,
+	// with Resuming set while it is placed but not ready yet. Limit is
+	// what it cannot beat (bytes lacked ÷ path rate + Tr + one control
+	// period, + the detection time for a recovery).
+	Downtime time.Duration `json:"downtime_ns"`
+	Resuming bool          `json:"resuming,omitempty"`
+	Limit    time.Duration `json:"downtime_limit_ns,omitempty"`
+	// Where the downtime went: detection (to the cluster's record of the
+	// departure), placement (to the placement decision), restore (to the
+	// checkpoint restored on To), start (to the first step). A hand-off
+	// has restore and start only.
+	Detection time.Duration `json:"detection_ns,omitempty"`
+	Placement time.Duration `json:"placement_ns,omitempty"`
+	Restore   time.Duration `json:"restore_ns,omitempty"`
+	Start     time.Duration `json:"start_ns,omitempty"`
 }
 
 // JobEvent is one step of a job's story (state.JobEvent).

@@ -144,9 +144,12 @@ func (w *world) checkpoints(running []*Job, hosts []int, flowsIn []Flow) ([]JobD
 // job): without a standby P1 has no path to size b_i on and sets no
 // interval, and the job would run with no copy off its node.
 // Exception: a standby that is the only holder of the job's freshest copy
-// and whose emergency hazard gives it more than Params.SoleCopyRisk chance
-// to leave within 2·Lmax is not kept (P2.6 picks another node when there
-// is one).
+// and that riskyHolder finds too likely to leave (Params.SoleCopyRisk)
+// gives way to the node P2.6 picks instead where that helps (relieves):
+// always when the holder's own hazard is the risk (the last two versions
+// then sit on two nodes), else only for a node less likely to leave with
+// the host, so a standby is not moved on every version between nodes that
+// share the host's building and its figure.
 func (w *world) standby(j *Job, host int) int {
 	if sb, ok := w.standbyOf[j.ID]; ok {
 		return sb
@@ -162,17 +165,24 @@ func (w *world) standby(j *Job, host int) int {
 		}
 	}
 	holders := w.durable()
-	if sb, ok := w.nodeIndex(j.Standby); ok && sb != host && !w.leaving[sb] && !w.ending[sb] && sb != sole {
+	sticky := -1
+	if sb, ok := w.nodeIndex(j.Standby); ok && sb != host && !w.leaving[sb] && !w.ending[sb] {
 		nd := w.nodes[sb]
 		if nd.GPU.VRAM >= j.VRAM && nd.GPU.Capability >= j.Capability && nd.GPUs >= j.GPUs {
 			if _, _, ok := w.pathRate(host, sb); ok {
-				return sb
+				sticky = sb
 			}
 		}
 	}
+	if sticky >= 0 && sticky != sole {
+		return sticky
+	}
 	if sole >= 0 {
-		if b := w.scan(scanRequest{job: j, src: host, avoid: sole + 1, holders: holders}).best; b >= 0 {
+		if b := w.scan(scanRequest{job: j, src: host, avoid: sole + 1, holders: holders}).best; b >= 0 && w.relieves(b, sole, j, host) {
 			return b
+		}
+		if sticky >= 0 {
+			return sticky // no node spreads the risk: keep the pre-sync
 		}
 	}
 	if b := w.scan(scanRequest{job: j, src: host, holders: holders}).best; b >= 0 {
@@ -188,6 +198,29 @@ func (w *world) standby(j *Job, host int) int {
 	return w.scan(scanRequest{job: j, src: host, holdOnly: true}).best
 }
 
+// relieves reports whether moving job j's standby from sole, the risky
+// only holder of its freshest copy, to node b lowers what makes sole
+// risky: sole's own hazard over the job's 2·Lmax above
+// Params.SoleCopyRisk (any other node then keeps the previous version
+// apart from the next), or else b is less likely than sole to leave with
+// the host or with a partner that just left.
+func (w *world) relieves(b, sole int, j *Job, host int) bool {
+	if 1-math.Exp(-w.hazardNow(sole)*soleHorizon(j)) > w.p.SoleCopyRisk {
+		return true
+	}
+	co := func(i int) float64 { return math.Max(w.follows(i), w.together(host, i)) }
+	return co(b) < co(sole)
+}
+
+// soleHorizon is SoleCopyRisk's horizon for job j, in seconds: 2·Lmax, or
+// DefaultSoleCopyHorizon without a loss budget.
+func soleHorizon(j *Job) float64 {
+	if h := 2 * j.LossBudget.Seconds(); h > 0 {
+		return h
+	}
+	return DefaultSoleCopyHorizon.Seconds()
+}
+
 // riskyHolder reports whether node i, holding a job's only live copy, has
 // more than Params.SoleCopyRisk chance to leave within the job's 2·Lmax:
 // by its emergency hazard λ̂⁺ now, or together with the job's host (or
@@ -200,13 +233,9 @@ func (w *world) riskyHolder(i int, j *Job, host int) bool {
 	if risk <= 0 || !w.p.Switches.P2 || w.storage[i] {
 		return false
 	}
-	horizon := 2 * j.LossBudget.Seconds()
-	if horizon <= 0 {
-		horizon = DefaultSoleCopyHorizon.Seconds()
-	}
 	p := w.follows(i)
 	if host >= 0 {
 		p = math.Max(p, w.together(host, i))
 	}
-	return 1-(1-p)*math.Exp(-w.hazardNow(i)*horizon) > risk
+	return 1-(1-p)*math.Exp(-w.hazardNow(i)*soleHorizon(j)) > risk
 }

@@ -163,19 +163,26 @@ type replica struct {
 // (docs/design.md P2.7), made holder-to-holder so the host's uplink carries each
 // version once: with fewer than k live holders that stay, the target is
 // a storage node where one is reachable and none holds the version yet
-// (it never leaves; docs/design.md P2.7 prefers it), else the node that, added to
-// the holders, leaves the job least likely to lose every copy with its
-// host, near-ties by the copy's transfer time. A copy to a peer is worth
-// making when the loss it avoids over the job's horizon (2·Lmax) is
-// above its cost in P1.1's terms,
+// (it never leaves; docs/design.md P2.7 prefers it), else a peer. A job
+// that names its k (Job.Copies > 0: `run --replicas K`) gets the copy
+// whenever a source and a peer that can take it exist: the peer that,
+// added to the holders, leaves the job least likely to lose every copy
+// with its host (so another failure domain than the host's and the
+// holders' wherever there is one), near-ties (within
+// replicaRiskTie) by the copy's transfer time. For a job without its own
+// k (Copies 0: the simulator's generated jobs) the copy is the peer
+// minimising q·AtRisk + C/rate and is made only when the loss it avoids
+// over the job's horizon (2·Lmax) is above its cost in P1.1's terms,
 //
 //	λ_h · horizon · (R_before − R_after) · AtRisk  >  C / b,
 //
 // R the joint figure before and after, λ_h the host's hazard λ̂⁺ and b
 // what the copy's path offers (so a quiet campus, where R is tiny, does
 // not double its checkpoint traffic, and a pool that loses nodes in
-// bursts copies every version). A copy under way (a carried flow) keeps
-// going while its ends stay. ok is false when no copy is made.
+// bursts copies every version). Either way the copy is a pre-sync flow
+// that P1 paces inside its budget and P3 admits. A copy under way (a
+// carried flow) keeps going while its ends stay. ok is false when no copy
+// is made.
 func (w *world) replicaFor(j *Job, host int, carried *Flow) (replica, float64, bool) {
 	kept, sources := w.holderSet(j, host)
 	if carried != nil {
@@ -185,15 +192,15 @@ func (w *world) replicaFor(j *Job, host int, carried *Flow) (replica, float64, b
 			return replica{id: carried.ID, job: j, from: from, to: to, links: w.pathLinks(from, to)}, w.jointRisk(j, host, kept), true
 		}
 	}
-	k := j.Copies
-	if k <= 0 {
+	k, demanded := j.Copies, j.Copies > 0
+	if !demanded {
 		k = DefaultCopies
 	}
 	if len(kept) == 0 || len(kept) >= k || j.CheckpointBytes <= 0 {
 		return replica{}, 0, false
 	}
 	stake := atRisk(j)
-	if stake <= 0 {
+	if stake <= 0 && !demanded {
 		return replica{}, 0, false
 	}
 	before := w.jointRisk(j, host, kept)
@@ -209,17 +216,17 @@ func (w *world) replicaFor(j *Job, host int, carried *Flow) (replica, float64, b
 	}
 	gain := w.hazardNow(host) * horizon * stake // times the drop in the joint figure
 	candidates := w.allNodes
-	if !durable && len(w.storageIdx) > 0 {
+	toStorage := !durable && len(w.storageIdx) > 0
+	if toStorage {
 		candidates = w.storageIdx // a storage node is the copy's place where there is one
-	} else if gain*before <= c/w.fastestFrom(sources) {
+	} else if !demanded && gain*before <= c/w.fastestFrom(sources) {
 		return replica{}, 0, false // no copy could pay for itself
 	}
-	best, bestSrc, bestScore, bestQ, bestRate := -1, -1, math.Inf(1), 1.0, 0.0
+	var opts []replicaOption
 	for _, i := range candidates {
 		if i == host || w.leaving[i] || w.ending[i] || w.vertex[i] < 0 || slices.Contains(sources, i) {
 			continue
 		}
-		q := w.leaveGiven(j, i, given)
 		// The copy comes from the source with the fastest path to i.
 		src, rate := -1, 0.0
 		for _, s := range sources {
@@ -230,23 +237,81 @@ func (w *world) replicaFor(j *Job, host int, carried *Flow) (replica, float64, b
 		if src < 0 || rate <= 0 {
 			continue
 		}
-		score := q*stake + c/rate
-		if score < bestScore || score == bestScore && i < best {
-			best, bestSrc, bestScore, bestQ, bestRate = i, src, score, q, rate
-		}
+		opts = append(opts, replicaOption{to: i, from: src, q: w.leaveGiven(j, i, given), secs: c / rate, rate: rate})
 	}
-	if best < 0 {
+	var best replicaOption
+	var found bool
+	if demanded {
+		best, found = safestReplica(opts)
+	} else {
+		best, found = cheapestReplica(opts, stake)
+	}
+	if !found {
 		return replica{}, 0, false
 	}
-	after := before * bestQ
+	after := before * best.q
 	// A storage node never leaves: where one is reachable and no holder
 	// is one, the copy goes there whatever the estimate says (the
 	// pairwise figures miss a pool losing a third of its nodes in
-	// minutes); elsewhere it has to pay for itself.
-	if !(w.storage[best] && !durable) && gain*(before-after) <= c/bestRate {
+	// minutes); elsewhere a job without its own k has the copy only when
+	// it pays for itself.
+	if !toStorage && !demanded && gain*(before-after) <= c/best.rate {
 		return replica{}, 0, false
 	}
-	return replica{id: ReplicaPrefix + string(j.ID), job: j, from: bestSrc, to: best, links: w.pathLinks(bestSrc, best)}, before, true
+	return replica{id: ReplicaPrefix + string(j.ID), job: j, from: best.from, to: best.to, links: w.pathLinks(best.from, best.to)}, before, true
+}
+
+// replicaRiskTie is how close (relative) two targets' chances to leave
+// with the host and the holders count as a near-tie, which the copy's
+// transfer time decides.
+const replicaRiskTie = 0.1
+
+// replicaOption is one possible target of a holder-to-holder copy: the
+// target and source node indexes, q the target's chance to leave with
+// the host and the holders (leaveGiven), the copy's transfer time and
+// its path's rate.
+type replicaOption struct {
+	to, from      int
+	q, secs, rate float64
+}
+
+// safestReplica returns the option with the smallest q, near-ties
+// (within replicaRiskTie of the smallest) by the shortest transfer time,
+// then by node index. ok is false when there is none.
+func safestReplica(opts []replicaOption) (replicaOption, bool) {
+	if len(opts) == 0 {
+		return replicaOption{}, false
+	}
+	qMin := opts[0].q
+	for _, o := range opts[1:] {
+		qMin = math.Min(qMin, o.q)
+	}
+	best := -1
+	for k, o := range opts {
+		if o.q > qMin*(1+replicaRiskTie) {
+			continue
+		}
+		if best < 0 || o.secs < opts[best].secs || o.secs == opts[best].secs && o.to < opts[best].to {
+			best = k
+		}
+	}
+	return opts[best], true
+}
+
+// cheapestReplica returns the option minimising q·stake + C/rate (ties by
+// node index). ok is false when there is none.
+func cheapestReplica(opts []replicaOption, stake float64) (replicaOption, bool) {
+	best, bestScore := -1, math.Inf(1)
+	for k, o := range opts {
+		score := o.q*stake + o.secs
+		if score < bestScore || best >= 0 && score == bestScore && o.to < opts[best].to {
+			best, bestScore = k, score
+		}
+	}
+	if best < 0 {
+		return replicaOption{}, false
+	}
+	return opts[best], true
 }
 
 // carriedReplicas returns the holder-to-holder copies under way, by job.

@@ -2,6 +2,7 @@ package policy
 
 import (
 	"math"
+	"math/rand/v2"
 	"slices"
 	"testing"
 	"time"
@@ -215,5 +216,98 @@ func TestJointRiskIndependent(t *testing.T) {
 	}
 	if got := w.jointRisk(&j, 0, hs); math.Abs(got-want) > 1e-9*want {
 		t.Fatalf("joint figure %.6g, want ∏(1 − S_d(W_d)) = %.6g", got, want)
+	}
+}
+
+// TestTickReplicaCopyDemanded: a job that names its k (Copies 2) on a
+// quiet campus, where no copy pays for itself by P1.1's terms, still gets
+// its second holder: a copy from its standby (the first holder, not the
+// host) to the fastest peer in another building than the host's and the
+// standby's, at a rate inside P1's budget; with one building only, to a
+// peer there; none where no peer is left to take it.
+func TestTickReplicaCopyDemanded(t *testing.T) {
+	for _, tt := range []struct {
+		name      string
+		buildings int
+		perB      int
+		want      func(host, holder, to Node) bool
+	}{
+		{"three buildings", 3, 3, func(h, s, to Node) bool { return to.Building != h.Building && to.Building != s.Building }},
+		{"one building", 1, 3, func(h, s, to Node) bool { return to.Building == h.Building }},
+		{"no peer left", 1, 2, nil},
+	} {
+		nodes, links := buildCampus(campusSpec{buildings: tt.buildings, perBuilding: tt.perB, access: gbit, uplink: gbit / 4})
+		// b1's uplink is slower than b0's and b2's: the copy's near-tie
+		// between b1 and b2 goes by transfer time.
+		for i := range links {
+			if id := links[i].ID; id == "up-b0" || id == "up-b2" {
+				links[i] = IdleLink(id, links[i].A, CoreVertex, gbit)
+			}
+		}
+		co, _ := learnCo(t, nodes, nil, 0) // the priors only
+		host, holder := nodes[0], nodes[1]
+		j := testJob("j", host.ID)
+		j.Standby, j.Replicas, j.Copies, j.AtRisk = holder.ID, []NodeID{holder.ID}, 2, time.Minute
+		s := Snapshot{Nodes: nodes, Links: links, Jobs: []Job{j}, Params: DefaultParams(), CoDeparture: co}
+		d := Tick(s, testEpoch)
+		var f *FlowDecision
+		for i := range d.Flows {
+			if d.Flows[i].ID == ReplicaPrefix+"j" {
+				f = &d.Flows[i]
+			}
+		}
+		if tt.want == nil {
+			if f != nil {
+				t.Errorf("%s: copy %+v, want none (no peer left)", tt.name, *f)
+			}
+			continue
+		}
+		if f == nil {
+			t.Fatalf("%s: no copy, want one (k = 2 named by the job)", tt.name)
+		}
+		to := nodes[slices.IndexFunc(nodes, func(n Node) bool { return n.ID == f.To })]
+		if f.From != holder.ID || f.Rate <= 0 || f.Class != ClassPresync || !tt.want(host, holder, to) {
+			t.Errorf("%s: copy %s → %s (building %s) at %.3g, class %v; want from the holder %s, to another failure domain where one exists",
+				tt.name, f.From, f.To, to.Building, f.Rate, f.Class, holder.ID)
+		}
+		if tt.buildings == 3 && to.Building != "b2" {
+			t.Errorf("%s: copy to %s in %s, want b2 (as safe as b1, faster)", tt.name, to.ID, to.Building)
+		}
+		if jd := d.Jobs[0]; len(jd.Holders) != 2 || jd.Holders[0] != holder.ID || jd.Holders[1] != to.ID {
+			t.Errorf("%s: holders %v, want [%s %s]", tt.name, jd.Holders, holder.ID, to.ID)
+		}
+		checkInvariants(t, s, d, testEpoch)
+	}
+}
+
+// TestSafestReplica against brute force: over random options the choice
+// has the smallest chance to leave with the host within the near-tie, and
+// no option within that near-tie transfers faster.
+func TestSafestReplica(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 7))
+	if _, ok := safestReplica(nil); ok {
+		t.Fatal("no options: ok")
+	}
+	for range 2000 {
+		opts := make([]replicaOption, 1+rng.IntN(6))
+		for k := range opts {
+			opts[k] = replicaOption{to: k, from: 0, q: []float64{0.002, 0.0021, 0.01, 0.05, rng.Float64() / 10}[rng.IntN(5)], secs: float64(1 + rng.IntN(5))}
+		}
+		got, ok := safestReplica(opts)
+		if !ok {
+			t.Fatalf("%+v: no choice", opts)
+		}
+		qMin := math.Inf(1)
+		for _, o := range opts {
+			qMin = math.Min(qMin, o.q)
+		}
+		if got.q > qMin*(1+replicaRiskTie) {
+			t.Fatalf("%+v: chose q %g, smallest %g", opts, got.q, qMin)
+		}
+		for _, o := range opts {
+			if o.q <= qMin*(1+replicaRiskTie) && (o.secs < got.secs || o.secs == got.secs && o.to < got.to) {
+				t.Fatalf("%+v: chose %+v, %+v is as safe and faster", opts, got, o)
+			}
+		}
 	}
 }

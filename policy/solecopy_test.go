@@ -98,3 +98,52 @@ func TestTickStandbyOfLastResort(t *testing.T) {
 	}
 	checkInvariants(t, s, d, testEpoch)
 }
+
+// TestTickStandbyStableAcrossVersions: with co-departure on and nothing
+// changing, a job's standby stays put version after version, though the
+// standby, sharing the host's building, holds each new version alone for
+// a while and its figure (the building prior, with its hazard) is above
+// Params.SoleCopyRisk: the other nodes of the building are no less likely
+// to leave with the host. Where the log shows the standby leaving with
+// the host, it moves once, to a node less likely to, and stays there.
+func TestTickStandbyStableAcrossVersions(t *testing.T) {
+	nodes, links := buildCampus(campusSpec{buildings: 1, perBuilding: 4, access: gbit, uplink: gbit})
+	host, sb := nodes[0].ID, nodes[1].ID
+	prior, _ := learnCo(t, nodes, nil, 0)
+	learned, _ := learnCo(t, nodes, [][2]NodeID{{host, sb}}, 30)
+	for _, tt := range []struct {
+		name  string
+		co    *CoDeparture
+		moved bool
+	}{
+		{"priors only", prior, false},
+		{"the standby leaves with the host", learned, true},
+	} {
+		j := testJob("j", host)
+		j.Standby, j.Replicas = sb, []NodeID{sb}
+		s := Snapshot{Nodes: nodes, Links: links, Jobs: []Job{j}, Params: DefaultParams(), CoDeparture: tt.co}
+		w := newWorld(s, testEpoch, nil)
+		if !w.riskyHolder(1, &j, 0) {
+			t.Fatalf("%s: %s not a risky sole holder (the case is moot)", tt.name, sb)
+		}
+		var got []NodeID
+		for range 6 {
+			d := Tick(s, testEpoch)
+			checkInvariants(t, s, d, testEpoch)
+			next := d.Jobs[0].Standby
+			got = append(got, next)
+			// The next version commits on the new standby alone.
+			s.Jobs[0].Standby, s.Jobs[0].Replicas = next, []NodeID{next}
+		}
+		first := got[0]
+		for _, g := range got {
+			if g != first {
+				t.Errorf("%s: standbys over six versions %v, want one node throughout", tt.name, got)
+				break
+			}
+		}
+		if (first != sb) != tt.moved || first == host || first == "" {
+			t.Errorf("%s: standby %s, want moved from %s = %v", tt.name, first, sb, tt.moved)
+		}
+	}
+}

@@ -11,14 +11,7 @@ import (
 // control runs the controller and applies its plan.
 func (e *Engine) control() {
 	w := e.w
-	active := false
-	for _, j := range w.jobs {
-		if j.started && j.state != policy.JobDone {
-			active = true
-			break
-		}
-	}
-	if !active {
+	if len(w.live) == 0 {
 		return
 	}
 	e.m.controls++
@@ -298,18 +291,17 @@ func (e *Engine) applyPlacement(p policy.Placement) {
 	j.restore = e.newFlow(flowRestore, j, src, to, float64(j.bytes))
 }
 
-// Snapshot returns the policy's view of the world at now. emergency and
-// departure give each node's hazard profiles; links give each link's
-// estimated available bandwidth and its lower bound.
-func (w *World) Snapshot(params policy.Params, emergency, departure func(policy.NodeID) policy.HazardProfile,
-	linkBW func(id string, capacity float64) (avail, low float64)) policy.Snapshot {
-	now := w.timeAt(w.now)
+// Snapshot returns the policy's view of the world at now. profiles gives
+// each node's hazard profiles (emergency bound, departure) by node index;
+// linkBW each link's estimated available bandwidth and its lower bound, by
+// link index.
+func (w *World) Snapshot(params policy.Params, profiles [][2]policy.HazardProfile, linkBW func(link int) (avail, low float64)) policy.Snapshot {
 	// Reuse the previous snapshot's slices: a plan is applied before the
 	// next snapshot is taken and policy.Tick keeps nothing.
 	s := policy.Snapshot{Params: params, Nodes: w.snap.Nodes[:0], Links: w.snap.Links[:0], Jobs: w.snap.Jobs[:0],
 		Reclaims: w.snap.Reclaims[:0], Flows: w.snap.Flows[:0]}
 	defer func() { w.snap = s }()
-	for _, n := range w.nodes {
+	for i, n := range w.nodes {
 		if !n.up || n.virtual {
 			continue
 		}
@@ -322,24 +314,21 @@ func (w *World) Snapshot(params policy.Params, emergency, departure func(policy.
 		}
 		if !n.storage {
 			pn.Load = 1 - float64(n.freeGPUs)/float64(n.rec.GPUs)
-			pn.Emergency, pn.Departure = emergency(n.id), departure(n.id)
+			pn.Emergency, pn.Departure = profiles[i][0], profiles[i][1]
 		}
 		s.Nodes = append(s.Nodes, pn)
 		if n.leaving {
 			s.Reclaims = append(s.Reclaims, policy.Reclaim{Node: n.id, Announced: w.timeAt(n.announced), Deadline: w.timeAt(n.deadline)})
 		}
 	}
-	for _, l := range w.links {
+	for li, l := range w.links {
 		if l.id == "acc-"+StorageNode {
 			continue
 		}
-		avail, low := linkBW(l.id, l.capacity)
+		avail, low := linkBW(li)
 		s.Links = append(s.Links, policy.Link{ID: l.id, A: l.a, B: l.b, Capacity: l.capacity, Available: avail, AvailableLow: low})
 	}
-	for _, j := range w.jobs {
-		if !j.started || j.state == policy.JobDone {
-			continue
-		}
+	for _, j := range w.live {
 		pj := policy.Job{
 			ID: j.id, State: j.state, CheckpointBytes: j.bytes,
 			LossBudget: secs(j.rec.LossBudgetS), GPUs: j.rec.GPUs, VRAM: int64(j.rec.VRAMGB * 1e9),
@@ -397,7 +386,6 @@ func (w *World) Snapshot(params policy.Params, emergency, departure func(policy.
 		}
 		s.Flows = append(s.Flows, pf)
 	}
-	_ = now
 	return s
 }
 

@@ -74,8 +74,8 @@ type Observer interface {
 	ObserveDeparture(node policy.NodeID, at time.Time, emergency bool)
 	ObserveReturn(node policy.NodeID, at time.Time)
 	// ObserveBandwidth reports a link's measured non-migration traffic
-	// (bytes/s) and its capacity.
-	ObserveBandwidth(link string, at time.Time, capacity, nonMigration float64)
+	// (bytes/s) and its capacity; link indexes World's links.
+	ObserveBandwidth(link int, at time.Time, capacity, nonMigration float64)
 }
 
 type evKind uint8
@@ -134,6 +134,7 @@ type Engine struct {
 	m       metrics
 	delays  []float64 // Requeuer delays, seconds
 	lastCtl float64   // when the controller last ran
+	alloc   allocScratch
 }
 
 // NewEngine prepares a run. The trace is not modified.
@@ -177,7 +178,7 @@ func NewEngine(tr *trace.Trace, ctrl Controller, opts Options) (*Engine, error) 
 	}
 	for _, j := range tr.Jobs {
 		w.jobIdx[policy.JobID(j.ID)] = len(w.jobs)
-		w.jobs = append(w.jobs, &simJob{rec: j, id: policy.JobID(j.ID), node: -1, handTo: -1, standby: -1, finalAt: -1,
+		w.jobs = append(w.jobs, &simJob{rec: j, id: policy.JobID(j.ID), idx: len(w.jobs), node: -1, handTo: -1, standby: -1, finalAt: -1,
 			held: map[int]float64{}, work: j.WorkGPUh * 3600 / float64(j.GPUs), bytes: int64(j.CheckpointMB * 1e6), restartS: j.RestartS})
 	}
 	e := &Engine{w: w, ctrl: ctrl, opts: opts}
@@ -304,7 +305,7 @@ func (e *Engine) advance(t float64) {
 			}
 		}
 	}
-	for _, j := range w.jobs {
+	for _, j := range w.live {
 		if j.node >= 0 || j.handTo >= 0 {
 			g := float64(j.rec.GPUs)
 			if j.node >= 0 && j.handTo >= 0 {
@@ -318,10 +319,16 @@ func (e *Engine) advance(t float64) {
 
 func (e *Engine) applyBandwidth(t float64) {
 	w := e.w
+	li := -1
 	for e.bwNext < len(w.Trace.Bandwidth) && w.Trace.Bandwidth[e.bwNext].T <= t {
-		b := w.Trace.Bandwidth[e.bwNext]
+		b := &w.Trace.Bandwidth[e.bwNext]
 		e.bwNext++
-		l := w.links[w.linkIdx[b.Link]]
+		// Samples of one instant usually list the links in the trace's
+		// order: try the link after the previous sample's link first.
+		if li++; li >= len(w.links) || w.links[li].id != b.Link {
+			li = w.linkIdx[b.Link]
+		}
+		l := w.links[li]
 		l.avail = math.Min(l.capacity, b.AvailableMbs*1e6/8)
 		if e.obs != nil {
 			// What the node's egress counters would show as non-migration
@@ -332,7 +339,7 @@ func (e *Engine) applyBandwidth(t float64) {
 					research = math.Min(research, l.research[d])
 				}
 			}
-			e.obs.ObserveBandwidth(l.id, w.timeAt(t), l.capacity, research)
+			e.obs.ObserveBandwidth(li, w.timeAt(t), l.capacity, research)
 		}
 	}
 	e.dirty = true
@@ -370,6 +377,7 @@ func (e *Engine) handle(ev event) {
 		j := w.jobs[ev.i]
 		j.state = policy.JobPending
 		j.started = true
+		w.addLive(j)
 		e.wantCtl = true
 	case evControl:
 		e.wantCtl = true

@@ -113,6 +113,16 @@ func (e *Engine) dropFlow(f *simFlow, completed bool) {
 	}
 }
 
+// allocScratch is allocate's scratch space, kept from event to event.
+type allocScratch struct {
+	parts        []*fillFlow
+	demand       []float64   // per link direction
+	capacity     []float64   // per link direction, fixed
+	research     []*fillFlow // per link direction: its research aggregate when it competes, else nil
+	researchFill []fillFlow  // per link direction, what research points into
+	fill         filler
+}
+
 // finishFlow handles a completed transfer.
 func (e *Engine) finishFlow(f *simFlow) {
 	w := e.w
@@ -169,8 +179,20 @@ func (e *Engine) finishFlow(f *simFlow) {
 func (e *Engine) allocate() {
 	w := e.w
 	nd := 2 * len(w.links)
-	var parts []*fillFlow
-	demand := make([]float64, nd) // of the flows on each link direction; +Inf with a greedy one
+	a := &e.alloc
+	if a.research == nil {
+		a.research = make([]*fillFlow, nd)
+		a.researchFill = make([]fillFlow, nd)
+		a.capacity = make([]float64, nd)
+		for k := range a.researchFill {
+			a.researchFill[k].links = []int{k}
+			a.capacity[k] = w.links[k/2].capacity
+		}
+	}
+	parts := a.parts[:0]
+	a.demand = resetFloats(a.demand, nd) // of the flows on each link direction; +Inf with a greedy one
+	demand, research := a.demand, a.research
+	clear(research)
 	for _, f := range w.flows {
 		if math.IsInf(f.rate, 1) && f.remaining == 0 {
 			continue
@@ -184,23 +206,24 @@ func (e *Engine) allocate() {
 			demand[d] += f.fill.demand
 		}
 	}
-	capacity := make([]float64, nd)
-	research := make([]*fillFlow, nd)
 	for i, l := range w.links {
 		for d := range 2 {
 			k := 2*i + d
-			capacity[k] = l.capacity
 			l.mig[d], l.research[d] = 0, l.capacity-l.avail
 			// Research competes where flows run and the link cannot
 			// carry every demand; elsewhere it gets its demand anyway
 			// (below), and leaving it out keeps the filling small.
 			if demand[k] > 0 && demand[k]+l.capacity-l.avail > l.capacity {
-				research[k] = &fillFlow{links: []int{k}, weight: researchWeight, demand: l.capacity - l.avail}
-				parts = append(parts, research[k])
+				rf := &a.researchFill[k]
+				rf.weight, rf.demand = researchWeight, l.capacity-l.avail
+				research[k] = rf
+				parts = append(parts, rf)
 			}
 		}
 	}
-	progressiveFill(parts, capacity)
+	a.fill.fill(parts, a.capacity)
+	clear(parts) // the flows may be dropped: keep no pointer to them
+	a.parts = parts
 	for _, f := range w.flows {
 		if math.IsInf(f.rate, 1) && f.remaining == 0 {
 			continue

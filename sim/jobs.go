@@ -13,6 +13,7 @@ import (
 type simJob struct {
 	rec       trace.JobRec
 	id        policy.JobID
+	idx       int // position in the trace (World.jobs)
 	state     policy.JobState
 	node      int // host or -1
 	work      float64
@@ -224,6 +225,7 @@ func (e *Engine) complete(j *simJob) {
 		return
 	}
 	j.state = policy.JobDone
+	w.dropLive(j)
 	j.computing = false
 	j.doneAt = w.now
 	for _, f := range append([]*simFlow(nil), w.flows...) {

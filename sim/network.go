@@ -49,15 +49,29 @@ type fillFlow struct {
 	frozen bool
 }
 
-// progressiveFill computes weighted max-min fair rates with demands.
-func progressiveFill(flows []*fillFlow, capacity []float64) {
-	used := make([]float64, len(capacity))
+// filler computes weighted max-min fair rates with demands
+// (progressive filling), reusing its scratch space from call to call: the
+// engine refills after every event.
+type filler struct {
+	used, wsum []float64 // per link direction
+	touched    []int     // the directions with a weight this round
+}
+
+// fill sets every flow's rate.
+func (fl *filler) fill(flows []*fillFlow, capacity []float64) {
+	fl.used = resetFloats(fl.used, len(capacity))
+	fl.wsum = resetFloats(fl.wsum, len(capacity))
+	used, wsum := fl.used, fl.wsum
+	fl.touched = fl.touched[:0]
 	for _, f := range flows {
 		f.rate, f.frozen = 0, false
 	}
 	level := 0.0
 	for iter := 0; iter <= len(flows); iter++ {
-		wsum := make(map[int]float64)
+		for _, l := range fl.touched {
+			wsum[l] = 0
+		}
+		fl.touched = fl.touched[:0]
 		active := 0
 		for _, f := range flows {
 			if f.frozen {
@@ -65,6 +79,9 @@ func progressiveFill(flows []*fillFlow, capacity []float64) {
 			}
 			active++
 			for _, l := range f.links {
+				if wsum[l] == 0 {
+					fl.touched = append(fl.touched, l)
+				}
 				wsum[l] += f.weight
 			}
 		}
@@ -72,8 +89,8 @@ func progressiveFill(flows []*fillFlow, capacity []float64) {
 			return
 		}
 		step := math.Inf(1)
-		for l, w := range wsum {
-			if w > 0 {
+		for _, l := range fl.touched {
+			if w := wsum[l]; w > 0 {
 				step = math.Min(step, (capacity[l]-used[l])/w)
 			}
 		}
@@ -113,4 +130,14 @@ func progressiveFill(flows []*fillFlow, capacity []float64) {
 			}
 		}
 	}
+}
+
+// resetFloats returns s resized to n zeros, reusing its array.
+func resetFloats(s []float64, n int) []float64 {
+	if cap(s) < n {
+		return make([]float64, n)
+	}
+	s = s[:n]
+	clear(s)
+	return s
 }

@@ -25,15 +25,14 @@ type TickController struct {
 	hazard *policy.HazardEstimator
 	co     *policy.CoDepartureEstimator
 	coInit bool
-	bw     map[string]*policy.BandwidthEstimator
-	bwLast map[string]time.Time
-	// bwCache holds each link's estimate since its last observation: the
-	// simulator never reports shortfalls, so an estimate changes only when
-	// the link is observed.
-	bwCache      map[string][2]float64
-	upSince      map[policy.NodeID]time.Time
-	down         map[policy.NodeID]bool
-	profiles     map[policy.NodeID][2]policy.HazardProfile
+	// links holds each observed link's bandwidth estimator by the world's
+	// link index (nil: never observed).
+	links   []*linkEstimate
+	upSince map[policy.NodeID]time.Time
+	down    map[policy.NodeID]bool
+	// profiles holds each node's published hazard profiles (emergency
+	// bound, departure), by the world's node index.
+	profiles     [][2]policy.HazardProfile
 	profAt       time.Time
 	lastSeen     time.Time
 	hazardSeries []HazardPoint
@@ -53,9 +52,19 @@ func NewTickController(label string, params policy.Params) (*TickController, err
 	if err != nil {
 		return nil, fmt.Errorf("co-departure estimator: %w", err)
 	}
-	return &TickController{Label: label, Params: params, hazard: h, co: co, bw: map[string]*policy.BandwidthEstimator{},
-		bwLast: map[string]time.Time{}, bwCache: map[string][2]float64{}, upSince: map[policy.NodeID]time.Time{}, down: map[policy.NodeID]bool{},
-		profiles: map[policy.NodeID][2]policy.HazardProfile{}}, nil
+	return &TickController{Label: label, Params: params, hazard: h, co: co,
+		upSince: map[policy.NodeID]time.Time{}, down: map[policy.NodeID]bool{}}, nil
+}
+
+// linkEstimate is one link's bandwidth estimator, when it was last
+// observed, and its estimate since then (cached: the simulator never
+// reports shortfalls, so an estimate changes only when the link is
+// observed).
+type linkEstimate struct {
+	est         *policy.BandwidthEstimator
+	last        time.Time
+	avail, low  float64
+	cached, obs bool
 }
 
 // Name implements Controller.
@@ -93,24 +102,40 @@ func (c *TickController) ObserveReturn(node policy.NodeID, at time.Time) {
 }
 
 // ObserveBandwidth implements Observer.
-func (c *TickController) ObserveBandwidth(link string, at time.Time, capacity, nonMigration float64) {
-	est, ok := c.bw[link]
-	if !ok {
-		var err error
-		est, err = policy.NewBandwidthEstimator(policy.DefaultBandwidthConfig(capacity))
+func (c *TickController) ObserveBandwidth(link int, at time.Time, capacity, nonMigration float64) {
+	if link >= len(c.links) {
+		c.links = append(c.links, make([]*linkEstimate, link+1-len(c.links))...)
+	}
+	le := c.links[link]
+	if le == nil {
+		est, err := policy.NewBandwidthEstimator(policy.DefaultBandwidthConfig(capacity))
 		if err != nil {
 			c.err = err
 			return
 		}
-		c.bw[link] = est
+		le = &linkEstimate{est: est}
+		c.links[link] = le
 	}
 	period := 10 * time.Minute
-	if last, ok := c.bwLast[link]; ok && at.After(last) {
-		period = at.Sub(last)
+	if le.obs && at.After(le.last) {
+		period = at.Sub(le.last)
 	}
-	c.bwLast[link] = at
-	delete(c.bwCache, link)
-	est.ObserveEgress(at, int64(nonMigration*period.Seconds()), period)
+	le.last, le.obs, le.cached = at, true, false
+	le.est.ObserveEgress(at, int64(nonMigration*period.Seconds()), period)
+}
+
+// linkBW returns link li's estimated available bandwidth and its lower
+// bound at now; a link never observed gets its capacity and half of it.
+func (c *TickController) linkBW(w *World, li int, now time.Time) (avail, low float64) {
+	if li >= len(c.links) || c.links[li] == nil {
+		return w.links[li].capacity, w.links[li].capacity / 2
+	}
+	le := c.links[li]
+	if !le.cached {
+		le.avail, le.low = le.est.Estimate(now)
+		le.cached = true
+	}
+	return le.avail, le.low
 }
 
 // Control implements Controller.
@@ -126,6 +151,11 @@ func (c *TickController) Control(w *World, now time.Time) Plan {
 			}
 		}
 	}
+	// The co-departure table (rebuilt hourly, quadratic in the nodes) and
+	// the hazard profiles (one estimate per node) are independent: build
+	// them on two cores.
+	co := make(chan *policy.CoDeparture, 1)
+	go func() { co <- c.co.Estimate(now) }()
 	refresh := c.profAt.IsZero() || now.Sub(c.profAt) >= time.Hour
 	sample := !now.Before(c.nextSample)
 	if refresh || sample {
@@ -133,33 +163,23 @@ func (c *TickController) Control(w *World, now time.Time) Plan {
 	}
 	if refresh {
 		c.profAt = now
-		for _, n := range w.nodes {
+		if c.profiles == nil {
+			c.profiles = make([][2]policy.HazardProfile, len(w.nodes))
+		}
+		for i, n := range w.nodes {
 			if n.storage {
 				continue
 			}
 			est := c.hazard.Estimate(n.id, now)
-			c.profiles[n.id] = [2]policy.HazardProfile{est.EmergencyUpper, est.Departure}
+			c.profiles[i] = [2]policy.HazardProfile{est.EmergencyUpper, est.Departure}
 		}
 	}
 	if sample {
 		c.sample(w, now)
 		c.nextSample = now.Add(10 * time.Minute)
 	}
-	snap := w.Snapshot(c.Params,
-		func(id policy.NodeID) policy.HazardProfile { return c.profiles[id][0] },
-		func(id policy.NodeID) policy.HazardProfile { return c.profiles[id][1] },
-		func(id string, capacity float64) (float64, float64) {
-			if v, ok := c.bwCache[id]; ok {
-				return v[0], v[1]
-			}
-			if est, ok := c.bw[id]; ok {
-				a, l := est.Estimate(now)
-				c.bwCache[id] = [2]float64{a, l}
-				return a, l
-			}
-			return capacity, capacity / 2
-		})
-	snap.CoDeparture = c.co.Estimate(now)
+	snap := w.Snapshot(c.Params, c.profiles, func(li int) (float64, float64) { return c.linkBW(w, li, now) })
+	snap.CoDeparture = <-co
 	d := tick(snap, now)
 	if c.IntervalOverride != nil {
 		byID := map[policy.JobID]policy.Job{}
@@ -221,9 +241,9 @@ func (c *TickController) sample(w *World, now time.Time) {
 	// Beff: mean available bandwidth over the sampled links, as a path
 	// would see it (same-building and cross-building paths alike).
 	sum, n := 0.0, 0
-	for _, l := range w.links {
-		if est, ok := c.bw[l.id]; ok {
-			a, _ := est.Estimate(now)
+	for _, le := range c.links {
+		if le != nil {
+			a, _ := le.est.Estimate(now)
 			sum += a
 			n++
 		}

@@ -344,7 +344,7 @@ func TestProgressiveFillIsMaxMinFair(t *testing.T) {
 	a := &fillFlow{links: []int{0, 1}, weight: 1, demand: math.Inf(1)}
 	b := &fillFlow{links: []int{0}, weight: 1, demand: math.Inf(1)}
 	c := &fillFlow{links: []int{1}, weight: 1, demand: 1}
-	progressiveFill([]*fillFlow{a, b, c}, []float64{10, 4})
+	new(filler).fill([]*fillFlow{a, b, c}, []float64{10, 4})
 	// C gets its demand 1, A the rest of link 1 (3), B the rest of link 0 (7).
 	for _, tc := range []struct {
 		name      string

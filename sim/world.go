@@ -1,7 +1,9 @@
 package sim
 
 import (
+	"cmp"
 	"math"
+	"slices"
 	"time"
 
 	"github.com/reclaimnet/reclaimnet/policy"
@@ -40,7 +42,11 @@ type World struct {
 	linkIdx map[string]int
 	jobs    []*simJob
 	jobIdx  map[policy.JobID]int
-	flows   []*simFlow
+	// live holds the submitted jobs not yet done, in trace order: every
+	// event's accounting and every snapshot walk it instead of all jobs
+	// (most of a two-month trace's are not submitted yet or done).
+	live  []*simJob
+	flows []*simFlow
 	// changed is Options.ChangedFraction; speed the useful progress per
 	// GPU-second (Slowed).
 	changed float64
@@ -54,6 +60,19 @@ type World struct {
 	// every policy cost 3 CPU-s and a copy of every sample).
 	bwByLink  [][]trace.BandwidthRec
 	depByNode [][]trace.DepartureRec
+}
+
+// addLive enters a submitted job in the live list at its trace position.
+func (w *World) addLive(j *simJob) {
+	i, _ := slices.BinarySearchFunc(w.live, j.idx, func(a *simJob, idx int) int { return cmp.Compare(a.idx, idx) })
+	w.live = slices.Insert(w.live, i, j)
+}
+
+// dropLive removes a job that is done from the live list.
+func (w *World) dropLive(j *simJob) {
+	if i, ok := slices.BinarySearchFunc(w.live, j.idx, func(a *simJob, idx int) int { return cmp.Compare(a.idx, idx) }); ok {
+		w.live = slices.Delete(w.live, i, i+1)
+	}
 }
 
 func (w *World) timeAt(t float64) time.Time {

@@ -103,10 +103,7 @@ func noteResumed(s *State, c JobReport) bool {
 		o := &e.Jobs[k]
 		o.Resumed, o.Restored = c.Ready, c.Restored
 		if !o.HandedOff && c.Limit > 0 {
-			o.Limit = c.Limit
-			if start := e.DowntimeStart(*o); !start.IsZero() && o.Detected.After(start) {
-				o.Limit += o.Detected.Sub(start)
-			}
+			o.Limit = c.Limit + e.detection(*o)
 		}
 		s.ReclaimReports[i] = e
 		return true
@@ -205,7 +202,25 @@ func mergeOwnerReport(old, r ReclaimReport) ReclaimReport {
 	if r.Left.IsZero() {
 		r.Left = old.Left
 	}
+	// The owner's announcement can move a recovery's downtime start
+	// earlier (a --now the cluster found by detection): the limits already
+	// recorded count the detection time from the new start.
+	for k, o := range r.Jobs {
+		if !o.HandedOff && o.Limit > 0 && !o.Resumed.IsZero() {
+			r.Jobs[k].Limit += r.detection(o) - old.detection(o)
+		}
+	}
 	return r
+}
+
+// detection is the part of recovery o's downtime before the cluster
+// recorded the departure: from the downtime's start to o.Detected (0 when
+// not known or not later).
+func (r ReclaimReport) detection(o JobOutcome) time.Duration {
+	if start := r.DowntimeStart(o); !start.IsZero() && o.Detected.After(start) {
+		return o.Detected.Sub(start)
+	}
+	return 0
 }
 
 // rekeyDisplaced points the jobs still waiting for recovery from node's

@@ -61,6 +61,15 @@ func TestHistoryRecordsDetectedEmergency(t *testing.T) {
 	if j := st.Jobs["j"]; j.Displaced != (Displacement{}) || j.Node != "c" {
 		t.Fatalf("job after placement: node %s, displaced %+v; want on c, displacement cleared", j.Node, j.Displaced)
 	}
+	// j resumes before the owner's report arrives: its limit is the
+	// destination's 4 s, the departure being known only from its detection.
+	must(JobReport{Job: "j", Node: "c", Ready: placed.Add(5 * time.Second), Restored: placed.Add(4 * time.Second), Limit: 4 * time.Second})
+	if o := st.ReclaimReports[0].Jobs[0]; o.Limit != 4*time.Second {
+		t.Fatalf("recovery limit %v before the owner's report, want the destination's 4s", o.Limit)
+	}
+	// The owner's announcement, 3 s before the detection, starts the
+	// downtime then: the limit adds those 3 s of detection.
+	want.Resumed, want.Restored, want.Limit = placed.Add(5*time.Second), placed.Add(4*time.Second), 7*time.Second
 	// A second job of a waits for recovery (displaced by the same
 	// departure) while the owner's report arrives.
 	must(SubmitJob{Job: JobRecord{Job: policy.Job{ID: "k", GPUs: 1}, Spec: JobSpec{Command: []string{"x"}}, Submitted: t0}})
@@ -83,6 +92,7 @@ func TestHistoryRecordsDetectedEmergency(t *testing.T) {
 	if len(e.Jobs) != 1 || e.Jobs[0] != want {
 		t.Fatalf("merged outcomes %+v, want the cluster's [%+v] (an owner's report never sets them)", e.Jobs, want)
 	}
+
 	// k, placed after the owner's report moved the entry's key, lands in
 	// the same entry.
 	must(SetDecisions{Decisions: DecisionRecord{At: placed.Add(time.Second), Decisions: policy.Decisions{

@@ -34,6 +34,9 @@ func (w *worker) loop(ctx context.Context, job *supervisor.Job, deadline time.Ti
 		cur      *push  // pre-sync push in flight
 		queued   uint64 // newest version waiting for cur to finish
 		stopped  bool
+		dropped  *push         // a push this loop cancelled: its error is no fault
+		interval time.Duration // the job's last decided checkpoint interval
+		changed  = 1.0         // the newest version's new share against the one before (changedShare)
 	)
 	lastCkpt := time.Now()
 	var ckptStarted time.Time // when the request in flight was made
@@ -76,15 +79,20 @@ func (w *worker) loop(ctx context.Context, job *supervisor.Job, deadline time.Ti
 			}
 			deadline = d
 		}
+		if jd.Interval > 0 {
+			interval = jd.Interval
+		}
 		h, handing := handoffFrom(st, w.id, m.cfg.Node)
 		handing = handing && j.Node == m.cfg.Node && !h.Degraded
 		var finalDue <-chan time.Time
+		target, waiting := standbyTarget(st, jd, w.id, m.cfg.Node), false
 		if wait := h.FinalStart.Sub(m.cfg.Now()); handing && h.FinalCheckpoint && wait > 0 {
-			// The job computes here, and its pre-sync in flight keeps the
-			// destination fresh, until its final checkpoint's latest safe
-			// start (docs/design.md P3.8).
+			// The job computes here until its final checkpoint's latest
+			// safe start (docs/design.md P3.8), and its new versions keep
+			// the destination fresh.
 			final.Reset(wait)
 			finalDue, handing = final.C, false
+			target, waiting = handoffWaitTarget(st, h, w.id, m.cfg.Node), true
 		}
 		if handing {
 			// (A degraded hand-off keeps running while the job is still
@@ -113,7 +121,16 @@ func (w *worker) loop(ctx context.Context, job *supervisor.Job, deadline time.Ti
 			w.handoff(ctx, job, h)
 			return
 		}
-		if cur != nil {
+		switch {
+		case cur == nil:
+		case cur.key.to == target.to:
+			w.repace(cur, target.rate)
+		case waiting:
+			// A push to the old standby has no flow now; the hand-off's
+			// path needs the bandwidth and the destination the versions.
+			cur.cancel()
+			dropped = cur
+		default:
 			w.repace(cur, presyncRate(st, jd, w.id, m.cfg.Node, cur.key.to))
 		}
 		var tick <-chan time.Time
@@ -122,7 +139,11 @@ func (w *worker) loop(ctx context.Context, job *supervisor.Job, deadline time.Ti
 		if !leaving && st.Decisions.At.Equal(orderTaken) {
 			takenAt = orderTakenAt
 		}
-		if due, ok := nextCheckpoint(jd, ckptBusy, cur != nil, lastCkpt, takenAt); ok {
+		due, ok := nextCheckpoint(jd, ckptBusy, cur != nil, lastCkpt, takenAt)
+		if waiting {
+			due, ok = waitCheckpoint(interval, ckptBusy, lastCkpt, w.slowestCheckpoint(), j.CheckpointBytes, changed, target)
+		}
+		if ok {
 			timer.Reset(max(time.Until(due), 0))
 			tick = timer.C
 		}
@@ -149,7 +170,8 @@ func (w *worker) loop(ctx context.Context, job *supervisor.Job, deadline time.Ti
 					if v, err := w.commit(ctx, ev.Checkpoint.Dir); err != nil {
 						w.noteErr(err)
 					} else {
-						cur, queued = w.pushOrQueue(ctx, w.latest(), v, cur, queued, pushRes)
+						changed = changedShare(m.cfg.Store, w.id, v)
+						cur, queued = w.pushOrQueue(ctx, w.latest(), target, v, cur, queued, pushRes)
 					}
 				}
 			case supervisor.EventExited:
@@ -158,7 +180,7 @@ func (w *worker) loop(ctx context.Context, job *supervisor.Job, deadline time.Ti
 				return
 			}
 		case <-tick:
-			if jd.Interval <= policy.RescueInterval {
+			if !waiting && jd.Interval <= policy.RescueInterval {
 				orderTaken, orderTakenAt = st.Decisions.At, time.Now()
 			}
 			ckptBusy = true
@@ -186,16 +208,17 @@ func (w *worker) loop(ctx context.Context, job *supervisor.Job, deadline time.Ti
 			}
 			w.noteCheckpointTime(time.Since(ckptStarted))
 			w.reportRestart(ctx, j, false)
-			cur, queued = w.pushOrQueue(ctx, w.latest(), v, cur, queued, pushRes)
+			changed = changedShare(m.cfg.Store, w.id, v)
+			cur, queued = w.pushOrQueue(ctx, w.latest(), target, v, cur, queued, pushRes)
 		case r := <-pushRes:
 			cur = nil
-			if r.err != nil && ctx.Err() == nil {
+			if r.err != nil && ctx.Err() == nil && r.p != dropped {
 				w.noteErr(fmt.Errorf("pre-sync: %w", r.err))
 			}
 			if queued != 0 {
 				v := queued
 				queued = 0
-				cur, queued = w.pushOrQueue(ctx, w.latest(), v, nil, 0, pushRes)
+				cur, queued = w.pushOrQueue(ctx, w.latest(), target, v, nil, 0, pushRes)
 			}
 		}
 	}
@@ -244,19 +267,16 @@ func later(a, b time.Time) time.Time {
 	return b
 }
 
-// pushOrQueue starts the pre-sync of version v to the job's standby, or
-// queues it behind the push in flight (only the newest queued version is
-// kept: it supersedes older ones).
-func (w *worker) pushOrQueue(ctx context.Context, st *state.State, v uint64, cur *push, queued uint64, res chan pushResult) (*push, uint64) {
+// pushOrQueue starts the pre-sync of version v to the target (the job's
+// standby, or a waiting hand-off's destination), or queues it behind the
+// push in flight (only the newest queued version is kept: it supersedes
+// older ones). A version that could not land before the target's limit is
+// not sent.
+func (w *worker) pushOrQueue(ctx context.Context, st *state.State, to presyncTarget, v uint64, cur *push, queued uint64, res chan pushResult) (*push, uint64) {
 	if cur != nil {
 		return cur, max(queued, v)
 	}
-	jd := jobDecision(st, w.id)
-	to := jd.Standby
-	if to == "" {
-		to = st.Jobs[w.id].Standby
-	}
-	if to == "" || to == w.m.cfg.Node {
+	if to.to == "" {
 		return nil, 0
 	}
 	cp, err := w.localCheckpoint(v)
@@ -264,8 +284,11 @@ func (w *worker) pushOrQueue(ctx context.Context, st *state.State, v uint64, cur
 		w.noteErr(err)
 		return nil, 0
 	}
-	rate := presyncRate(st, jd, w.id, w.m.cfg.Node, to)
-	return w.startPush(ctx, st, cp, to, checkpointFlow(w.id), policy.ClassPresync, rate, res), 0
+	if !to.lands(cp.Size, w.m.cfg.Now()) {
+		w.log.Info("pre-sync skipped: the version cannot land before the final checkpoint's start", "version", v, "to", to.to)
+		return nil, 0
+	}
+	return w.startPush(ctx, st, cp, to.to, checkpointFlow(w.id), policy.ClassPresync, to.rate, res), 0
 }
 
 func (w *worker) localCheckpoint(v uint64) (state.Checkpoint, error) {

@@ -22,9 +22,15 @@
 //     A version counts (is "committed") once a holder other than its source has
 //     it.
 //   - Scheduled hand-off (flow 3). On a HandoffDecision from this node with a
-//     destination: the final checkpoint if FinalCheckpoint is set, the job is
-//     stopped, the version is pushed to the destination (class migration, at
-//     the admitted flow's rate, not before the flow's start), then MoveJob is
+//     destination, the job computes until the decision's FinalStart (its
+//     final checkpoint's latest safe start); meanwhile, while its versions
+//     share most of their bytes, it checkpoints at its last decided
+//     interval, and each new version is pushed to the destination (class
+//     pre-sync, at the hand-off's reserved rate, only while it lands before
+//     FinalStart), so the final transfer moves only the last delta. Then:
+//     the final checkpoint if FinalCheckpoint is set, the job is stopped,
+//     the version is pushed to the destination (class migration, at the
+//     admitted flow's rate, not before the flow's start), then MoveJob is
 //     committed; the destination's manager starts the job from the received
 //     version. A degraded (or destination-less) hand-off stops the job; it
 //     recovers elsewhere from its freshest committed replica once the node

@@ -62,8 +62,13 @@ func (w *worker) handoff(ctx context.Context, job *supervisor.Job, h policy.Hand
 			cp, have = c, true
 		}
 	}
+	// lacked is what the destination lacked of the version handed over:
+	// the bytes the final transfer sent (nothing when it held them all,
+	// its pre-syncs having sent the rest).
+	var lacked int64
 	for have && !slices.Contains(holdersOf(w.latest(), w.id, cp.Version), h.To) {
-		err := w.migrate(hctx, h, cp)
+		sent, err := w.migrate(hctx, h, cp)
+		lacked = sent
 		var rt retarget
 		if errors.As(err, &rt) {
 			if !rt.h.Admitted() {
@@ -85,8 +90,8 @@ func (w *worker) handoff(ctx context.Context, job *supervisor.Job, h policy.Hand
 	// The history tells a move with its final checkpoint from one that
 	// lost the work since an older version (the owner's report too).
 	move := state.MoveJob{Job: w.id, From: m.cfg.Node, To: h.To, At: m.cfg.Now(), Stopped: stopped, NoFinalCheckpoint: !final}
-	if rate > 0 || h.Bytes == 0 {
-		move.Limit = policy.DowntimeLimit(h.Bytes, rate, w.latest().Jobs[w.id].RestartTime, policy.ControlPeriod)
+	if rate > 0 || lacked == 0 {
+		move.Limit = policy.DowntimeLimit(lacked, rate, w.latest().Jobs[w.id].RestartTime, policy.ControlPeriod)
 	}
 	if have {
 		move.Version = cp.Version
@@ -103,8 +108,9 @@ func (w *worker) handoff(ctx context.Context, job *supervisor.Job, h policy.Hand
 }
 
 // migrate pushes cp to the hand-off's destination (class migration) at the
-// admitted flow's rate, not before the flow's start, re-pacing on changes.
-func (w *worker) migrate(ctx context.Context, h policy.HandoffDecision, cp state.Checkpoint) error {
+// admitted flow's rate, not before the flow's start, re-pacing on changes,
+// and returns the bytes it sent (the chunks the destination lacked).
+func (w *worker) migrate(ctx context.Context, h policy.HandoffDecision, cp state.Checkpoint) (int64, error) {
 	m := w.m
 	st := w.latest()
 	rate, fl := flowRate(st, handoffFlow(w.id), m.cfg.Node, h.To)
@@ -114,7 +120,7 @@ func (w *worker) migrate(ctx context.Context, h policy.HandoffDecision, cp state
 			select {
 			case <-ctx.Done():
 				t.Stop()
-				return ctx.Err()
+				return 0, ctx.Err()
 			case <-t.C:
 			}
 		}
@@ -126,12 +132,12 @@ func (w *worker) migrate(ctx context.Context, h policy.HandoffDecision, cp state
 	for {
 		select {
 		case r := <-res:
-			return r.err
+			return w.sent(ps), r.err
 		case <-w.notify:
 			st := w.latest()
 			if nh, ok := handoffFrom(st, w.id, m.cfg.Node); ok && (nh.Degraded || nh.To != h.To) {
 				ps.cancel()
-				return retarget{nh} // the leader chose again (the destination is leaving, say)
+				return 0, retarget{nh} // the leader chose again (the destination is leaving, say)
 			}
 			if r, f := flowRate(st, handoffFlow(w.id), m.cfg.Node, h.To); f != nil {
 				rate, fl = r, f
@@ -141,6 +147,17 @@ func (w *worker) migrate(ctx context.Context, h policy.HandoffDecision, cp state
 			w.repace(ps, w.deadlinePace(w.progress(ps, cp), rate, fl, h.Deadline))
 		}
 	}
+}
+
+// sent is the chunk bytes push p sent (uncompressed, over all attempts).
+func (w *worker) sent(p *push) int64 {
+	w.m.mu.Lock()
+	tr := p.tr
+	w.m.mu.Unlock()
+	if tr == nil {
+		return 0
+	}
+	return tr.Stats().RawBytes
 }
 
 // retarget ends a hand-off's transfer when the leader's decision for it

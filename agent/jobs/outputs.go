@@ -73,7 +73,8 @@ func (w *worker) finalOutputs(ctx context.Context) {
 		return
 	}
 	res := make(chan pushResult, 1)
-	if p, _ := w.pushOrQueue(ctx, w.latest(), v, nil, 0, res); p == nil {
+	st := w.latest()
+	if p, _ := w.pushOrQueue(ctx, st, standbyTarget(st, jobDecision(st, w.id), w.id, w.m.cfg.Node), v, nil, 0, res); p == nil {
 		return
 	}
 	select {

@@ -461,26 +461,7 @@ func webReclaimRecord(rep state.ReclaimReport) web.ReclaimRecord {
 	seen := map[policy.JobID]bool{}
 	for _, o := range rep.Jobs {
 		seen[o.Job] = true
-		out := web.ReclaimOutcome{Job: o.Job, To: o.To, Replica: o.Replica, Version: o.Version, WorkLost: o.LostWork}
-		out.Downtime, out.Resuming = outcomeDowntime(rep, o)
-		if out.Downtime > 0 {
-			out.DowntimeLimit = o.Limit
-			out.Detection, out.Placement, out.Restore, out.Start = downtimeParts(rep.DowntimeStart(o), o)
-		}
-		switch {
-		case o.HandedOff && o.NoFinalCheckpoint:
-			out.Degraded = true
-			out.Reason = fmt.Sprintf("handed off without its final checkpoint: resumed from committed version v%d", o.Version)
-		case o.HandedOff:
-			out.FinalCheckpoint = true
-		case o.Replica != "":
-			out.Degraded = true
-			out.Reason = "recovered from the freshest committed replica"
-		default:
-			out.Degraded = true
-			out.Reason = "no replica survived: restarted from the beginning"
-		}
-		rec.Jobs = append(rec.Jobs, out)
+		rec.Jobs = append(rec.Jobs, webOutcome(rep, o))
 	}
 	add := func(o web.ReclaimOutcome) {
 		if !seen[o.Job] {
@@ -498,6 +479,32 @@ func webReclaimRecord(rep state.ReclaimReport) web.ReclaimRecord {
 		add(web.ReclaimOutcome{Job: j, Reason: "finished"})
 	}
 	return rec
+}
+
+// webOutcome is the page's figures for one job of a reclaim: where it
+// went, what it lost, its downtime against its limit and where the
+// downtime went.
+func webOutcome(rep state.ReclaimReport, o state.JobOutcome) web.ReclaimOutcome {
+	out := web.ReclaimOutcome{Job: o.Job, To: o.To, Replica: o.Replica, Version: o.Version, WorkLost: o.LostWork}
+	out.Downtime, out.Resuming = outcomeDowntime(rep, o)
+	if out.Downtime > 0 {
+		out.DowntimeLimit = o.Limit
+		out.Detection, out.Placement, out.Restore, out.Start = downtimeParts(rep.DowntimeStart(o), o)
+	}
+	switch {
+	case o.HandedOff && o.NoFinalCheckpoint:
+		out.Degraded = true
+		out.Reason = fmt.Sprintf("handed off without its final checkpoint: resumed from committed version v%d", o.Version)
+	case o.HandedOff:
+		out.FinalCheckpoint = true
+	case o.Replica != "":
+		out.Degraded = true
+		out.Reason = "recovered from the freshest committed replica"
+	default:
+		out.Degraded = true
+		out.Reason = "no replica survived: restarted from the beginning"
+	}
+	return out
 }
 
 // webDecisions lists the current hand-offs and placements with their

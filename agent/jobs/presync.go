@@ -1,0 +1,138 @@
+package jobs
+
+import (
+	"slices"
+	"time"
+
+	"github.com/reclaimnet/reclaimnet/ckpt"
+	"github.com/reclaimnet/reclaimnet/policy"
+	"github.com/reclaimnet/reclaimnet/state"
+	"github.com/reclaimnet/reclaimnet/transfer"
+)
+
+// presyncTarget is where a hosted job's new committed versions are pushed,
+// and at what pace. Normally that is its standby at the pre-sync flow's
+// rate. While an admitted hand-off waits for its final checkpoint's latest
+// safe start (docs/design.md P3.8b) it is the hand-off's destination at the
+// rate P3 holds for the hand-off on that path (P3.8c: the reservation is
+// charged to the links during the wait, so using it takes nothing from
+// other flows): the leader decides no checkpoints for a job on a leaving
+// node, and every version that lands at the destination before the final
+// one leaves the final transfer only the last delta.
+type presyncTarget struct {
+	to   policy.NodeID // "": no push
+	rate float64       // bytes/s (transfer.Unlimited: unpaced)
+	// by, when not zero, is the final checkpoint's start: a push must land
+	// before it, since the final step cancels a push still in flight and
+	// the receiver drops a cancelled push's partial data.
+	by time.Time
+}
+
+// standbyTarget is the job's usual target: its standby (the decided one,
+// else the one on record) at presyncRate.
+func standbyTarget(st *state.State, jd policy.JobDecision, id policy.JobID, from policy.NodeID) presyncTarget {
+	to := jd.Standby
+	if to == "" {
+		to = st.Jobs[id].Standby
+	}
+	if to == "" || to == from {
+		return presyncTarget{}
+	}
+	return presyncTarget{to: to, rate: presyncRate(st, jd, id, from, to)}
+}
+
+// handoffWaitTarget is the target during hand-off h's wait: its
+// destination, at its flow's decided rate (unpaced with P3 off), else its
+// final rate, until its final checkpoint's start.
+func handoffWaitTarget(st *state.State, h policy.HandoffDecision, id policy.JobID, from policy.NodeID) presyncTarget {
+	rate, fl := flowRate(st, handoffFlow(id), from, h.To)
+	if fl == nil && paced(st) {
+		rate = h.FinalRate
+	}
+	return presyncTarget{to: h.To, rate: rate, by: h.FinalStart}
+}
+
+// lands reports whether bytes sent from at at the target's rate arrive
+// before its limit.
+func (p presyncTarget) lands(bytes int64, at time.Time) bool {
+	switch {
+	case p.by.IsZero() || p.rate == transfer.Unlimited:
+		return p.by.IsZero() || at.Before(p.by)
+	case p.rate <= 0:
+		return false
+	}
+	return at.Add(time.Duration(float64(bytes) / p.rate * float64(time.Second))).Before(p.by)
+}
+
+// maxWaitChange is the largest share of a version's bytes that may be new
+// against the version before it for checkpoints in a hand-off's wait to
+// pay: beyond it the final version shares little with a pre-synced one
+// (a training job's weights change with every step; the campus's
+// synthetic jobs write fresh random bytes), so a checkpoint in the wait
+// would cost the job its write and the path a whole version without
+// shrinking the final transfer.
+const maxWaitChange = 0.5
+
+// waitCheckpoint is nextCheckpoint during a hand-off's wait: the job
+// checkpoints at its last decided interval (the leader decides none for a
+// job on a leaving node) while consecutive versions share most of their
+// bytes (changed, the new share of the last one, at most maxWaitChange),
+// and only while that checkpoint, written in the slowest recent write
+// time, and the push of a whole version of size bytes land at the
+// destination before the final checkpoint's start with
+// policy.FinalSafety's slack (writes on a loaded machine take several
+// times their measured length): one still in flight there would delay the
+// final checkpoint, and its push would be cancelled.
+func waitCheckpoint(interval time.Duration, ckptBusy bool, lastCkpt time.Time, write time.Duration, size int64, changed float64, p presyncTarget) (time.Time, bool) {
+	if interval <= 0 || ckptBusy || p.to == "" || changed > maxWaitChange {
+		return time.Time{}, false
+	}
+	due := lastCkpt.Add(interval)
+	if !p.lands(policy.FinalSafety*size, due.Add(policy.FinalSafety*write)) {
+		return time.Time{}, false
+	}
+	return due, true
+}
+
+// changedShare is the share of version v's bytes in chunks that the
+// newest older version in the store lacks (1 without one): how much of a
+// version a pre-sync of the one before it leaves to send.
+func changedShare(s *ckpt.Store, job policy.JobID, v uint64) float64 {
+	mf, err := s.Manifest(string(job), v)
+	if err != nil {
+		return 1
+	}
+	var prev uint64
+	for _, pv := range s.Versions(string(job)) {
+		if pv < v {
+			prev = max(prev, pv)
+		}
+	}
+	pm, err := s.Manifest(string(job), prev)
+	if prev == 0 || err != nil {
+		return 1
+	}
+	had := map[ckpt.Hash]bool{}
+	for _, c := range pm.Chunks() {
+		had[c.Hash] = true
+	}
+	var total, fresh int64
+	for _, c := range mf.Chunks() {
+		total += c.Size
+		if !had[c.Hash] {
+			fresh += c.Size
+		}
+	}
+	if total == 0 {
+		return 0
+	}
+	return float64(fresh) / float64(total)
+}
+
+// slowestCheckpoint is the slowest of the last requested checkpoints'
+// write + local commit here.
+func (w *worker) slowestCheckpoint() time.Duration {
+	var d time.Duration
+	w.set(func() { d = slices.Max(append([]time.Duration{0}, w.ckptTimes...)) })
+	return d
+}

@@ -249,7 +249,7 @@ func (a *Agent) runJob(ctx context.Context, c *raft.Coordinator, jr *localapi.Jo
 	}
 	if jr.Workdir != "" {
 		spec.Command = slices.Clone(jr.Command)
-		if resp := a.takeBundle(jr, &spec); resp != nil {
+		if resp := a.takeBundle(jr, &spec, who); resp != nil {
 			return *resp
 		}
 	}

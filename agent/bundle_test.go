@@ -282,7 +282,10 @@ func TestROPathNodesOnly(t *testing.T) {
 		cfg := c.config("node-0" + strconv.Itoa(i))
 		cfg.GPUs = []string{"RTX-4090:24GiB:8.9:x1"}
 		if i == 1 {
-			cfg.GuestROPaths = append(cfg.GuestROPaths, ds)
+			// Without the examples directory, whose path depends on
+			// where the repository is checked out: the announced paths
+			// must fit the gossip metadata's 100 bytes.
+			cfg.GuestROPaths = []string{c.scripts, ds}
 		}
 		c.start(cfg)
 	}

@@ -114,7 +114,8 @@ type Agent struct {
 	// it started with); every listener and dialer presents its current one.
 	identity *pki.Identity
 	// voterKeys are the CA and secrets keys, held by voters only (nil
-	// elsewhere); set at start or when this voter fetches them.
+	// elsewhere); set at start or when this voter fetches them, dropped
+	// when it is demoted (identityLoop).
 	voterKeys atomic.Pointer[pki.VoterKeys]
 	// enrollCoord is coord for the enrollment handler, which runs on the
 	// coordinator's own listener and so may be called before coord is set.

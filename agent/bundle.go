@@ -21,8 +21,9 @@ import (
 // the job in the local store, so eviction keeps it while the job needs it.
 // A caller's mistake (a missing or unreadable directory, a refused entry,
 // a bundle over the cap, a command found neither in the bundle nor on the
-// guest PATH) is a bad request: the CLI exits 2.
-func (a *Agent) takeBundle(jr *localapi.JobRequest, spec *state.JobSpec) *localapi.Response {
+// guest PATH) is a bad request: the CLI exits 2. So is an entry the
+// caller could not have read (checkReadableBy): the agent reads as root.
+func (a *Agent) takeBundle(jr *localapi.JobRequest, spec *state.JobSpec, who caller) *localapi.Response {
 	bad := func(err error) *localapi.Response {
 		return &localapi.Response{Error: "run: " + err.Error(), Kind: localapi.KindBadRequest}
 	}
@@ -49,6 +50,11 @@ func (a *Agent) takeBundle(jr *localapi.JobRequest, spec *state.JobSpec) *locala
 	root, err := filepath.EvalSymlinks(jr.Workdir)
 	if err != nil {
 		return bad(err)
+	}
+	// The bundle stays unpinned when refused: retention evicts it, and
+	// nothing outside the root-only store ever saw its bytes.
+	if err := checkReadableBy(who, root, b.Manifest.Files); err != nil {
+		return bad(fmt.Errorf("workdir %s: %w", jr.Workdir, err))
 	}
 	argv0, err := resolveCommand(b.Manifest.Files, root, spec.Command[0], lookGuestPath)
 	if err != nil {

@@ -494,6 +494,7 @@ func TestSevenEmergencyDeparturesOfNonVoters(t *testing.T) {
 			from = n
 		}
 	}
+	job.Owner = "root@" + from.info.Node
 	if _, err := from.agent.Coordinator().Submit(ctx, state.SubmitJob{Job: job}); err != nil {
 		t.Fatalf("submit %v after the departures: %v", time.Since(departed), err)
 	}

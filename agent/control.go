@@ -2,6 +2,7 @@ package agent
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -60,12 +61,20 @@ func (a *Agent) handleControl(conn net.Conn) {
 	defer conn.Close()
 	conn.SetDeadline(time.Now().Add(30 * time.Second))
 	var req localapi.Request
-	dec := json.NewDecoder(io.LimitReader(bufio.NewReader(conn), 64<<10))
+	br := bufio.NewReader(conn)
+	dec := json.NewDecoder(io.LimitReader(br, 64<<10))
 	resp := localapi.Response{}
 	if who, err := peerCaller(conn); err != nil {
 		resp = localapi.Response{Error: fmt.Sprintf("identify the caller: %v", err), Kind: localapi.KindInternal}
 	} else if err := dec.Decode(&req); err != nil {
 		resp = localapi.Response{Error: fmt.Sprintf("bad request: %v", err), Kind: localapi.KindBadRequest}
+	} else if req.Op == localapi.OpFetch {
+		// A stream of frames, not one response (localapi.Fetch); what
+		// the decoder read past the request is the stream's start, less
+		// the blank an encoder may have put after it.
+		rest, _ := io.ReadAll(dec.Buffered())
+		a.streamFetch(conn, io.MultiReader(bytes.NewReader(bytes.TrimLeft(rest, " \t\r\n")), br), req, who)
+		return
 	} else {
 		resp = a.control(req, who)
 	}
@@ -107,13 +116,6 @@ func (a *Agent) control(req localapi.Request, who caller) localapi.Response {
 		return localapi.Response{Joined: n}
 	case localapi.OpRun, localapi.OpJobs, localapi.OpJob, localapi.OpLogs, localapi.OpCancel:
 		return a.jobControl(req, who)
-	case localapi.OpFetch:
-		if !who.privileged() {
-			// The agent writes the results where the request says, as
-			// its own user: only that user (or root) may ask.
-			return forbidden("fetch: the agent writes the results as its own user; run 'reclaimnet fetch' as root (user %s is not)", who.Name)
-		}
-		return a.fetchResults(req.JobID, req.Fetch)
 	case localapi.OpTraceExport:
 		doc, err := a.view.TraceDocument(time.Now())
 		if err != nil {
@@ -174,7 +176,7 @@ func (a *Agent) jobControl(req localapi.Request, who caller) localapi.Response {
 			return forbidden("cancel: job %s belongs to %s; user %s@%s is neither its owner nor a cluster admin", req.JobID, j.Owner, who.Name, a.cfg.Name)
 		}
 		by := who.Name + " on " + a.cfg.Name // the caller the kernel identified
-		if _, err := c.Submit(ctx, state.CancelJob{Job: policy.JobID(req.JobID), By: by, At: time.Now().UTC()}); err != nil {
+		if _, err := c.Submit(ctx, state.CancelJob{Job: policy.JobID(req.JobID), By: by, At: time.Now().UTC(), Requester: a.requester(who)}); err != nil {
 			return submitError("cancel", err)
 		}
 		return localapi.Response{JobID: req.JobID}
@@ -191,6 +193,8 @@ func submitError(what string, err error) localapi.Response {
 		kind = localapi.KindJobExists
 	case errors.Is(err, raft.ErrNoLeader), errors.Is(err, context.DeadlineExceeded):
 		kind = localapi.KindNoLeader
+	case errors.Is(err, raft.ErrForbidden):
+		kind = localapi.KindForbidden
 	}
 	return localapi.Response{Error: fmt.Sprintf("%s: %v", what, err), Kind: kind}
 }
@@ -245,7 +249,7 @@ func (a *Agent) runJob(ctx context.Context, c *raft.Coordinator, jr *localapi.Jo
 	}
 	if jr.Workdir != "" {
 		spec.Command = slices.Clone(jr.Command)
-		if resp := a.takeBundle(jr, &spec); resp != nil {
+		if resp := a.takeBundle(jr, &spec, who); resp != nil {
 			return *resp
 		}
 	}

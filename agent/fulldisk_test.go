@@ -18,6 +18,7 @@ import (
 
 	"github.com/reclaimnet/reclaimnet/agent/jobs"
 	"github.com/reclaimnet/reclaimnet/ckpt"
+	"github.com/reclaimnet/reclaimnet/internal/testbin"
 	"github.com/reclaimnet/reclaimnet/internal/wait"
 	"github.com/reclaimnet/reclaimnet/localapi"
 	"github.com/reclaimnet/reclaimnet/policy"
@@ -33,13 +34,14 @@ head -c 1048576 /dev/urandom > "$RECLAIMNET_OUTPUT_DIR/weights.bin"
 `
 
 // TestFetchAfterPurge runs a bundled job with a short --keep on a real
-// agent until it exits and fetches its outputs while they are kept: into
-// a 256 KiB tmpfs the answer is a full disk, with nothing at the
-// destination and what arrived kept for the next try; elsewhere they
-// arrive. Once the node purged them a fetch says they were purged and
-// when (the CLI exits 1 on it), and again nothing is left at the
+// agent until it exits and fetches its outputs with 'reclaimnet fetch'
+// while they are kept: into a 256 KiB tmpfs the answer is a full disk
+// (exit 1), with nothing at the destination and what arrived kept for the
+// next try; elsewhere they arrive. Once the node purged them a fetch says
+// they were purged and when (exit 1), and again nothing is left at the
 // destination as if it were the outputs.
 func TestFetchAfterPurge(t *testing.T) {
+	bin := testbin.Binary(t, "RECLAIMNET_BINARY")
 	small := t.TempDir()
 	mountScratch(t, "tmpfs", small, "tmpfs", 0, "size=256k,mode=0700")
 	c := newTestCluster(t)
@@ -62,16 +64,16 @@ func TestFetchAfterPurge(t *testing.T) {
 		return ok && j.State == "done" && len(j.ResultsOn) > 0
 	})
 	full := filepath.Join(small, "out")
-	if resp := call(t, n, localapi.Request{Op: localapi.OpFetch, JobID: "brief", Fetch: &localapi.FetchRequest{Out: full}}); resp.Kind != localapi.KindDiskFull ||
-		!strings.Contains(resp.Error, "disk full") || !strings.Contains(resp.Error, transfer.StagingDir(full)) {
-		t.Errorf("fetch onto a full disk: kind %q, %q; want %q naming where what arrived is kept", resp.Kind, resp.Error, localapi.KindDiskFull)
+	if code, text := asUser(t, bin, 0, n.agent.DataDir(), "fetch", "brief", "--out", full); code != 1 ||
+		!strings.Contains(text, "disk full") || !strings.Contains(text, transfer.StagingDir(full)) {
+		t.Errorf("fetch onto a full disk: exit %d, %q; want 1 saying the disk is full and where what arrived is kept", code, text)
 	}
 	if _, err := os.Lstat(full); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("%s after a fetch onto a full disk: %v, want it absent", full, err)
 	}
 	out := filepath.Join(t.TempDir(), "out")
-	if resp := call(t, n, localapi.Request{Op: localapi.OpFetch, JobID: "brief", Fetch: &localapi.FetchRequest{Out: out}}); resp.Error != "" {
-		t.Fatalf("fetch while kept (until %v): %s (%s)", info.KeptUntil, resp.Error, resp.Kind)
+	if code, text := asUser(t, bin, 0, n.agent.DataDir(), "fetch", "brief", "--out", out); code != 0 {
+		t.Fatalf("fetch while kept (until %v): exit %d: %s", info.KeptUntil, code, text)
 	}
 	if b, err := os.ReadFile(filepath.Join(out, "result.txt")); err != nil || string(b) != "kept\n" {
 		t.Fatalf("fetched result.txt %q (%v)", b, err)
@@ -87,9 +89,9 @@ func TestFetchAfterPurge(t *testing.T) {
 		t.Errorf("purged at %v, before the kept-until time %v", purgedAt, info.KeptUntil)
 	}
 	again := filepath.Join(t.TempDir(), "again")
-	resp := call(t, n, localapi.Request{Op: localapi.OpFetch, JobID: "brief", Fetch: &localapi.FetchRequest{Out: again, CheckpointOut: again + ".checkpoint"}})
-	if resp.Kind != localapi.KindPurged || !strings.Contains(resp.Error, "purged at "+purgedAt.UTC().Format("2006-01-02 15:04:05Z")) {
-		t.Errorf("fetch after the purge: kind %q, %q; want %q naming when they were purged", resp.Kind, resp.Error, localapi.KindPurged)
+	if code, text := asUser(t, bin, 0, n.agent.DataDir(), "fetch", "brief", "--out", again, "--checkpoint"); code != 1 ||
+		!strings.Contains(text, "purged at "+purgedAt.UTC().Format("2006-01-02 15:04:05Z")) {
+		t.Errorf("fetch after the purge: exit %d, %q; want 1 naming when they were purged", code, text)
 	}
 	for _, p := range []string{again, again + ".checkpoint", transfer.StagingDir(again), transfer.StagingDir(again + ".checkpoint")} {
 		if _, err := os.Lstat(p); !errors.Is(err, fs.ErrNotExist) {

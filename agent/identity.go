@@ -368,11 +368,13 @@ func (a *Agent) enrollCoordinator() (*raft.Coordinator, error) {
 	return nil, fmt.Errorf("%w: node %s is starting; try again", enroll.ErrNotServed, a.cfg.Name)
 }
 
-// identityLoop keeps the node's deny list equal to the replicated one and,
-// on a voter without them, fetches the voter keys from another voter.
+// identityLoop keeps the node's deny list equal to the replicated one, on
+// a voter without them fetches the voter keys from another voter, and on
+// a node demoted to non-voter deletes them.
 func (a *Agent) identityLoop(ctx context.Context) {
 	var seen []pki.DenyEntry
 	var lastTry time.Time
+	var demoted time.Time // since when this node holds voter keys as a non-voter
 	var recorded []string
 	t := time.NewTicker(time.Second)
 	defer t.Stop()
@@ -396,10 +398,21 @@ func (a *Agent) identityLoop(ctx context.Context) {
 			}
 			recorded = peers
 		}
-		if a.voterKeys.Load() == nil && st.Nodes[policy.NodeID(a.cfg.Name)].Role == state.RoleVoter && time.Since(lastTry) >= voterKeysRetry {
+		role := st.Nodes[policy.NodeID(a.cfg.Name)].Role
+		if a.voterKeys.Load() == nil && role == state.RoleVoter && time.Since(lastTry) >= voterKeysRetry {
 			lastTry = time.Now()
 			if err := a.fetchVoterKeys(ctx); err != nil {
 				a.logger.Warn("voter keys not fetched yet", "err", err)
+			}
+		}
+		switch {
+		case role != state.RoleNonvoter || a.voterKeys.Load() == nil:
+			demoted = time.Time{}
+		case demoted.IsZero():
+			demoted = time.Now()
+		case time.Since(demoted) >= a.voterKeysGrace() && otherVoters(st, a.cfg.Name) > 0:
+			if err := a.dropVoterKeys(); err != nil {
+				a.logger.Warn("delete the voter keys of a demoted voter", "err", err)
 			}
 		}
 		select {
@@ -460,5 +473,52 @@ func (a *Agent) fetchVoterKeys(ctx context.Context) error {
 	if len(errs) == 0 {
 		return errors.New("no other voter to ask")
 	}
+	return errors.Join(errs...)
+}
+
+// voterKeysGrace is how long a demoted voter keeps the voter keys: time
+// for the voter promoted in its place to fetch them (it asks every
+// voterKeysRetry).
+func (a *Agent) voterKeysGrace() time.Duration {
+	if a.cfg.LocalTimings {
+		return 2 * time.Second
+	}
+	return time.Minute
+}
+
+// otherVoters counts the voters of the registry other than self.
+func otherVoters(st *state.State, self string) int {
+	n := 0
+	for id, r := range st.Nodes {
+		if string(id) != self && r.Role == state.RoleVoter {
+			n++
+		}
+	}
+	return n
+}
+
+// dropVoterKeys deletes the voter keys of a node that is no longer a
+// voter, from memory and from the TLS dir: the CA and secrets keys stay on
+// the voters only (docs/trust.md), and a promotion fetches them again.
+func (a *Agent) dropVoterKeys() error {
+	vk := a.voterKeys.Swap(nil)
+	if vk == nil {
+		return nil
+	}
+	files := []string{pki.SecretsKeyFile}
+	if vk.CA != nil {
+		files = append(files, pki.CAKeyFile)
+	}
+	var errs []error
+	for _, f := range files {
+		if err := os.Remove(filepath.Join(a.cfg.TLSDir, f)); err != nil && !errors.Is(err, os.ErrNotExist) {
+			errs = append(errs, err)
+		}
+	}
+	if d, err := os.Open(a.cfg.TLSDir); err == nil {
+		d.Sync()
+		d.Close()
+	}
+	a.logger.Info("voter keys deleted: this node is no longer a voter", "files", files)
 	return errors.Join(errs...)
 }

@@ -26,6 +26,13 @@ func (cfg *Config) isMachineOwner(c caller) bool { return c.privileged() || c.in
 // ownerName is how a job submitted by c records its owner: user@node.
 func (a *Agent) ownerName(c caller) string { return c.Name + "@" + a.cfg.Name }
 
+// requester is how a command asked for by c names them to the leader,
+// which checks it again (raft.checkForwarder): user@node, and whether
+// this node counts them as a cluster admin.
+func (a *Agent) requester(c caller) state.Requester {
+	return state.Requester{User: a.ownerName(c), Admin: a.isAdmin(c)}
+}
+
 // mayManage reports whether c may cancel job j or read its logs: its
 // owner (the same user on the node it was submitted on) or an admin.
 func (a *Agent) mayManage(c caller, j state.JobRecord) bool {
@@ -58,7 +65,7 @@ func (a *Agent) identityControl(req localapi.Request, who caller) localapi.Respo
 		if err != nil {
 			return localapi.Response{Error: "token create: " + err.Error(), Kind: localapi.KindBadRequest}
 		}
-		if _, err := c.Submit(ctx, state.AddToken{Token: rec}); err != nil {
+		if _, err := c.Submit(ctx, state.AddToken{Token: rec, Requester: a.requester(who)}); err != nil {
 			return submitError("token create", err)
 		}
 		a.logger.Info("join token created", "token", tok.ID, "by", who.Name, "expires", rec.Expires, "uses", rec.MaxUses)
@@ -77,7 +84,7 @@ func (a *Agent) identityControl(req localapi.Request, who caller) localapi.Respo
 		if _, ok := c.State().Enrollment.Tokens[req.TokenID]; !ok {
 			return localapi.Response{Error: fmt.Sprintf("token revoke: no token %q ('reclaimnet token list' shows the IDs)", req.TokenID), Kind: localapi.KindUnknownToken}
 		}
-		if _, err := c.Submit(ctx, state.RevokeToken{ID: req.TokenID, At: now}); err != nil {
+		if _, err := c.Submit(ctx, state.RevokeToken{ID: req.TokenID, At: now, Requester: a.requester(who)}); err != nil {
 			return submitError("token revoke", err)
 		}
 		a.logger.Info("join token revoked", "token", req.TokenID, "by", who.Name)
@@ -96,7 +103,7 @@ func (a *Agent) identityControl(req localapi.Request, who caller) localapi.Respo
 		if !known && !enrolled {
 			return localapi.Response{Error: fmt.Sprintf("node remove: the cluster has no node %q ('reclaimnet members' lists them)", node), Kind: localapi.KindBadRequest}
 		}
-		if _, err := c.Submit(ctx, state.RemoveNode{Node: policy.NodeID(node), At: now}); err != nil {
+		if _, err := c.Submit(ctx, state.RemoveNode{Node: policy.NodeID(node), At: now, Requester: a.requester(who)}); err != nil {
 			return submitError("node remove", err)
 		}
 		a.logger.Info("node removed", "node", node, "by", who.Name)

@@ -408,3 +408,64 @@ func TestEnrollThenStart(t *testing.T) {
 		t.Errorf("enrolling the data dir of a running agent: %v, want ErrDataDirLocked", err)
 	}
 }
+
+// TestDemotedVoterDeletesVoterKeys: three voters hold the CA and secrets
+// keys; one of them is reclaimed (with notice, so it still runs) and the
+// leader demotes it, promoting the fourth member. The new voter fetches
+// the keys and the demoted one deletes its own, from memory and from its
+// TLS directory, while it keeps running and keeps its certificate.
+func TestDemotedVoterDeletesVoterKeys(t *testing.T) {
+	c := newTestCluster(t)
+	a := c.bootstrap("lab-a")
+	tok := createToken(t, a, time.Hour, 0)
+	b := c.start(c.tokenConfig("lab-b", tok, a))
+	cc := c.start(c.tokenConfig("lab-c", tok, a))
+	c.waitConfig(3, 3, 60*time.Second)
+	holds := func(n *testNode) bool {
+		vk := n.agent.voterKeys.Load()
+		return vk != nil && vk.CA != nil
+	}
+	for _, n := range []*testNode{b, cc} {
+		wait.For(t, 30*time.Second, n.info.Node+" holds the voter keys", func() bool { return holds(n) })
+	}
+	d := c.start(c.tokenConfig("lab-d", tok, a))
+	c.waitConfig(4, 3, 60*time.Second)
+	var x *testNode
+	for _, n := range []*testNode{b, cc} {
+		if !n.agent.Coordinator().IsLeader() {
+			x = n
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	now := time.Now().UTC()
+	if _, err := x.agent.Coordinator().Submit(ctx, state.AnnounceReclaim{Reclaim: policy.Reclaim{Node: policy.NodeID(x.info.Node), Announced: now, Deadline: now.Add(time.Hour)}}); err != nil {
+		t.Fatalf("announce the reclaim of %s: %v", x.info.Node, err)
+	}
+	wait.For(t, 60*time.Second, x.info.Node+" demoted and lab-d a voter holding the keys", func() bool {
+		rx, _ := nodeRecord(x, x.info.Node)
+		rd, _ := nodeRecord(x, "lab-d")
+		return rx.Role == state.RoleNonvoter && rd.Role == state.RoleVoter && holds(d)
+	})
+	tlsDir := filepath.Join(x.agent.DataDir(), "tls")
+	wait.For(t, 30*time.Second, x.info.Node+" deletes its voter keys", func() bool {
+		_, caErr := os.Stat(filepath.Join(tlsDir, pki.CAKeyFile))
+		_, secErr := os.Stat(filepath.Join(tlsDir, pki.SecretsKeyFile))
+		return x.agent.voterKeys.Load() == nil && errors.Is(caErr, os.ErrNotExist) && errors.Is(secErr, os.ErrNotExist)
+	})
+	for _, f := range []string{pki.CAFile, pki.NodeFile, pki.NodeKeyFile} {
+		if _, err := os.Stat(filepath.Join(tlsDir, f)); err != nil {
+			t.Errorf("%s: the demoted node lost %s: %v", x.info.Node, f, err)
+		}
+	}
+	for _, n := range []*testNode{a, d} {
+		if !holds(n) {
+			t.Errorf("voter %s lost the voter keys", n.info.Node)
+		}
+	}
+	select {
+	case err := <-x.done:
+		t.Errorf("%s stopped (%v): want it running through its notice", x.info.Node, err)
+	default:
+	}
+}

@@ -41,6 +41,36 @@ func asUser(t *testing.T, bin string, uid int, dataDir string, args ...string) (
 	return 0, out.String()
 }
 
+// openToUsers opens the way to the data dir and the binary to every
+// user, as /var/lib and /usr/bin are: the test's temporary directories
+// are 0700.
+func openToUsers(t *testing.T, dataDir, bin string) {
+	t.Helper()
+	for d := filepath.Dir(dataDir); d != "/" && strings.HasPrefix(d, os.TempDir()) && d != os.TempDir(); d = filepath.Dir(d) {
+		if err := os.Chmod(d, 0o711); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Chmod(bin, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for d := filepath.Dir(bin); d != os.TempDir() && strings.HasPrefix(d, os.TempDir()); d = filepath.Dir(d) {
+		os.Chmod(d, 0o711)
+	}
+}
+
+// needRoot skips (fails with CI=true) a test that runs commands as other
+// users.
+func needRoot(t *testing.T) {
+	t.Helper()
+	if os.Getuid() != 0 {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("needs root to run commands as other users")
+		}
+		t.Skip("needs root to run commands as other users")
+	}
+}
+
 // userCwd is an empty directory every user may enter and read.
 func userCwd(t *testing.T) string {
 	t.Helper()
@@ -63,31 +93,14 @@ func userCwd(t *testing.T) string {
 // node is refused.
 func TestLocalUsers(t *testing.T) {
 	t.Parallel()
-	if os.Getuid() != 0 {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("needs root to run commands as other users")
-		}
-		t.Skip("needs root to run commands as other users")
-	}
+	needRoot(t)
 	bin := testbin.Binary(t, "RECLAIMNET_BINARY")
 	c := newTestCluster(t)
 	cfg := c.config("node-00")
 	cfg.Owners = []string{"uid:60403"} // carol owns the machine
 	n := c.start(cfg)
 	dataDir := n.agent.DataDir()
-	// The test's temporary directories are 0700; the way to the data dir
-	// must be open as /var/lib is.
-	for d := filepath.Dir(dataDir); d != "/" && strings.HasPrefix(d, os.TempDir()) && d != os.TempDir(); d = filepath.Dir(d) {
-		if err := os.Chmod(d, 0o711); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := os.Chmod(bin, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	for d := filepath.Dir(bin); d != os.TempDir() && strings.HasPrefix(d, os.TempDir()); d = filepath.Dir(d) {
-		os.Chmod(d, 0o711)
-	}
+	openToUsers(t, dataDir, bin)
 	// The data dir lets users reach the socket and nothing else.
 	for _, d := range privateDirs {
 		if m := fileMode(t, filepath.Join(dataDir, d)); m != 0o700 {

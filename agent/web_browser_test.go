@@ -153,7 +153,8 @@ func submitJobErr(n *testNode, id policy.JobID) (state.JobRecord, error) {
 	job := state.JobRecord{
 		Job: policy.Job{ID: id, CheckpointBytes: 2 << 30, GPUs: 1, VRAM: 8 << 30, Capability: 8,
 			LossBudget: 10 * time.Minute, RestartTime: 30 * time.Second, Remaining: 6 * time.Hour},
-		Spec: state.JobSpec{Command: []string{"/bin/sh", "-c", "touch \"$RECLAIMNET_READY_FILE\"; while :; do sleep 1; done"}},
+		Spec:  state.JobSpec{Command: []string{"/bin/sh", "-c", "touch \"$RECLAIMNET_READY_FILE\"; while :; do sleep 1; done"}},
+		Owner: "root@" + n.info.Node,
 	}
 	fsm := n.agent.Coordinator().Store()
 	if _, err := n.agent.Coordinator().Submit(ctx, state.SubmitJob{Job: job}); err != nil {

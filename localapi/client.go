@@ -17,14 +17,9 @@ var ErrNoAgent = errors.New("no agent running")
 
 // Call sends one request to the agent whose data dir is dir.
 func Call(ctx context.Context, dir string, req Request) (Response, error) {
-	path := filepath.Join(dir, SocketFile)
-	var d net.Dialer
-	conn, err := d.DialContext(ctx, "unix", path)
+	conn, err := dial(ctx, dir)
 	if err != nil {
-		if errors.Is(err, os.ErrNotExist) || errors.Is(err, syscall.ECONNREFUSED) {
-			return Response{}, fmt.Errorf("%w with data dir %s (start one with 'reclaimnet agent', or set --data-dir / RECLAIMNET_DATA_DIR)", ErrNoAgent, dir)
-		}
-		return Response{}, fmt.Errorf("reach agent at %s: %w", path, err)
+		return Response{}, err
 	}
 	defer conn.Close()
 	if dl, ok := ctx.Deadline(); ok {
@@ -38,4 +33,18 @@ func Call(ctx context.Context, dir string, req Request) (Response, error) {
 		return Response{}, fmt.Errorf("read response: %w", err)
 	}
 	return resp, nil
+}
+
+// dial connects to the control socket of the agent whose data dir is dir.
+func dial(ctx context.Context, dir string) (net.Conn, error) {
+	path := filepath.Join(dir, SocketFile)
+	var d net.Dialer
+	conn, err := d.DialContext(ctx, "unix", path)
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) || errors.Is(err, syscall.ECONNREFUSED) {
+			return nil, fmt.Errorf("%w with data dir %s (start one with 'reclaimnet agent', or set --data-dir / RECLAIMNET_DATA_DIR)", ErrNoAgent, dir)
+		}
+		return nil, fmt.Errorf("reach agent at %s: %w", path, err)
+	}
+	return conn, nil
 }

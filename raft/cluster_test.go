@@ -211,6 +211,14 @@ func testJob(id string) state.SubmitJob {
 		Spec: state.JobSpec{Command: []string{"python3", "train.py"}}, Owner: "alice"}}
 }
 
+// testJobOn is testJob submitted by alice on node: the owner a follower
+// must name to forward it.
+func testJobOn(id string, node policy.NodeID) state.SubmitJob {
+	j := testJob(id)
+	j.Job.Owner = "alice@" + string(node)
+	return j
+}
+
 // waitJob waits until every running node's FSM has the job.
 func (tc *testCluster) waitJob(id policy.JobID, within time.Duration) {
 	tc.t.Helper()
@@ -262,7 +270,7 @@ func TestClusterLeaderCrashTicksResume(t *testing.T) {
 					follower = c
 				}
 			}
-			if _, err := follower.Submit(ctx, testJob("after")); err != nil {
+			if _, err := follower.Submit(ctx, testJobOn("after", follower.ID())); err != nil {
 				t.Fatalf("submit after crash: %v", err)
 			}
 			tc.waitJob("after", 10*time.Second)
@@ -316,7 +324,7 @@ func TestForwardedCommandsCommitAndErrorsTravel(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	idx, err := f.Submit(ctx, testJob("fwd"))
+	idx, err := f.Submit(ctx, testJobOn("fwd", f.ID()))
 	if err != nil {
 		t.Fatalf("forwarded submit: %v", err)
 	}
@@ -326,15 +334,15 @@ func TestForwardedCommandsCommitAndErrorsTravel(t *testing.T) {
 	tc.waitJob("fwd", 10*time.Second)
 	// The same submission again is a no-op, a different one under the same
 	// ID is refused, and the sentinel survives the trip.
-	if _, err := f.Submit(ctx, testJob("fwd")); err != nil {
+	if _, err := f.Submit(ctx, testJobOn("fwd", f.ID())); err != nil {
 		t.Fatalf("repeated submit: %v", err)
 	}
-	changed := testJob("fwd")
-	changed.Job.Owner = "mallory"
+	changed := testJobOn("fwd", f.ID())
+	changed.Job.Owner = "mallory@" + string(f.ID())
 	if _, err := f.Submit(ctx, changed); !errors.Is(err, state.ErrJobExists) {
 		t.Fatalf("conflicting submit got %v, want ErrJobExists", err)
 	}
-	if _, err := f.Submit(ctx, state.CancelJob{Job: "nope"}); !errors.Is(err, state.ErrUnknownJob) {
+	if _, err := f.Submit(ctx, state.CancelJob{Job: "nope", Requester: state.Requester{User: "alice@" + string(f.ID())}}); !errors.Is(err, state.ErrUnknownJob) {
 		t.Fatalf("cancel of an unknown job got %v, want ErrUnknownJob", err)
 	}
 	// At-most-once completion through Raft: the same replica twice leaves

@@ -439,7 +439,7 @@ func (c *Coordinator) applyForwarded(peer policy.NodeID, b []byte) (uint64, erro
 	if err != nil {
 		return 0, err
 	}
-	if err := checkForwarder(peer, cmd); err != nil {
+	if err := checkForwarder(forwarder{Node: peer, Voter: c.isVoter(peer)}, c.State(), cmd); err != nil {
 		c.logger.Warn("rejected a forwarded command", "peer", peer, "kind", cmd.Kind(), "err", err)
 		return 0, err
 	}
@@ -449,6 +449,20 @@ func (c *Coordinator) applyForwarded(peer policy.NodeID, b []byte) (uint64, erro
 		return 0, fmt.Errorf("%w: %w", ErrNotLeader, err)
 	}
 	return idx, err
+}
+
+// isVoter reports whether id is a voter in the Raft configuration.
+func (c *Coordinator) isVoter(id policy.NodeID) bool {
+	servers, err := c.Servers()
+	if err != nil {
+		return false
+	}
+	for _, s := range servers {
+		if s.ID == id {
+			return s.Role == state.RoleVoter
+		}
+	}
+	return false
 }
 
 // TransferLeadership hands leadership to another voter if this node leads

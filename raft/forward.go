@@ -194,19 +194,39 @@ func peerNode(conn net.Conn) policy.NodeID {
 	return policy.NodeID(certs[0].Subject.CommonName)
 }
 
-// checkForwarder says whether peer may forward cmd to the leader. Every
-// node of the cluster holds a valid certificate, so this is about limiting
-// what one compromised or buggy node can claim:
-//   - the leader-only kinds (the registry, departures, hazards, decisions)
-//     are applied by the leader itself and never forwarded;
-//   - reports about a node (a job report from its host, a reclaim of it or
-//     its cancellation, the owner's reclaim report, a job's exit on it)
-//     must come from that node.
+// forwarder is the node a forwarded command came from, as the leader
+// knows it: the name in its certificate and whether it is a voter in the
+// Raft configuration.
+type forwarder struct {
+	Node  policy.NodeID
+	Voter bool
+}
+
+// checkForwarder says whether from may forward cmd to the leader, against
+// the leader's state st. Every node of the cluster holds a valid
+// certificate, so this is about limiting what one compromised or buggy
+// node can claim (docs/trust.md):
+//   - the leader-only kinds (the registry, departures, hazards, decisions,
+//     the secrets key) are applied by the leader itself and never
+//     forwarded;
+//   - reports about a node (a job report from its host, a hand-off from
+//     it, a reclaim of it or its cancellation, the owner's reclaim report,
+//     a job's exit on it) must come from that node;
+//   - a user's request (a submission, a cancel, a token, a removal)
+//     carries its requester user@node, whose node must be from: a node
+//     speaks for its own users only; the leader then checks what that
+//     user may do: a cancel only by the job's owner or an admin, tokens
+//     and removals only by an admin, and an admin only on a voter's word
+//     (a voter holds the CA key, so its word adds nothing it could not
+//     take; any other member's word would make root on a lab machine an
+//     admin of every job);
+//   - a join's or a renewal's commit only from a voter, the only nodes
+//     that sign.
 //
-// Job submissions, cancellations, moves and replica reports may come from
-// any node (the CLI submits anywhere; a sender reports its receiver's
-// replica).
-func checkForwarder(peer policy.NodeID, cmd state.Command) error {
+// Replica reports may come from any node (a sender reports its
+// receiver's replica).
+func checkForwarder(from forwarder, st *state.State, cmd state.Command) error {
+	peer := from.Node
 	var claimed policy.NodeID
 	switch c := cmd.(type) {
 	case state.UpsertNode, state.RecordDeparture, state.PublishHazards, state.SetDecisions, state.SetSecretsKey:
@@ -215,12 +235,37 @@ func checkForwarder(peer policy.NodeID, cmd state.Command) error {
 		claimed = c.Node
 	case state.JobExited:
 		claimed = c.Exit.Node
+	case state.MoveJob:
+		claimed = c.From
 	case state.AnnounceReclaim:
 		claimed = c.Reclaim.Node
 	case state.CancelReclaim:
 		claimed = c.Node
 	case state.RecordReclaimReport:
 		claimed = c.Report.Node
+	case state.SubmitJob:
+		return checkRequester(from, cmd, state.Requester{User: c.Job.Owner})
+	case state.CancelJob:
+		if err := checkRequester(from, cmd, c.Requester); err != nil {
+			return err
+		}
+		j, ok := st.Jobs[c.Job]
+		if !ok || j.Owner == c.Requester.User || adminWord(from, c.Requester) {
+			return nil // an unknown job is the state's refusal (ErrUnknownJob)
+		}
+		return fmt.Errorf("%w: cancel of job %s (owner %s) by %s: neither its owner nor a cluster admin%s",
+			ErrForbidden, c.Job, j.Owner, c.Requester.User, adminHint(from, c.Requester))
+	case state.AddToken:
+		return checkAdmin(from, cmd, c.Requester)
+	case state.RevokeToken:
+		return checkAdmin(from, cmd, c.Requester)
+	case state.RemoveNode:
+		return checkAdmin(from, cmd, c.Requester)
+	case state.EnrollNode, state.RenewCert:
+		if !from.Voter {
+			return fmt.Errorf("%w: %s from %q, which is not a voter (only voters sign certificates)", ErrForbidden, cmd.Kind(), peer)
+		}
+		return nil
 	default:
 		return nil
 	}
@@ -228,4 +273,40 @@ func checkForwarder(peer policy.NodeID, cmd state.Command) error {
 		return fmt.Errorf("%w: %s about node %q sent by %q (a node speaks for itself only)", ErrForbidden, cmd.Kind(), claimed, peer)
 	}
 	return nil
+}
+
+// checkRequester refuses a user's request forwarded without a requester,
+// or for a user of another node than the forwarder.
+func checkRequester(from forwarder, cmd state.Command, r state.Requester) error {
+	if r.User == "" {
+		return fmt.Errorf("%w: %s from %q names no requesting user", ErrForbidden, cmd.Kind(), from.Node)
+	}
+	if r.Node() != from.Node {
+		return fmt.Errorf("%w: %s for user %q sent by %q (a node speaks for its own users only)", ErrForbidden, cmd.Kind(), r.User, from.Node)
+	}
+	return nil
+}
+
+// checkAdmin refuses an admin's request unless a voter forwarded it for
+// one of its own users it counts as an admin.
+func checkAdmin(from forwarder, cmd state.Command, r state.Requester) error {
+	if err := checkRequester(from, cmd, r); err != nil {
+		return err
+	}
+	if !adminWord(from, r) {
+		return fmt.Errorf("%w: %s by %s: not a cluster admin%s", ErrForbidden, cmd.Kind(), r.User, adminHint(from, r))
+	}
+	return nil
+}
+
+// adminWord reports whether the leader takes r as a cluster admin: its
+// node (from, already checked to be r's) says so and is a voter.
+func adminWord(from forwarder, r state.Requester) bool { return r.Admin && from.Voter }
+
+// adminHint explains an admin claim the leader did not take.
+func adminHint(from forwarder, r state.Requester) string {
+	if r.Admin && !from.Voter {
+		return fmt.Sprintf(" (node %s is not a voter: the cluster takes an admin's request from a voter only; 'reclaimnet members' shows them)", from.Node)
+	}
+	return ""
 }

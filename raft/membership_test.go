@@ -221,7 +221,7 @@ func TestScheduledVoterDepartureKeepsQuorum(t *testing.T) {
 			}
 			delete(tc.nodes, x.ID())
 			tc.gossip.setStatus(x.ID(), MemberLeft)
-			if _, err := nl.Submit(ctx, testJob("after-reclaim")); err != nil {
+			if _, err := nl.Submit(ctx, testJobOn("after-reclaim", nl.ID())); err != nil {
 				t.Fatalf("submit after the departure: %v", err)
 			}
 			wait.For(tc.t, 10*time.Second, "the departed node removed and its departure logged", func() bool {

@@ -153,7 +153,7 @@ func TestForwardedCommandsCheckedAgainstCertificate(t *testing.T) {
 	if _, err := f.Submit(ctx, state.AnnounceReclaim{Reclaim: policy.Reclaim{Node: f.ID(), Announced: now, Deadline: now.Add(time.Hour)}}); err != nil {
 		t.Fatalf("follower's own reclaim: %v", err)
 	}
-	if _, err := f.Submit(ctx, testJob("fwd")); err != nil {
+	if _, err := f.Submit(ctx, testJobOn("fwd", f.ID())); err != nil {
 		t.Fatalf("job submission from the follower: %v", err)
 	}
 	forbidden := []state.Command{

@@ -9,6 +9,7 @@ import (
 	"math"
 	"reflect"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/reclaimnet/reclaimnet/policy"
@@ -111,11 +112,43 @@ type UpsertNode struct{ Node NodeRecord }
 type SubmitJob struct{ Job JobRecord }
 
 // CancelJob ends a job as cancelled, by By (the user, as the node that
-// took the request names them) at At.
+// took the request names them) at At. Requester is who asked, for the
+// leader's check (only its owner or an admin may).
 type CancelJob struct {
-	Job policy.JobID
-	By  string    `json:",omitempty"`
-	At  time.Time `json:",omitzero"`
+	Job       policy.JobID
+	By        string    `json:",omitempty"`
+	At        time.Time `json:",omitzero"`
+	Requester Requester `json:",omitzero"`
+}
+
+// Requester is the user who asked for a command, as the node that took the
+// request identified them (SO_PEERCRED on its control socket). The leader
+// checks a forwarded command against it: User's node part must be the
+// forwarding node's certificate name (a node speaks for its own users
+// only), and Admin, that node's word that User is one of its cluster
+// admins, counts only from a voter (docs/trust.md).
+type Requester struct {
+	User  string `json:",omitempty"` // user@node
+	Admin bool   `json:",omitempty"`
+}
+
+// Node is the node part of User ("" when User has none).
+func (r Requester) Node() policy.NodeID {
+	i := strings.LastIndexByte(r.User, '@')
+	if i < 0 {
+		return ""
+	}
+	return policy.NodeID(r.User[i+1:])
+}
+
+// maxRequesterLen bounds Requester.User (a user name and a node name).
+const maxRequesterLen = 256
+
+func (r Requester) validate() error {
+	if len(r.User) > maxRequesterLen {
+		return invalid("requester name of %d bytes", len(r.User))
+	}
+	return nil
 }
 
 // JobReport is the host's report about its job: measured restart time,
@@ -259,7 +292,7 @@ func (c CancelJob) validate() error {
 	if len(c.By) > 256 {
 		return invalid("cancel of %s: canceller name of %d bytes", c.Job, len(c.By))
 	}
-	return nil
+	return c.Requester.validate()
 }
 
 func (c JobReport) validate() error {

@@ -19,13 +19,17 @@ import (
 // applies it the same way.
 
 // AddToken stores a join token's record ('token create'); never the
-// secret, only its hash.
-type AddToken struct{ Token enroll.Record }
+// secret, only its hash. Requester is the admin who asked.
+type AddToken struct {
+	Token     enroll.Record
+	Requester Requester `json:",omitzero"`
+}
 
 // RevokeToken revokes a join token at At ('token revoke ID').
 type RevokeToken struct {
-	ID string
-	At time.Time
+	ID        string
+	At        time.Time
+	Requester Requester `json:",omitzero"`
 }
 
 // EnrollNode is a join's one commit: it consumes one use of the token and
@@ -46,10 +50,11 @@ type RenewCert struct {
 // RemoveNode revokes a node ('node remove NAME'): every certificate issued
 // to its name up to At is denied by every node, it leaves the registry
 // (a departure, so its jobs are recovered elsewhere), and the name is free
-// for a new join with a new token.
+// for a new join with a new token. Requester is the admin who asked.
 type RemoveNode struct {
-	Node policy.NodeID
-	At   time.Time
+	Node      policy.NodeID
+	At        time.Time
+	Requester Requester `json:",omitzero"`
 }
 
 // SetSecretsKey records the cluster secrets key's public half, once: a
@@ -78,14 +83,14 @@ func (c AddToken) validate() error {
 	if c.Token.ID == "" || len(c.Token.SecretHash) == 0 {
 		return invalid("token without id or secret hash")
 	}
-	return nil
+	return c.Requester.validate()
 }
 
 func (c RevokeToken) validate() error {
 	if c.ID == "" || c.At.IsZero() {
 		return invalid("revoke-token needs an id and a time")
 	}
-	return nil
+	return c.Requester.validate()
 }
 
 func (c EnrollNode) validate() error {
@@ -116,7 +121,7 @@ func (c RemoveNode) validate() error {
 	if c.At.IsZero() {
 		return invalid("remove-node %s without time", c.Node)
 	}
-	return nil
+	return c.Requester.validate()
 }
 
 // removedReason is what a removed node's registry entry says.

@@ -68,6 +68,10 @@
 // corrupt one with NEED, and sends DONE with the manifest hash when it
 // holds them all. A broken connection is retried and asks only for the
 // rest; the files are renamed into the destination only when complete.
+// The two halves are separable: [Client.FetchChunks] runs the connections
+// into any [ChunkStore], and [Stage] is the receiving end (the staging
+// store, then the files placed), so the agent can relay the chunks to
+// 'reclaimnet fetch', which writes the files as its caller.
 //
 // # Limits, concurrent connections and stale versions
 //

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
@@ -84,24 +85,34 @@ func (c *Client) Fetch(ctx context.Context, req FetchRequest) (FetchResult, erro
 }
 
 func (c *Client) fetch(ctx context.Context, req FetchRequest) (FetchResult, error) {
-	var res FetchResult
 	if err := ckpt.ValidJobID(req.JobID); err != nil {
-		return res, err
+		return FetchResult{}, err
 	}
-	if req.Dest == "" {
+	return Stage(req.Dest, req.CheckpointDest, c.log, func(staging ChunkStore) (FetchResult, error) {
+		return c.fetchChunks(ctx, req.Node, req.Addr, req.JobID, req.CheckpointDest != "", staging)
+	})
+}
+
+// Stage is the receiving end of a fetch into dest (and checkpointDest,
+// "": not wanted): both must be absent or empty directories. get fills
+// the staging store (StagingDir(dest), kept when get fails so that the
+// next call to the same dest asks only for the rest) and returns the
+// version it delivered; Stage then writes the parts into temporary
+// directories beside the destinations and renames each into place, so a
+// destination is complete or absent. 'reclaimnet fetch' runs it as its
+// caller, with get relaying through the agent.
+func Stage(dest, checkpointDest string, log *slog.Logger, get func(ChunkStore) (FetchResult, error)) (FetchResult, error) {
+	var res FetchResult
+	if dest == "" {
 		return res, errors.New("no destination")
 	}
-	for _, d := range []string{req.Dest, req.CheckpointDest} {
+	for _, d := range []string{dest, checkpointDest} {
 		if err := checkDest(d); err != nil {
 			return res, err
 		}
 	}
-	addr, err := net.ResolveUDPAddr("udp", req.Addr)
-	if err != nil {
-		return res, fmt.Errorf("resolve %s: %w", req.Addr, err)
-	}
-	stagingDir := StagingDir(req.Dest)
-	staging, err := ckpt.Open(ckpt.Config{Root: stagingDir, Logger: c.log})
+	stagingDir := StagingDir(dest)
+	staging, err := ckpt.Open(ckpt.Config{Root: stagingDir, Logger: log})
 	if err != nil {
 		return res, fmt.Errorf("staging: %w", diskFull(err))
 	}
@@ -112,6 +123,55 @@ func (c *Client) fetch(ctx context.Context, req FetchRequest) (FetchResult, erro
 			os.RemoveAll(stagingDir)
 		}
 	}()
+	if res, err = get(staging); err != nil {
+		return res, err
+	}
+	if res.Manifest == nil {
+		return res, errors.New("fetch delivered no manifest")
+	}
+	if err := place(staging, res.Manifest, dest, checkpointDest); err != nil {
+		return res, err
+	}
+	staging.Close()
+	if err := os.RemoveAll(stagingDir); err != nil {
+		log.Warn("transfer: removing the fetch's staging directory", "err", err)
+	}
+	return res, nil
+}
+
+// ChunkStore keeps the chunks a fetch receives: a ckpt.Store, or a relay
+// to the process that keeps them (the agent's to 'reclaimnet fetch', which
+// writes the files as its caller).
+type ChunkStore interface {
+	// Missing returns the refs it does not hold yet.
+	Missing(refs []ckpt.ChunkRef) []ckpt.ChunkRef
+	// PutChunk keeps one chunk, verified against its hash by the fetch.
+	PutChunk(h ckpt.Hash, data []byte) error
+}
+
+// FetchChunks downloads the newest version of job from the holder node at
+// addr into store: the outputs' chunks, and with checkpoint the
+// checkpoint's, only those store lacks, verified as they arrive. A broken
+// connection is retried (Config.Attempts). It returns once store holds
+// every chunk of the parts; placing the files is the caller's (Stage).
+// The Client's Store is not used and nothing is written to disk here.
+func (c *Client) FetchChunks(ctx context.Context, node, addr, job string, checkpoint bool, store ChunkStore) (FetchResult, error) {
+	res, err := c.fetchChunks(ctx, node, addr, job, checkpoint, store)
+	if err != nil {
+		return res, fmt.Errorf("fetch %s from %s: %w", job, node, err)
+	}
+	return res, nil
+}
+
+func (c *Client) fetchChunks(ctx context.Context, node, addr, job string, checkpoint bool, store ChunkStore) (FetchResult, error) {
+	var res FetchResult
+	if err := ckpt.ValidJobID(job); err != nil {
+		return res, err
+	}
+	udpAddr, err := net.ResolveUDPAddr("udp", addr)
+	if err != nil {
+		return res, fmt.Errorf("resolve %s: %w", addr, err)
+	}
 	udp, err := net.ListenUDP("udp", nil)
 	if err != nil {
 		return res, fmt.Errorf("socket: %w", err)
@@ -120,7 +180,7 @@ func (c *Client) fetch(ctx context.Context, req FetchRequest) (FetchResult, erro
 	tr := &quic.Transport{Conn: udp}
 	defer tr.Close()
 
-	f := &fetcher{c: c, req: req, staging: staging, tr: tr, addr: addr, res: &res}
+	f := &fetcher{c: c, node: node, job: job, checkpoint: checkpoint, staging: store, tr: tr, addr: udpAddr, res: &res}
 	var m *ckpt.Manifest
 	for attempt := 1; attempt <= c.cfg.Attempts; attempt++ {
 		res.Attempts = attempt
@@ -139,7 +199,7 @@ func (c *Client) fetch(ctx context.Context, req FetchRequest) (FetchResult, erro
 			return res, err
 		}
 		if attempt < c.cfg.Attempts {
-			c.log.Info("transfer: fetch connection lost, resuming", "job", req.JobID, "attempt", attempt, "err", err)
+			c.log.Info("transfer: fetch connection lost, resuming", "job", job, "attempt", attempt, "err", err)
 			select {
 			case <-time.After(c.cfg.RetryBackoff):
 			case <-ctx.Done():
@@ -150,13 +210,6 @@ func (c *Client) fetch(ctx context.Context, req FetchRequest) (FetchResult, erro
 		return res, err
 	}
 	res.Manifest = m
-	if err := place(staging, m, req); err != nil {
-		return res, err
-	}
-	staging.Close()
-	if err := os.RemoveAll(stagingDir); err != nil {
-		c.log.Warn("transfer: removing the fetch's staging directory", "err", err)
-	}
 	return res, nil
 }
 
@@ -183,7 +236,7 @@ func checkDest(d string) error {
 
 // place writes the fetched parts into temporary directories beside the
 // destinations and renames each into place.
-func place(staging *ckpt.Store, m *ckpt.Manifest, req FetchRequest) error {
+func place(staging *ckpt.Store, m *ckpt.Manifest, dest, checkpointDest string) error {
 	var tmps []string
 	defer func() {
 		for _, t := range tmps {
@@ -204,18 +257,18 @@ func place(staging *ckpt.Store, m *ckpt.Manifest, req FetchRequest) error {
 		tmps = append(tmps, t)
 		return t, nil
 	}
-	outTmp, err := tmpFor(req.Dest)
+	outTmp, err := tmpFor(dest)
 	if err != nil {
 		return err
 	}
-	ckTmp, err := tmpFor(req.CheckpointDest)
+	ckTmp, err := tmpFor(checkpointDest)
 	if err != nil {
 		return err
 	}
 	if err := staging.RestoreCheckpoint(m, ckTmp, outTmp); err != nil {
 		return err
 	}
-	for _, p := range []struct{ tmp, dst string }{{outTmp, req.Dest}, {ckTmp, req.CheckpointDest}} {
+	for _, p := range []struct{ tmp, dst string }{{outTmp, dest}, {ckTmp, checkpointDest}} {
 		if p.dst == "" {
 			continue
 		}
@@ -248,13 +301,14 @@ func diskFull(err error) error {
 
 // fetcher runs the connections of one fetch.
 type fetcher struct {
-	c       *Client
-	req     FetchRequest
-	staging *ckpt.Store
-	tr      *quic.Transport
-	addr    *net.UDPAddr
-	res     *FetchResult
-	counted bool // AlreadyHad was set by the first NEED
+	c          *Client
+	node, job  string
+	checkpoint bool
+	staging    ChunkStore
+	tr         *quic.Transport
+	addr       *net.UDPAddr
+	res        *FetchResult
+	counted    bool // AlreadyHad was set by the first NEED
 }
 
 // session runs one connection: FETCH, MANIFEST, NEED, chunks, DONE. It
@@ -262,7 +316,7 @@ type fetcher struct {
 func (f *fetcher) session(ctx context.Context) (_ *ckpt.Manifest, err error) {
 	cfg := f.c.cfg
 	dctx, dcancel := context.WithTimeout(ctx, cfg.HandshakeTimeout)
-	conn, err := f.tr.Dial(dctx, f.addr, cfg.TLS.ClientTLS(f.req.Node, ALPN), cfg.quicConfig())
+	conn, err := f.tr.Dial(dctx, f.addr, cfg.TLS.ClientTLS(f.node, ALPN), cfg.quicConfig())
 	dcancel()
 	if err != nil {
 		if isTLSFailure(err) {
@@ -279,7 +333,7 @@ func (f *fetcher) session(ctx context.Context) (_ *ckpt.Manifest, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("open control stream: %w", err)
 	}
-	if err := writeFrame(ctl, frameFetch, encodeFetch(f.req.JobID, f.req.CheckpointDest != "")); err != nil {
+	if err := writeFrame(ctl, frameFetch, encodeFetch(f.job, f.checkpoint)); err != nil {
 		return nil, fmt.Errorf("send fetch: %w", err)
 	}
 	first, err := readFrame(ctl, maxControlFrame)
@@ -297,10 +351,10 @@ func (f *fetcher) session(ctx context.Context) (_ *ckpt.Manifest, err error) {
 	if err != nil {
 		return nil, permanent{fmt.Errorf("%w: %w", ErrProtocol, err)}
 	}
-	if m.JobID != f.req.JobID {
-		return nil, permanent{fmt.Errorf("%w: asked for %s, got a manifest of %s", ErrProtocol, f.req.JobID, m.JobID)}
+	if m.JobID != f.job {
+		return nil, permanent{fmt.Errorf("%w: asked for %s, got a manifest of %s", ErrProtocol, f.job, m.JobID)}
 	}
-	ck, out := fetchParts(m, f.req.CheckpointDest != "")
+	ck, out := fetchParts(m, f.checkpoint)
 	if err := ckpt.CheckLinks(out); err != nil {
 		return nil, permanent{fmt.Errorf("%w: outputs: %w", ErrProtocol, err)}
 	}

@@ -401,7 +401,28 @@ func (tc *testCluster) outcome(node policy.NodeID, job policy.JobID) state.JobOu
 
 func (tc *testCluster) submit(cmd state.Command) {
 	tc.t.Helper()
-	tc.submitVia(tc.any().id, cmd)
+	via := tc.any().id
+	for id, n := range tc.nodes {
+		if n.coord.IsLeader() {
+			via = id
+		}
+	}
+	// A user's request names its requester, a user of the node it goes
+	// through (the leader checks a forwarded one): root there, an admin
+	// (the leader, or a voter when leadership just moved).
+	switch c := cmd.(type) {
+	case state.SubmitJob:
+		if c.Job.Owner == "" {
+			c.Job.Owner = "root@" + string(via)
+		}
+		cmd = c
+	case state.CancelJob:
+		if c.Requester.User == "" {
+			c.Requester = state.Requester{User: "root@" + string(via), Admin: true}
+		}
+		cmd = c
+	}
+	tc.submitVia(via, cmd)
 }
 
 // submitVia submits cmd through node's coordinator (a command about a

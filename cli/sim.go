@@ -154,16 +154,29 @@ func simulate(ctx context.Context, env *Env, stdout io.Writer, o simOptions) err
 	if o.importDeps != "" && o.tracePath != "" {
 		return usagef("--import and --trace exclude each other")
 	}
+	// An imported trace is built per seed (the seed draws its workload and,
+	// for sampled departure sets, its machines); the first seed's is built
+	// here, so a bad trace fails before any run and --out can save it.
+	var importSeed func(seed uint64) (*trace.Trace, error)
+	var imported *trace.Trace
 	if o.importDeps != "" {
 		ic := sim.DefaultImportConfig(o.tracesDir)
-		ic.Departures, ic.Workload, ic.Seed = o.importDeps, o.workload, seeds[0]
-		t, err := sim.Import(ic)
-		if err != nil {
+		ic.Departures, ic.Workload = o.importDeps, o.workload
+		importSeed = func(seed uint64) (*trace.Trace, error) {
+			c := ic
+			c.Seed = seed
+			t, err := sim.Import(c)
+			if err != nil {
+				return nil, err
+			}
+			return sim.AddStorage(t, o.storage), nil
+		}
+		var err error
+		if imported, err = importSeed(seeds[0]); err != nil {
 			return err
 		}
-		loaded = sim.AddStorage(t, o.storage)
 		if o.genOut != "" {
-			if err := trace.Save(o.genOut, loaded); err != nil {
+			if err := trace.Save(o.genOut, imported); err != nil {
 				return err
 			}
 		}
@@ -178,6 +191,12 @@ func simulate(ctx context.Context, env *Env, stdout io.Writer, o simOptions) err
 	traceFor := func(seed uint64) (*trace.Trace, error) {
 		if loaded != nil {
 			return loaded, nil
+		}
+		if importSeed != nil {
+			if seed == seeds[0] {
+				return imported, nil
+			}
+			return importSeed(seed)
 		}
 		c := cfg
 		c.Seed = seed

@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -185,5 +187,38 @@ func TestSimCommandTextTable(t *testing.T) {
 	}
 	if code, _, errs := runSimCLI(t, append(args, "--format", "html")...); code != ExitUsage || !strings.Contains(errs, "--format") {
 		t.Errorf("--format html: exit %d (%s), want %d naming the flag", code, errs, ExitUsage)
+	}
+}
+
+// TestSimCommandImportSeeds: with --import, each seed of --seeds draws its
+// own workload, so the mean over --seeds 1,2 is the mean of the two
+// single-seed runs, not the first seed's figure repeated.
+func TestSimCommandImportSeeds(t *testing.T) {
+	loss := func(seeds string) float64 {
+		t.Helper()
+		code, out, errs := runSimCLI(t, "sim", "-q", "--import", "bamboo-g4dn", "--policies", "b1p", "--seeds", seeds)
+		if code != ExitOK {
+			t.Fatalf("--seeds %s: exit %d: %s", seeds, code, errs)
+		}
+		for _, line := range strings.Split(out, "\n") {
+			if rest, ok := strings.CutPrefix(line, "B1' Slurm requeue"); ok {
+				if f := strings.Fields(rest); len(f) > 0 {
+					v, err := strconv.ParseFloat(f[0], 64)
+					if err != nil {
+						t.Fatalf("--seeds %s: work loss %q: %v", seeds, f[0], err)
+					}
+					return v
+				}
+			}
+		}
+		t.Fatalf("--seeds %s: no B1' row in\n%s", seeds, out)
+		return 0
+	}
+	one, two, both := loss("1"), loss("2"), loss("1,2")
+	if one == two {
+		t.Fatalf("seeds 1 and 2 both lose %.2f GPU-h: the seed draws no workload of its own", one)
+	}
+	if mean := (one + two) / 2; math.Abs(both-mean) > 0.011 {
+		t.Errorf("--seeds 1,2 loses %.2f GPU-h, want the mean of %.2f and %.2f (%.3f)", both, one, two, mean)
 	}
 }

@@ -24,20 +24,33 @@ const (
 	followQuiet = 5 * time.Second
 	// followExit bounds the wait for the agent to exit once its node left.
 	followExit = 60 * time.Second
+	// followGone is how long the socket may stay silent before the agent
+	// counts as exited: an agent that stays up reclaimed closes its
+	// socket as its cluster incarnation ends and opens it again, out of
+	// the cluster, a moment later.
+	followGone = 3 * time.Second
 )
 
 // followReclaim prints the reclaim's progress as it changes, until the
-// node has left (its agent exited), then the owner's report. Ctrl-C stops
+// node has left (its agent exited, or stays up holding it reclaimed), then
+// the owner's report. Ctrl-C stops
 // following; the reclaim goes on.
 func followReclaim(ctx context.Context, env *Env, dataDir string, asJSON bool) error {
 	f := &follower{w: env.Stdout, lines: map[string]string{}, printed: map[string]time.Time{}}
 	tick := time.NewTicker(followPeriod)
 	defer tick.Stop()
 	var last *localapi.ReclaimStatus
-	var left time.Time
+	var left, gone time.Time
 	for {
 		st, transfers, err := reclaimProgress(ctx, dataDir)
+		if !errors.Is(err, localapi.ErrNoAgent) {
+			gone = time.Time{}
+		} else if gone.IsZero() {
+			gone = time.Now()
+		}
 		switch {
+		case errors.Is(err, localapi.ErrNoAgent) && time.Since(gone) < followGone:
+			// Silent for a moment: it may come back reclaimed.
 		case errors.Is(err, localapi.ErrNoAgent):
 			// The agent exited: its report file has the final report.
 			rep, rerr := localapi.ReadReport(dataDir)

@@ -566,27 +566,7 @@ func TestMetaPaths(t *testing.T) {
 // version 4, no limit checked).
 func encodeLegacy(m Meta) []byte {
 	w := writer{}
-	w.byte(4)
-	w.string(m.ID)
-	w.string(m.Building)
-	w.uint16(m.RaftPort)
-	w.uint16(m.TransferPort)
-	w.uint16(m.HTTPPort)
-	w.byte(byte(m.Role))
-	w.uint16(m.GPUs)
-	w.string(m.GPUModel)
-	w.uvarint(uint64(m.GPUVRAMMiB))
-	w.byte(m.GPUCapability)
-	w.varint(m.Started.Unix())
-	w.string(m.Lending)
-	w.string(string(m.Outlook))
-	w.byte(0)
-	w.string(m.Lab)
-	w.string(m.Pool)
-	w.uvarint(uint64(len(m.Paths)))
-	for _, p := range m.Paths {
-		w.string(p)
-	}
+	m.write(&w)
 	return w.buf
 }
 

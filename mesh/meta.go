@@ -155,6 +155,15 @@ func (m Meta) Encode() ([]byte, error) {
 		return nil, fmt.Errorf("read-only paths %q: %d bytes, over the %d gossip metadata has room for", m.Paths, paths, MaxPathsBytes)
 	}
 	w := writer{buf: make([]byte, 0, 64)}
+	m.write(&w)
+	if len(w.buf) > memberlist.MetaMaxSize {
+		return nil, fmt.Errorf("node metadata is %d bytes, over memberlist's %d", len(w.buf), memberlist.MetaMaxSize)
+	}
+	return w.buf, nil
+}
+
+// write appends m's fields, unchecked, in the current version's layout.
+func (m Meta) write(w *writer) {
 	w.byte(MetaVersion)
 	w.string(m.ID)
 	w.string(m.Building)
@@ -180,10 +189,6 @@ func (m Meta) Encode() ([]byte, error) {
 	for _, p := range m.Paths {
 		w.string(p)
 	}
-	if len(w.buf) > memberlist.MetaMaxSize {
-		return nil, fmt.Errorf("node metadata is %d bytes, over memberlist's %d", len(w.buf), memberlist.MetaMaxSize)
-	}
-	return w.buf, nil
 }
 
 // DecodeMeta parses metadata received from a peer. Malformed input returns

@@ -161,28 +161,17 @@ type replica struct {
 
 // replicaFor decides the second (k-th) copy of job j's freshest version
 // (docs/design.md P2.7), made holder-to-holder so the host's uplink carries each
-// version once: with fewer than k live holders that stay, the target is
-// a storage node where one is reachable and none holds the version yet
-// (it never leaves; docs/design.md P2.7 prefers it), else a peer. A job
-// that names its k (Job.Copies > 0: `run --replicas K`) gets the copy
-// whenever a source and a peer that can take it exist: the peer that,
-// added to the holders, leaves the job least likely to lose every copy
-// with its host (so another failure domain than the host's and the
-// holders' wherever there is one), near-ties (within
-// replicaRiskTie) by the copy's transfer time. For a job without its own
-// k (Copies 0: the simulator's generated jobs) the copy is the peer
-// minimising q·AtRisk + C/rate and is made only when the loss it avoids
-// over the job's horizon (2·Lmax) is above its cost in P1.1's terms,
-//
-//	λ_h · horizon · (R_before − R_after) · AtRisk  >  C / b,
-//
-// R the joint figure before and after, λ_h the host's hazard λ̂⁺ and b
-// what the copy's path offers (so a quiet campus, where R is tiny, does
-// not double its checkpoint traffic, and a pool that loses nodes in
-// bursts copies every version). Either way the copy is a pre-sync flow
-// that P1 paces inside its budget and P3 admits. A copy under way (a
-// carried flow) keeps going while its ends stay. ok is false when no copy
-// is made.
+// version once. k is Job.Copies (`run --replicas K`), DefaultCopies when
+// 0; with fewer than k live holders that stay the copy is made whenever a
+// source and a target that can take it exist. The target is a storage
+// node where one is reachable and none holds the version yet (it never
+// leaves; docs/design.md P2.7 prefers it), else the peer that, added to
+// the holders, leaves the job least likely to lose every copy with its
+// host (so another failure domain than the host's and the holders'
+// wherever there is one), near-ties (within replicaRiskTie) by the
+// copy's transfer time. The copy is a pre-sync flow that P1 paces inside
+// its budget and P3 admits. A copy under way (a carried flow) keeps going
+// while its ends stay. ok is false when no copy is made.
 func (w *world) replicaFor(j *Job, host int, carried *Flow) (replica, float64, bool) {
 	kept, sources := w.holderSet(j, host)
 	if carried != nil {
@@ -192,15 +181,11 @@ func (w *world) replicaFor(j *Job, host int, carried *Flow) (replica, float64, b
 			return replica{id: carried.ID, job: j, from: from, to: to, links: w.pathLinks(from, to)}, w.jointRisk(j, host, kept), true
 		}
 	}
-	k, demanded := j.Copies, j.Copies > 0
-	if !demanded {
+	k := j.Copies
+	if k <= 0 {
 		k = DefaultCopies
 	}
 	if len(kept) == 0 || len(kept) >= k || j.CheckpointBytes <= 0 {
-		return replica{}, 0, false
-	}
-	stake := atRisk(j)
-	if stake <= 0 && !demanded {
 		return replica{}, 0, false
 	}
 	before := w.jointRisk(j, host, kept)
@@ -210,17 +195,13 @@ func (w *world) replicaFor(j *Job, host int, carried *Flow) (replica, float64, b
 	for _, d := range kept {
 		durable = durable || w.storage[d]
 	}
-	horizon := 2 * j.LossBudget.Seconds()
-	if horizon <= 0 {
-		horizon = DefaultSoleCopyHorizon.Seconds()
-	}
-	gain := w.hazardNow(host) * horizon * stake // times the drop in the joint figure
 	candidates := w.allNodes
-	toStorage := !durable && len(w.storageIdx) > 0
-	if toStorage {
-		candidates = w.storageIdx // a storage node is the copy's place where there is one
-	} else if !demanded && gain*before <= c/w.fastestFrom(sources) {
-		return replica{}, 0, false // no copy could pay for itself
+	if !durable && len(w.storageIdx) > 0 {
+		// A storage node never leaves: where one is reachable and no
+		// holder is one, the copy goes there whatever the estimate says
+		// (the pairwise figures miss a pool losing a third of its nodes
+		// in minutes).
+		candidates = w.storageIdx
 	}
 	var opts []replicaOption
 	for _, i := range candidates {
@@ -237,25 +218,10 @@ func (w *world) replicaFor(j *Job, host int, carried *Flow) (replica, float64, b
 		if src < 0 || rate <= 0 {
 			continue
 		}
-		opts = append(opts, replicaOption{to: i, from: src, q: w.leaveGiven(j, i, given), secs: c / rate, rate: rate})
+		opts = append(opts, replicaOption{to: i, from: src, q: w.leaveGiven(j, i, given), secs: c / rate})
 	}
-	var best replicaOption
-	var found bool
-	if demanded {
-		best, found = safestReplica(opts)
-	} else {
-		best, found = cheapestReplica(opts, stake)
-	}
+	best, found := safestReplica(opts)
 	if !found {
-		return replica{}, 0, false
-	}
-	after := before * best.q
-	// A storage node never leaves: where one is reachable and no holder
-	// is one, the copy goes there whatever the estimate says (the
-	// pairwise figures miss a pool losing a third of its nodes in
-	// minutes); elsewhere a job without its own k has the copy only when
-	// it pays for itself.
-	if !toStorage && !demanded && gain*(before-after) <= c/best.rate {
 		return replica{}, 0, false
 	}
 	return replica{id: ReplicaPrefix + string(j.ID), job: j, from: best.from, to: best.to, links: w.pathLinks(best.from, best.to)}, before, true
@@ -268,11 +234,10 @@ const replicaRiskTie = 0.1
 
 // replicaOption is one possible target of a holder-to-holder copy: the
 // target and source node indexes, q the target's chance to leave with
-// the host and the holders (leaveGiven), the copy's transfer time and
-// its path's rate.
+// the host and the holders (leaveGiven) and the copy's transfer time.
 type replicaOption struct {
-	to, from      int
-	q, secs, rate float64
+	to, from int
+	q, secs  float64
 }
 
 // safestReplica returns the option with the smallest q, near-ties
@@ -294,22 +259,6 @@ func safestReplica(opts []replicaOption) (replicaOption, bool) {
 		if best < 0 || o.secs < opts[best].secs || o.secs == opts[best].secs && o.to < opts[best].to {
 			best = k
 		}
-	}
-	return opts[best], true
-}
-
-// cheapestReplica returns the option minimising q·stake + C/rate (ties by
-// node index). ok is false when there is none.
-func cheapestReplica(opts []replicaOption, stake float64) (replicaOption, bool) {
-	best, bestScore := -1, math.Inf(1)
-	for k, o := range opts {
-		score := o.q*stake + o.secs
-		if score < bestScore || best >= 0 && score == bestScore && o.to < opts[best].to {
-			best, bestScore = k, score
-		}
-	}
-	if best < 0 {
-		return replicaOption{}, false
 	}
 	return opts[best], true
 }
@@ -358,20 +307,4 @@ func (w *world) holdersOf(j *Job, host int, kept []int, copyTo int) []NodeID {
 		out = append(out, w.nodes[copyTo].ID)
 	}
 	return out
-}
-
-// fastestFrom returns the most any path from the nodes could carry now
-// (the largest room on their first links, bytes/s): what bounds the rate
-// of a copy from them, whatever its destination.
-func (w *world) fastestFrom(nodes []int) float64 {
-	best := 0.0
-	t := w.topo
-	for _, s := range nodes {
-		v := w.vertex[s]
-		if v < 0 || t.parent[v] < 0 {
-			continue
-		}
-		best = math.Max(best, w.est[dirIndex(t.parentLink[v], t.upForward[v])]/w.cf)
-	}
-	return best
 }

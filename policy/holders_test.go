@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -109,10 +110,13 @@ func TestTickStorageHolder(t *testing.T) {
 	}
 }
 
-// TestTickReplicaCopy: a job whose only holder tends to leave with its
-// host gets a holder-to-holder copy, paced inside P1's budget; where there
+// TestTickReplicaCopy: a job with one holder gets a holder-to-holder copy
+// (k = DefaultCopies when Copies is 0), paced inside P1's budget, to a peer
+// in another building than the host's and the holder's, with independent
+// departures as when the holder tends to leave with its host; where there
 // is a storage node the copy goes there whatever the estimate says; with
-// independent peers only, or with k = 1, none.
+// k = 1, or with nothing for P2 to weigh (no estimate, no storage node),
+// none.
 func TestTickReplicaCopy(t *testing.T) {
 	nodes, links := buildCampus(campusSpec{buildings: 2, perBuilding: 3, access: gbit, uplink: gbit})
 	for i := range nodes {
@@ -125,6 +129,7 @@ func TestTickReplicaCopy(t *testing.T) {
 		return j
 	}
 	co, _ := learnCo(t, nodes, [][2]NodeID{{host, x}}, 30)
+	priors, _ := learnCo(t, nodes, nil, 0) // independent departures: the domains' priors only
 	replicaFlow := func(d Decisions) *FlowDecision {
 		for i := range d.Flows {
 			if d.Flows[i].ID == ReplicaPrefix+"j" {
@@ -140,7 +145,9 @@ func TestTickReplicaCopy(t *testing.T) {
 		copies  int
 		to      NodeID // "" for no copy
 	}{
-		{"independent, no storage", false, nil, 0, ""},
+		{"no estimate, no storage", false, nil, 0, ""},
+		{"independent, no storage", false, priors, 0, "b1-n00"},
+		{"independent, no storage, k = 2 named", false, priors, 2, "b1-n00"},
 		{"holder leaves with host", false, co, 0, "b1-n00"},
 		{"holder leaves with host, storage", true, co, 0, "nas"},
 		{"independent, storage (preferred where there is one)", true, nil, 0, "nas"},
@@ -162,7 +169,7 @@ func TestTickReplicaCopy(t *testing.T) {
 		case tt.to != "" && (len(jd.Holders) != 2 || jd.Holders[0] != x || jd.Holders[1] != tt.to):
 			t.Errorf("%s: holders %v, want [%s %s]", tt.name, jd.Holders, x, tt.to)
 		}
-		if tt.co != nil && !(jd.Risk > 0.5) {
+		if tt.co == co && !(jd.Risk > 0.5) {
 			t.Errorf("%s: joint figure %.3f with a holder that leaves with the host, want above 0.5", tt.name, jd.Risk)
 		}
 		checkInvariants(t, s, d, testEpoch)
@@ -219,13 +226,20 @@ func TestJointRiskIndependent(t *testing.T) {
 	}
 }
 
-// TestTickReplicaCopyDemanded: a job that names its k (Copies 2) on a
-// quiet campus, where no copy pays for itself by P1.1's terms, still gets
-// its second holder: a copy from its standby (the first holder, not the
-// host) to the fastest peer in another building than the host's and the
-// standby's, at a rate inside P1's budget; with one building only, to a
-// peer there; none where no peer is left to take it.
+// TestTickReplicaCopyDemanded: a job on a quiet campus (the priors only,
+// a minute of work at risk: a copy avoids almost no expected loss) gets its
+// second holder, whether it names k = 2 or leaves Copies 0 (the default):
+// a copy from its standby (the first holder, not the host) to the fastest
+// peer in another building than the host's and the standby's, at a rate
+// inside P1's budget; with one building only, to a peer there; none where
+// no peer is left to take it.
 func TestTickReplicaCopyDemanded(t *testing.T) {
+	for _, copies := range []int{0, DefaultCopies} {
+		t.Run(fmt.Sprintf("copies %d", copies), func(t *testing.T) { testReplicaCopyDemanded(t, copies) })
+	}
+}
+
+func testReplicaCopyDemanded(t *testing.T, copies int) {
 	for _, tt := range []struct {
 		name      string
 		buildings int
@@ -247,7 +261,7 @@ func TestTickReplicaCopyDemanded(t *testing.T) {
 		co, _ := learnCo(t, nodes, nil, 0) // the priors only
 		host, holder := nodes[0], nodes[1]
 		j := testJob("j", host.ID)
-		j.Standby, j.Replicas, j.Copies, j.AtRisk = holder.ID, []NodeID{holder.ID}, 2, time.Minute
+		j.Standby, j.Replicas, j.Copies, j.AtRisk = holder.ID, []NodeID{holder.ID}, copies, time.Minute
 		s := Snapshot{Nodes: nodes, Links: links, Jobs: []Job{j}, Params: DefaultParams(), CoDeparture: co}
 		d := Tick(s, testEpoch)
 		var f *FlowDecision
@@ -263,7 +277,7 @@ func TestTickReplicaCopyDemanded(t *testing.T) {
 			continue
 		}
 		if f == nil {
-			t.Fatalf("%s: no copy, want one (k = 2 named by the job)", tt.name)
+			t.Fatalf("%s: no copy, want one (k = 2)", tt.name)
 		}
 		to := nodes[slices.IndexFunc(nodes, func(n Node) bool { return n.ID == f.To })]
 		if f.From != holder.ID || f.Rate <= 0 || f.Class != ClassPresync || !tt.want(host, holder, to) {

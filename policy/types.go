@@ -169,10 +169,9 @@ type Job struct {
 	// NIC, admin), bytes/s; 0 means no cap beyond the network.
 	WriteCap float64
 	// Copies is k, how many nodes other than the host should hold the
-	// job's freshest committed checkpoint (docs/design.md P2.7, `run --replicas K`,
-	// which always names it): a job that names it gets its copies whenever
-	// a peer can take them; 0 means DefaultCopies, the second made only
-	// where it pays for itself (replicaFor).
+	// job's freshest committed checkpoint (docs/design.md P2.7, `run
+	// --replicas K`); 0 means DefaultCopies. The job gets its copies
+	// whenever a holder can send one and a node can take it (replicaFor).
 	Copies int `json:",omitzero"`
 	// AtRisk is the work the job would lose if its host and every holder
 	// of its freshest committed version left now: the time since the

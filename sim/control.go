@@ -334,6 +334,7 @@ func (w *World) Snapshot(params policy.Params, profiles [][2]policy.HazardProfil
 			LossBudget: secs(j.rec.LossBudgetS), GPUs: j.rec.GPUs, VRAM: int64(j.rec.VRAMGB * 1e9),
 			Capability: j.rec.Capability, RestartTime: secs(j.restartS),
 			Remaining: secs(j.work - j.progressAt(w.now)),
+			Copies:    j.rec.Replicas, // 0: the policy's default k, as for an agent's job
 		}
 		if j.node >= 0 {
 			pj.Node = w.nodes[j.node].id

@@ -16,11 +16,12 @@ import (
 // Format and Version identify the trace format (see README.md in
 // this folder). A reader refuses any other format name or a newer version,
 // and reads every older one. Version 2 adds the optional node fields role,
-// lab and pool; Write writes the lowest version that holds the trace, so a
-// trace without them stays readable as version 1.
+// lab and pool, version 3 the optional job field replicas; Write writes the
+// lowest version that holds the trace, so a trace without them stays
+// readable by older readers.
 const (
 	Format  = "reclaimnet-trace"
-	Version = 2
+	Version = 3
 	// FileName is the file a trace directory holds.
 	FileName = "trace.jsonl"
 )
@@ -82,9 +83,14 @@ const RoleStorage = "storage"
 // Storage reports whether the node only keeps checkpoints.
 func (n NodeRec) Storage() bool { return n.Role == RoleStorage }
 
-// Needed returns the lowest format version that holds tr: 2 when a node
-// uses a version-2 field, else 1.
+// Needed returns the lowest format version that holds tr: 3 when a job
+// names its replicas, 2 when a node uses a version-2 field, else 1.
 func Needed(tr *Trace) int {
+	for _, j := range tr.Jobs {
+		if j.Replicas != 0 {
+			return 3
+		}
+	}
 	for _, n := range tr.Nodes {
 		if n.Role != "" || n.Lab != "" || n.Pool != "" {
 			return 2
@@ -148,7 +154,14 @@ type JobRec struct {
 	CheckpointMB float64 `json:"checkpoint_mb"`
 	RestartS     float64 `json:"restart_s"`
 	LossBudgetS  float64 `json:"loss_budget_s"`
+	// Replicas is k, how many nodes other than the host keep the job's
+	// freshest committed checkpoint (1 to MaxReplicas, like `run
+	// --replicas K`); 0 (absent) means the policy's default. Version 3.
+	Replicas int `json:"replicas,omitempty"`
 }
+
+// MaxReplicas bounds JobRec.Replicas, as the agent bounds a job's k.
+const MaxReplicas = 8
 
 // Trace is a whole trace in memory, events in time order.
 type Trace struct {
@@ -377,6 +390,10 @@ func Read(r io.Reader, name string) (*Trace, error) {
 				return nil, fail("job %q: gpus, work_gpu_h and checkpoint_mb must be positive", j.ID)
 			case j.RestartS < 0 || j.LossBudgetS < 0:
 				return nil, fail("job %q: negative restart_s or loss_budget_s", j.ID)
+			case j.Replicas != 0 && tr.Header.Version < 3:
+				return nil, fail("job %q: replicas needs version 3 (the header says %d)", j.ID, tr.Header.Version)
+			case j.Replicas < 0 || j.Replicas > MaxReplicas:
+				return nil, fail("job %q: replicas %d, want 1 to %d (or none: the default)", j.ID, j.Replicas, MaxReplicas)
 			}
 			jobs[j.ID] = true
 			tr.Jobs = append(tr.Jobs, j)

@@ -9,6 +9,8 @@ import (
 )
 
 const (
+	v3Header    = `{"kind":"header","format":"reclaimnet-trace","version":3,"start":"2026-01-05T00:00:00Z","duration_s":100}`
+	testJob     = `{"kind":"job","t":1,"id":"j","gpus":1,"vram_gb":8,"capability":0,"work_gpu_h":1,"checkpoint_mb":10,"restart_s":1,"loss_budget_s":60}`
 	v2Header    = `{"kind":"header","format":"reclaimnet-trace","version":2,"start":"2026-01-05T00:00:00Z","duration_s":100}`
 	testStorage = `{"kind":"node","id":"s","building":"mr","gpu_model":"","gpus":0,"vram_gb":0,"capability":0,"access_link":"acc-s","role":"storage"}`
 	testHeader  = `{"kind":"header","format":"reclaimnet-trace","version":1,"start":"2026-01-05T00:00:00Z","duration_s":100}`
@@ -37,6 +39,9 @@ func TestParseErrorsNameFileAndLine(t *testing.T) {
 		{"version 2 field in version 1", []string{header, strings.Replace(node, `"id":"a"`, `"id":"a","lab":"l1"`, 1)}, 2, "need version 2"},
 		{"unknown role", []string{v2Header, strings.Replace(node, `"id":"a"`, `"id":"a","role":"tape"`, 1)}, 2, `role "tape"`},
 		{"absent storage", []string{v2Header, `{"kind":"node","id":"s","building":"mr","gpu_model":"","gpus":0,"vram_gb":0,"capability":0,"access_link":"acc-s","role":"storage","absent":true}`}, 2, "cannot be absent"},
+		{"replicas in version 2", []string{v2Header, node, link, strings.Replace(testJob, `"id":"j"`, `"id":"j","replicas":2`, 1)}, 4, "replicas needs version 3"},
+		{"too many replicas", []string{v3Header, node, link, strings.Replace(testJob, `"id":"j"`, `"id":"j","replicas":9`, 1)}, 4, "replicas 9, want 1 to 8"},
+		{"negative replicas", []string{v3Header, node, link, strings.Replace(testJob, `"id":"j"`, `"id":"j","replicas":-1`, 1)}, 4, "replicas -1"},
 		{"storage departs", []string{v2Header, testStorage, `{"kind":"link","id":"acc-s","a":"s","b":"core","capacity_mbps":10000}`,
 			`{"kind":"departure","t":5,"node":"s","type":"emergency","notice_s":0}`}, 4, `storage node "s" never leaves`},
 	}
@@ -89,7 +94,8 @@ func TestWriteReadRoundTrip(t *testing.T) {
 
 // TestWriteKeepsVersionOne: a trace that uses no version-2 field is
 // written as version 1 (older readers still read it); one with a storage
-// node, a lab or a pool as version 2, and it reads back the same.
+// node, a lab or a pool as version 2, one whose job names its replicas as
+// version 3, and it reads back the same.
 func TestWriteKeepsVersionOne(t *testing.T) {
 	plain := &Trace{
 		Header: Header{Format: Format, DurationS: 100},
@@ -118,6 +124,24 @@ func TestWriteKeepsVersionOne(t *testing.T) {
 	if out.Header.Version != 2 || !out.Nodes[1].Storage() || out.Nodes[0].Storage() || out.Nodes[0].Lab != "l1" || out.Nodes[0].Pool != "p" {
 		t.Fatalf("version-2 trace read back as version %d with nodes %+v", out.Header.Version, out.Nodes)
 	}
+	// A job that names its replicas needs version 3; one that does not
+	// (the default) leaves the version where the nodes put it.
+	v3 := *plain
+	v3.Jobs = []JobRec{{Kind: KindJob, T: 1, ID: "j", GPUs: 1, WorkGPUh: 1, CheckpointMB: 10}, {Kind: KindJob, T: 2, ID: "k", GPUs: 1, WorkGPUh: 1, CheckpointMB: 10, Replicas: 3}}
+	b.Reset()
+	if err := Write(&b, &v3); err != nil {
+		t.Fatal(err)
+	}
+	if out, err = Read(&b, "v3.jsonl"); err != nil {
+		t.Fatal(err)
+	}
+	if out.Header.Version != 3 || out.Jobs[0].Replicas != 0 || out.Jobs[1].Replicas != 3 {
+		t.Fatalf("version-3 trace read back as version %d with jobs %+v", out.Header.Version, out.Jobs)
+	}
+	v3.Jobs = v3.Jobs[:1]
+	if Needed(&v3) != 1 {
+		t.Fatalf("a job without replicas needs version %d, want 1", Needed(&v3))
+	}
 }
 
 // FuzzRead: a trace file is untrusted input. Read never panics, and what
@@ -126,7 +150,8 @@ func FuzzRead(f *testing.F) {
 	f.Add(strings.Join([]string{testHeader, testNode, testLink, `{"kind":"departure","t":5,"node":"a","type":"emergency","notice_s":0}`}, "\n"))
 	f.Add(testHeader + "\n" + `{"kind":"return","t":1,"node":"a","colour":"red"}`)
 	f.Add(strings.Join([]string{v2Header, testStorage, `{"kind":"link","id":"acc-s","a":"s","b":"core","capacity_mbps":10000}`}, "\n"))
-	f.Add(strings.Join([]string{testHeader, testNode, testLink, `{"kind":"job","t":1,"id":"j","gpus":1,"vram_gb":8,"capability":0,"work_gpu_h":1,"checkpoint_mb":10,"restart_s":1,"loss_budget_s":60}`}, "\n"))
+	f.Add(strings.Join([]string{testHeader, testNode, testLink, testJob}, "\n"))
+	f.Add(strings.Join([]string{v3Header, testNode, testLink, strings.Replace(testJob, `"id":"j"`, `"id":"j","replicas":2`, 1)}, "\n"))
 	f.Fuzz(func(t *testing.T, text string) {
 		tr, err := Read(strings.NewReader(text), "fuzz.jsonl")
 		if err != nil {

@@ -182,7 +182,7 @@ func buildTrace(st *state.State, links map[string]policy.Link, samples []bandwid
 		tr.Jobs = append(tr.Jobs, trace.JobRec{T: at(j.Submitted), ID: string(j.ID), GPUs: j.GPUs,
 			VRAMGB: float64(j.VRAM) / 1e9, Capability: j.Capability,
 			WorkGPUh:     max(float64(j.GPUs)*work.Hours(), 1.0/3600),
-			CheckpointMB: ckptMB, RestartS: j.RestartTime.Seconds(), LossBudgetS: j.LossBudget.Seconds()})
+			CheckpointMB: ckptMB, RestartS: j.RestartTime.Seconds(), LossBudgetS: j.LossBudget.Seconds(), Replicas: j.Copies})
 	}
 	return tr
 }

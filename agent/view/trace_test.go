@@ -30,7 +30,7 @@ func TestBuildTraceFromState(t *testing.T) {
 	apply(state.UpsertNode{Node: state.NodeRecord{ID: "b", Building: "south", GPU: gpu, GPUs: 2, Joined: t0}})
 	apply(state.UpsertNode{Node: state.NodeRecord{ID: "cpu", Building: "north", Joined: t0}})
 	apply(state.SubmitJob{Job: state.JobRecord{Job: policy.Job{ID: "j", GPUs: 2, VRAM: 40e9, Capability: 7, CheckpointBytes: 500e6,
-		RestartTime: 30 * time.Second, LossBudget: 5 * time.Minute, Remaining: 2 * time.Hour}, Spec: state.JobSpec{Command: []string{"x"}}, Submitted: t0.Add(time.Minute)}})
+		RestartTime: 30 * time.Second, LossBudget: 5 * time.Minute, Remaining: 2 * time.Hour, Copies: 3}, Spec: state.JobSpec{Command: []string{"x"}}, Submitted: t0.Add(time.Minute)}})
 	apply(state.AnnounceReclaim{Reclaim: policy.Reclaim{Node: "a", Announced: t0.Add(10 * time.Minute), Deadline: t0.Add(12 * time.Minute)}})
 	apply(state.RecordDeparture{Departure: state.Departure{Node: "a", At: t0.Add(12 * time.Minute), Kind: state.DepartureScheduled}})
 	apply(state.UpsertNode{Node: state.NodeRecord{ID: "a", Building: "north", GPU: gpu, GPUs: 4, Joined: t0.Add(20 * time.Minute)}})
@@ -78,7 +78,7 @@ func TestBuildTraceFromState(t *testing.T) {
 		t.Errorf("link capacities %v: want access/a as measured (10 Gbit/s), access/b and the uplinks at the defaults", capOf)
 	}
 	wantJob := trace.JobRec{Kind: trace.KindJob, T: 60, ID: "j", GPUs: 2, VRAMGB: 40, Capability: 7,
-		WorkGPUh: 2 * (59.0/60 + 2), CheckpointMB: 500, RestartS: 30, LossBudgetS: 300}
+		WorkGPUh: 2 * (59.0/60 + 2), CheckpointMB: 500, RestartS: 30, LossBudgetS: 300, Replicas: 3}
 	if len(back.Jobs) != 1 || !near(back.Jobs[0].WorkGPUh, wantJob.WorkGPUh) {
 		t.Fatalf("jobs %+v, want %+v", back.Jobs, wantJob)
 	}

@@ -218,8 +218,9 @@ func (e *Engine) applyHandoff(hd policy.HandoffDecision) {
 	}
 	f := e.newFlow(flowHandoff, j, j.node, to, bytes)
 	f.captured = j.progress
-	// The limit: the bytes lacked at what the path gives migration now.
-	j.handLimit = policy.DowntimeLimit(int64(bytes), e.migrationRoom(f.links), time.Duration(j.restartS*float64(time.Second)), policy.ControlPeriod).Seconds()
+	// The limit counts the bytes lacked at what the path leaves to
+	// migration from now until they could have crossed it.
+	f.limit = newRoomIntegral(w.now, bytes, e.migrationRoom(f.links))
 	if !hd.Deadline.IsZero() {
 		f.deadline = hd.Deadline.Sub(w.Start).Seconds()
 	}

@@ -77,6 +77,7 @@ func (e *Engine) dropFlow(f *simFlow, completed bool) {
 		if j.handoff == f {
 			j.handoff = nil
 			j.handLimit = f.handoffLimit(w.now, j.restartS)
+			e.trackRooms() // the others' room grows by this one's need
 			if !completed {
 				e.m.handoffsFailed++
 				if j.node >= 0 && w.nodes[j.node].up {

@@ -2,6 +2,7 @@ package sim
 
 import (
 	"math"
+	"slices"
 
 	"github.com/reclaimnet/reclaimnet/policy"
 )
@@ -72,12 +73,50 @@ func (f *simFlow) handoffLimit(t, restartS float64) float64 {
 }
 
 // trackRooms brings every hand-off's room integral up to now, with the
-// room its path leaves from now on: the engine calls it after links'
-// available bandwidth changed.
+// room its path leaves it from now on: the engine calls it after links'
+// available bandwidth changed, a hand-off started or ended, and after each
+// control step.
 func (e *Engine) trackRooms() {
 	for _, f := range e.w.flows {
 		if f.kind == flowHandoff {
-			f.limit.set(e.w.now, e.migrationRoom(f.links))
+			f.limit.set(e.w.now, e.handoffRoom(f))
 		}
 	}
+}
+
+// handoffRoom is the rate hand-off f's path can give it now (docs/design.md
+// P3.8d): on each of its links, what the link leaves to migration less what
+// the other hand-offs crossing it in the same direction need to land by
+// their deadlines (their r_min from now); the smallest over the path, at
+// least 1 byte/s. Another hand-off's need is not f's to take: no schedule
+// gives f more without making that one miss its deadline.
+func (e *Engine) handoffRoom(f *simFlow) float64 {
+	room := math.Inf(1)
+	for _, d := range f.links {
+		r := e.linkRoom(d)
+		for _, g := range e.w.flows {
+			if g != f && g.kind == flowHandoff && slices.Contains(g.links, d) {
+				r -= g.need(e.w.now)
+			}
+		}
+		room = math.Min(room, r)
+	}
+	if math.IsInf(room, 1) {
+		return 0 // no link: nothing to pace
+	}
+	return math.Max(room, 1)
+}
+
+// need is the rate hand-off g needs from t to land by its deadline: its
+// remaining bytes over what the deadline leaves after its restart; 0 for
+// one without a deadline, its current rate once the window has closed.
+func (g *simFlow) need(t float64) float64 {
+	if g.deadline <= 0 || g.remaining <= 0 {
+		return 0
+	}
+	window := g.deadline - t - g.job.restartS
+	if window <= 0 {
+		return g.rate
+	}
+	return g.remaining / window
 }

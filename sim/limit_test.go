@@ -84,3 +84,47 @@ func TestRoomIntegralEdges(t *testing.T) {
 		t.Errorf("cut off at 5 s: need %g s, want 7", got)
 	}
 }
+
+// TestHandoffRoomLeavesOthersNeeds: a hand-off's room is its path's
+// migration room less what the other hand-offs crossing the same links in
+// the same direction need to land by their deadlines (remaining bytes over
+// deadline − now − Tr); a transfer the other way, or one with no deadline,
+// takes nothing from it (docs/design.md P3.8d).
+func TestHandoffRoomLeavesOthersNeeds(t *testing.T) {
+	const mbps = 1e6 / 8
+	tr := parseTrace(t, downtimeTrace, "downtime.jsonl")
+	ctrl, err := NewController("reclaimnet", tr, DefaultOptions(), 1, Tuning{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := NewEngine(tr, ctrl, DefaultOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, b := e.w.nodeIdx["a"], e.w.nodeIdx["b"]
+	j := e.w.jobs[0]
+	f := e.newFlow(flowHandoff, j, a, b, 400e6)
+	f.deadline = 200
+	alone := e.handoffRoom(f)
+	if want := 700 * mbps; math.Abs(alone-want) > 1e-6 {
+		t.Fatalf("alone: room %.0f B/s, want the path's migration room %.0f", alone, want)
+	}
+	back := e.newFlow(flowHandoff, j, b, a, 300e6)
+	back.deadline = 100
+	open := e.newFlow(flowHandoff, j, a, b, 300e6) // no deadline
+	if got := e.handoffRoom(f); got != alone {
+		t.Errorf("with a hand-off the other way and one without a deadline: room %.0f B/s, want %.0f", got, alone)
+	}
+	e.dropFlow(back, true)
+	e.dropFlow(open, true)
+	g := e.newFlow(flowHandoff, j, a, b, 300e6)
+	g.deadline = 100
+	need := 300e6 / (100 - e.w.now - j.restartS)
+	if got, want := e.handoffRoom(f), alone-need; math.Abs(got-want) > 1e-6 {
+		t.Errorf("beside a hand-off needing %.0f B/s: room %.0f B/s, want %.0f", need, got, want)
+	}
+	g.remaining = 0 // landed
+	if got := e.handoffRoom(f); got != alone {
+		t.Errorf("beside a landed hand-off: room %.0f B/s, want %.0f", got, alone)
+	}
+}

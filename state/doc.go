@@ -42,10 +42,10 @@
 // a done job without End reads as "done"; so are JobReport.Presync and
 // JobRecord.StandbyVersion: a report without them tells nothing of the
 // standby, and a record without them counts nothing the standby holds; a
-// new command kind (JobExited) takes a new Kind value. The one thing the version byte cannot
-// guard is an older binary reading a newer entry that sets the fields: it
-// rejects the entry as an unknown field rather than misreading it (a
-// snapshot's decoder is lenient: an older binary restoring a newer
-// snapshot drops the fields and uses its defaults). Mixed-version clusters
-// are not supported: upgrade all nodes together.
+// new command kind (JobExited) takes a new Kind value. The one thing the
+// version byte cannot guard is an older binary reading a newer entry that
+// sets the fields: it rejects the entry as an unknown field rather than
+// misreading it (a snapshot's decoder is lenient: an older binary
+// restoring a newer snapshot drops the fields and uses its defaults).
+// Mixed-version clusters are not supported: upgrade all nodes together.
 package state

@@ -19,7 +19,8 @@ import (
 // growJob is a POSIX sh job whose state grows by one incompressible
 // growBlock-byte block per checkpoint (blocks are never rewritten), so a
 // version's delta over the one before it is that block and a small step
-// file. With BASE set its state starts with BASE incompressible bytes. It keeps its state under $STATE/PID, restores it from the restore
+// file. With BASE set its state starts with BASE incompressible bytes. It
+// keeps its state under $STATE/PID, restores it from the restore
 // directory, logs like stepJob and keeps stepping after every checkpoint.
 const growJob = `#!/bin/sh
 s="$STATE/$$"
@@ -183,9 +184,10 @@ func TestHandoffWaitKeepsDestinationFresh(t *testing.T) {
 // target holds (state.JobReport.Presync), so the leader times a hand-off's
 // final checkpoint on the bytes its destination lacks (docs/design.md
 // P3.8b). The destination here holds nothing when the reclaim comes: the
-// first decision counts the whole checkpoint; once the wait's pre-syncs land there the destination becomes
-// the standby with what it holds, the decided bytes fall to a delta and
-// the final start moves later by about FinalSafety·(bytes saved)/rate. The
+// first decision counts the whole checkpoint; once the wait's pre-syncs
+// land there the destination becomes the standby with what it holds, the
+// decided bytes fall to a delta and the final start moves later by about
+// FinalSafety·(bytes saved)/rate. The
 // job computes on the source until then, the hand-off lands before the
 // deadline, and the final transfer sends only the last delta.
 func TestHandoffWaitMovesFinalStartLater(t *testing.T) {
@@ -249,7 +251,7 @@ func TestHandoffWaitMovesFinalStartLater(t *testing.T) {
 	if late.FinalStart.IsZero() {
 		t.Fatalf("no hand-off decision counted the destination's copy before the move (first: %d bytes)", first.Bytes)
 	}
-	if late.To != dest || late.Deadline != first.Deadline || lateHas <= 0 {
+	if late.To != dest || !late.Deadline.Equal(first.Deadline) || lateHas <= 0 {
 		t.Fatalf("later decision %+v (standby has %d): want the same hand-off to %s", late, lateHas, dest)
 	}
 	// Later by FinalSafety·(bytes saved)/rate, less FinalSafety times

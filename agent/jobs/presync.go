@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	"github.com/reclaimnet/reclaimnet/ckpt"
@@ -178,33 +179,46 @@ func finalDelta(s *ckpt.Store, job policy.JobID, held uint64, size int64) int64 
 	return max(0, min(size, lack+most))
 }
 
+// presyncReports is a worker loop's pre-sync reporting: the last report
+// it tried, and whether one is in flight.
+type presyncReports struct {
+	last state.Presync
+	busy atomic.Bool
+}
+
 // reportPresync tells the leader what the job's pre-sync target to holds
 // (state.JobReport.Presync): the freshest committed version, when to
 // holds it, and finalDelta against it, so the leader times a hand-off's
-// final checkpoint on the bytes to lacks (P3.8b). It submits only what the
-// job's record does not say yet and was not tried last (*last): a report
-// that lost a race with a newer version is made again for that one.
-func (w *worker) reportPresync(ctx context.Context, st *state.State, to policy.NodeID, last *state.Presync) {
+// final checkpoint on the bytes to lacks (P3.8b). It submits, one at a
+// time and without holding up the loop (a hand-off's final checkpoint
+// waits on it), only what the job's record does not say yet and was not
+// tried last: a report that lost a race with a newer version is made
+// again for that one.
+func (w *worker) reportPresync(ctx context.Context, st *state.State, to policy.NodeID, r *presyncReports) {
 	m := w.m
 	j, ok := st.Jobs[w.id]
 	cp, committed := st.FreshestCommitted(w.id)
-	if !ok || to == "" || j.Node != m.cfg.Node || !committed || !slices.Contains(cp.Holders, to) {
+	if !ok || to == "" || j.Node != m.cfg.Node || !committed || !slices.Contains(cp.Holders, to) || r.busy.Load() {
 		return
 	}
 	p := state.Presync{Node: to, Version: cp.Version, Delta: finalDelta(m.cfg.Store, w.id, cp.Version, j.CheckpointBytes)}
-	if p == *last || j.Standby == to && j.StandbyVersion == cp.Version && j.StandbyHas == j.CheckpointBytes-p.Delta {
+	if p == r.last || j.Standby == to && j.StandbyVersion == cp.Version && j.StandbyHas == j.CheckpointBytes-p.Delta {
 		return
 	}
-	*last = p
-	err := m.submit(ctx, state.JobReport{Job: w.id, Node: m.cfg.Node, Remaining: j.Remaining, Presync: p})
-	switch {
-	case err == nil:
-		w.log.Info("pre-sync target's copy reported", "to", to, "version", p.Version, "delta", p.Delta, "checkpoint", j.CheckpointBytes)
-	case errors.Is(err, state.ErrStalePresync) || errors.Is(err, state.ErrNotPresyncTarget):
-		w.log.Debug("pre-sync report overtaken", "to", to, "version", p.Version, "err", err)
-	default:
-		w.noteErr(fmt.Errorf("report the pre-sync target's copy: %w", err))
-	}
+	r.last = p
+	r.busy.Store(true)
+	w.wg.Go(func() {
+		defer r.busy.Store(false)
+		err := m.submit(ctx, state.JobReport{Job: w.id, Node: m.cfg.Node, Remaining: j.Remaining, Presync: p})
+		switch {
+		case err == nil:
+			w.log.Info("pre-sync target's copy reported", "to", to, "version", p.Version, "delta", p.Delta, "checkpoint", j.CheckpointBytes)
+		case errors.Is(err, state.ErrStalePresync) || errors.Is(err, state.ErrNotPresyncTarget):
+			w.log.Debug("pre-sync report overtaken", "to", to, "version", p.Version, "err", err)
+		case ctx.Err() == nil:
+			w.noteErr(fmt.Errorf("report the pre-sync target's copy: %w", err))
+		}
+	})
 }
 
 // slowestCheckpoint is the slowest of the last requested checkpoints'

@@ -18,6 +18,7 @@ import (
 
 	"github.com/reclaimnet/reclaimnet/agent/jobs"
 	"github.com/reclaimnet/reclaimnet/ckpt"
+	"github.com/reclaimnet/reclaimnet/internal/netnstest"
 	"github.com/reclaimnet/reclaimnet/internal/testbin"
 	"github.com/reclaimnet/reclaimnet/internal/wait"
 	"github.com/reclaimnet/reclaimnet/localapi"
@@ -43,7 +44,7 @@ head -c 1048576 /dev/urandom > "$RECLAIMNET_OUTPUT_DIR/weights.bin"
 func TestFetchAfterPurge(t *testing.T) {
 	bin := testbin.Binary(t, "RECLAIMNET_BINARY")
 	small := t.TempDir()
-	mountScratch(t, "tmpfs", small, "tmpfs", 0, "size=256k,mode=0700")
+	netnstest.Mount(t, "tmpfs", small, "tmpfs", 0, "size=256k,mode=0700")
 	c := newTestCluster(t)
 	c.load = func() float64 { return 0.25 }
 	c.jobsConfig = func(jc *jobs.Config) { jc.PurgeEvery = 200 * time.Millisecond }
@@ -115,41 +116,18 @@ touch "$RECLAIMNET_READY_FILE"
 while :; do sleep 0.1; done
 `
 
-// mountScratch mounts fstype ("tmpfs" with opts, or a bind of src) on dir for
-// the test (root only; under CI=true a failure fails the test). Call it
-// before newTestCluster: cleanups run last-registered first, so the mount
-// goes only after the agents using it stopped.
-func mountScratch(t *testing.T, src, dir, fstype string, flags uintptr, opts string) {
-	t.Helper()
-	skip := t.Skipf
-	if os.Getenv("CI") == "true" {
-		skip = t.Fatalf
-	}
-	if os.Geteuid() != 0 {
-		skip("needs root to mount a small file system")
-	}
-	if err := syscall.Mount(src, dir, fstype, flags, opts); err != nil {
-		skip("mount %s on %s: %v", fstype, dir, err)
-	}
-	t.Cleanup(func() {
-		if err := syscall.Unmount(dir, syscall.MNT_DETACH); err != nil {
-			t.Errorf("unmount %s: %v", dir, err)
-		}
-	})
-}
-
 // tmpfsDataDir returns a data directory on a 160 MiB tmpfs of its own,
 // with Raft's log on another disk: what a consensus log does on a full
 // disk is the library's, and these tests are about checkpoints and
-// bundles. Call it before newTestCluster (see mountScratch).
+// bundles. Call it before newTestCluster (see netnstest.Mount).
 func tmpfsDataDir(t *testing.T) string {
 	t.Helper()
 	data := t.TempDir()
-	mountScratch(t, "tmpfs", data, "tmpfs", 0, "size=160m,mode=0700")
+	netnstest.Mount(t, "tmpfs", data, "tmpfs", 0, "size=160m,mode=0700")
 	if err := os.Mkdir(filepath.Join(data, "raft"), 0o700); err != nil {
 		t.Fatal(err)
 	}
-	mountScratch(t, t.TempDir(), filepath.Join(data, "raft"), "", syscall.MS_BIND, "")
+	netnstest.Mount(t, t.TempDir(), filepath.Join(data, "raft"), "", syscall.MS_BIND, "")
 	return data
 }
 

@@ -29,24 +29,7 @@ func TestFinalStartAgainstBruteForce(t *testing.T) {
 		if !ok {
 			t.Fatalf("case %d: no start for a positive rate", k)
 		}
-		// The grid spans twice the window a start needs, at 20,000 steps.
-		span := 2 * (FinalSafety*(write+transferTime(bytes, share)+restart) + margin + time.Second)
-		step := span / 20000
-		best, latest := time.Duration(math.MaxInt64), time.Time{}
-		for s := deadline.Add(-span); !s.After(deadline); s = s.Add(step) {
-			for f := 1; f <= 8; f++ {
-				r := share * float64(f) / 8
-				down := write + transferTime(bytes, r) + restart
-				if s.Add(FinalSafety*down + margin).After(deadline) {
-					continue // risks the deadline
-				}
-				if down < best {
-					best, latest = down, s
-				} else if down == best {
-					latest = s
-				}
-			}
-		}
+		best, latest, step := bruteFinalStart(bytes, write, deadline, share, restart, margin)
 		want := write + transferTime(bytes, share) + restart
 		if best != want {
 			t.Fatalf("case %d: brute force's least safe downtime %v, want write + C/R + Tr = %v", k, best, want)
@@ -67,6 +50,101 @@ func TestFinalStartAgainstBruteForce(t *testing.T) {
 	}
 	if s, ok := FinalStart(0, time.Second, testEpoch, 0, 3*time.Second, time.Second); !ok || !s.Equal(testEpoch.Add(-9*time.Second)) {
 		t.Errorf("FinalStart with nothing to move: %v %v, want deadline − margin − 2·(write + Tr)", s, ok)
+	}
+}
+
+// bruteFinalStart searches a grid of start times (twice the window a start
+// needs, at 20,000 steps) and rates up to share for the least downtime of
+// a final phase that lands margin before the deadline even at FinalSafety
+// times its length, and the latest start that reaches it.
+func bruteFinalStart(bytes int64, write time.Duration, deadline time.Time, share float64, restart, margin time.Duration) (best time.Duration, latest time.Time, step time.Duration) {
+	span := 2 * (FinalSafety*(write+transferTime(bytes, share)+restart) + margin + time.Second)
+	step = span / 20000
+	best = time.Duration(math.MaxInt64)
+	for s := deadline.Add(-span); !s.After(deadline); s = s.Add(step) {
+		for f := 1; f <= 8; f++ {
+			r := share * float64(f) / 8
+			down := write + transferTime(bytes, r) + restart
+			if s.Add(FinalSafety*down + margin).After(deadline) {
+				continue // risks the deadline
+			}
+			if down < best {
+				best, latest = down, s
+			} else if down == best {
+				latest = s
+			}
+		}
+	}
+	return best, latest, step
+}
+
+// TestFinalStartCountsWhatTheStandbyHas: a hand-off to the job's standby
+// moves only what the standby lacks (docs/design.md P1.6), so its final
+// checkpoint starts later than for the whole checkpoint by exactly
+// FinalSafety·(bytes the standby has)/rate, at brute force's latest safe
+// start for the bytes it lacks, and still lands margin before the
+// deadline; a hand-off carried from an earlier period, still waiting for
+// its final checkpoint, gets the updated bytes and start too.
+func TestFinalStartCountsWhatTheStandbyHas(t *testing.T) {
+	nodes, links := buildCampus(campusSpec{buildings: 1, perBuilding: 2, access: 20e6, uplink: gbit})
+	host, standby := nodeName(0, 0), nodeName(0, 1)
+	const notice = 10 * time.Minute
+	deadline := testEpoch.Add(notice)
+	j := testJob("j", host)
+	j.CheckpointBytes, j.RestartTime, j.Standby = 2e9, 20*time.Second, standby
+	snap := func(has int64, flows []Flow) Snapshot {
+		jj := j
+		jj.StandbyHas = has
+		return Snapshot{Nodes: nodes, Links: links, Params: DefaultParams(), Jobs: []Job{jj}, Flows: flows,
+			Reclaims: []Reclaim{{Node: host, Announced: testEpoch, Deadline: deadline}}}
+	}
+	decide := func(name string, s Snapshot, now time.Time) (HandoffDecision, FlowDecision) {
+		t.Helper()
+		d := Tick(s, now)
+		checkInvariants(t, s, d, now)
+		if len(d.Handoffs) != 1 || !d.Handoffs[0].Admitted() || d.Handoffs[0].To != standby || d.Handoffs[0].FinalStart.IsZero() {
+			t.Fatalf("%s: hand-offs %+v, want one admitted to the standby %s with its final start", name, d.Handoffs, standby)
+		}
+		for _, f := range d.Flows {
+			if f.Job == "j" && f.Class == ClassMigration {
+				return d.Handoffs[0], f
+			}
+		}
+		t.Fatalf("%s: no migration flow in %+v", name, d.Flows)
+		return HandoffDecision{}, FlowDecision{}
+	}
+	whole, wf := decide("whole checkpoint", snap(0, nil), testEpoch)
+	margin := finalMargin(DefaultHandoffMargin, notice)
+	for _, has := range []int64{5e8, 1.5e9, 1.99e9, 2e9} {
+		lacks := j.CheckpointBytes - has
+		h, _ := decide(fmt.Sprintf("standby has %d", has), snap(has, nil), testEpoch)
+		if h.Bytes != lacks || whole.Bytes != j.CheckpointBytes {
+			t.Fatalf("has %d: bytes %d (whole %d), want %d (whole %d)", has, h.Bytes, whole.Bytes, lacks, j.CheckpointBytes)
+		}
+		if math.Abs(h.FinalRate-whole.FinalRate) > 1e-9*whole.FinalRate {
+			t.Fatalf("has %d: final rate %g, whole checkpoint's %g: the share is the path's either way", has, h.FinalRate, whole.FinalRate)
+		}
+		later := FinalSafety * (transferTime(j.CheckpointBytes, h.FinalRate) - transferTime(lacks, h.FinalRate))
+		if got := h.FinalStart.Sub(whole.FinalStart); got != later {
+			t.Errorf("has %d: final start %v later than the whole checkpoint's, want FinalSafety·has/rate = %v", has, got, later)
+		}
+		_, latest, step := bruteFinalStart(lacks, writeTime(&j), deadline, h.FinalRate, j.RestartTime, margin)
+		if h.FinalStart.Before(latest) || h.FinalStart.Sub(latest) >= step {
+			t.Errorf("has %d: final start %v, brute force's latest safe start %v (grid %v)", has, h.FinalStart.Sub(testEpoch), latest.Sub(testEpoch), step)
+		}
+		if lands := h.FinalStart.Add(FinalSafety*(transferTime(lacks, h.FinalRate)+j.RestartTime) + margin); lands.After(deadline) {
+			t.Errorf("has %d: the final phase at FinalSafety times its length lands %v, after the deadline", has, lands.Sub(deadline))
+		}
+
+		// The same, carried from the first period (decided on the whole
+		// checkpoint) as the agent carries it, a second later.
+		carried := []Flow{{ID: wf.ID, Job: "j", From: host, To: standby, Class: ClassMigration, Remaining: whole.Bytes,
+			Deadline: deadline, Start: wf.Start, Rate: wf.Rate}}
+		c, _ := decide(fmt.Sprintf("carried, standby has %d", has), snap(has, carried), testEpoch.Add(time.Second))
+		if c.Bytes != lacks || c.FinalStart.Sub(h.FinalStart).Abs() > time.Microsecond {
+			t.Errorf("has %d, carried: bytes %d final start %v, want %d and %v as decided fresh", has, c.Bytes,
+				c.FinalStart.Sub(testEpoch), lacks, h.FinalStart.Sub(testEpoch))
+		}
 	}
 }
 

@@ -54,7 +54,9 @@ func (w *world) handoffs(reqs []handoffReq, d *Decisions) []*migration {
 			if ok && !w.leaving[dst] {
 				m.id, m.to, m.bytes = f.ID, dst, f.Remaining
 				if f.Start.After(w.now) {
-					m.start = f.Start
+					// Not under way: what the destination lacks now
+					// (the pre-syncs of the wait shrink it, P1.6).
+					m.start, m.bytes = f.Start, w.lacking(scanRequest{job: j, src: src}, dst)
 				} else {
 					waiting = false
 				}

@@ -150,7 +150,8 @@ type Job struct {
 	CheckpointBytes int64
 	// Standby is the node receiving background pre-sync; StandbyHas the
 	// bytes of the current state it already holds, so a hand-off to it
-	// moves only CheckpointBytes − StandbyHas (docs/design.md P1.6).
+	// moves only CheckpointBytes − StandbyHas (docs/design.md P1.6: the
+	// agent's host reports the delta its standby lacks).
 	Standby    NodeID
 	StandbyHas int64
 	// Replicas are the nodes holding the freshest committed checkpoint

@@ -74,6 +74,7 @@ func (e *Engine) control() {
 			}
 		}
 	}
+	e.trackRooms() // the hand-offs' needs move with their progress
 }
 
 // applyCopies carries out the plan's flows whose ID starts with prefix
@@ -145,19 +146,25 @@ func (e *Engine) applyCopies(flows []policy.FlowDecision, enforced bool, prefix 
 // over its links of min(available, capacity − β3·capacity) (docs/design.md P3.2
 // with Bmin 0), at least 1 byte/s so the transfer still moves.
 func (e *Engine) migrationRoom(links []int) float64 {
-	beta := policy.DefaultParams().BetaP3
-	if tc, ok := e.ctrl.(*TickController); ok && tc.Params.Switches.P3 {
-		beta = tc.Params.BetaP3
-	}
 	room := math.Inf(1)
 	for _, d := range links {
-		l := e.w.links[d/2]
-		room = math.Min(room, math.Min(l.avail, l.capacity*(1-beta)))
+		room = math.Min(room, e.linkRoom(d))
 	}
 	if math.IsInf(room, 1) {
 		return 0 // no link: nothing to pace
 	}
 	return math.Max(room, 1)
+}
+
+// linkRoom is what directed link d leaves to migration:
+// min(available, capacity − β3·capacity).
+func (e *Engine) linkRoom(d int) float64 {
+	beta := policy.DefaultParams().BetaP3
+	if tc, ok := e.ctrl.(*TickController); ok && tc.Params.Switches.P3 {
+		beta = tc.Params.BetaP3
+	}
+	l := e.w.links[d/2]
+	return math.Min(l.avail, l.capacity*(1-beta))
 }
 
 // usable reports whether node ni can take job j now.
@@ -218,12 +225,14 @@ func (e *Engine) applyHandoff(hd policy.HandoffDecision) {
 	}
 	f := e.newFlow(flowHandoff, j, j.node, to, bytes)
 	f.captured = j.progress
-	// The limit: the bytes lacked at what the path gives migration now.
-	j.handLimit = policy.DowntimeLimit(int64(bytes), e.migrationRoom(f.links), time.Duration(j.restartS*float64(time.Second)), policy.ControlPeriod).Seconds()
 	if !hd.Deadline.IsZero() {
 		f.deadline = hd.Deadline.Sub(w.Start).Seconds()
 	}
+	// The limit counts the bytes lacked at what the path leaves to this
+	// migration from now until they could have crossed it.
+	f.limit = newRoomIntegral(w.now, bytes, e.handoffRoom(f))
 	j.handoff = f
+	e.trackRooms() // the others' room is smaller by this one's need
 }
 
 func (e *Engine) applyPlacement(p policy.Placement) {

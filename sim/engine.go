@@ -342,6 +342,7 @@ func (e *Engine) applyBandwidth(t float64) {
 			e.obs.ObserveBandwidth(li, w.timeAt(t), l.capacity, research)
 		}
 	}
+	e.trackRooms()
 	e.dirty = true
 	// A new measurement changes what P1 and P3 allocate: the agent would
 	// act on it at its next 1-s tick.

@@ -33,6 +33,7 @@ type simFlow struct {
 	deadline  float64 // seconds; 0 none
 	start     float64
 	fill      fillFlow
+	limit     roomIntegral // a hand-off's: its path's migration room over its life
 }
 
 func (e *Engine) newFlow(kind flowKind, j *simJob, from, to int, bytes float64) *simFlow {
@@ -75,6 +76,8 @@ func (e *Engine) dropFlow(f *simFlow, completed bool) {
 	case flowHandoff:
 		if j.handoff == f {
 			j.handoff = nil
+			j.handLimit = f.handoffLimit(w.now, j.restartS)
+			e.trackRooms() // the others' room grows by this one's need
 			if !completed {
 				e.m.handoffsFailed++
 				if j.node >= 0 && w.nodes[j.node].up {

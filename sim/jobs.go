@@ -56,8 +56,8 @@ type simJob struct {
 	// finalAt is the final-checkpoint start a waiting hand-off has a
 	// control run booked for (docs/design.md P3.8), -1 none.
 	finalAt float64
-	// handLimit is the downtime limit of the hand-off under way (docs/design.md
-	// P3.8), seconds; 0 none.
+	// handLimit is the downtime limit of the hand-off whose final
+	// transfer ended last (docs/design.md P3.8d), seconds; 0 none.
 	handLimit float64
 }
 

@@ -171,7 +171,7 @@ func (rep *Report) WriteTable(w io.Writer) {
 			b.HandoffFailedGPUh, b.DowntimeGPUh, b.HandoffDowntimeGPUh, b.Emergencies, b.Scheduled, b.Handoffs, b.HandoffsFailed, b.RedundancyGPUh)
 	}
 	fmt.Fprintln(w)
-	fmt.Fprintln(w, "Hand-off downtime against its limit (docs/design.md P3.8: bytes lacked ÷ the path's migration rate then + Tr + one control period; pooled over seeds):")
+	fmt.Fprintln(w, "Hand-off downtime against its limit (docs/design.md P3.8d: the time the bytes lacked need at the path's migration room as it was + Tr + one control period; pooled over seeds):")
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "| system | hand-offs | median downtime s | max downtime s | median limit s | median downtime/limit | max downtime/limit |")
 	fmt.Fprintln(w, "|---|---|---|---|---|---|---|")

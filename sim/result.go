@@ -81,9 +81,11 @@ type LossBreakdown struct {
 }
 
 // DowntimeVsLimit is the hand-offs' downtime (the last step on the source
-// to the first on the destination) against the limit docs/design.md P3.8 gives each:
-// the bytes the destination lacked ÷ what the path gave migration when the
-// final checkpoint started + Tr + one control period.
+// to the first on the destination) against the limit docs/design.md P3.8d gives
+// each: the time the bytes the destination lacked need at what the path left
+// to this migration (its migration share less the other hand-offs' r_min)
+// from the final checkpoint's start on, as it was (the room integrated over
+// the transfer), + Tr + one control period.
 type DowntimeVsLimit struct {
 	Count        int     `json:"count"`
 	MedianS      float64 `json:"median_s"`

@@ -63,7 +63,8 @@ func (s *State) Apply(cmd Command) (bool, error) {
 	case SubmitJob:
 		j := c.Job.clone()
 		j.State, j.Node, j.Replicas, j.Restarts, j.Started = policy.JobPending, "", nil, 0, false
-		j.Standby, j.StandbyHas = "", 0
+		j.Standby = ""
+		j.clearStandbyHas()
 		j.Failures, j.FailureLog, j.LastExit, j.End = 0, nil, nil, JobEnd{}
 		j.Events = []JobEvent{{At: j.Submitted, Kind: EventSubmitted, Detail: "by " + cmp.Or(j.Owner, "an unnamed user")}}
 		if old, ok := s.Jobs[j.ID]; ok {
@@ -92,6 +93,10 @@ func (s *State) Apply(cmd Command) (bool, error) {
 		old := j.clone()
 		if c.CheckpointBytes > 0 {
 			j.CheckpointBytes = c.CheckpointBytes
+			j.resizeStandbyHas(old.CheckpointBytes)
+		}
+		if err := applyPresync(s, &j, c.Node, c.Presync); err != nil {
+			return false, err
 		}
 		if c.RestartTime > 0 {
 			j.RestartTime = c.RestartTime
@@ -136,9 +141,12 @@ func (s *State) Apply(cmd Command) (bool, error) {
 			detail = "handed off without a final checkpoint"
 		}
 		j.addEvent(JobEvent{At: c.At, Kind: EventMoved, Node: c.To, From: c.From, Version: c.Version, Detail: detail})
+		// The new host starts from the final checkpoint: what the standby
+		// held of the old host's state says nothing of it.
 		if j.Standby == c.To {
-			j.Standby, j.StandbyHas = "", 0
+			j.Standby = ""
 		}
+		j.clearStandbyHas()
 		s.Jobs[c.Job] = j
 		return true, nil
 
@@ -274,6 +282,7 @@ func applyReplicaComplete(s *State, c ReplicaComplete) (bool, error) {
 		cps = cps[drop:]
 	}
 	s.Checkpoints[c.Job] = cps
+	followStandbyVersion(s, c.Job)
 	return true, nil
 }
 
@@ -328,7 +337,8 @@ func applyDeparture(s *State, d Departure) bool {
 			changed = true
 		}
 		if j.Standby == d.Node {
-			j.Standby, j.StandbyHas = "", 0
+			j.Standby = ""
+			j.clearStandbyHas()
 			changed = true
 		}
 		if changed {
@@ -399,6 +409,7 @@ func applyDecisions(s *State, d DecisionRecord) bool {
 		}
 		j.Node, j.State, j.Started = p.To, policy.JobRunning, true
 		j.RunningSince, j.HandoffStopped = d.At, time.Time{}
+		j.clearStandbyHas() // a new host's state: its host reports again
 		s.Jobs[p.Job] = j
 		changed = true
 	}
@@ -416,7 +427,8 @@ func applyDecisions(s *State, d DecisionRecord) bool {
 		if !ok || j.Standby == jd.Standby {
 			continue
 		}
-		j.Standby, j.StandbyHas = jd.Standby, 0
+		j.Standby = jd.Standby
+		j.clearStandbyHas()
 		s.Jobs[jd.Job] = j
 		changed = true
 	}

@@ -38,6 +38,13 @@ var (
 	ErrStaleMove       = errors.New("job is not on the node the move starts from")
 	ErrNotHost         = errors.New("node does not host the job")
 	ErrCommandTooLarge = errors.New("command too large")
+	// ErrNotPresyncTarget: a pre-sync report names a node that is neither
+	// the job's standby nor its admitted hand-off's destination.
+	ErrNotPresyncTarget = errors.New("node receives no pre-sync of the job")
+	// ErrStalePresync: a pre-sync report names a version that is not the
+	// job's freshest committed one, or a node the catalogue does not list
+	// as its holder.
+	ErrStalePresync = errors.New("pre-sync report is not of the freshest committed version's holder")
 )
 
 // Kind identifies a command type in its encoding.
@@ -172,6 +179,10 @@ type JobReport struct {
 	// keeps both (zero from an older node).
 	Restored time.Time     `json:",omitzero"`
 	Limit    time.Duration `json:",omitzero"`
+	// Presync, when its Node is set, is what the job's pre-sync target
+	// holds (docs/design.md P1.6): the state turns it into the job's
+	// Standby and StandbyHas.
+	Presync Presync `json:",omitzero"`
 }
 
 // MoveJob records a finished hand-off: the job now runs on To, since At
@@ -305,7 +316,7 @@ func (c JobReport) validate() error {
 	if !c.Restored.IsZero() && (c.Ready.IsZero() || c.Restored.After(c.Ready)) {
 		return invalid("job report %s: restored after its start", c.Job)
 	}
-	return nil
+	return c.Presync.validate(c.Job, c.Node)
 }
 
 func (c MoveJob) validate() error {

@@ -39,11 +39,13 @@
 // Failures, FailureLog, LastExit, End and Events, CancelJob.By and At,
 // policy.Placement.Reason and policy.Decisions.Ineligible: a record
 // without them is a job allowed no failure, none so far, with no story, and
-// a done job without End reads as "done"; a new command kind (JobExited)
-// takes a new Kind value. The one thing the version byte cannot
-// guard is an older binary reading a newer entry that sets the fields: it
-// rejects the entry as an unknown field rather than misreading it (a
-// snapshot's decoder is lenient: an older binary restoring a newer
-// snapshot drops the fields and uses its defaults). Mixed-version clusters
-// are not supported: upgrade all nodes together.
+// a done job without End reads as "done"; so are JobReport.Presync and
+// JobRecord.StandbyVersion: a report without them tells nothing of the
+// standby, and a record without them counts nothing the standby holds; a
+// new command kind (JobExited) takes a new Kind value. The one thing the
+// version byte cannot guard is an older binary reading a newer entry that
+// sets the fields: it rejects the entry as an unknown field rather than
+// misreading it (a snapshot's decoder is lenient: an older binary
+// restoring a newer snapshot drops the fields and uses its defaults).
+// Mixed-version clusters are not supported: upgrade all nodes together.
 package state

@@ -181,7 +181,8 @@ func applyJobExited(s *State, c JobExited) (bool, error) {
 			j.State, j.Node, j.Restore = policy.JobRecovering, "", RestoreOrder{}
 		}
 	}
-	j.Standby, j.StandbyHas = "", 0
+	j.Standby = ""
+	j.clearStandbyHas()
 	j.addEvent(exitEvent(j, e))
 	s.Jobs[c.Job] = j
 	return true, nil

@@ -363,6 +363,10 @@ type JobRecord struct {
 	// node records the version, and returns the job to recovery when the
 	// holder departs first (nobody else would send the copy).
 	Restore RestoreOrder `json:",omitzero"`
+	// StandbyVersion is the committed version the host's last pre-sync
+	// report (JobReport.Presync) found complete at Standby; StandbyHas
+	// counts only while it is the freshest committed version Standby holds.
+	StandbyVersion uint64 `json:",omitempty"`
 	// MaxFailures is how many application failures (JobExited) the job
 	// may have, counted across nodes, before it is failed (run
 	// --max-failures; 0: the first fails it). Failures counts them,

@@ -281,6 +281,7 @@ func FuzzDecodeCommand(f *testing.F) {
 		JobExited{Job: "j1", Exit: JobExit{Node: "a", At: t0, ExitCode: 3, LogTail: []string{"Traceback", "ValueError"}}},
 		JobExited{Job: "j1", Exit: JobExit{Node: "a", At: t0, ExitCode: PreemptedExit}},
 		JobExited{Job: "j1", Exit: JobExit{Node: "a", At: t0, ExitCode: -1, Signal: "SIGKILL", Reason: "out of memory"}},
+		JobReport{Job: "j1", Node: "a", Presync: Presync{Node: "b", Version: 2, Delta: 1 << 20}},
 	} {
 		b, err := EncodeCommand(c)
 		if err != nil {

@@ -34,9 +34,10 @@ func (w *worker) loop(ctx context.Context, job *supervisor.Job, deadline time.Ti
 		cur      *push  // pre-sync push in flight
 		queued   uint64 // newest version waiting for cur to finish
 		stopped  bool
-		dropped  *push         // a push this loop cancelled: its error is no fault
-		interval time.Duration // the job's last decided checkpoint interval
-		changed  = 1.0         // the newest version's new share against the one before (changedShare)
+		dropped  *push          // a push this loop cancelled: its error is no fault
+		interval time.Duration  // the job's last decided checkpoint interval
+		changed  = 1.0          // the newest version's new share against the one before (changedShare)
+		reports  presyncReports // what the pre-sync target holds, told to the leader
 	)
 	lastCkpt := time.Now()
 	var ckptStarted time.Time // when the request in flight was made
@@ -121,6 +122,7 @@ func (w *worker) loop(ctx context.Context, job *supervisor.Job, deadline time.Ti
 			w.handoff(ctx, job, h)
 			return
 		}
+		w.reportPresync(ctx, st, target.to, &reports)
 		switch {
 		case cur == nil:
 		case cur.key.to == target.to:

@@ -1,7 +1,11 @@
 package jobs
 
 import (
+	"context"
+	"errors"
+	"fmt"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	"github.com/reclaimnet/reclaimnet/ckpt"
@@ -98,35 +102,123 @@ func waitCheckpoint(interval time.Duration, ckptBusy bool, lastCkpt time.Time, w
 // newest older version in the store lacks (1 without one): how much of a
 // version a pre-sync of the one before it leaves to send.
 func changedShare(s *ckpt.Store, job policy.JobID, v uint64) float64 {
-	mf, err := s.Manifest(string(job), v)
-	if err != nil {
-		return 1
-	}
 	var prev uint64
 	for _, pv := range s.Versions(string(job)) {
 		if pv < v {
 			prev = max(prev, pv)
 		}
 	}
-	pm, err := s.Manifest(string(job), prev)
-	if prev == 0 || err != nil {
+	fresh, total, ok := newBytes(s, job, prev, v)
+	switch {
+	case !ok:
 		return 1
+	case total == 0:
+		return 0
+	}
+	return float64(fresh) / float64(total)
+}
+
+// newBytes returns the bytes of version v's chunks that version held
+// lacks, and v's total; ok is false when the store lacks either manifest.
+func newBytes(s *ckpt.Store, job policy.JobID, held, v uint64) (fresh, total int64, ok bool) {
+	mf, err := s.Manifest(string(job), v)
+	if err != nil {
+		return 0, 0, false
+	}
+	pm, err := s.Manifest(string(job), held)
+	if held == 0 || err != nil {
+		return 0, 0, false
 	}
 	had := map[ckpt.Hash]bool{}
 	for _, c := range pm.Chunks() {
 		had[c.Hash] = true
 	}
-	var total, fresh int64
 	for _, c := range mf.Chunks() {
 		total += c.Size
 		if !had[c.Hash] {
 			fresh += c.Size
 		}
 	}
-	if total == 0 {
-		return 0
+	return fresh, total, true
+}
+
+// recentDeltas is how many of the newest versions' changes finalDelta
+// takes the largest of.
+const recentDeltas = 3
+
+// finalDelta is the bytes a checkpoint taken now would send a node that
+// holds version held completely (docs/design.md P1.6, P3.8b): what the
+// newest version here adds to held, plus the largest change between
+// consecutive versions among the newest recentDeltas (the final
+// checkpoint's own change, never below one measured), at most size, the
+// checkpoint's size on record. It is the whole size when no change is
+// measured (fewer than two versions here, or held is not here) or a
+// version changed more than maxWaitChange of its bytes: versions then
+// share little, and the final one will too.
+func finalDelta(s *ckpt.Store, job policy.JobID, held uint64, size int64) int64 {
+	vs := s.Versions(string(job))
+	slices.Sort(vs)
+	if len(vs) < 2 || !slices.Contains(vs, held) {
+		return size
 	}
-	return float64(fresh) / float64(total)
+	lack, _, ok := newBytes(s, job, held, vs[len(vs)-1])
+	if vs[len(vs)-1] == held {
+		lack, ok = 0, true
+	}
+	if !ok {
+		return size
+	}
+	var most int64
+	for i := len(vs) - 1; i >= 1 && i >= len(vs)-recentDeltas; i-- {
+		fresh, total, ok := newBytes(s, job, vs[i-1], vs[i])
+		if !ok || total > 0 && float64(fresh) > maxWaitChange*float64(total) {
+			return size
+		}
+		most = max(most, fresh)
+	}
+	return max(0, min(size, lack+most))
+}
+
+// presyncReports is a worker loop's pre-sync reporting: the last report
+// it tried, and whether one is in flight.
+type presyncReports struct {
+	last state.Presync
+	busy atomic.Bool
+}
+
+// reportPresync tells the leader what the job's pre-sync target to holds
+// (state.JobReport.Presync): the freshest committed version, when to
+// holds it, and finalDelta against it, so the leader times a hand-off's
+// final checkpoint on the bytes to lacks (P3.8b). It submits, one at a
+// time and without holding up the loop (a hand-off's final checkpoint
+// waits on it), only what the job's record does not say yet and was not
+// tried last: a report that lost a race with a newer version is made
+// again for that one.
+func (w *worker) reportPresync(ctx context.Context, st *state.State, to policy.NodeID, r *presyncReports) {
+	m := w.m
+	j, ok := st.Jobs[w.id]
+	cp, committed := st.FreshestCommitted(w.id)
+	if !ok || to == "" || j.Node != m.cfg.Node || !committed || !slices.Contains(cp.Holders, to) || r.busy.Load() {
+		return
+	}
+	p := state.Presync{Node: to, Version: cp.Version, Delta: finalDelta(m.cfg.Store, w.id, cp.Version, j.CheckpointBytes)}
+	if p == r.last || j.Standby == to && j.StandbyVersion == cp.Version && j.StandbyHas == j.CheckpointBytes-p.Delta {
+		return
+	}
+	r.last = p
+	r.busy.Store(true)
+	w.wg.Go(func() {
+		defer r.busy.Store(false)
+		err := m.submit(ctx, state.JobReport{Job: w.id, Node: m.cfg.Node, Remaining: j.Remaining, Presync: p})
+		switch {
+		case err == nil:
+			w.log.Info("pre-sync target's copy reported", "to", to, "version", p.Version, "delta", p.Delta, "checkpoint", j.CheckpointBytes)
+		case errors.Is(err, state.ErrStalePresync) || errors.Is(err, state.ErrNotPresyncTarget):
+			w.log.Debug("pre-sync report overtaken", "to", to, "version", p.Version, "err", err)
+		case ctx.Err() == nil:
+			w.noteErr(fmt.Errorf("report the pre-sync target's copy: %w", err))
+		}
+	})
 }
 
 // slowestCheckpoint is the slowest of the last requested checkpoints'

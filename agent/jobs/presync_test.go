@@ -2,6 +2,7 @@ package jobs
 
 import (
 	"crypto/rand"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -18,13 +19,15 @@ import (
 // growJob is a POSIX sh job whose state grows by one incompressible
 // growBlock-byte block per checkpoint (blocks are never rewritten), so a
 // version's delta over the one before it is that block and a small step
-// file. It keeps its state under $STATE/PID, restores it from the restore
+// file. With BASE set its state starts with BASE incompressible bytes. It
+// keeps its state under $STATE/PID, restores it from the restore
 // directory, logs like stepJob and keeps stepping after every checkpoint.
 const growJob = `#!/bin/sh
 s="$STATE/$$"
 mkdir -p "$s"
 step=0
-if [ -n "$RECLAIMNET_RESTORE_DIR" ]; then cp "$RECLAIMNET_RESTORE_DIR"/* "$s"/; step=$(cat "$s/step"); fi
+if [ -n "$RECLAIMNET_RESTORE_DIR" ]; then cp "$RECLAIMNET_RESTORE_DIR"/* "$s"/; step=$(cat "$s/step");
+elif [ -n "$BASE" ]; then head -c "$BASE" /dev/urandom > "$s/base"; fi
 echo "$$ start $step $RECLAIMNET_RESTART_COUNT" >> "$STEPLOG"
 ck=0
 n=0
@@ -174,6 +177,188 @@ func TestHandoffWaitKeepsDestinationFresh(t *testing.T) {
 	}
 	if s[1].step != last {
 		t.Errorf("destination started at step %d; the source's last checkpoint holds %d", s[1].step, last)
+	}
+}
+
+// TestHandoffWaitMovesFinalStartLater: the host reports what its pre-sync
+// target holds (state.JobReport.Presync), so the leader times a hand-off's
+// final checkpoint on the bytes its destination lacks (docs/design.md
+// P3.8b). The destination here holds nothing when the reclaim comes: the
+// first decision counts the whole checkpoint; once the wait's pre-syncs
+// land there the destination becomes the standby with what it holds, the
+// decided bytes fall to a delta and the final start moves later by about
+// FinalSafety·(bytes saved)/rate. The
+// job computes on the source until then, the hand-off lands before the
+// deadline, and the final transfer sends only the last delta.
+func TestHandoffWaitMovesFinalStartLater(t *testing.T) {
+	// n02 has no GPU free until the reclaim: the job runs on n01 without
+	// a standby (P1 is off, so no GPU-less node holds its copies), and
+	// its hand-off goes to n02, which holds nothing of it.
+	tc := newCluster(t, []int{0, 1, 1}, fastSupervisor())
+	tc.gossip.mu.Lock()
+	tc.gossip.access = 4e6 // 32 Mbit/s: the whole checkpoint takes seconds at P3's share
+	tc.gossip.mu.Unlock()
+	tc.gossip.setFree("n02", 0)
+	tc.waitVoters(3)
+	script := filepath.Join(t.TempDir(), "grow.sh")
+	if err := os.WriteFile(script, []byte(growJob), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	const base = 6 << 20 // at P3's share on this path, about 3 s: twice the reported Tr's drift
+	tc.submitCommand("train", []string{"/bin/sh", script},
+		[]string{"STEPLOG=" + tc.stepLog, "STATE=" + t.TempDir(), fmt.Sprintf("BASE=%d", base)})
+	host := tc.waitRunning("train", "")
+	const dest = policy.NodeID("n02")
+	if host != "n01" {
+		t.Fatalf("job runs on %s, want n01 (n02 has no GPU free)", host)
+	}
+	// From v3 on a version's new block is a small share of it.
+	wait.For(t, 30*time.Second, "three versions on the host", func() bool { return len(tc.nodes[host].store.Versions("train")) >= 3 })
+	tc.gossip.setFree(dest, 1)
+
+	announced := time.Now()
+	const notice = 30 * time.Second
+	deadline := announced.Add(notice)
+	tc.submitVia(host, state.AnnounceReclaim{Reclaim: policy.Reclaim{Node: host, Announced: announced, Deadline: deadline}})
+	// Each decision with the Tr on record beside it: the host's Tr
+	// counts its slowest recent checkpoint, which drifts on a loaded
+	// machine and moves the final start by FinalSafety times its change.
+	var first policy.HandoffDecision
+	var trFirst time.Duration
+	wait.For(t, 10*time.Second, "the admitted hand-off with its final checkpoint's start", func() bool {
+		st := tc.state()
+		var ok bool
+		first, ok = handoffFrom(st, "train", host)
+		trFirst = st.Jobs["train"].RestartTime
+		return ok && first.Admitted() && first.FinalCheckpoint && !first.FinalStart.IsZero()
+	})
+	if first.To != dest || first.Bytes < base {
+		t.Fatalf("first hand-off decision to %s for %d bytes: want %s for the whole checkpoint (≥ %d)", first.To, first.Bytes, dest, base)
+	}
+	// Once pre-syncs land at dest, the leader's decision counts a delta.
+	var late policy.HandoffDecision
+	var lateHas int64
+	var trLate time.Duration
+	wait.For(t, notice, "a hand-off decision for a delta, timed later", func() bool {
+		st := tc.state()
+		h, ok := handoffFrom(st, "train", host)
+		if j := st.Jobs["train"]; ok && h.Admitted() && j.Standby == dest && h.Bytes <= 3*growBlock {
+			late, lateHas, trLate = h, j.StandbyHas, j.RestartTime
+			return true
+		}
+		return st.Jobs["train"].Node != host
+	})
+	if late.FinalStart.IsZero() {
+		t.Fatalf("no hand-off decision counted the destination's copy before the move (first: %d bytes)", first.Bytes)
+	}
+	if late.To != dest || !late.Deadline.Equal(first.Deadline) || lateHas <= 0 {
+		t.Fatalf("later decision %+v (standby has %d): want the same hand-off to %s", late, lateHas, dest)
+	}
+	// Later by FinalSafety·(bytes saved)/rate, less FinalSafety times
+	// the growth of Tr: at least half that, since the rate and Tr may
+	// change between a decision and the read beside it.
+	rate := max(first.FinalRate, late.FinalRate)
+	want := time.Duration(float64(policy.FinalSafety) * float64(first.Bytes-late.Bytes) / rate * float64(time.Second))
+	got := late.FinalStart.Sub(first.FinalStart) + policy.FinalSafety*(trLate-trFirst)
+	t.Logf("first decision: %d bytes at %.0f B/s, Tr %v, final start %v into the notice; later: %d bytes at %.0f B/s, Tr %v, final start %v (%v later at the same Tr; FinalSafety·saved/rate %v)",
+		first.Bytes, first.FinalRate, trFirst, first.FinalStart.Sub(announced).Round(time.Millisecond), late.Bytes, late.FinalRate, trLate,
+		late.FinalStart.Sub(announced).Round(time.Millisecond), got.Round(time.Millisecond), want.Round(time.Millisecond))
+	if got < want/2 {
+		t.Errorf("final start moved %v later at the same Tr, want about FinalSafety·(%d − %d)/%.0f = %v", got, first.Bytes, late.Bytes, rate, want)
+	}
+
+	wait.For(t, notice+10*time.Second, "the job running on its destination", func() bool {
+		j := tc.state().Jobs["train"]
+		return j.State == policy.JobRunning && j.Node != host
+	})
+	var out state.JobOutcome
+	wait.For(t, 20*time.Second, "the move's version in the history", func() bool {
+		out = tc.outcome(host, "train")
+		return out.Version > 0 && !out.Resumed.IsZero()
+	})
+	if out.To != dest || !out.HandedOff || out.NoFinalCheckpoint {
+		t.Fatalf("outcome %+v: want a hand-off to %s with its final checkpoint", out, dest)
+	}
+	// The job computed on the source past the first decision's start (by
+	// FinalSafety·saved/rate less Tr's growth), and the hand-off landed
+	// before the deadline.
+	if out.Stopped.Before(first.FinalStart) {
+		t.Errorf("job stopped %v into the notice, before the whole checkpoint's start %v",
+			out.Stopped.Sub(announced).Round(time.Millisecond), first.FinalStart.Sub(announced).Round(time.Millisecond))
+	}
+	if out.At.After(deadline) || out.Resumed.After(deadline) {
+		t.Errorf("moved %v, resumed %v into the %v notice: after the deadline", out.At.Sub(announced), out.Resumed.Sub(announced), notice)
+	}
+	var finalPush *TransferView
+	sent := tc.nodes[host].mgr.TransfersSince(announced)
+	for i, tv := range sent {
+		if tv.Job == "train" && tv.Class == policy.ClassMigration && tv.Version == out.Version {
+			finalPush = &sent[i]
+		}
+	}
+	if finalPush == nil {
+		t.Fatalf("no final transfer of v%d among the source's transfers %+v", out.Version, sent)
+	}
+	if finalPush.BytesTotal < base || finalPush.BytesDone > 2*growBlock {
+		t.Errorf("final transfer sent %d of %d bytes: want the last delta (≤ %d) of a checkpoint of ≥ %d", finalPush.BytesDone, finalPush.BytesTotal, 2*growBlock, base)
+	}
+}
+
+// TestFinalDelta: the delta a checkpoint now would send a node holding a
+// version is what the newest version adds to it plus the largest recent
+// change between versions, and the whole checkpoint without a measured
+// change or when versions share little.
+func TestFinalDelta(t *testing.T) {
+	store, err := ckpt.Open(ckpt.Config{Root: t.TempDir(), Logger: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	block := func(n int) []byte {
+		b := make([]byte, n)
+		rand.Read(b)
+		return b
+	}
+	files := map[string][]byte{"base": block(4 * growBlock)}
+	add := func(v uint64, name string, data []byte) {
+		if name != "" {
+			files[name] = data
+		}
+		dir := t.TempDir()
+		for name, data := range files {
+			if err := os.WriteFile(filepath.Join(dir, name), data, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := store.AddCheckpoint("job", v, dir, "", time.Now()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const size = 1 << 30 // the record's size caps the delta
+	add(1, "", nil)
+	if got := finalDelta(store, "job", 1, size); got != size {
+		t.Errorf("one version: delta %d, want the whole %d", got, size)
+	}
+	add(2, "b2", block(growBlock))
+	add(3, "b3", block(2*growBlock))
+	add(4, "b4", block(growBlock))
+	near := func(got, want int64) bool { return got >= want && got <= want+growBlock/8 } // chunk boundaries
+	if got := finalDelta(store, "job", 4, size); !near(got, 2*growBlock) {
+		t.Errorf("holds the newest: delta %d, want the largest recent change %d", got, 2*growBlock)
+	}
+	if got := finalDelta(store, "job", 3, size); !near(got, 3*growBlock) {
+		t.Errorf("holds v3: delta %d, want v4's new block + the largest change = %d", got, 3*growBlock)
+	}
+	if got := finalDelta(store, "job", 4, growBlock); got != growBlock {
+		t.Errorf("delta %d above the record's size %d", got, growBlock)
+	}
+	if got := finalDelta(store, "job", 9, size); got != size {
+		t.Errorf("a version not here: delta %d, want the whole %d", got, size)
+	}
+	// A version that rewrites most of the state: the whole checkpoint.
+	files = map[string][]byte{"new": block(8 * growBlock)}
+	add(5, "", nil)
+	if got := finalDelta(store, "job", 5, size); got != size {
+		t.Errorf("after a version that changed nearly all: delta %d, want the whole %d", got, size)
 	}
 }
 

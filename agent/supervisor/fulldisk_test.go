@@ -9,28 +9,16 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/reclaimnet/reclaimnet/internal/netnstest"
 )
 
-// mountTmpfs mounts a small tmpfs for the test (root only). Under CI=true
-// a failure to mount fails the test instead of skipping it.
+// mountTmpfs mounts a tmpfs of size for the test (root only; under CI=true
+// a failure to mount fails the test).
 func mountTmpfs(t *testing.T, size string) string {
 	t.Helper()
-	skip := t.Skipf
-	if os.Getenv("CI") == "true" {
-		skip = t.Fatalf
-	}
-	if os.Geteuid() != 0 {
-		skip("needs root to mount a tmpfs (full-disk test)")
-	}
 	dir := t.TempDir()
-	if err := syscall.Mount("tmpfs", dir, "tmpfs", 0, "size="+size); err != nil {
-		skip("mount tmpfs (needs root and a kernel allowing it): %v", err)
-	}
-	t.Cleanup(func() {
-		if err := syscall.Unmount(dir, syscall.MNT_DETACH); err != nil {
-			t.Errorf("unmount %s: %v", dir, err)
-		}
-	})
+	netnstest.Mount(t, "tmpfs", dir, "tmpfs", 0, "size="+size)
 	return dir
 }
 

@@ -51,8 +51,14 @@ func Binary(t *testing.T, env string) string {
 // from TestMain.
 func Main(m *testing.M) {
 	code := m.Run()
+	Remove()
+	os.Exit(code)
+}
+
+// Remove deletes the binary Binary built, if any; for a TestMain that runs
+// the tests itself.
+func Remove() {
 	if dir != "" {
 		os.RemoveAll(dir)
 	}
-	os.Exit(code)
 }

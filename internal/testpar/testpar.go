@@ -12,16 +12,21 @@ import (
 	"testing"
 )
 
-// Main runs the package's tests with up to n parallel tests at once and
-// exits with their result; call it from TestMain. An explicit -parallel on
-// the command line wins.
-func Main(m *testing.M, n int) {
+// Main runs the package's tests with up to n parallel tests at once, then
+// the cleanups (removing what the tests built), and exits with the tests'
+// result; call it from TestMain. An explicit -parallel on the command line
+// wins.
+func Main(m *testing.M, n int, cleanups ...func()) {
 	flag.Parse()
 	if err := SetDefault(n); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(2)
 	}
-	os.Exit(m.Run())
+	code := m.Run()
+	for _, c := range cleanups {
+		c()
+	}
+	os.Exit(code)
 }
 
 // SetDefault sets -test.parallel to n unless the command line (or an

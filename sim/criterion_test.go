@@ -311,17 +311,17 @@ var known = map[string]bool{
 	// the early first checkpoint and the placements that part after it;
 	// the paired differences are within about two standard errors.
 	"calibrated b7": true, "bamboo-p3 b7": true, "bamboo-p3+storage b7": true,
-	// The correlated mode's seeds are set by a few building-wide events
-	// (ReclaimNet loses 8.8–44.2 GPU-h per seed): six seeds order
-	// ReclaimNet neither against B7 nor against B1′.
-	"correlated b7": true, "correlated b1p": true,
+	// The correlated mode's seeds are set by a few building-wide events:
+	// six seeds do not order ReclaimNet against B7 (+1.3 standard errors).
+	"correlated b7": true,
 	// B5 has no research reservation: its larger checkpoint budget lowers
 	// the network floor C/(β·b) of the large checkpoints, which set most
-	// of the loss; lowering ReclaimNet's loss budget buys traffic for the
-	// small ones. B5 pays in research degradation (5–25× ReclaimNet's).
-	"calibrated b5": true, "bamboo-p3 b5": true,
-	"bamboo-p3+storage b5": true, "bamboo-g4dn+storage b5": true,
-	"microsoft99 b5": true, "microsoft99+philly b5": true,
+	// of the loss, and its second copies go unpaced; lowering ReclaimNet's
+	// loss budget buys traffic for the small ones. B5 pays in research
+	// degradation (14–30× ReclaimNet's).
+	"calibrated b5": true, "correlated b5": true, "bamboo-p3 b5": true,
+	"bamboo-p3+storage b5": true, "bamboo-g4dn b5": true, "bamboo-g4dn+storage b5": true,
+	"microsoft99 b5": true,
 	// Spot pools drop a third of their nodes within minutes: peer copies
 	// die with their hosts. With the storage node Slurm's checkpoints sit
 	// on, the floor still spaces large checkpoints that Slurm sends every

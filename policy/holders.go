@@ -53,6 +53,13 @@ func (w *world) together(a, b int) float64 {
 // survive returns S_i(span): the chance node i does not leave within span
 // seconds from now by its departure hazard (1 for a storage node).
 func (w *world) survive(i int, span float64) float64 {
+	var plan spanPlan
+	return w.survivePlanned(i, span, &plan)
+}
+
+// survivePlanned is survive keeping the span's plan in *plan from one call
+// to the next (a scan over many nodes for the same span plans it once).
+func (w *world) survivePlanned(i int, span float64, plan *spanPlan) float64 {
 	if w.storage[i] || span <= 0 {
 		return 1
 	}
@@ -60,7 +67,10 @@ func (w *world) survive(i int, span float64) float64 {
 	if len(c.rates) == 0 {
 		return 1
 	}
-	return math.Exp(-c.integral(planSpan(len(c.rates), w.nowSec, span)))
+	if plan.n != len(c.rates) || plan.len != span || plan.a != w.nowSec {
+		*plan = planSpan(len(c.rates), w.nowSec, span)
+	}
+	return math.Exp(-c.integral(*plan))
 }
 
 // restoreWindow returns W, the seconds a restore of job j from holder d to
@@ -85,6 +95,77 @@ func (w *world) restoreWindow(j *Job, d, h int) float64 {
 //
 //	q = 1 − (1 − max(p_xd, following_d))·S_d(W_d).
 func (w *world) leaveGiven(j *Job, d int, given []int) float64 {
+	var plan spanPlan
+	return w.leaveGivenPlanned(j, d, given, &plan)
+}
+
+// leaveGivenBelow returns leaveGiven's q for node d when it is at most
+// limit; ok is false when it is above. The bound q ≥ 1 − (1 − p)/(1 + I)
+// (e^I ≥ 1 + I, I the hazard's integral over the restore window) rules
+// most nodes out without the exponential, and where the window lies
+// inside the profile's current bucket, of rate r, I = r·W rules them out
+// without the node's cumulative profile either.
+func (w *world) leaveGivenBelow(j *Job, d int, given []int, plan *spanPlan, limit float64) (float64, bool) {
+	if w.storage[d] {
+		return 0, 0 <= limit
+	}
+	p := w.coLeave(d, given)
+	h := d
+	if len(given) > 0 {
+		h = given[0]
+	}
+	span := w.restoreWindow(j, d, h)
+	if boundAbove(p, limit) {
+		return 0, false
+	}
+	if rates := w.nodes[d].Departure.Rates; len(rates) > 0 && span > 0 {
+		width := secondsPerDay / float64(len(rates))
+		k := min(int(w.nowSec/width), len(rates)-1)
+		// A millisecond from either edge: the exact integral's bucket is k.
+		if w.nowSec >= float64(k)*width+1e-3 && w.nowSec+span <= float64(k+1)*width-1e-3 {
+			in := math.Max(rates[k], 0) * span
+			if boundAbove(1-(1-p)/(1+in), limit) {
+				return 0, false
+			}
+		}
+	}
+	c := w.survivalOf(d)
+	if span <= 0 || len(c.rates) == 0 {
+		q := 1 - (1 - p) // S = 1, as leaveGivenPlanned rounds it
+		return q, q <= limit
+	}
+	if plan.n != len(c.rates) || plan.len != span || plan.a != w.nowSec {
+		*plan = planSpan(len(c.rates), w.nowSec, span)
+	}
+	in := c.integral(*plan)
+	if boundAbove(1-(1-p)/(1+in), limit) {
+		return 0, false
+	}
+	q := 1 - (1-p)*math.Exp(-in)
+	return q, q <= limit
+}
+
+// boundAbove reports whether a lower bound on q puts q above limit, with
+// a slack (1e-9 relative, 1e-15 absolute) that covers the bound's rounding
+// against the exact figure.
+func boundAbove(bound, limit float64) bool { return bound*(1-1e-9) > limit+1e-15 }
+
+// leaveGivenPlanned is leaveGiven with survivePlanned's plan.
+func (w *world) leaveGivenPlanned(j *Job, d int, given []int, plan *spanPlan) float64 {
+	if w.storage[d] {
+		return 0
+	}
+	p := w.coLeave(d, given)
+	h := d
+	if len(given) > 0 {
+		h = given[0]
+	}
+	return 1 - (1-p)*w.survivePlanned(d, w.restoreWindow(j, d, h), plan)
+}
+
+// coLeave is p in leaveGiven: the largest co-departure of node d with the
+// nodes in given or with a partner that just left (0 for a storage node).
+func (w *world) coLeave(d int, given []int) float64 {
 	if w.storage[d] {
 		return 0
 	}
@@ -92,11 +173,7 @@ func (w *world) leaveGiven(j *Job, d int, given []int) float64 {
 	for _, x := range given {
 		p = math.Max(p, w.together(x, d))
 	}
-	h := d
-	if len(given) > 0 {
-		h = given[0]
-	}
-	return 1 - (1-p)*w.survive(d, w.restoreWindow(j, d, h))
+	return p
 }
 
 // jointRisk is P2.7's figure for holders hs of job j on host h: the
@@ -190,7 +267,6 @@ func (w *world) replicaFor(j *Job, host int, carried *Flow) (replica, float64, b
 	}
 	before := w.jointRisk(j, host, kept)
 	given := append([]int{host}, kept...)
-	c := float64(j.CheckpointBytes)
 	durable := false
 	for _, d := range kept {
 		durable = durable || w.storage[d]
@@ -203,24 +279,7 @@ func (w *world) replicaFor(j *Job, host int, carried *Flow) (replica, float64, b
 		// in minutes).
 		candidates = w.storageIdx
 	}
-	var opts []replicaOption
-	for _, i := range candidates {
-		if i == host || w.leaving[i] || w.ending[i] || w.vertex[i] < 0 || slices.Contains(sources, i) {
-			continue
-		}
-		// The copy comes from the source with the fastest path to i.
-		src, rate := -1, 0.0
-		for _, s := range sources {
-			if est, _, ok := w.pathRate(s, i); ok && est > rate {
-				src, rate = s, est
-			}
-		}
-		if src < 0 || rate <= 0 {
-			continue
-		}
-		opts = append(opts, replicaOption{to: i, from: src, q: w.leaveGiven(j, i, given), secs: c / rate})
-	}
-	best, found := safestReplica(opts)
+	best, found := safestReplica(w.replicaOptions(j, candidates, sources, given))
 	if !found {
 		return replica{}, 0, false
 	}
@@ -238,6 +297,43 @@ const replicaRiskTie = 0.1
 type replicaOption struct {
 	to, from int
 	q, secs  float64
+}
+
+// replicaOptions returns the targets among candidates that safestReplica
+// would weigh: each with q (leaveGiven) and the transfer time from the
+// source with the fastest path to it, leaving out those that cannot be the
+// choice. A target whose q is past the near-tie of the smallest q found
+// so far cannot be within it at the end, so its path is not looked at;
+// the restore window, and with it the survival's plan, is one per
+// building. The choice is the one safestReplica makes over every
+// candidate (TestReplicaOptionsMatchFullScan).
+func (w *world) replicaOptions(j *Job, candidates, sources, given []int) []replicaOption {
+	c := float64(j.CheckpointBytes)
+	plans := make([]spanPlan, len(w.pairBW))
+	qMin := math.Inf(1)
+	var opts []replicaOption
+	for _, i := range candidates {
+		if w.leaving[i] || w.ending[i] || w.vertex[i] < 0 || slices.Contains(given, i) || slices.Contains(sources, i) {
+			continue
+		}
+		q, ok := w.leaveGivenBelow(j, i, given, &plans[w.bldg[i]], qMin*(1+replicaRiskTie))
+		if !ok {
+			continue
+		}
+		// The copy comes from the source with the fastest path to i.
+		src, rate := -1, 0.0
+		for _, s := range sources {
+			if est, _, ok := w.pathRate(s, i); ok && est > rate {
+				src, rate = s, est
+			}
+		}
+		if src < 0 || rate <= 0 {
+			continue
+		}
+		qMin = math.Min(qMin, q)
+		opts = append(opts, replicaOption{to: i, from: src, q: q, secs: c / rate})
+	}
+	return opts
 }
 
 // safestReplica returns the option with the smallest q, near-ties

@@ -325,3 +325,80 @@ func TestSafestReplica(t *testing.T) {
 		}
 	}
 }
+
+// TestReplicaOptionsMatchFullScan against brute force: on random campuses
+// (hazards, co-departures learnt from random pairs, a burst under way,
+// loaded links, leaving nodes, a storage node or none) the copy's target
+// that replicaOptions leads safestReplica to is the one it picks over
+// every candidate, each with its q and its fastest source's transfer time.
+func TestReplicaOptionsMatchFullScan(t *testing.T) {
+	rng := rand.New(rand.NewPCG(21, 2))
+	for round := range 300 {
+		nodes, links := buildCampus(campusSpec{buildings: 1 + rng.IntN(4), perBuilding: 2 + rng.IntN(5), access: gbit, uplink: gbit / 4})
+		for i := range nodes {
+			nodes[i].Departure = flatProfile(rng.Float64() * 1e-3)
+			if rng.IntN(3) == 0 {
+				nodes[i].Lab = fmt.Sprint("lab", rng.IntN(3))
+			}
+		}
+		for i := range links {
+			links[i].Available = links[i].Capacity * (0.05 + rng.Float64())
+		}
+		if rng.IntN(4) == 0 {
+			nodes, links = withStorage(nodes, links)
+		}
+		var pairs [][2]NodeID
+		for range rng.IntN(6) {
+			a, b := nodes[rng.IntN(len(nodes))].ID, nodes[rng.IntN(len(nodes))].ID
+			if a != b {
+				pairs = append(pairs, [2]NodeID{a, b})
+			}
+		}
+		var recent []NodeID
+		if rng.IntN(3) == 0 {
+			recent = append(recent, nodes[rng.IntN(len(nodes))].ID)
+		}
+		co, _ := learnCo(t, nodes, pairs, 1+rng.IntN(20), recent...)
+		s := Snapshot{Nodes: nodes, Links: links, Params: DefaultParams(), CoDeparture: co}
+		for range rng.IntN(3) {
+			n := nodes[rng.IntN(len(nodes))].ID
+			s.Reclaims = append(s.Reclaims, Reclaim{Node: n, Announced: testEpoch, Deadline: testEpoch.Add(time.Hour)})
+		}
+		w := newWorld(s, testEpoch, nil)
+		j := testJob("j", nodes[0].ID)
+		j.CheckpointBytes = int64(1+rng.IntN(40)) << 30
+		host := rng.IntN(len(nodes))
+		var sources, given []int
+		given = append(given, host)
+		for _, i := range rng.Perm(len(nodes))[:1+rng.IntN(2)] {
+			if i != host {
+				sources = append(sources, i)
+				given = append(given, i)
+			}
+		}
+		candidates := w.allNodes
+		if len(w.storageIdx) > 0 && rng.IntN(2) == 0 {
+			candidates = w.storageIdx
+		}
+		var all []replicaOption
+		for _, i := range candidates {
+			if i == host || w.leaving[i] || w.ending[i] || w.vertex[i] < 0 || slices.Contains(sources, i) {
+				continue
+			}
+			src, rate := -1, 0.0
+			for _, s := range sources {
+				if est, _, ok := w.pathRate(s, i); ok && est > rate {
+					src, rate = s, est
+				}
+			}
+			if src >= 0 && rate > 0 {
+				all = append(all, replicaOption{to: i, from: src, q: w.leaveGiven(&j, i, given), secs: float64(j.CheckpointBytes) / rate})
+			}
+		}
+		want, okWant := safestReplica(all)
+		got, okGot := safestReplica(w.replicaOptions(&j, candidates, sources, given))
+		if okGot != okWant || got != want {
+			t.Fatalf("round %d: %+v (%v) from the pruned scan, %+v (%v) from every candidate", round, got, okGot, want, okWant)
+		}
+	}
+}

@@ -174,7 +174,12 @@ func (e *Engine) finishFlow(f *simFlow) {
 	case flowEvac, flowReplica:
 		j.hold(f.to, f.captured)
 	}
-	e.wantCtl = e.wantCtl || f.kind != flowCheckpoint
+	// A landed periodic checkpoint or holder-to-holder copy waits for the
+	// next period like the agent's (nothing is late for it: the copy's
+	// target holds the version, the leader sees it then); every other
+	// transfer's end changes what runs where, so the controller decides
+	// again at once.
+	e.wantCtl = e.wantCtl || f.kind != flowCheckpoint && f.kind != flowReplica
 }
 
 // allocate recomputes every flow's rate and each link direction's

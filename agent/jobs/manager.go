@@ -575,18 +575,19 @@ func paced(st *state.State) bool { return st.Protocols().Switches.P3 }
 func (m *Manager) TransferHooks() transfer.Hooks {
 	return transfer.Hooks{
 		Authorize: func(peer string, class policy.TrafficClass, mf *ckpt.Manifest) error {
-			st := m.cfg.Coord.State()
-			if b, ok := ckpt.IsBundleKey(mf.JobID); ok {
-				return authorizeBundle(st, b)
-			}
-			j, ok := st.Jobs[policy.JobID(mf.JobID)]
-			if !ok {
-				return fmt.Errorf("job %q: %w", mf.JobID, state.ErrUnknownJob)
-			}
-			if j.State == policy.JobDone {
-				return fmt.Errorf("job %q is done", mf.JobID)
-			}
-			return nil
+			return m.authorizeFresh(func(st *state.State) error {
+				if b, ok := ckpt.IsBundleKey(mf.JobID); ok {
+					return authorizeBundle(st, b)
+				}
+				j, ok := st.Jobs[policy.JobID(mf.JobID)]
+				if !ok {
+					return fmt.Errorf("job %q: %w", mf.JobID, state.ErrUnknownJob)
+				}
+				if j.State == policy.JobDone {
+					return fmt.Errorf("job %q is done", mf.JobID)
+				}
+				return nil
+			})
 		},
 		// Results go to any node of the cluster: only root on a node can
 		// ask its agent for them (the control socket is 0600).
@@ -607,6 +608,26 @@ func (m *Manager) TransferHooks() transfer.Hooks {
 			}
 			m.recordReplica(policy.NodeID(peer), mf)
 		},
+	}
+}
+
+// stateLagGrace is how long an offer this node's copy of the state does
+// not allow waits for that copy to catch up before it is refused: the
+// sender acts on a decision (a first placement's bundle copy, a checkpoint
+// of a job just submitted) its own copy has applied, and a follower's copy
+// can be a few log entries behind it.
+const stateLagGrace = 3 * time.Second
+
+// authorizeFresh returns check's verdict on this node's newest state,
+// checking again for up to stateLagGrace while it refuses.
+func (m *Manager) authorizeFresh(check func(*state.State) error) error {
+	until := time.Now().Add(stateLagGrace)
+	for {
+		err := check(m.cfg.Coord.State())
+		if err == nil || !time.Now().Before(until) {
+			return err
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }
 

@@ -53,13 +53,6 @@ func (w *world) together(a, b int) float64 {
 // survive returns S_i(span): the chance node i does not leave within span
 // seconds from now by its departure hazard (1 for a storage node).
 func (w *world) survive(i int, span float64) float64 {
-	var plan spanPlan
-	return w.survivePlanned(i, span, &plan)
-}
-
-// survivePlanned is survive keeping the span's plan in *plan from one call
-// to the next (a scan over many nodes for the same span plans it once).
-func (w *world) survivePlanned(i int, span float64, plan *spanPlan) float64 {
 	if w.storage[i] || span <= 0 {
 		return 1
 	}
@@ -67,10 +60,7 @@ func (w *world) survivePlanned(i int, span float64, plan *spanPlan) float64 {
 	if len(c.rates) == 0 {
 		return 1
 	}
-	if plan.n != len(c.rates) || plan.len != span || plan.a != w.nowSec {
-		*plan = planSpan(len(c.rates), w.nowSec, span)
-	}
-	return math.Exp(-c.integral(*plan))
+	return math.Exp(-c.integral(planSpan(len(c.rates), w.nowSec, span)))
 }
 
 // restoreWindow returns W, the seconds a restore of job j from holder d to
@@ -95,12 +85,21 @@ func (w *world) restoreWindow(j *Job, d, h int) float64 {
 //
 //	q = 1 − (1 − max(p_xd, following_d))·S_d(W_d).
 func (w *world) leaveGiven(j *Job, d int, given []int) float64 {
-	var plan spanPlan
-	return w.leaveGivenPlanned(j, d, given, &plan)
+	if w.storage[d] {
+		return 0
+	}
+	p := w.coLeave(d, given)
+	h := d
+	if len(given) > 0 {
+		h = given[0]
+	}
+	return 1 - (1-p)*w.survive(d, w.restoreWindow(j, d, h))
 }
 
 // leaveGivenBelow returns leaveGiven's q for node d when it is at most
-// limit; ok is false when it is above. The bound q ≥ 1 − (1 − p)/(1 + I)
+// limit, the same figure (its plan of the restore window kept in *plan
+// from one call to the next: one per building in a scan); ok is false
+// when it is above. The bound q ≥ 1 − (1 − p)/(1 + I)
 // (e^I ≥ 1 + I, I the hazard's integral over the restore window) rules
 // most nodes out without the exponential, and where the window lies
 // inside the profile's current bucket, of rate r, I = r·W rules them out
@@ -131,7 +130,7 @@ func (w *world) leaveGivenBelow(j *Job, d int, given []int, plan *spanPlan, limi
 	}
 	c := w.survivalOf(d)
 	if span <= 0 || len(c.rates) == 0 {
-		q := 1 - (1 - p) // S = 1, as leaveGivenPlanned rounds it
+		q := 1 - (1 - p) // S = 1, as leaveGiven rounds it
 		return q, q <= limit
 	}
 	if plan.n != len(c.rates) || plan.len != span || plan.a != w.nowSec {
@@ -149,19 +148,6 @@ func (w *world) leaveGivenBelow(j *Job, d int, given []int, plan *spanPlan, limi
 // a slack (1e-9 relative, 1e-15 absolute) that covers the bound's rounding
 // against the exact figure.
 func boundAbove(bound, limit float64) bool { return bound*(1-1e-9) > limit+1e-15 }
-
-// leaveGivenPlanned is leaveGiven with survivePlanned's plan.
-func (w *world) leaveGivenPlanned(j *Job, d int, given []int, plan *spanPlan) float64 {
-	if w.storage[d] {
-		return 0
-	}
-	p := w.coLeave(d, given)
-	h := d
-	if len(given) > 0 {
-		h = given[0]
-	}
-	return 1 - (1-p)*w.survivePlanned(d, w.restoreWindow(j, d, h), plan)
-}
 
 // coLeave is p in leaveGiven: the largest co-departure of node d with the
 // nodes in given or with a partner that just left (0 for a storage node).

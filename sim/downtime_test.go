@@ -61,14 +61,7 @@ func runDowntime(t *testing.T, extra string) *Engine {
 	t.Helper()
 	text := strings.Replace(downtimeTrace, `{"kind":"departure"`, extra+`{"kind":"departure"`, 1)
 	tr := parseTrace(t, text, "downtime.jsonl")
-	ctrl, err := NewController("reclaimnet", tr, DefaultOptions(), 1, Tuning{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	e, err := NewEngine(tr, ctrl, DefaultOptions())
-	if err != nil {
-		t.Fatal(err)
-	}
+	e := newTestEngine(t, "reclaimnet", tr)
 	e.Run()
 	if len(e.m.handoffDown) != 1 {
 		t.Fatalf("%d hand-offs measured, want 1", len(e.m.handoffDown))

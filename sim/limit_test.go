@@ -93,14 +93,7 @@ func TestRoomIntegralEdges(t *testing.T) {
 func TestHandoffRoomLeavesOthersNeeds(t *testing.T) {
 	const mbps = 1e6 / 8
 	tr := parseTrace(t, downtimeTrace, "downtime.jsonl")
-	ctrl, err := NewController("reclaimnet", tr, DefaultOptions(), 1, Tuning{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	e, err := NewEngine(tr, ctrl, DefaultOptions())
-	if err != nil {
-		t.Fatal(err)
-	}
+	e := newTestEngine(t, "reclaimnet", tr)
 	a, b := e.w.nodeIdx["a"], e.w.nodeIdx["b"]
 	j := e.w.jobs[0]
 	f := e.newFlow(flowHandoff, j, a, b, 400e6)

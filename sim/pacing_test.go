@@ -125,6 +125,21 @@ func parseTrace(t *testing.T, text, name string) *trace.Trace {
 	return tr
 }
 
+// newTestEngine returns an engine replaying tr under the named policy
+// with the default options and seed 1, failing the test on any error.
+func newTestEngine(t *testing.T, policyName string, tr *trace.Trace) *Engine {
+	t.Helper()
+	ctrl, err := NewController(policyName, tr, DefaultOptions(), 1, Tuning{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := NewEngine(tr, ctrl, DefaultOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
 // oneBuilding returns trace lines for one 1-GPU RTX 3090 node per id in
 // building b1, each behind its own 1 Gbit/s access link acc-<id>: nodes
 // first, then links.

@@ -30,14 +30,7 @@ func TestJobsKeepTheirReplicas(t *testing.T) {
 		{"reclaimnet", policy.DefaultCopies, 1},
 		{"b4", 1, 1},
 	} {
-		ctrl, err := NewController(tt.policy, tr, DefaultOptions(), 1, Tuning{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		e, err := NewEngine(tr, ctrl, DefaultOptions())
-		if err != nil {
-			t.Fatal(err)
-		}
+		e := newTestEngine(t, tt.policy, tr)
 		e.Run()
 		if e.stopped != nil {
 			t.Fatal(e.stopped)

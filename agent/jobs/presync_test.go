@@ -323,15 +323,7 @@ func TestFinalDelta(t *testing.T) {
 		if name != "" {
 			files[name] = data
 		}
-		dir := t.TempDir()
-		for name, data := range files {
-			if err := os.WriteFile(filepath.Join(dir, name), data, 0o644); err != nil {
-				t.Fatal(err)
-			}
-		}
-		if _, err := store.AddCheckpoint("job", v, dir, "", time.Now()); err != nil {
-			t.Fatal(err)
-		}
+		addVersion(t, store, v, files)
 	}
 	const size = 1 << 30 // the record's size caps the delta
 	add(1, "", nil)
@@ -415,17 +407,7 @@ func TestChangedShare(t *testing.T) {
 		return b
 	}
 	a, b, c := block(), block(), block()
-	add := func(v uint64, files map[string][]byte) {
-		dir := t.TempDir()
-		for name, data := range files {
-			if err := os.WriteFile(filepath.Join(dir, name), data, 0o644); err != nil {
-				t.Fatal(err)
-			}
-		}
-		if _, err := store.AddCheckpoint("job", v, dir, "", time.Now()); err != nil {
-			t.Fatal(err)
-		}
-	}
+	add := func(v uint64, files map[string][]byte) { addVersion(t, store, v, files) }
 	add(1, map[string][]byte{"a": a})
 	add(2, map[string][]byte{"a": a, "b": b}) // half new
 	add(4, map[string][]byte{"a": a, "b": b}) // nothing new against v2
@@ -437,5 +419,19 @@ func TestChangedShare(t *testing.T) {
 		if got := changedShare(store, "job", tc.v); math.Abs(got-tc.want) > 0.01 {
 			t.Errorf("v%d: changed share %.3f, want %.2f", tc.v, got, tc.want)
 		}
+	}
+}
+
+// addVersion commits version v of job "job" to store with these files.
+func addVersion(t *testing.T, store *ckpt.Store, v uint64, files map[string][]byte) {
+	t.Helper()
+	dir := t.TempDir()
+	for name, data := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := store.AddCheckpoint("job", v, dir, "", time.Now()); err != nil {
+		t.Fatal(err)
 	}
 }

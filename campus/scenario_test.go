@@ -1051,9 +1051,12 @@ func (b *box) checkScheduled(scenario, node string, jobs []string, t0, deadline 
 					h.at.Format("15:04:05.000"), h.to, h.final, h.bytes, h.degraded, h.reason)
 			}
 		}
-		if len(decided) == 0 {
+		if len(decided) == 0 && job != b.torch {
 			// A hand-off can start and commit between two polls (a
 			// 96-KB checkpoint): the cluster's record of it stands in.
+			// (The PyTorch job's outcome is read from the placement and
+			// the record below: one still starting when the notice came
+			// has no hand-off to record.)
 			rec, ok := b.h.handoffRecord(node, job, deadline)
 			if !ok {
 				wait.ForWhy(t, 10*time.Second, scenario+": the cluster's record of "+job+"'s hand-off", func() (bool, string) {
@@ -1082,7 +1085,10 @@ func (b *box) checkScheduled(scenario, node string, jobs []string, t0, deadline 
 			// The PyTorch job has no ledger: the replicated placement says
 			// where it went, the cluster's history whether with its final
 			// checkpoint.
-			rec, _ := b.h.handoffRecord(node, job, deadline)
+			rec, ok := b.h.handoffRecord(node, job, deadline)
+			if len(decided) == 0 && ok && !rec.Degraded {
+				admitted[string(rec.To)] = true // decided between two polls
+			}
 			if to := b.h.jobNode(job); admitted[to] && !rec.Degraded {
 				moved[job] = true
 			} else {

@@ -180,10 +180,36 @@ func finalDelta(s *ckpt.Store, job policy.JobID, held uint64, size int64) int64 
 }
 
 // presyncReports is a worker loop's pre-sync reporting: the last report
-// it tried, and whether one is in flight.
+// it tried, whether one is in flight, and the last finalDelta with what it
+// was computed from (the loop runs on every state change; the delta
+// changes only with a new version here or there, or a new size).
 type presyncReports struct {
-	last state.Presync
-	busy atomic.Bool
+	last  state.Presync
+	busy  atomic.Bool
+	basis deltaBasis
+	delta int64
+}
+
+// deltaBasis is what finalDelta's answer depends on: the version the
+// target holds, the versions here (the oldest, the newest and how many),
+// and the checkpoint's size.
+type deltaBasis struct {
+	held, oldest, newest uint64
+	count                int
+	size                 int64
+}
+
+// finalDelta returns finalDelta for the target holding held, computed
+// again only when its basis changed.
+func (r *presyncReports) finalDelta(s *ckpt.Store, job policy.JobID, held uint64, size int64) int64 {
+	b := deltaBasis{held: held, size: size}
+	if vs := s.Versions(string(job)); len(vs) > 0 {
+		b.oldest, b.newest, b.count = vs[0], vs[len(vs)-1], len(vs)
+	}
+	if b != r.basis || b.count == 0 {
+		r.basis, r.delta = b, finalDelta(s, job, held, size)
+	}
+	return r.delta
 }
 
 // reportPresync tells the leader what the job's pre-sync target to holds
@@ -201,7 +227,7 @@ func (w *worker) reportPresync(ctx context.Context, st *state.State, to policy.N
 	if !ok || to == "" || j.Node != m.cfg.Node || !committed || !slices.Contains(cp.Holders, to) || r.busy.Load() {
 		return
 	}
-	p := state.Presync{Node: to, Version: cp.Version, Delta: finalDelta(m.cfg.Store, w.id, cp.Version, j.CheckpointBytes)}
+	p := state.Presync{Node: to, Version: cp.Version, Delta: r.finalDelta(m.cfg.Store, w.id, cp.Version, j.CheckpointBytes)}
 	if p == r.last || j.Standby == to && j.StandbyVersion == cp.Version && j.StandbyHas == j.CheckpointBytes-p.Delta {
 		return
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/reclaimnet/reclaimnet/internal/testbin"
 	"github.com/reclaimnet/reclaimnet/internal/wait"
 	"github.com/reclaimnet/reclaimnet/localapi"
+	"github.com/reclaimnet/reclaimnet/policy"
 	"github.com/reclaimnet/reclaimnet/transfer"
 )
 
@@ -103,10 +104,12 @@ func TestFetchResults(t *testing.T) {
 		t.Fatalf("alice: run: exit %d: %s", code, out)
 	}
 	var info localapi.JobInfo
-	wait.For(t, 90*time.Second, "job res done with its results listed", func() bool {
+	// Both copies of the results (the host's and its standby's): the third
+	// node then holds none and fetches over the network.
+	wait.For(t, 90*time.Second, "job res done with its results on two nodes", func() bool {
 		j, ok := findJob(call(t, submitter, localapi.Request{Op: localapi.OpJobs}).Jobs, "res")
 		info = j
-		return ok && j.State == "done" && len(j.ResultsOn) > 0
+		return ok && j.State == "done" && len(j.ResultsOn) >= policy.DefaultCopies
 	})
 	if d := time.Until(info.KeptUntil); d < 47*time.Hour || d > 48*time.Hour {
 		t.Errorf("results kept until %v, want about 48h from now", info.KeptUntil)

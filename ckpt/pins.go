@@ -105,7 +105,8 @@ func (s *Store) Pins(job string) []Pin {
 // Retain keeps an ended job's last version (its last outputs and
 // checkpoint) until until: it pins the newest committed version under
 // RetainPin with that expiry, ends the job's live mark and drops its
-// older versions that no pin holds. It returns the version kept.
+// older versions that no other pin holds (a version retained before a
+// newer one landed gives up its RetainPin). It returns the version kept.
 func (s *Store) Retain(job string, until time.Time) (*Manifest, error) {
 	if until.IsZero() {
 		return nil, fmt.Errorf("retain %s: no expiry", job)
@@ -124,6 +125,9 @@ func (s *Store) Retain(job string, until time.Time) (*Manifest, error) {
 		return nil, fmt.Errorf("retain: %w", err)
 	}
 	for _, v := range vs[:len(vs)-1] {
+		if err := s.unpinLocked(pinKey{job, v, RetainPin}); err != nil {
+			return nil, fmt.Errorf("retain: %w", err)
+		}
 		if !s.hasPinLocked(job, v) {
 			if err := s.dropVersionLocked(job, v); err != nil {
 				return nil, fmt.Errorf("retain: %w", err)

@@ -163,3 +163,40 @@ func TestEvictionHonoursRetention(t *testing.T) {
 		t.Fatalf("after unpin: %v, new2 kept %v", err, has("new2"))
 	}
 }
+
+// A version that lands after the job's results were retained (the final
+// outputs' copy reaching a holder after the end) is retained in turn: the
+// older version gives up its RetainPin and goes, and one pin is left, on
+// the newer version, with the newer expiry.
+func TestRetainAgainMovesThePin(t *testing.T) {
+	clk := &setClock{t: time.Unix(1_800_000_000, 0)}
+	s, err := Open(Config{Root: t.TempDir(), Chunker: testChunker, Now: clk.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	ck, out := t.TempDir(), t.TempDir()
+	s.SetLive("job", true)
+	for v := uint64(1); v <= 2; v++ {
+		writeTree(t, ck, map[string][]byte{"w": randBytes(50+v, 64<<10)})
+		if v == 2 {
+			if _, err := s.Retain("job", clk.t.Add(time.Hour)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := s.AddCheckpoint("job", v, ck, out, clk.t); err != nil {
+			t.Fatal(err)
+		}
+	}
+	until := clk.t.Add(2 * time.Hour)
+	kept, err := s.Retain("job", until)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pins := s.Pins("job"); kept.Version != 2 || len(pins) != 1 || pins[0].Version != 2 || pins[0].Name != RetainPin || !pins[0].Until.Equal(until) {
+		t.Fatalf("retained v%d, pins %+v: want one retain pin, on v2, until %v", kept.Version, pins, until)
+	}
+	if vs := s.Versions("job"); len(vs) != 1 || vs[0] != 2 {
+		t.Errorf("versions %v: want v2 alone", vs)
+	}
+}

@@ -155,7 +155,7 @@ type Manager struct {
 	// this node whose bundle arrived (bundle.go).
 	bundleFlows map[pushKey]*push
 	bundlesHere []string
-	retired     map[policy.JobID]bool // ended jobs whose results are kept (outputs.go)
+	retired     map[policy.JobID]uint64 // ended jobs whose results are kept: the version retained (outputs.go)
 }
 
 // finish records why a worker ended without the job leaving this node, so
@@ -180,7 +180,7 @@ func New(cfg Config) (*Manager, error) {
 		cfg: cfg, log: cfg.Logger.With("node", cfg.Node), gpus: gpuSet{devices: slices.Clone(cfg.GPUs)},
 		workers: map[policy.JobID]*worker{}, finished: map[policy.JobID]finish{},
 		pushes: map[pushKey]*push{}, restoreRates: map[pushKey]float64{}, live: map[policy.JobID]bool{}, ended: map[policy.JobID]JobView{},
-		bundleSent: map[bundleKey]time.Time{}, bundleBusy: map[bundleKey]bool{}, bundleFlows: map[pushKey]*push{}, retired: map[policy.JobID]bool{},
+		bundleSent: map[bundleKey]time.Time{}, bundleBusy: map[bundleKey]bool{}, bundleFlows: map[pushKey]*push{}, retired: map[policy.JobID]uint64{},
 	}, nil
 }
 

@@ -86,28 +86,36 @@ func (w *worker) finalOutputs(ctx context.Context) {
 	}
 }
 
-// retire handles a job that ended, once: its newest version here (its last
+// retire keeps an ended job's results: its newest version here (its last
 // outputs and checkpoint) is kept for the job's Keep from that version's
 // writing (the catalogue's time, so every holder and 'reclaimnet jobs'
-// agree), and its pin on its bundle goes. Called with m.mu held.
+// agree), and its pin on its bundle goes. A holder that receives a newer
+// version after the job ended (the final outputs' copy still on its way
+// when the end is committed) retains that one in turn, so every holder of
+// the results keeps the version the state lists. Called with m.mu held.
 func (m *Manager) retire(st *state.State, id policy.JobID, j state.JobRecord) {
-	if m.retired[id] {
-		return
+	if _, ok := m.retired[id]; !ok {
+		m.unpinBundle(id, j)
+		delete(m.live, id)
 	}
-	m.retired[id] = true
-	m.unpinBundle(id, j)
-	delete(m.live, id)
 	vs := m.cfg.Store.Versions(string(id))
 	if len(vs) == 0 {
-		if err := m.cfg.Store.SetLive(string(id), false); err != nil {
-			m.log.Warn("unpin finished job", "job", id, "err", err)
+		if _, ok := m.retired[id]; !ok {
+			if err := m.cfg.Store.SetLive(string(id), false); err != nil {
+				m.log.Warn("unpin finished job", "job", id, "err", err)
+			}
 		}
+		m.retired[id] = 0
 		return
 	}
-	if slices.ContainsFunc(m.cfg.Store.Pins(string(id)), func(p ckpt.Pin) bool { return p.Name == ckpt.RetainPin }) {
-		return // retained before this process started
-	}
 	v := vs[len(vs)-1]
+	if kept, ok := m.retired[id]; ok && kept >= v {
+		return
+	}
+	if slices.ContainsFunc(m.cfg.Store.Pins(string(id)), func(p ckpt.Pin) bool { return p.Name == ckpt.RetainPin && p.Version == v }) {
+		m.retired[id] = v // retained before this process started
+		return
+	}
 	written := m.cfg.Now()
 	if cp, ok := st.CheckpointVersion(id, v); ok && !cp.Written.IsZero() {
 		written = cp.Written
@@ -119,6 +127,7 @@ func (m *Manager) retire(st *state.State, id policy.JobID, j state.JobRecord) {
 		m.log.Warn("keep finished job's results", "job", id, "err", err)
 		return
 	}
+	m.retired[id] = v
 	m.log.Info("keeping finished job's results", "job", id, "version", v, "until", until)
 }
 

@@ -38,7 +38,8 @@ import (
 // step, every step, every checkpoint. The ledgers are the ground truth the
 // invariants are checked against.
 
-// synthCkptBytes is the synthetic jobs' state file size.
+// synthCkptBytes is the synthetic jobs' state file size, unless a box
+// sets another (box.synthBytes).
 const synthCkptBytes = 24 << 20
 
 // stepPeriod is the synthetic jobs' step time.
@@ -47,7 +48,7 @@ const stepPeriod = 200 * time.Millisecond
 // synthJob follows the checkpoint contract (docs/jobs.md). Its checkpoint
 // is state.bin (fresh random bytes), step (the step, 12 digits) and pad
 // (step zero bytes), so a version's size says which step it holds:
-// bytes = synthCkptBytes + 13 + step. Ledger lines: "UNIXNANO EVENT STEP
+// bytes = state file size + 13 + step. Ledger lines: "UNIXNANO EVENT STEP
 // ID DIR", ID fresh for each process (in its sandbox's PID namespace
 // every instance's $$ is the same), DIR its working directory, where it
 // keeps its ledger: a job in its sandbox writes only its own directories,
@@ -376,7 +377,7 @@ func (b *box) moveLimit(node, job string, deadline time.Time) time.Duration {
 }
 
 // stepOfBytes is the step a synthetic job's checkpoint of n bytes holds.
-func stepOfBytes(n int64) int { return int(n - synthCkptBytes - 13) }
+func (b *box) stepOfBytes(n int64) int { return int(n - int64(b.synthBytes) - 13) }
 
 // researchFlow is a bulk TCP stream between two campus nodes, outside
 // ReclaimNet (ports nobody protects or paces), sampled every 500 ms.
@@ -522,8 +523,10 @@ type box struct {
 	storage []string // nodes in the storage role
 	ledgers map[string]string
 	script  string // the synthetic job
-	// synthBudget is the synthetic jobs' loss budget.
+	// synthBudget is the synthetic jobs' loss budget, synthBytes their
+	// state file size.
 	synthBudget time.Duration
+	synthBytes  int
 	figures     []figure
 	// measureOnly turns the research-flow floor into a figure, not an
 	// assertion (the ablation runs switch P3 off on purpose).
@@ -561,11 +564,12 @@ func startBox(t *testing.T, protocols string, synth int, withTorch bool) *box {
 // (nil: as is).
 func startBoxWith(t *testing.T, protocols string, synth int, withTorch bool, adjust func(*AgentsConfig)) *box {
 	t.Helper()
-	return startBoxBudget(t, protocols, synth, withTorch, 8*time.Second, adjust)
+	return startBoxBudget(t, protocols, synth, withTorch, 8*time.Second, synthCkptBytes, adjust)
 }
 
-// startBoxBudget is startBoxWith with the synthetic jobs' loss budget.
-func startBoxBudget(t *testing.T, protocols string, synth int, withTorch bool, budget time.Duration, adjust func(*AgentsConfig)) *box {
+// startBoxBudget is startBoxWith with the synthetic jobs' loss budget and
+// state file size.
+func startBoxBudget(t *testing.T, protocols string, synth int, withTorch bool, budget time.Duration, ckptBytes int, adjust func(*AgentsConfig)) *box {
 	t.Helper()
 	requireRoot(t)
 	// The jobs run in each agent's sandbox: their programs lie where the
@@ -588,7 +592,7 @@ func startBoxBudget(t *testing.T, protocols string, synth int, withTorch bool, b
 		adjust(&cfg)
 	}
 	a := startAgentsForTest(t, cfg)
-	b := &box{t: t, a: a, dir: a.cfg.Dir, ledgers: map[string]string{}, script: script, synthBudget: budget}
+	b := &box{t: t, a: a, dir: a.cfg.Dir, ledgers: map[string]string{}, script: script, synthBudget: budget, synthBytes: ckptBytes}
 	ctx := context.Background()
 	submitter := a.Names()[0]
 	for i := 1; i <= synth; i++ {
@@ -629,8 +633,8 @@ func (b *box) submitSynth(node, job string) {
 	b.t.Helper()
 	b.ledgers[job] = filepath.Join(b.dir, "*", "data", "jobs", job, "run", "home", "ledger")
 	if _, err := b.a.CLI(context.Background(), node, "run", "--name", job, "--workdir", filepath.Dir(b.script), "--gpus", "1", "--loss-budget", b.synthBudget.String(),
-		"--size-hint", strconv.Itoa(synthCkptBytes)+"B", "--grace", "5s",
-		"--env", "CKPT_BYTES="+strconv.Itoa(synthCkptBytes), "--", "/bin/sh", b.script); err != nil {
+		"--size-hint", strconv.Itoa(b.synthBytes)+"B", "--grace", "5s",
+		"--env", "CKPT_BYTES="+strconv.Itoa(b.synthBytes), "--", "/bin/sh", b.script); err != nil {
 		b.t.Fatalf("submit %s: %v", job, err)
 	}
 	b.jobs = append(b.jobs, job)
@@ -724,7 +728,7 @@ func (b *box) checkResume(scenario, job, from string, t0 time.Time, runs []*jobR
 	committed := b.h.committedBefore(job, next.start.at)
 	best := 0
 	for _, v := range committed {
-		best = max(best, stepOfBytes(v.bytes))
+		best = max(best, b.stepOfBytes(v.bytes))
 	}
 	// The restored step is a checkpoint the job really wrote...
 	wrote := next.start.step == 0
@@ -837,7 +841,7 @@ func (b *box) checkNoFreshStart(job string) {
 		}
 		if vs := b.h.committedBefore(job, r.start.at); len(vs) > 0 {
 			b.t.Errorf("%s started from step 0 on %s at %s (pid %s, ran to step %d) although version v%d (step %d) was committed before",
-				job, r.start.node, r.start.at.Format("15:04:05.000"), r.start.pid, r.lastStep.step, vs[len(vs)-1].v, stepOfBytes(vs[len(vs)-1].bytes))
+				job, r.start.node, r.start.at.Format("15:04:05.000"), r.start.pid, r.lastStep.step, vs[len(vs)-1].v, b.stepOfBytes(vs[len(vs)-1].bytes))
 		}
 	}
 }
@@ -1157,7 +1161,7 @@ func (b *box) checkScheduled(scenario, node string, jobs []string, t0, deadline 
 		synthMoved--
 	}
 	if synthMoved > 0 && rep.BytesSent <= 0 {
-		t.Errorf("%s: %d synthetic job(s) moved with fresh %d-byte checkpoints but the report says %d bytes sent", scenario, synthMoved, synthCkptBytes, rep.BytesSent)
+		t.Errorf("%s: %d synthetic job(s) moved with fresh %d-byte checkpoints but the report says %d bytes sent", scenario, synthMoved, b.synthBytes, rep.BytesSent)
 	}
 	if rep.Emergency || rep.Node != node {
 		t.Errorf("%s: report for node %q emergency %v, want %s, scheduled", scenario, rep.Node, rep.Emergency, node)

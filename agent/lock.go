@@ -8,15 +8,14 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+
+	"github.com/reclaimnet/reclaimnet/localapi"
 )
 
 // ErrDataDirLocked is wrapped by New when another agent holds the data dir.
 var ErrDataDirLocked = errors.New("data dir is locked by another agent")
 
-// LockFile is the lock's name inside the data dir.
-const LockFile = "agent.lock"
-
-// dirLock is an exclusive flock on DataDir/agent.lock. The kernel drops it
+// dirLock is an exclusive flock on DataDir/agent.lock (localapi.LockFile). The kernel drops it
 // when the process dies, so a crashed agent never leaves a stale lock.
 type dirLock struct{ f *os.File }
 
@@ -24,7 +23,7 @@ func lockDataDir(dir string) (*dirLock, error) {
 	if err := openDataDir(dir); err != nil {
 		return nil, err
 	}
-	path := filepath.Join(dir, LockFile)
+	path := filepath.Join(dir, localapi.LockFile)
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("open lock: %w", err)

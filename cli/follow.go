@@ -25,9 +25,10 @@ const (
 	// followExit bounds the wait for the agent to exit once its node left.
 	followExit = 60 * time.Second
 	// followGone is how long the socket may stay silent before the agent
-	// counts as exited: an agent that stays up reclaimed closes its
-	// socket as its cluster incarnation ends and opens it again, out of
-	// the cluster, a moment later.
+	// counts as exited, unless it still holds its data dir (then up to
+	// followExit): an agent that stays up reclaimed closes its socket as
+	// its cluster incarnation ends and opens it again, out of the
+	// cluster, a moment later.
 	followGone = 3 * time.Second
 )
 
@@ -49,8 +50,12 @@ func followReclaim(ctx context.Context, env *Env, dataDir string, asJSON bool) e
 			gone = time.Now()
 		}
 		switch {
-		case errors.Is(err, localapi.ErrNoAgent) && time.Since(gone) < followGone:
-			// Silent for a moment: it may come back reclaimed.
+		case errors.Is(err, localapi.ErrNoAgent) && (time.Since(gone) < followGone ||
+			time.Since(gone) < followExit && localapi.AgentHoldsDataDir(dataDir)):
+			// Silent for a moment, or longer while the agent process still
+			// holds its data dir (ending its cluster incarnation takes
+			// longer than followGone on a loaded machine): it may come
+			// back reclaimed.
 		case errors.Is(err, localapi.ErrNoAgent):
 			// The agent exited: its report file has the final report.
 			rep, rerr := localapi.ReadReport(dataDir)

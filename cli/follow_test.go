@@ -3,9 +3,12 @@ package cli
 import (
 	"bytes"
 	"encoding/json"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -128,6 +131,97 @@ func TestReclaimFollowsUntilLeave(t *testing.T) {
 			}
 			if len(lines) < 2 || last.Report == nil || last.Report.Node != "solo" || len(last.Report.Degraded) != 1 {
 				t.Errorf("JSON lines end with %+v; want the report with the degraded job:\n%s", last, out)
+			}
+		})
+	}
+}
+
+// fakeReclaimAgent answers the control socket in dir with the reclaim
+// status now() gives, until stop is called; status requests get an error
+// (following needs no transfers).
+func fakeReclaimAgent(t *testing.T, dir string, now func() localapi.ReclaimStatus) (stop func()) {
+	t.Helper()
+	ln, err := net.Listen("unix", filepath.Join(dir, localapi.SocketFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for {
+			conn, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			var req localapi.Request
+			resp := localapi.Response{Error: "not served"}
+			if json.NewDecoder(conn).Decode(&req) == nil && req.Op == localapi.OpReclaimStatus {
+				st := now()
+				resp = localapi.Response{Reclaim: &st}
+			}
+			json.NewEncoder(conn).Encode(resp)
+			conn.Close()
+		}
+	})
+	return func() { ln.Close(); wg.Wait() }
+}
+
+// TestFollowWaitsForAgentHoldingItsDataDir: an agent that stays up
+// reclaimed closes its socket while its cluster incarnation ends and
+// opens it again out of the cluster. Following waits for it as long as
+// the process holds its data dir's lock, past followGone (a loaded
+// machine), and reports the node held reclaimed; an agent that exits
+// (its lock dropped) counts as gone after followGone.
+func TestFollowWaitsForAgentHoldingItsDataDir(t *testing.T) {
+	for _, staysUp := range []bool{true, false} {
+		t.Run(map[bool]string{true: "stays up", false: "exits"}[staysUp], func(t *testing.T) {
+			t.Parallel()
+			dir := t.TempDir()
+			lock, err := os.OpenFile(filepath.Join(dir, localapi.LockFile), os.O_RDWR|os.O_CREATE, 0o600)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer lock.Close()
+			if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+				t.Fatal(err)
+			}
+			deadline := time.Now().Add(time.Second)
+			stop := fakeReclaimAgent(t, dir, func() localapi.ReclaimStatus {
+				return localapi.ReclaimStatus{Node: "solo", Active: true, Complete: true, Deadline: deadline}
+			})
+			done := make(chan error, 1)
+			var out syncBuffer
+			go func() { done <- followReclaim(t.Context(), &Env{Stdout: &out, Stderr: &out}, dir, false) }()
+			time.Sleep(deadline.Sub(time.Now()))
+			stop() // the incarnation ends: the socket closes
+			if !staysUp {
+				syscall.Flock(int(lock.Fd()), syscall.LOCK_UN)
+			}
+			silent := followGone + 2*time.Second
+			select {
+			case err := <-done:
+				if staysUp {
+					t.Fatalf("following ended %v into the silence (%v), with the agent holding its data dir:\n%s", followGone, err, out.String())
+				}
+				if !strings.Contains(out.String(), "the node has left the cluster\n") {
+					t.Errorf("an exited agent: %q; want the node gone", out.String())
+				}
+				return
+			case <-time.After(silent):
+				if !staysUp {
+					t.Fatalf("still following %v after the agent exited:\n%s", silent, out.String())
+				}
+			}
+			stop = fakeReclaimAgent(t, dir, func() localapi.ReclaimStatus {
+				return localapi.ReclaimStatus{Node: "solo", Reclaimed: true, Report: &localapi.ReclaimReport{Node: "solo"}}
+			})
+			defer stop()
+			select {
+			case err := <-done:
+				if err != nil || !strings.Contains(out.String(), "its agent holds it reclaimed") {
+					t.Errorf("following: %v, %q; want the node held reclaimed", err, out.String())
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatalf("following did not end once the agent answered reclaimed:\n%s", out.String())
 			}
 		})
 	}

@@ -17,6 +17,10 @@ const (
 // SocketFile is the control socket's name inside the data dir.
 const SocketFile = "agent.sock"
 
+// LockFile, inside the data dir, is the file the agent process holds an
+// exclusive flock on while it runs (one agent per data dir).
+const LockFile = "agent.lock"
+
 // InfoFile, inside the data dir, names the agent's bound addresses once it
 // is up (tests and scripts read it instead of guessing ports).
 const InfoFile = "agent.json"

@@ -90,13 +90,13 @@ func (b *box) fiveOfEightNow(t *testing.T) []string {
 	var job, host, keep, lost string
 	var version uint64
 	var gone []string
-	wait.ForWhy(t, 4*time.Minute, "a job with two holders in different buildings", func() (bool, string) {
+	wait.ForWhy(t, 6*time.Minute, "a job with two holders in different buildings", func() (bool, string) {
 		st := b.h.status()
 		building, roles := map[string]string{}, map[string]web.RaftRole{}
 		for _, m := range st.Cluster.Members {
 			building[string(m.ID)], roles[string(m.ID)] = m.Building, m.RaftRole
 		}
-		why := "no job has two"
+		var whys []string
 		var others []jobHolders
 		for _, j := range st.Jobs {
 			if slices.Contains(b.jobs, string(j.ID)) {
@@ -114,7 +114,10 @@ func (b *box) fiveOfEightNow(t *testing.T) []string {
 					hs = append(hs, string(h))
 				}
 			}
-			why = fmt.Sprintf("%s v%d on %s: holders %v", j.ID, c.Version, j.Node, c.Holders)
+			why := "no two in different buildings"
+			if len(b.storage) > 0 {
+				why = "the storage node and another building do not both hold it"
+			}
 			for _, k := range hs {
 				for _, d := range hs {
 					if d == k || building[d] == building[k] || len(b.storage) > 0 && !slices.Contains(b.storage, k) {
@@ -124,10 +127,19 @@ func (b *box) fiveOfEightNow(t *testing.T) []string {
 						job, host, keep, lost, version, gone = string(j.ID), string(j.Node), k, d, c.Version, left
 						return true, ""
 					}
+					why = "no five can leave keeping two Raft voters and a copy of every other job"
 				}
 			}
+			whys = append(whys, fmt.Sprintf("%s v%d on %s, holders %v: %s", j.ID, c.Version, j.Node, c.Holders, why))
 		}
-		return false, why
+		voters := []string{}
+		for n, r := range roles {
+			if r == web.RaftLeader || r == web.RaftFollower {
+				voters = append(voters, n)
+			}
+		}
+		slices.Sort(voters)
+		return false, fmt.Sprintf("%s (voters %v)", strings.Join(whys, "; "), voters)
 	})
 	t.Logf("five-of-eight-now: %s v%d on %s, holders %s and %s (other building; every job committed after %v, these holders after %v); %v leave at once, %s stays",
 		job, version, host, keep, lost, committed.Round(time.Millisecond), time.Since(start).Round(time.Millisecond), gone, keep)

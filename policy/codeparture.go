@@ -126,7 +126,19 @@ func (c CoDepartureConfig) Validate() error {
 // departures of a with b up plus those of b with a up, D the most specific
 // domain the pair shares (pool, lab, building, none) and π_D that domain's
 // figure, pooled over its pairs the same way and pulled toward
-// Config.Prior with weight κ₀. Evidence fades with HalfLife. A departure
+// Config.Prior with weight κ₀,
+//
+//	π_D = (Σ 2·c_ab + κ₀·Prior_D) / (Σ o_ab + κ₀)   over the pairs of D that are
+//	                                                 not explained by their own record,
+//
+// a pair being explained when o_ab ≥ κ (its own record has at least half
+// the weight in p̂_ab) and 2·c_ab > o_ab/2 (it left together in more than
+// half its chances). Such a pair keeps its own high figure, but it does not
+// lift its domain's: two labs that close their rooms in the same minute
+// every evening would otherwise make every pair of different buildings
+// look as likely to leave together as the host's own building, and P2
+// would put the second copy next to the host. The pool is recomputed with
+// the table. Evidence fades with HalfLife. A departure
 // is counted once it is Window old (its partners have had time to
 // follow). Memory is one number per ordered node pair.
 //
@@ -145,9 +157,7 @@ type CoDepartureEstimator struct {
 	// a's departures with b up, co[a*stride+b] the pair's co-departures
 	// (a < b).
 	opp, co []float64
-	stride  int              // row length of opp and co (at least the nodes declared)
-	domNum  [domains]float64 // 2·c summed over the domain's pairs
-	domOpp  [domains]float64
+	stride  int // row length of opp and co (at least the nodes declared)
 	epoch   time.Time
 	// pending are departures not Window old yet, in time order; recent
 	// those counted but still within Window of the newest one (the
@@ -251,10 +261,6 @@ func (e *CoDepartureEstimator) weight(t time.Time) float64 {
 			e.opp[i] *= f
 			e.co[i] *= f
 		}
-		for d := range e.domNum {
-			e.domNum[d] *= f
-			e.domOpp[d] *= f
-		}
 		e.epoch, x = t, 0
 	}
 	return math.Exp2(x)
@@ -276,7 +282,6 @@ func (e *CoDepartureEstimator) settle(now time.Time) {
 				continue
 			}
 			e.opp[a*st+b] += w
-			e.domOpp[sharedDomain(e.dom[a], e.dom[b])] += w
 		}
 		// Co-departures with the departures counted before it that are
 		// within Window (each pair once, from the later one).
@@ -287,7 +292,6 @@ func (e *CoDepartureEstimator) settle(now time.Time) {
 			}
 			lo, hi := min(a, b), max(a, b)
 			e.co[lo*st+hi] += w
-			e.domNum[sharedDomain(e.dom[a], e.dom[b])] += 2 * w
 		}
 		e.lastDown[a], e.everDown[a] = d.At, true
 		e.recent = append(e.recent, d)
@@ -311,13 +315,6 @@ func (e *CoDepartureEstimator) settle(now time.Time) {
 // before t (it was up when its partner's group began to leave).
 func (e *CoDepartureEstimator) leftWithin(b int, t time.Time) bool {
 	return e.everDown[b] && !e.lastDown[b].After(t) && t.Sub(e.lastDown[b]) <= e.cfg.Window
-}
-
-// domainFigure returns π_D: the domain's pooled figure pulled toward its
-// prior.
-func (e *CoDepartureEstimator) domainFigure(d Domain, scale float64) float64 {
-	k0 := e.cfg.DomainWeight
-	return (e.domNum[d]*scale + k0*e.cfg.Prior[d]) / (e.domOpp[d]*scale + k0)
 }
 
 // Estimate returns the table at now: every pair's figure (the matrix is
@@ -352,9 +349,6 @@ func (e *CoDepartureEstimator) buildTable(now time.Time) *coTable {
 	for i, id := range t.ids {
 		t.index[id] = i
 	}
-	for d := range domains {
-		t.prior[d] = e.domainFigure(Domain(d), scale)
-	}
 	// Domains as small integers (comparing names per pair is the cost).
 	ids := map[string]int32{"": -1}
 	intern := func(s string) int32 {
@@ -381,18 +375,47 @@ func (e *CoDepartureEstimator) buildTable(now time.Time) *coTable {
 		}
 		return DomainNone
 	}
-	k := e.cfg.PairWeight
+	k, st := e.cfg.PairWeight, e.stride
+	// The pair's evidence at now: o and 2·c.
+	evidence := func(a, b int) (o, c2 float64) {
+		return (e.opp[a*st+b] + e.opp[b*st+a]) * scale, 2 * e.co[a*st+b] * scale
+	}
+	// First pass: each domain's pool, without the pairs their own record
+	// explains.
+	var num, den [domains]float64
 	for a := range n {
 		for b := a + 1; b < n; b++ {
+			o, c2 := evidence(a, b)
+			if explainedByOwnRecord(o, c2, k) {
+				continue
+			}
+			d := shared(doms[a], doms[b])
+			num[d] += c2
+			den[d] += o
+		}
+	}
+	k0 := e.cfg.DomainWeight
+	for d := range domains {
+		t.prior[d] = (num[d] + k0*e.cfg.Prior[d]) / (den[d] + k0)
+	}
+	// Second pass: every pair shrunk toward its domain's pool.
+	for a := range n {
+		for b := a + 1; b < n; b++ {
+			o, c2 := evidence(a, b)
 			pi := t.prior[shared(doms[a], doms[b])]
-			st := e.stride
-			o := (e.opp[a*st+b] + e.opp[b*st+a]) * scale
-			p := (2*e.co[a*st+b]*scale + k*pi) / (o + k)
-			p = math.Min(1, p)
+			p := math.Min(1, (c2+k*pi)/(o+k))
 			t.p[a*n+b], t.p[b*n+a] = float32(p), float32(p)
 		}
 	}
 	return t
+}
+
+// explainedByOwnRecord reports whether a pair with o opportunities and c2
+// (2·c) co-departures is left out of its domain's pool: its own record
+// has at least half the weight in p̂ (o ≥ κ) and it left together in more
+// than half its chances (c2 > o/2).
+func explainedByOwnRecord(o, c2, kappa float64) bool {
+	return o >= kappa && c2 > o/2
 }
 
 // coTable is the immutable matrix of a CoDeparture (shared by the

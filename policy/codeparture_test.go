@@ -101,7 +101,8 @@ func (l coLog) upAt(node NodeID, t time.Time) bool {
 // bruteForce computes every pair's p̂ from the whole log by the
 // estimator's definitions, directly: opportunities are departures of one
 // with the other up Window before, co-departures are pairs of departures
-// at most Window apart, all weighted by 2^(−age/HalfLife) at now.
+// at most Window apart, all weighted by 2^(−age/HalfLife) at now; a
+// domain's pool sums its pairs but those with o ≥ κ and 2c > o/2.
 func bruteForce(l coLog, cfg CoDepartureConfig, now time.Time) map[[2]NodeID]float64 {
 	w := func(t time.Time) float64 { return math.Exp2(-now.Sub(t).Seconds() / cfg.HalfLife.Seconds()) }
 	var deps []coEvent
@@ -118,19 +119,27 @@ func bruteForce(l coLog, cfg CoDepartureConfig, now time.Time) map[[2]NodeID]flo
 		}
 		return [2]NodeID{a, b}
 	}
-	var domNum, domOpp [domains]float64
 	for i, d := range deps {
 		for _, b := range l.nodes {
 			if b != d.node && l.upAt(b, d.at.Add(-cfg.Window)) {
 				opp[key(d.node, b)] += w(d.at)
-				domOpp[sharedDomain(l.dom[d.node], l.dom[b])] += w(d.at)
 			}
 		}
 		for _, e := range deps[:i] {
 			if e.node != d.node && d.at.Sub(e.at) <= cfg.Window {
 				co[key(d.node, e.node)] += w(d.at)
-				domNum[sharedDomain(l.dom[d.node], l.dom[e.node])] += 2 * w(d.at)
 			}
+		}
+	}
+	var domNum, domOpp [domains]float64
+	for i, a := range l.nodes {
+		for _, b := range l.nodes[i+1:] {
+			k := key(a, b)
+			if opp[k] >= cfg.PairWeight && 2*co[k] > opp[k]/2 {
+				continue // its own record explains it
+			}
+			domNum[sharedDomain(l.dom[a], l.dom[b])] += 2 * co[k]
+			domOpp[sharedDomain(l.dom[a], l.dom[b])] += opp[k]
 		}
 	}
 	var prior [domains]float64
@@ -290,5 +299,159 @@ func TestCoDepartureConfigValidate(t *testing.T) {
 		if _, err := NewCoDepartureEstimator(c); err == nil {
 			t.Errorf("config %+v accepted", c)
 		}
+	}
+}
+
+// TestCoDepartureScheduledLabsDoNotLiftTheirDomain: two labs in different
+// buildings close their rooms in the same minute every evening; the other
+// nodes leave on their own during the day. The labs' cross pairs keep
+// their own high figure, but every other pair of different buildings
+// stays near the prior: their domain's pool leaves out the pairs their
+// own record explains.
+func TestCoDepartureScheduledLabsDoNotLiftTheirDomain(t *testing.T) {
+	cfg := DefaultCoDepartureConfig()
+	e, err := NewCoDepartureEstimator(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var labX, labY, others []NodeID
+	for i := range 4 {
+		labX = append(labX, NodeID(fmt.Sprintf("b1-lab1-%d", i)))
+		labY = append(labY, NodeID(fmt.Sprintf("b3-lab1-%d", i)))
+	}
+	for _, id := range labX {
+		e.Node(id, "b1", "b1-lab1", "")
+	}
+	for _, id := range labY {
+		e.Node(id, "b3", "b3-lab1", "")
+	}
+	for b := range 4 {
+		for i := range 2 {
+			id := NodeID(fmt.Sprintf("b%d-n%d", b, i))
+			others = append(others, id)
+			e.Node(id, fmt.Sprintf("b%d", b), "", "")
+		}
+	}
+	type ev struct {
+		at     time.Time
+		node   NodeID
+		depart bool
+	}
+	var evs []ev
+	rng := rand.New(rand.NewPCG(3, 21))
+	const days = 25
+	for day := range days {
+		evening := testEpoch.Add(time.Duration(day)*24*time.Hour + 19*time.Hour)
+		for i, id := range slices.Concat(labX, labY) {
+			evs = append(evs, ev{evening.Add(time.Duration(i) * 3 * time.Second), id, true}, ev{evening.Add(13 * time.Hour), id, false})
+		}
+		// The others: each leaves on about half the days, at a random
+		// minute of its own 40-minute slot after 08:00 (never with
+		// another), for an hour.
+		for i, id := range others {
+			if rng.IntN(2) == 0 {
+				at := testEpoch.Add(time.Duration(day)*24*time.Hour + 8*time.Hour + time.Duration(40*i+rng.IntN(30))*time.Minute)
+				evs = append(evs, ev{at, id, true}, ev{at.Add(time.Hour), id, false})
+			}
+		}
+	}
+	slices.SortStableFunc(evs, func(a, b ev) int { return a.at.Compare(b.at) })
+	for _, v := range evs {
+		if v.depart {
+			e.Observe(Departure{Node: v.node, At: v.at, Emergency: true})
+		} else {
+			e.Return(v.node, v.at)
+		}
+	}
+	est := e.Estimate(testEpoch.Add(days * 24 * time.Hour))
+	for _, x := range labX {
+		for _, y := range labY {
+			if p := est.Pair(x, y); p < 0.8 {
+				t.Errorf("scheduled pair %s-%s: %.4f, want its own record (near 1)", x, y, p)
+			}
+		}
+	}
+	prior := cfg.Prior[DomainNone]
+	if pi := est.Prior(DomainNone); pi > 2*prior {
+		t.Errorf("π_None %.5f: the scheduled pairs lift the pool of different buildings (prior %.4f)", pi, prior)
+	}
+	for _, a := range slices.Concat(labX, others) {
+		for _, b := range others {
+			if a == b || sharedDomain(nodeDomains{building: string(a[:2])}, nodeDomains{building: string(b[:2])}) != DomainNone {
+				continue
+			}
+			if p := est.Pair(a, b); p > 2*prior {
+				t.Errorf("pair %s-%s of different buildings: %.5f, want near the prior %.4f", a, b, p, prior)
+			}
+		}
+	}
+}
+
+// TestCoDepartureExclusionBoundary: a pair that always leaves together is
+// left out of its domain's pool only once its record has κ's weight
+// (o ≥ κ), and only while it leaves together in more than half its
+// chances.
+func TestCoDepartureExclusionBoundary(t *testing.T) {
+	for _, tt := range []struct {
+		name          string
+		kappa         float64
+		alone         int // departures of each of a and b on its own
+		wantExcluded  bool
+		o, c2, oOther float64
+	}{
+		{"o just below κ", 4.01, 0, false, 4, 4, 2},
+		{"o just above κ", 3.99, 0, true, 4, 4, 2},
+		{"together 4 of 6", 3.99, 1, true, 6, 4, 3},
+		{"together 4 of 10", 3.99, 3, false, 10, 4, 5},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := DefaultCoDepartureConfig()
+			cfg.PairWeight = tt.kappa
+			cfg.HalfLife = 100 * 365 * 24 * time.Hour // no fading within the log
+			e, err := NewCoDepartureEstimator(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// a, b and c in three buildings; c never leaves.
+			e.Node("a", "b1", "", "")
+			e.Node("b", "b2", "", "")
+			e.Node("c", "b3", "", "")
+			at := testEpoch
+			leave := func(nodes ...NodeID) {
+				for i, n := range nodes {
+					e.Observe(Departure{Node: n, At: at.Add(time.Duration(i) * 10 * time.Second)})
+				}
+				for _, n := range nodes {
+					e.Return(n, at.Add(20*time.Minute))
+				}
+				at = at.Add(3 * time.Hour)
+			}
+			leave("a", "b")
+			leave("a", "b")
+			for range tt.alone {
+				leave("a")
+				leave("b")
+			}
+			est := e.Estimate(at)
+			// The pool of "none": the pairs a-c and b-c (oOther each, no
+			// co-departure) and a-b unless its own record explains it.
+			num, den := 0.0, 2*tt.oOther
+			if !tt.wantExcluded {
+				num, den = tt.c2, den+tt.o
+			}
+			k0 := cfg.DomainWeight
+			wantPi := (num + k0*cfg.Prior[DomainNone]) / (den + k0)
+			if pi := est.Prior(DomainNone); math.Abs(pi-wantPi) > 1e-4*wantPi {
+				t.Errorf("π_None %.6g, want %.6g (a-b excluded: %v)", pi, wantPi, tt.wantExcluded)
+			}
+			wantAB := (tt.c2 + tt.kappa*wantPi) / (tt.o + tt.kappa)
+			if p := est.Pair("a", "b"); math.Abs(p-wantAB) > 1e-4*wantAB {
+				t.Errorf("a-b %.6g, want %.6g", p, wantAB)
+			}
+			wantAC := tt.kappa * wantPi / (tt.oOther + tt.kappa)
+			if p := est.Pair("a", "c"); math.Abs(p-wantAC) > 1e-4*wantAC {
+				t.Errorf("a-c %.6g, want %.6g", p, wantAC)
+			}
+		})
 	}
 }

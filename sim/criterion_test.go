@@ -311,16 +311,13 @@ var known = map[string]bool{
 	// the early first checkpoint and the placements that part after it;
 	// the paired differences are within about one standard error.
 	"calibrated b7": true, "bamboo-p3+storage b7": true, "microsoft99+philly+storage b7": true,
-	// The correlated mode's seeds are set by a few building-wide events:
-	// two of the six seeds make most of the difference to B7.
-	"correlated b7": true,
 	// B5 has no research reservation: its larger checkpoint budget lowers
 	// the network floor C/(β·b) of the large checkpoints, which set most
 	// of the loss, and its second copies go unpaced; lowering ReclaimNet's
 	// loss budget buys traffic for the small ones. B5 pays in research
 	// degradation (18–31× ReclaimNet's).
 	"calibrated b5": true, "correlated b5": true, "bamboo-p3 b5": true,
-	"bamboo-p3+storage b5": true, "bamboo-g4dn+storage b5": true,
+	"bamboo-p3+storage b5": true, "bamboo-g4dn b5": true, "bamboo-g4dn+storage b5": true,
 	// Spot pools drop a third of their nodes within minutes: peer copies
 	// die with their hosts. With the storage node Slurm's checkpoints sit
 	// on, the floor still spaces large checkpoints that Slurm sends every

@@ -138,9 +138,9 @@ func (c CoDepartureConfig) Validate() error {
 // every evening would otherwise make every pair of different buildings
 // look as likely to leave together as the host's own building, and P2
 // would put the second copy next to the host. The pool is recomputed with
-// the table. Evidence fades with HalfLife. A departure
-// is counted once it is Window old (its partners have had time to
-// follow). Memory is one number per ordered node pair.
+// the table, from the domains the pairs share then. Evidence fades with
+// HalfLife. A departure is counted once it is Window old (its partners
+// have had time to follow). Memory is one number per ordered node pair.
 //
 // It is not safe for concurrent use; the coordinator owns one on the leader.
 type CoDepartureEstimator struct {

@@ -159,6 +159,10 @@ type CoDepartureEstimator struct {
 	opp, co []float64
 	stride  int // row length of opp and co (at least the nodes declared)
 	epoch   time.Time
+	// pairOpp and pairDom are buildTable's scratch: each pair's o at the
+	// rebuild and its domain, in pair order (a < b).
+	pairOpp []float64
+	pairDom []Domain
 	// pending are departures not Window old yet, in time order; recent
 	// those counted but still within Window of the newest one (the
 	// partners of a pending departure).
@@ -376,20 +380,25 @@ func (e *CoDepartureEstimator) buildTable(now time.Time) *coTable {
 		return DomainNone
 	}
 	k, st := e.cfg.PairWeight, e.stride
-	// The pair's evidence at now: o and 2·c.
-	evidence := func(a, b int) (o, c2 float64) {
-		return (e.opp[a*st+b] + e.opp[b*st+a]) * scale, 2 * e.co[a*st+b] * scale
+	// First pass: each pair's evidence at now (o, 2·c) and domain, kept
+	// in pair order for the second, and each domain's pool without the
+	// pairs their own record explains.
+	pairs := n * (n - 1) / 2
+	if cap(e.pairOpp) < pairs {
+		e.pairOpp, e.pairDom = make([]float64, pairs), make([]Domain, pairs)
 	}
-	// First pass: each domain's pool, without the pairs their own record
-	// explains.
+	pairOpp, pairDom := e.pairOpp[:pairs], e.pairDom[:pairs]
 	var num, den [domains]float64
+	i := 0
 	for a := range n {
 		for b := a + 1; b < n; b++ {
-			o, c2 := evidence(a, b)
+			o, c2 := (e.opp[a*st+b]+e.opp[b*st+a])*scale, 2*e.co[a*st+b]*scale
+			d := shared(doms[a], doms[b])
+			pairOpp[i], pairDom[i] = o, d
+			i++
 			if explainedByOwnRecord(o, c2, k) {
 				continue
 			}
-			d := shared(doms[a], doms[b])
 			num[d] += c2
 			den[d] += o
 		}
@@ -399,10 +408,11 @@ func (e *CoDepartureEstimator) buildTable(now time.Time) *coTable {
 		t.prior[d] = (num[d] + k0*e.cfg.Prior[d]) / (den[d] + k0)
 	}
 	// Second pass: every pair shrunk toward its domain's pool.
+	i = 0
 	for a := range n {
 		for b := a + 1; b < n; b++ {
-			o, c2 := evidence(a, b)
-			pi := t.prior[shared(doms[a], doms[b])]
+			o, c2, pi := pairOpp[i], 2*e.co[a*st+b]*scale, t.prior[pairDom[i]]
+			i++
 			p := math.Min(1, (c2+k*pi)/(o+k))
 			t.p[a*n+b], t.p[b*n+a] = float32(p), float32(p)
 		}

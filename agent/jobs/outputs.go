@@ -94,22 +94,31 @@ func (w *worker) finalOutputs(ctx context.Context) {
 // when the end is committed) retains that one in turn, so every holder of
 // the results keeps the version the state lists. Called with m.mu held.
 func (m *Manager) retire(st *state.State, id policy.JobID, j state.JobRecord) {
-	if _, ok := m.retired[id]; !ok {
+	kept, retired := m.retired[id]
+	if retired {
+		// Look at the store again only once the state lists this node as
+		// a holder of a newer version (every state change reconciles
+		// every ended job).
+		cps := st.Checkpoints[id]
+		if len(cps) == 0 || cps[len(cps)-1].Version <= kept || !slices.Contains(cps[len(cps)-1].Holders, m.cfg.Node) {
+			return
+		}
+	} else {
 		m.unpinBundle(id, j)
 		delete(m.live, id)
 	}
 	vs := m.cfg.Store.Versions(string(id))
 	if len(vs) == 0 {
-		if _, ok := m.retired[id]; !ok {
+		if !retired {
 			if err := m.cfg.Store.SetLive(string(id), false); err != nil {
 				m.log.Warn("unpin finished job", "job", id, "err", err)
 			}
+			m.retired[id] = 0
 		}
-		m.retired[id] = 0
 		return
 	}
 	v := vs[len(vs)-1]
-	if kept, ok := m.retired[id]; ok && kept >= v {
+	if retired && kept >= v {
 		return
 	}
 	if slices.ContainsFunc(m.cfg.Store.Pins(string(id)), func(p ckpt.Pin) bool { return p.Name == ckpt.RetainPin && p.Version == v }) {

@@ -110,11 +110,11 @@ type agentProc struct {
 }
 
 // StartAgents builds the campus (unless Loopback), makes a CA, node
-// certificates and a gossip key, starts every agent (each agent gets
-// --building from the topology), joins them to the first node, and returns
-// once a Raft leader exists and every member is alive in the cluster view
-// (with three voters, or one below three nodes: WaitFormed). On failure
-// everything started is stopped again.
+// certificates and a gossip key, starts every agent in turn (each agent
+// gets --building from the topology and joins every agent started before
+// it), and returns once a Raft leader exists and every member is alive in
+// the cluster view (with three voters, or one below three nodes:
+// WaitFormed). On failure everything started is stopped again.
 func StartAgents(ctx context.Context, cfg AgentsConfig) (*Agents, error) {
 	if cfg.Binary == "" || cfg.Dir == "" {
 		return nil, errors.New("start agents: Binary and Dir are required")
@@ -213,25 +213,26 @@ func (a *Agents) start(ctx context.Context) error {
 			return fmt.Errorf("home dir of %s: %w", n, err)
 		}
 	}
-	// The first node bootstraps; the others join it, started together.
+	// The first node bootstraps; the others join it one after another,
+	// each joining every agent started before it: its join is a state
+	// exchange with each of them, so every pair of agents learns of the
+	// other directly. Started together, agents joining the same node in
+	// the same instant learn of one another only from gossip, and one
+	// that misses an announcement lists that member dead until a periodic
+	// state exchange, 15–30 s later.
 	progress("starting %s, which bootstraps the Raft cluster alone", a.names[0])
 	if err := a.launch(ctx, a.names[0], nil); err != nil {
 		return err
 	}
-	first := a.gossipAddr(a.names[0])
-	progress("starting the other %d agents, which join %s by gossip", len(a.names)-1, a.names[0])
-	errs := make([]error, len(a.names))
-	var wg sync.WaitGroup
+	progress("starting the other %d agents, each joining the agents started before it by gossip", len(a.names)-1)
 	for i, n := range a.names[1:] {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			errs[i+1] = a.launch(ctx, n, []string{first})
-		}()
-	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
-		return err
+		var join []string
+		for _, m := range a.names[:i+1] {
+			join = append(join, a.gossipAddr(m))
+		}
+		if err := a.launch(ctx, n, join); err != nil {
+			return err
+		}
 	}
 	cfg.Log.Info("agents started; waiting for the cluster to form", "agents", len(a.names))
 	progress("waiting for the cluster to form: every agent alive in everyone's view, a Raft leader, %d voters", wantVoters(len(a.names)))

@@ -305,7 +305,8 @@ func (c *Campus) build(ctx context.Context) error {
 			return fmt.Errorf("shape links in %s: %w", ns, err)
 		}
 	}
-	return nil
+	// 6. every link passing packets before the campus is handed out
+	return c.waitLinksUp(ctx)
 }
 
 // writeSysctl writes a sysctl of the calling thread's network namespace.

@@ -220,3 +220,61 @@ func handleAt(ns string) (*netlink.Handle, error) {
 	}
 	return h, nil
 }
+
+// linksUpWithin bounds Build's wait for its links to come up: the kernel's
+// link watcher brings a carrier up within about a second.
+const linksUpWithin = 30 * time.Second
+
+// waitLinksUp waits until both ends of every link are operationally up.
+// A veth that was just set up does not pass packets yet: the kernel
+// activates its queueing discipline only when the link watcher sees the
+// carrier, up to a second later, and drops every packet until then. A
+// connection whose SYN is dropped so waits a second for the
+// retransmission, and an agent joining over it with a one-second dial
+// timeout fails its first join.
+func (c *Campus) waitLinksUp(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, linksUpWithin)
+	defer cancel()
+	ifaces := map[string][]string{}
+	for _, l := range c.links {
+		ifaces[l.ANS] = append(ifaces[l.ANS], l.AIface)
+		ifaces[l.BNS] = append(ifaces[l.BNS], l.BIface)
+	}
+	for _, ns := range c.nsAll {
+		if len(ifaces[ns]) == 0 {
+			continue
+		}
+		if err := waitUpIn(ctx, ns, ifaces[ns]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// waitUpIn waits until every one of ifaces in namespace ns is
+// operationally up.
+func waitUpIn(ctx context.Context, ns string, ifaces []string) error {
+	h, err := handleAt(ns)
+	if err != nil {
+		return err
+	}
+	defer h.Close()
+	for _, iface := range ifaces {
+		for {
+			dev, err := h.LinkByName(iface)
+			if err != nil {
+				return fmt.Errorf("find %s in %s: %w", iface, ns, err)
+			}
+			state := dev.Attrs().OperState
+			if state == netlink.OperUp {
+				break
+			}
+			select {
+			case <-ctx.Done():
+				return fmt.Errorf("%s in %s not up (operstate %s): %w", iface, ns, state, ctx.Err())
+			case <-time.After(10 * time.Millisecond):
+			}
+		}
+	}
+	return nil
+}

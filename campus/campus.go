@@ -305,8 +305,8 @@ func (c *Campus) build(ctx context.Context) error {
 			return fmt.Errorf("shape links in %s: %w", ns, err)
 		}
 	}
-	// 6. every link passing packets before the campus is handed out
-	return c.waitLinksUp(ctx)
+	// 6. every path carrying packets before the campus is handed out
+	return c.waitReachable(ctx)
 }
 
 // writeSysctl writes a sysctl of the calling thread's network namespace.

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/vishvananda/netns"
 )
@@ -248,4 +251,61 @@ func killProcessesIn(ns string) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// reachWithin bounds Build's wait for every node to reach the core.
+const reachWithin = 30 * time.Second
+
+// waitReachable returns once every node has opened a TCP connection to the
+// core across its access link, its building's switch and its uplink. Right
+// after the links are configured, the first address resolution a building
+// sends can go unanswered; the kernel asks again only a second later, and
+// an agent whose join dial (one second) waits on it fails its first join.
+// A probe that gets no answer within probeTimeout is abandoned and tried
+// again.
+func (c *Campus) waitReachable(ctx context.Context) error {
+	var ln net.Listener
+	err := runInNS(c.nsAll[0], func() error {
+		var err error
+		ln, err = net.Listen("tcp4", ":0")
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("probe listener in the core: %w", err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			conn, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			conn.Close()
+		}
+	}()
+	port := uint16(ln.Addr().(*net.TCPAddr).Port)
+	// Node to core and back is four link directions, each delayed by
+	// Topology.Delay.
+	probeTimeout := 250*time.Millisecond + 4*c.topo.Delay
+	ctx, cancel := context.WithTimeout(ctx, reachWithin)
+	defer cancel()
+	for _, n := range c.nodes {
+		addr := netip.AddrPortFrom(n.Gateway, port).String()
+		for {
+			err := c.RunIn(n.Name, func() error {
+				conn, err := net.DialTimeout("tcp4", addr, probeTimeout)
+				if err == nil {
+					conn.Close()
+				}
+				return err
+			})
+			if err == nil {
+				break
+			}
+			if ctx.Err() != nil {
+				return fmt.Errorf("%s does not reach the core at %s: %w", n.Name, addr, err)
+			}
+		}
+	}
+	return nil
 }

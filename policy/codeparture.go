@@ -413,7 +413,7 @@ func (e *CoDepartureEstimator) buildTable(now time.Time) *coTable {
 		for b := a + 1; b < n; b++ {
 			o, c2, pi := pairOpp[i], 2*e.co[a*st+b]*scale, t.prior[pairDom[i]]
 			i++
-			p := math.Min(1, (c2+k*pi)/(o+k))
+			p := min(1, (c2+k*pi)/(o+k))
 			t.p[a*n+b], t.p[b*n+a] = float32(p), float32(p)
 		}
 	}
@@ -503,7 +503,7 @@ func (c *CoDeparture) Following(node NodeID) float64 {
 	p := 0.0
 	for _, d := range c.Recent {
 		if d.Node != node {
-			p = math.Max(p, c.Pair(d.Node, node))
+			p = max(p, c.Pair(d.Node, node))
 		}
 	}
 	return p

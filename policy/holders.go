@@ -122,7 +122,7 @@ func (w *world) leaveGivenBelow(j *Job, d int, given []int, plan *spanPlan, limi
 		k := min(int(w.nowSec/width), len(rates)-1)
 		// A millisecond from either edge: the exact integral's bucket is k.
 		if w.nowSec >= float64(k)*width+1e-3 && w.nowSec+span <= float64(k+1)*width-1e-3 {
-			in := math.Max(rates[k], 0) * span
+			in := max(rates[k], 0) * span
 			if boundAbove(1-(1-p)/(1+in), limit) {
 				return 0, false
 			}
@@ -157,7 +157,7 @@ func (w *world) coLeave(d int, given []int) float64 {
 	}
 	p := w.follows(d)
 	for _, x := range given {
-		p = math.Max(p, w.together(x, d))
+		p = max(p, w.together(x, d))
 	}
 	return p
 }
@@ -316,7 +316,7 @@ func (w *world) replicaOptions(j *Job, candidates, sources, given []int) []repli
 		if src < 0 || rate <= 0 {
 			continue
 		}
-		qMin = math.Min(qMin, q)
+		qMin = min(qMin, q)
 		opts = append(opts, replicaOption{to: i, from: src, q: q, secs: c / rate})
 	}
 	return opts
@@ -331,7 +331,7 @@ func safestReplica(opts []replicaOption) (replicaOption, bool) {
 	}
 	qMin := opts[0].q
 	for _, o := range opts[1:] {
-		qMin = math.Min(qMin, o.q)
+		qMin = min(qMin, o.q)
 	}
 	best := -1
 	for k, o := range opts {

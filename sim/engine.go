@@ -236,7 +236,7 @@ func (e *Engine) Run() Result {
 		if e.bwNext < len(w.Trace.Bandwidth) {
 			bwT = w.Trace.Bandwidth[e.bwNext].T
 		}
-		t = math.Min(t, bwT)
+		t = min(t, bwT)
 		var done *simFlow
 		for _, f := range w.flows {
 			if f.rate > 0 {
@@ -329,14 +329,14 @@ func (e *Engine) applyBandwidth(t float64) {
 			li = w.linkIdx[b.Link]
 		}
 		l := w.links[li]
-		l.avail = math.Min(l.capacity, b.AvailableMbs*1e6/8)
+		l.avail = min(l.capacity, b.AvailableMbs*1e6/8)
 		if e.obs != nil {
 			// What the node's egress counters would show as non-migration
 			// traffic: the research traffic actually delivered.
 			research := l.capacity - l.avail
 			for d := range 2 {
 				if l.mig[d] > 0 {
-					research = math.Min(research, l.research[d])
+					research = min(research, l.research[d])
 				}
 			}
 			e.obs.ObserveBandwidth(li, w.timeAt(t), l.capacity, research)

@@ -246,7 +246,7 @@ func (e *Engine) allocate() {
 			if k := 2*i + d; research[k] != nil {
 				l.research[d] = research[k].rate
 			} else if l.mig[d] > 0 {
-				l.research[d] = math.Min(l.capacity-l.avail, math.Max(0, l.capacity-l.mig[d]))
+				l.research[d] = min(l.capacity-l.avail, max(0, l.capacity-l.mig[d]))
 			}
 		}
 	}

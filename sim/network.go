@@ -91,18 +91,18 @@ func (fl *filler) fill(flows []*fillFlow, capacity []float64) {
 		step := math.Inf(1)
 		for _, l := range fl.touched {
 			if w := wsum[l]; w > 0 {
-				step = math.Min(step, (capacity[l]-used[l])/w)
+				step = min(step, (capacity[l]-used[l])/w)
 			}
 		}
 		for _, f := range flows {
 			if !f.frozen && f.weight > 0 {
-				step = math.Min(step, f.demand/f.weight-level)
+				step = min(step, f.demand/f.weight-level)
 			}
 		}
 		if math.IsInf(step, 1) {
 			return
 		}
-		step = math.Max(step, 0)
+		step = max(step, 0)
 		level += step
 		for _, f := range flows {
 			if f.frozen {

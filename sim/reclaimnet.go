@@ -2,7 +2,6 @@ package sim
 
 import (
 	"fmt"
-	"math"
 	"sort"
 	"time"
 
@@ -341,7 +340,7 @@ func TimeVaryingInterval(tr *trace.Trace) func(policy.Job, time.Time) time.Durat
 	invB := (1/same + 1/cross) / 2
 	return func(j policy.Job, now time.Time) time.Duration {
 		h := int(timeOfDay(now).Hours())
-		lam := math.Max(events[h]/exposure[h], 1e-9)
+		lam := max(events[h]/exposure[h], 1e-9)
 		return policy.OptimalInterval(j.CheckpointBytes, lam, 1/invB)
 	}
 }

@@ -321,6 +321,14 @@ func (e *CoDepartureEstimator) leftWithin(b int, t time.Time) bool {
 	return e.everDown[b] && !e.lastDown[b].After(t) && t.Sub(e.lastDown[b]) <= e.cfg.Window
 }
 
+// Rebuilds reports whether Estimate(now) would rebuild the pair table,
+// the part quadratic in the nodes (a caller runs only those estimates
+// beside its other work).
+func (e *CoDepartureEstimator) Rebuilds(now time.Time) bool {
+	settles := len(e.pending) > 0 && !e.pending[0].At.After(now.Add(-e.cfg.Window))
+	return e.table == nil || (e.tableChanged || settles) && now.Sub(e.tableAt) >= e.cfg.Refresh
+}
+
 // Estimate returns the table at now: every pair's figure (the matrix is
 // rebuilt when the log changed, at most once per Refresh) and the
 // departures of the last Window, whose partners may be leaving now.

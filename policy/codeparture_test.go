@@ -455,3 +455,49 @@ func TestCoDepartureExclusionBoundary(t *testing.T) {
 		})
 	}
 }
+
+// TestCoDepartureRebuildsSaysWhenTheTableIsRebuilt: over a log of
+// departures and returns estimated at random times (the default hourly
+// refresh), Rebuilds(now) is true exactly when Estimate(now) builds a new
+// pair table.
+func TestCoDepartureRebuildsSaysWhenTheTableIsRebuilt(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 9))
+	cfg := DefaultCoDepartureConfig()
+	l := synthCoLog(rng, 2, 2, 3, 1.0/(20*3600), 1.0/(8*3600), 0.7, 40*time.Second, 6*24*time.Hour)
+	e, err := NewCoDepartureEstimator(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range l.nodes {
+		d := l.dom[id]
+		e.Node(id, d.building, d.lab, d.pool)
+	}
+	var table *coTable
+	rebuilt, kept := 0, 0
+	for _, ev := range l.events {
+		if ev.depart {
+			e.Observe(Departure{Node: ev.node, At: ev.at, Emergency: true})
+		} else {
+			e.Return(ev.node, ev.at)
+		}
+		if rng.IntN(3) != 0 {
+			continue
+		}
+		// Now, or a little later (a pending departure may settle).
+		now := ev.at.Add(time.Duration(rng.IntN(int(3 * cfg.Window))))
+		want := e.Rebuilds(now)
+		got := e.Estimate(now).t != table
+		table = e.table
+		if got != want {
+			t.Fatalf("at %v: Rebuilds said %v, Estimate rebuilt: %v", now, want, got)
+		}
+		if got {
+			rebuilt++
+		} else {
+			kept++
+		}
+	}
+	if rebuilt < 10 || kept < 10 {
+		t.Fatalf("%d estimates rebuilt the table and %d kept it: the log must exercise both", rebuilt, kept)
+	}
+}

@@ -152,9 +152,13 @@ func (c *TickController) Control(w *World, now time.Time) Plan {
 	}
 	// The co-departure table (rebuilt hourly, quadratic in the nodes) and
 	// the hazard profiles (one estimate per node) are independent: build
-	// them on two cores.
+	// them on two cores (only a rebuild is worth a goroutine).
 	co := make(chan *policy.CoDeparture, 1)
-	go func() { co <- c.co.Estimate(now) }()
+	if c.co.Rebuilds(now) {
+		go func() { co <- c.co.Estimate(now) }()
+	} else {
+		co <- c.co.Estimate(now)
+	}
 	refresh := c.profAt.IsZero() || now.Sub(c.profAt) >= time.Hour
 	sample := !now.Before(c.nextSample)
 	if refresh || sample {

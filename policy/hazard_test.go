@@ -3,6 +3,7 @@ package policy
 import (
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 	"time"
 )
@@ -325,6 +326,45 @@ func TestHazardBoundCalibration(t *testing.T) {
 		t.Logf("rate %.2f/h: true rate above λ̂⁺ %.1f %% of the time, λ̂⁺/true %.2f", rate, 100*miss, ratio/float64(total))
 		if miss < 0.04 || miss > 0.18 {
 			t.Errorf("rate %.2f/h: the true rate is above the 90 %% bound %.1f %% of the time, want about 10 %% (4–18)", rate, 100*miss)
+		}
+	}
+}
+
+// TestHazardDepartureProfileCountsEveryDeparture: a node whose many
+// departures are all scheduled gets a departure factor above the others'
+// and an emergency factor below theirs, and the departure profile's prefix
+// integral (built with the estimate) is the one its rates give.
+func TestHazardDepartureProfileCountsEveryDeparture(t *testing.T) {
+	e, err := NewHazardEstimator(DefaultHazardConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Date(2026, 3, 2, 0, 0, 0, 0, time.UTC)
+	end := start.Add(7 * 24 * time.Hour)
+	for n := range 20 {
+		e.Up(nodeName(0, n), start, end)
+	}
+	for n := range 20 {
+		emergencies, scheduled := 2, 0
+		if n == 0 {
+			emergencies, scheduled = 0, 40 // node 0 leaves often, always with notice
+		}
+		for k := range emergencies + scheduled {
+			at := start.Add(time.Duration(n*7+k*4) * time.Hour)
+			e.Observe(Departure{Node: nodeName(0, n), At: at, Emergency: k < emergencies})
+		}
+	}
+	planned, calm := e.Estimate(nodeName(0, 0), end), e.Estimate(nodeName(0, 5), end)
+	if !(planned.Departure.Mean() > 3*calm.Departure.Mean()) {
+		t.Errorf("departure hazard of the node that leaves 40 times %.3g, of a calm one %.3g: want over 3×", planned.Departure.Mean(), calm.Departure.Mean())
+	}
+	if !(planned.Emergency.Mean() < calm.Emergency.Mean()) {
+		t.Errorf("emergency hazard of the node with no emergency %.3g, not below a calm one's %.3g", planned.Emergency.Mean(), calm.Emergency.Mean())
+	}
+	for _, est := range []HazardEstimate{planned, calm, e.Global(end)} {
+		got, want := cumulativeOf(est.Departure), cumulativeOf(HazardProfile{Rates: est.Departure.Rates})
+		if len(est.Departure.prefix) != len(est.Departure.Rates)+1 || !slices.Equal(got.cum, want.cum) || got.width != want.width {
+			t.Fatalf("departure profile's prefix %v (width %g), its rates give %v (width %g)", got.cum, got.width, want.cum, want.width)
 		}
 	}
 }

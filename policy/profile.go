@@ -61,7 +61,9 @@ func (p HazardProfile) Survival(from, to time.Time) float64 {
 
 // cumulative is a profile's prefix integral over one day: cum[k] is the
 // integral from midnight to the start of bucket k; cum[n] the daily total.
-// Tick builds one per node so P2's survival costs O(1) per candidate.
+// P2's survival costs O(1) per candidate with one per node: the hazard
+// estimator builds it with each departure profile, and Tick builds one for
+// a profile that comes without it.
 type cumulative struct {
 	cum   []float64
 	rates []float64

@@ -189,16 +189,7 @@ func TestHazardEstimatorReconvergesAfterShift(t *testing.T) {
 }
 
 func TestHazardNodeFactorShrinksTowardOne(t *testing.T) {
-	cfg := DefaultHazardConfig()
-	e, err := NewHazardEstimator(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	start := time.Date(2026, 3, 2, 0, 0, 0, 0, time.UTC)
-	end := start.Add(7 * 24 * time.Hour)
-	for n := range 20 {
-		e.Up(nodeName(0, n), start, end)
-	}
+	e, start, end := twentyNodesUpAWeek(t)
 	// Node 0 leaves 40 times, the others 2 times each: node 0 is flaky.
 	for k := range 40 {
 		e.Observe(Departure{Node: nodeName(0, 0), At: start.Add(time.Duration(k) * 4 * time.Hour), Emergency: true})
@@ -335,15 +326,7 @@ func TestHazardBoundCalibration(t *testing.T) {
 // and an emergency factor below theirs, and the departure profile's prefix
 // integral (built with the estimate) is the one its rates give.
 func TestHazardDepartureProfileCountsEveryDeparture(t *testing.T) {
-	e, err := NewHazardEstimator(DefaultHazardConfig())
-	if err != nil {
-		t.Fatal(err)
-	}
-	start := time.Date(2026, 3, 2, 0, 0, 0, 0, time.UTC)
-	end := start.Add(7 * 24 * time.Hour)
-	for n := range 20 {
-		e.Up(nodeName(0, n), start, end)
-	}
+	e, start, end := twentyNodesUpAWeek(t)
 	for n := range 20 {
 		emergencies, scheduled := 2, 0
 		if n == 0 {
@@ -367,4 +350,20 @@ func TestHazardDepartureProfileCountsEveryDeparture(t *testing.T) {
 			t.Fatalf("departure profile's prefix %v (width %g), its rates give %v (width %g)", got.cum, got.width, want.cum, want.width)
 		}
 	}
+}
+
+// twentyNodesUpAWeek returns an estimator with the defaults that saw 20
+// nodes up for the week from start to end.
+func twentyNodesUpAWeek(t *testing.T) (e *HazardEstimator, start, end time.Time) {
+	t.Helper()
+	e, err := NewHazardEstimator(DefaultHazardConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	start = time.Date(2026, 3, 2, 0, 0, 0, 0, time.UTC)
+	end = start.Add(7 * 24 * time.Hour)
+	for n := range 20 {
+		e.Up(nodeName(0, n), start, end)
+	}
+	return e, start, end
 }

@@ -296,14 +296,11 @@ func (e *Engine) advance(t float64) {
 			e.m.ckptBytes += f.rate * dt // every copy of a checkpoint
 		}
 	}
-	for _, l := range w.links {
-		for d := range 2 {
-			if l.mig[d] > 0 {
-				l.researchDemand += (l.capacity - l.avail) * dt
-				l.researchGot += l.research[d] * dt
-				l.migBytes += l.mig[d] * dt
-			}
-		}
+	for _, k := range e.alloc.active { // the directions with migration traffic, in link order
+		l, d := w.links[k/2], k%2
+		l.researchDemand += (l.capacity - l.avail) * dt
+		l.researchGot += l.research[d] * dt
+		l.migBytes += l.mig[d] * dt
 	}
 	for _, j := range w.live {
 		if j.node >= 0 || j.handTo >= 0 {

@@ -55,14 +55,25 @@ type fillFlow struct {
 type filler struct {
 	used, wsum []float64 // per link direction
 	touched    []int     // the directions with a weight this round
+	crossed    []int     // the directions the flows cross (the first round's)
 }
 
 // fill sets every flow's rate.
 func (fl *filler) fill(flows []*fillFlow, capacity []float64) {
-	fl.used = resetFloats(fl.used, len(capacity))
-	fl.wsum = resetFloats(fl.wsum, len(capacity))
+	if len(fl.used) != len(capacity) {
+		fl.used = resetFloats(fl.used, len(capacity))
+		fl.wsum = resetFloats(fl.wsum, len(capacity))
+		fl.touched, fl.crossed = fl.touched[:0], fl.crossed[:0]
+	}
+	// Only the directions the previous call's flows crossed hold anything.
 	used, wsum := fl.used, fl.wsum
-	fl.touched = fl.touched[:0]
+	for _, l := range fl.crossed {
+		used[l] = 0
+	}
+	for _, l := range fl.touched {
+		wsum[l] = 0
+	}
+	fl.touched, fl.crossed = fl.touched[:0], fl.crossed[:0]
 	for _, f := range flows {
 		f.rate, f.frozen = 0, false
 	}
@@ -87,6 +98,9 @@ func (fl *filler) fill(flows []*fillFlow, capacity []float64) {
 		}
 		if active == 0 {
 			return
+		}
+		if iter == 0 {
+			fl.crossed = append(fl.crossed, fl.touched...) // every flow is active
 		}
 		step := math.Inf(1)
 		for _, l := range fl.touched {

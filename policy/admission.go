@@ -10,7 +10,7 @@ import (
 // Reservation returns Bres = max(β3·B, Bmin) (docs/design.md P3.2): the part of a
 // link kept for non-migration traffic. capacity B and bmin in bytes/s.
 func Reservation(capacity, beta3, bmin float64) float64 {
-	return math.Max(beta3*capacity, bmin)
+	return max(beta3*capacity, bmin)
 }
 
 // MigrationShare returns Bmig, the rate migration traffic may use on one
@@ -19,7 +19,7 @@ func Reservation(capacity, beta3, bmin float64) float64 {
 // research traffic now on the link), so migration never squeezes traffic
 // that is already there below its current rate either. All bytes/s.
 func MigrationShare(capacity, available, beta3, bmin float64) float64 {
-	return math.Max(0, math.Min(available, capacity-Reservation(capacity, beta3, bmin)))
+	return max(0, min(available, capacity-Reservation(capacity, beta3, bmin)))
 }
 
 // MinRate returns r_min = C / (deadline − start − Tr) (docs/design.md P3.3 with the
@@ -100,7 +100,7 @@ func admitOne(need float64, links []int, capacity []float64) bool {
 		}
 	}
 	for _, l := range links {
-		capacity[l] = math.Max(0, capacity[l]-need)
+		capacity[l] = max(0, capacity[l]-need)
 	}
 	return true
 }
@@ -129,11 +129,11 @@ func MaxMinShare(base []float64, links [][]int, capacity []float64, ceilingFacto
 	used = slices.Compact(used)
 	room := make([]float64, len(capacity))
 	for _, l := range used {
-		room[l] = math.Max(0, capacity[l]) / ceilingFactor
+		room[l] = max(0, capacity[l]) / ceilingFactor
 	}
 	rates := progressiveFill(flows, room)
 	for _, l := range used {
-		capacity[l] = math.Max(0, room[l]*ceilingFactor)
+		capacity[l] = max(0, room[l]*ceilingFactor)
 	}
 	return rates
 }

@@ -87,7 +87,7 @@ func (b *BandwidthEstimator) ObserveEgress(at time.Time, nonMigration int64, per
 	if period <= 0 {
 		return
 	}
-	sample := math.Max(0, b.cfg.Capacity-float64(max(nonMigration, 0))/period.Seconds())
+	sample := max(0, b.cfg.Capacity-float64(max(nonMigration, 0))/period.Seconds())
 	if !b.started {
 		b.started, b.last, b.mean, b.varr = true, at, sample, 0
 		return
@@ -116,7 +116,7 @@ func (b *BandwidthEstimator) ObserveTransfer(at time.Time, assigned, achieved fl
 		b.penalty *= b.decay(at.Sub(b.last))
 		b.last = at
 	}
-	b.penalty = math.Max(b.penalty, assigned-math.Max(achieved, 0))
+	b.penalty = max(b.penalty, assigned-max(achieved, 0))
 }
 
 // Estimate returns the smoothed bandwidth available to migration and its
@@ -130,7 +130,7 @@ func (b *BandwidthEstimator) Estimate(now time.Time) (avail, low float64) {
 	if now.After(b.last) {
 		pen *= b.decay(now.Sub(b.last))
 	}
-	avail = math.Min(b.cfg.Capacity, math.Max(0, b.mean-pen))
-	low = math.Max(0, avail-b.z*math.Sqrt(b.varr))
+	avail = min(b.cfg.Capacity, max(0, b.mean-pen))
+	low = max(0, avail-b.z*math.Sqrt(b.varr))
 	return avail, low
 }

@@ -85,8 +85,8 @@ func (w *world) checkpoints(running []*Job, hosts []int, flowsIn []Flow) ([]JobD
 	rates := progressiveFill(flows, room)
 	for l := range w.est {
 		used := w.est[l] - room[l]*w.cf
-		w.est[l] = math.Max(0, room[l]*w.cf)
-		w.low[l] = math.Max(0, w.low[l]-used)
+		w.est[l] = max(0, room[l]*w.cf)
+		w.low[l] = max(0, w.low[l]-used)
 	}
 	for k := range copies {
 		copies[k].rate = rates[len(running)+k]
@@ -208,7 +208,7 @@ func (w *world) relieves(b, sole int, j *Job, host int) bool {
 	if 1-math.Exp(-w.hazardNow(sole)*soleHorizon(j)) > w.p.SoleCopyRisk {
 		return true
 	}
-	co := func(i int) float64 { return math.Max(w.follows(i), w.together(host, i)) }
+	co := func(i int) float64 { return max(w.follows(i), w.together(host, i)) }
 	return co(b) < co(sole)
 }
 
@@ -235,7 +235,7 @@ func (w *world) riskyHolder(i int, j *Job, host int) bool {
 	}
 	p := w.follows(i)
 	if host >= 0 {
-		p = math.Max(p, w.together(host, i))
+		p = max(p, w.together(host, i))
 	}
 	return 1-(1-p)*math.Exp(-w.hazardNow(i)*soleHorizon(j)) > risk
 }

@@ -321,6 +321,14 @@ func (e *CoDepartureEstimator) leftWithin(b int, t time.Time) bool {
 	return e.everDown[b] && !e.lastDown[b].After(t) && t.Sub(e.lastDown[b]) <= e.cfg.Window
 }
 
+// Rebuilds reports whether Estimate(now) would rebuild the pair table,
+// the part quadratic in the nodes (a caller runs only those estimates
+// beside its other work).
+func (e *CoDepartureEstimator) Rebuilds(now time.Time) bool {
+	settles := len(e.pending) > 0 && !e.pending[0].At.After(now.Add(-e.cfg.Window))
+	return e.table == nil || (e.tableChanged || settles) && now.Sub(e.tableAt) >= e.cfg.Refresh
+}
+
 // Estimate returns the table at now: every pair's figure (the matrix is
 // rebuilt when the log changed, at most once per Refresh) and the
 // departures of the last Window, whose partners may be leaving now.
@@ -413,7 +421,7 @@ func (e *CoDepartureEstimator) buildTable(now time.Time) *coTable {
 		for b := a + 1; b < n; b++ {
 			o, c2, pi := pairOpp[i], 2*e.co[a*st+b]*scale, t.prior[pairDom[i]]
 			i++
-			p := math.Min(1, (c2+k*pi)/(o+k))
+			p := min(1, (c2+k*pi)/(o+k))
 			t.p[a*n+b], t.p[b*n+a] = float32(p), float32(p)
 		}
 	}
@@ -503,7 +511,7 @@ func (c *CoDeparture) Following(node NodeID) float64 {
 	p := 0.0
 	for _, d := range c.Recent {
 		if d.Node != node {
-			p = math.Max(p, c.Pair(d.Node, node))
+			p = max(p, c.Pair(d.Node, node))
 		}
 	}
 	return p

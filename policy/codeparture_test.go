@@ -170,14 +170,7 @@ func TestCoDepartureMatchesBruteForce(t *testing.T) {
 			cfg.HalfLife = 2 * 24 * time.Hour // fading evidence matters
 		}
 		l := synthCoLog(rng, 2, 2, 3, 1.0/(20*3600), 1.0/(8*3600), 0.7, 40*time.Second, 6*24*time.Hour)
-		e, err := NewCoDepartureEstimator(cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, id := range l.nodes {
-			d := l.dom[id]
-			e.Node(id, d.building, d.lab, d.pool)
-		}
+		e := coEstimatorFor(t, cfg, l)
 		groups := 0
 		for k, ev := range l.events {
 			if ev.depart {
@@ -454,4 +447,58 @@ func TestCoDepartureExclusionBoundary(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestCoDepartureRebuildsSaysWhenTheTableIsRebuilt: over a log of
+// departures and returns estimated at random times (the default hourly
+// refresh), Rebuilds(now) is true exactly when Estimate(now) builds a new
+// pair table.
+func TestCoDepartureRebuildsSaysWhenTheTableIsRebuilt(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 9))
+	cfg := DefaultCoDepartureConfig()
+	l := synthCoLog(rng, 2, 2, 3, 1.0/(20*3600), 1.0/(8*3600), 0.7, 40*time.Second, 6*24*time.Hour)
+	e := coEstimatorFor(t, cfg, l)
+	var table *coTable
+	rebuilt, kept := 0, 0
+	for _, ev := range l.events {
+		if ev.depart {
+			e.Observe(Departure{Node: ev.node, At: ev.at, Emergency: true})
+		} else {
+			e.Return(ev.node, ev.at)
+		}
+		if rng.IntN(3) != 0 {
+			continue
+		}
+		// Now, or a little later (a pending departure may settle).
+		now := ev.at.Add(time.Duration(rng.IntN(int(3 * cfg.Window))))
+		want := e.Rebuilds(now)
+		got := e.Estimate(now).t != table
+		table = e.table
+		if got != want {
+			t.Fatalf("at %v: Rebuilds said %v, Estimate rebuilt: %v", now, want, got)
+		}
+		if got {
+			rebuilt++
+		} else {
+			kept++
+		}
+	}
+	if rebuilt < 10 || kept < 10 {
+		t.Fatalf("%d estimates rebuilt the table and %d kept it: the log must exercise both", rebuilt, kept)
+	}
+}
+
+// coEstimatorFor returns an estimator that knows the log's nodes and
+// their domains.
+func coEstimatorFor(t *testing.T, cfg CoDepartureConfig, l coLog) *CoDepartureEstimator {
+	t.Helper()
+	e, err := NewCoDepartureEstimator(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range l.nodes {
+		d := l.dom[id]
+		e.Node(id, d.building, d.lab, d.pool)
+	}
+	return e
 }

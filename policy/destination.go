@@ -241,7 +241,7 @@ func (w *world) scan(r scanRequest) scanResult {
 			}
 		}
 		if j.WriteCap > 0 {
-			est, low = math.Min(est, j.WriteCap), math.Min(low, j.WriteCap)
+			est, low = min(est, j.WriteCap), min(low, j.WriteCap)
 		}
 		secs := 0.0
 		if bytes > 0 {

@@ -74,7 +74,7 @@ func progressiveFill(flows []fillFlow, capacity []float64) []float64 {
 		if f.weight <= 0 || (len(f.links) == 0 && math.IsInf(f.cap, 1)) || f.cap <= f.base {
 			frozen[i] = true
 			if f.cap < f.base {
-				rates[i] = math.Max(f.cap, 0)
+				rates[i] = max(f.cap, 0)
 			}
 			continue
 		}
@@ -88,7 +88,7 @@ func progressiveFill(flows []fillFlow, capacity []float64) []float64 {
 	}
 	for l := range nl {
 		if live[l] > 0 {
-			h.ev = append(h.ev, fillEvent{level: math.Max(0, capacity[l]) / wsum[l], link: l})
+			h.ev = append(h.ev, fillEvent{level: max(0, capacity[l]) / wsum[l], link: l})
 		}
 	}
 	h.init()
@@ -104,8 +104,8 @@ func progressiveFill(flows []fillFlow, capacity []float64) []float64 {
 			live[l]--
 			version[l]++
 			if live[l] > 0 {
-				room := math.Max(0, capacity[l]-spent[l])
-				h.push(fillEvent{level: math.Max(level, room/wsum[l]), link: l, version: version[l]})
+				room := max(0, capacity[l]-spent[l])
+				h.push(fillEvent{level: max(level, room/wsum[l]), link: l, version: version[l]})
 			}
 		}
 	}

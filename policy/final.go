@@ -100,7 +100,7 @@ func FinalRates(flows []FinalFlow, room []float64, ceilingFactor float64) []floa
 	// floors already charged to it.
 	total := make([]float64, len(room))
 	for l := range room {
-		total[l] = math.Max(0, room[l]) / ceilingFactor
+		total[l] = max(0, room[l]) / ceilingFactor
 	}
 	for _, f := range flows {
 		for _, l := range f.Links {
@@ -120,7 +120,7 @@ func FinalRates(flows []FinalFlow, room []float64, ceilingFactor float64) []floa
 			if !(c > 0) {
 				c = math.Inf(1)
 			}
-			fill[i] = fillFlow{weight: 1, cap: math.Max(c, f.MinRate), links: f.Links}
+			fill[i] = fillFlow{weight: 1, cap: max(c, f.MinRate), links: f.Links}
 			if fixed[i] {
 				fill[i].weight = 0
 				for _, l := range f.Links {
@@ -129,7 +129,7 @@ func FinalRates(flows []FinalFlow, room []float64, ceilingFactor float64) []floa
 			}
 		}
 		for l := range left {
-			left[l] = math.Max(0, left[l])
+			left[l] = max(0, left[l])
 		}
 		x := progressiveFill(fill, left)
 		more := false
@@ -155,7 +155,7 @@ func FinalRates(flows []FinalFlow, room []float64, ceilingFactor float64) []floa
 				used += rates[i]
 			}
 		}
-		room[l] = math.Max(0, (total[l]-used)*ceilingFactor)
+		room[l] = max(0, (total[l]-used)*ceilingFactor)
 	}
 	return rates
 }

@@ -2,7 +2,6 @@ package policy
 
 import (
 	"cmp"
-	"math"
 	"slices"
 	"time"
 )
@@ -76,7 +75,7 @@ func (w *world) handoffs(reqs []handoffReq, d *Decisions) []*migration {
 			if w.p.Switches.P3 {
 				_, low, _ := w.pathRate(src, res.best)
 				if j.WriteCap > 0 {
-					low = math.Min(low, j.WriteCap)
+					low = min(low, j.WriteCap)
 				}
 				slack := r.Deadline.Sub(w.now) - j.RestartTime - transferTime(m.bytes, low)
 				m.start = w.now.Add(StaggerOffset(rank[j.Node], newPerNode[j.Node], notice, slack))
@@ -88,7 +87,7 @@ func (w *world) handoffs(reqs []handoffReq, d *Decisions) []*migration {
 		m.minRate = rmin
 		_, low, _ := w.pathRate(src, m.to)
 		if j.WriteCap > 0 {
-			low = math.Min(low, j.WriteCap)
+			low = min(low, j.WriteCap)
 		}
 		hd.Bytes = m.bytes
 		// P1.6 on the path's lower bound from the flow's actual start; with
@@ -106,7 +105,7 @@ func (w *world) handoffs(reqs []handoffReq, d *Decisions) []*migration {
 			}
 			m.rate = rmin
 			for _, l := range m.links {
-				w.est[l] = math.Max(0, w.est[l]-rmin*w.cf)
+				w.est[l] = max(0, w.est[l]-rmin*w.cf)
 			}
 		}
 		hd.To, hd.FinalCheckpoint = w.nodes[m.to].ID, true
@@ -157,11 +156,11 @@ func (w *world) timeFinals(ts []finalTiming, d *Decisions) {
 			// can make the sum a hair more than the share).
 			raise := need - m.rate
 			for _, l := range m.links {
-				raise = math.Min(raise, w.low[l]/w.cf)
+				raise = min(raise, w.low[l]/w.cf)
 			}
 			for _, l := range m.links {
-				w.low[l] = math.Max(0, w.low[l]-raise*w.cf)
-				w.est[l] = math.Max(0, w.est[l]-raise*w.cf)
+				w.low[l] = max(0, w.low[l]-raise*w.cf)
+				w.est[l] = max(0, w.est[l]-raise*w.cf)
 			}
 			m.rate += raise
 		}
@@ -172,7 +171,7 @@ func (w *world) timeFinals(ts []finalTiming, d *Decisions) {
 		m, j := t.m, t.m.job
 		if gain := rates[i] - m.rate; gain > 0 {
 			for _, l := range m.links {
-				w.est[l] = math.Max(0, w.est[l]-gain*w.cf)
+				w.est[l] = max(0, w.est[l]-gain*w.cf)
 			}
 		}
 		m.rate = rates[i]

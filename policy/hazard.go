@@ -271,7 +271,10 @@ func (e *HazardEstimator) Up(node NodeID, from, to time.Time) {
 	if n := len(h.ups); n > 0 && from.Equal(h.ups[n-1].to) {
 		h.ups[n-1].to = to
 	} else {
+		// Only a new interval grows the history (what is older than the
+		// window counts for nothing, so extending one need not prune).
 		h.ups = append(h.ups, upInterval{from, to})
+		e.prune(h, to)
 	}
 	for idx := e.slotOf(from); ; idx++ {
 		a, b := e.slotStart(idx), e.slotStart(idx+1)
@@ -285,7 +288,6 @@ func (e *HazardEstimator) Up(node NodeID, from, to time.Time) {
 			break
 		}
 	}
-	e.prune(h, to)
 	e.cacheValid = false
 }
 
@@ -363,14 +365,15 @@ func (e *HazardEstimator) estimate(h *nodeHistory, now time.Time) HazardEstimate
 	nb := e.cfg.Buckets
 	// The four profiles share one allocation (an estimate per node is
 	// made every few minutes on a large campus).
-	rates := make([]float64, 4*nb)
-	nodePrior := math.Max(e.cfg.NodePrior, 1)
+	rates := make([]float64, 4*nb+nb+1) // and the departure point's prefix
+	nodePrior := max(e.cfg.NodePrior, 1)
+	factors, events := [2]float64{1, 1}, [2]float64{math.Inf(1), math.Inf(1)}
+	if h != nil {
+		factors, events = e.nodeFactors(h, g, now)
+	}
 	for kind := range 2 {
 		gh := g[kind]
-		factor, nodeEvents := 1.0, math.Inf(1)
-		if h != nil {
-			factor, nodeEvents = e.nodeFactor(h, gh, now, kind)
-		}
+		factor, nodeEvents := factors[kind], events[kind]
 		point := rates[2*kind*nb : (2*kind+1)*nb : (2*kind+1)*nb]
 		upper := rates[(2*kind+1)*nb : (2*kind+2)*nb : (2*kind+2)*nb]
 		for k := range point {
@@ -396,7 +399,10 @@ func (e *HazardEstimator) estimate(h *nodeHistory, now time.Time) HazardEstimate
 			out.Emergency, out.EmergencyUpper = HazardProfile{Rates: point}, HazardProfile{Rates: upper}
 			out.NodeFactor = factor
 		} else {
-			out.Departure, out.DepartureUpper = HazardProfile{Rates: point}, HazardProfile{Rates: upper}
+			// P2's survival integrates the departure point estimate for
+			// every candidate of every period until the next estimate.
+			out.Departure = withPrefix(HazardProfile{Rates: point}, rates[4*nb:])
+			out.DepartureUpper = HazardProfile{Rates: upper}
 		}
 	}
 	return out
@@ -417,8 +423,8 @@ func shrinkScale(fe, fx float64) (scale, keep float64) {
 	if dev == 0 {
 		return 1, 0
 	}
-	v := math.Max(raw, 1/fx) / fx // variance of fe/fx under Poisson counts
-	keep = math.Max(0, 1-v/(dev*dev))
+	v := max(raw, 1/fx) / fx // variance of fe/fx under Poisson counts
+	keep = max(0, 1-v/(dev*dev))
 	return 1 + dev*keep, keep
 }
 
@@ -555,32 +561,39 @@ func (e *HazardEstimator) bucketOfSlot(idx int64) int {
 	return int(((b % nb) + nb) % nb)
 }
 
-// nodeFactor returns f_v = (n_v + prior)/(e_v + prior) for one kind, with
-// e_v the node's expected events under the profile over its time up in the
-// window, and n_v its events.
-func (e *HazardEstimator) nodeFactor(h *nodeHistory, g globalHazard, now time.Time, kind int) (factor, events float64) {
+// nodeFactors returns f_v = (n_v + prior)/(e_v + prior) for each kind,
+// with e_v the node's expected events under the kind's profile over its
+// time up in the window, and n_v its events (one pass over the node's
+// history for both kinds).
+func (e *HazardEstimator) nodeFactors(h *nodeHistory, g [2]globalHazard, now time.Time) (factors, events [2]float64) {
 	from := now.Add(-e.cfg.Window)
-	prof := g.cum
-	var expected float64
+	var expected [2]float64
 	for _, u := range h.ups {
 		a, b := maxTime(u.from, from), minTime(u.to, now)
 		if b.After(a) {
-			expected += prof.between(a, b)
+			sec, span := secondOfDay(a), b.Sub(a).Seconds()
+			for kind := range 2 {
+				expected[kind] += g[kind].cum.span(sec, span)
+			}
 		}
 	}
 	for _, d := range h.events {
 		if d.At.Before(from) || d.At.After(now) {
 			continue
 		}
-		if kind == kindAll || d.Emergency {
-			events++
+		events[kindAll]++
+		if d.Emergency {
+			events[kindEmergency]++
 		}
 	}
 	prior := e.cfg.NodePrior
-	if prior == 0 && expected == 0 {
-		return 1, events
+	for kind := range 2 {
+		factors[kind] = 1
+		if prior != 0 || expected[kind] != 0 {
+			factors[kind] = (events[kind] + prior) / (expected[kind] + prior)
+		}
 	}
-	return (events + prior) / (expected + prior), events
+	return factors, events
 }
 
 func maxTime(a, b time.Time) time.Time {

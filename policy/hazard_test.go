@@ -3,6 +3,7 @@ package policy
 import (
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 	"time"
 )
@@ -188,16 +189,7 @@ func TestHazardEstimatorReconvergesAfterShift(t *testing.T) {
 }
 
 func TestHazardNodeFactorShrinksTowardOne(t *testing.T) {
-	cfg := DefaultHazardConfig()
-	e, err := NewHazardEstimator(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	start := time.Date(2026, 3, 2, 0, 0, 0, 0, time.UTC)
-	end := start.Add(7 * 24 * time.Hour)
-	for n := range 20 {
-		e.Up(nodeName(0, n), start, end)
-	}
+	e, start, end := twentyNodesUpAWeek(t)
 	// Node 0 leaves 40 times, the others 2 times each: node 0 is flaky.
 	for k := range 40 {
 		e.Observe(Departure{Node: nodeName(0, 0), At: start.Add(time.Duration(k) * 4 * time.Hour), Emergency: true})
@@ -327,4 +319,51 @@ func TestHazardBoundCalibration(t *testing.T) {
 			t.Errorf("rate %.2f/h: the true rate is above the 90 %% bound %.1f %% of the time, want about 10 %% (4–18)", rate, 100*miss)
 		}
 	}
+}
+
+// TestHazardDepartureProfileCountsEveryDeparture: a node whose many
+// departures are all scheduled gets a departure factor above the others'
+// and an emergency factor below theirs, and the departure profile's prefix
+// integral (built with the estimate) is the one its rates give.
+func TestHazardDepartureProfileCountsEveryDeparture(t *testing.T) {
+	e, start, end := twentyNodesUpAWeek(t)
+	for n := range 20 {
+		emergencies, scheduled := 2, 0
+		if n == 0 {
+			emergencies, scheduled = 0, 40 // node 0 leaves often, always with notice
+		}
+		for k := range emergencies + scheduled {
+			at := start.Add(time.Duration(n*7+k*4) * time.Hour)
+			e.Observe(Departure{Node: nodeName(0, n), At: at, Emergency: k < emergencies})
+		}
+	}
+	planned, calm := e.Estimate(nodeName(0, 0), end), e.Estimate(nodeName(0, 5), end)
+	if !(planned.Departure.Mean() > 3*calm.Departure.Mean()) {
+		t.Errorf("departure hazard of the node that leaves 40 times %.3g, of a calm one %.3g: want over 3×", planned.Departure.Mean(), calm.Departure.Mean())
+	}
+	if !(planned.Emergency.Mean() < calm.Emergency.Mean()) {
+		t.Errorf("emergency hazard of the node with no emergency %.3g, not below a calm one's %.3g", planned.Emergency.Mean(), calm.Emergency.Mean())
+	}
+	for _, est := range []HazardEstimate{planned, calm, e.Global(end)} {
+		got, want := cumulativeOf(est.Departure), cumulativeOf(HazardProfile{Rates: est.Departure.Rates})
+		if len(est.Departure.prefix) != len(est.Departure.Rates)+1 || !slices.Equal(got.cum, want.cum) || got.width != want.width {
+			t.Fatalf("departure profile's prefix %v (width %g), its rates give %v (width %g)", got.cum, got.width, want.cum, want.width)
+		}
+	}
+}
+
+// twentyNodesUpAWeek returns an estimator with the defaults that saw 20
+// nodes up for the week from start to end.
+func twentyNodesUpAWeek(t *testing.T) (e *HazardEstimator, start, end time.Time) {
+	t.Helper()
+	e, err := NewHazardEstimator(DefaultHazardConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	start = time.Date(2026, 3, 2, 0, 0, 0, 0, time.UTC)
+	end = start.Add(7 * 24 * time.Hour)
+	for n := range 20 {
+		e.Up(nodeName(0, n), start, end)
+	}
+	return e, start, end
 }

@@ -96,33 +96,50 @@ func (w *world) leaveGiven(j *Job, d int, given []int) float64 {
 	return 1 - (1-p)*w.survive(d, w.restoreWindow(j, d, h))
 }
 
+// restoreScan is what a scan of copy targets computes once per building
+// of the candidates: the restore window to the host's building, its plan
+// over the survival profiles, and whether the window lies inside the
+// profiles' current bucket (for profiles of n buckets).
+type restoreScan struct {
+	ready  bool
+	span   float64
+	plan   spanPlan
+	n, k   int
+	inside bool
+}
+
 // leaveGivenBelow returns leaveGiven's q for node d when it is at most
-// limit, the same figure (its plan of the restore window kept in *plan
-// from one call to the next: one per building in a scan); ok is false
-// when it is above. The bound q ≥ 1 − (1 − p)/(1 + I)
-// (e^I ≥ 1 + I, I the hazard's integral over the restore window) rules
-// most nodes out without the exponential, and where the window lies
-// inside the profile's current bucket, of rate r, I = r·W rules them out
-// without the node's cumulative profile either.
-func (w *world) leaveGivenBelow(j *Job, d int, given []int, plan *spanPlan, limit float64) (float64, bool) {
+// limit, the same figure (what depends only on d's building kept in *rs
+// from one call to the next); ok is false when it is above. The bound
+// q ≥ 1 − (1 − p)/(1 + I) (e^I ≥ 1 + I, I the hazard's integral over the
+// restore window) rules most nodes out without the exponential, and where
+// the window lies inside the profile's current bucket, of rate r, I = r·W
+// rules them out without the node's cumulative profile either.
+func (w *world) leaveGivenBelow(j *Job, d int, given []int, rs *restoreScan, limit float64) (float64, bool) {
 	if w.storage[d] {
 		return 0, 0 <= limit
 	}
 	p := w.coLeave(d, given)
-	h := d
-	if len(given) > 0 {
-		h = given[0]
+	if !rs.ready {
+		h := d
+		if len(given) > 0 {
+			h = given[0]
+		}
+		rs.span, rs.ready = w.restoreWindow(j, d, h), true
 	}
-	span := w.restoreWindow(j, d, h)
+	span := rs.span
 	if boundAbove(p, limit) {
 		return 0, false
 	}
 	if rates := w.nodes[d].Departure.Rates; len(rates) > 0 && span > 0 {
-		width := secondsPerDay / float64(len(rates))
-		k := min(int(w.nowSec/width), len(rates)-1)
-		// A millisecond from either edge: the exact integral's bucket is k.
-		if w.nowSec >= float64(k)*width+1e-3 && w.nowSec+span <= float64(k+1)*width-1e-3 {
-			in := math.Max(rates[k], 0) * span
+		if rs.n != len(rates) {
+			width := secondsPerDay / float64(len(rates))
+			rs.n, rs.k = len(rates), min(int(w.nowSec/width), len(rates)-1)
+			// A millisecond from either edge: the exact integral's bucket is k.
+			rs.inside = w.nowSec >= float64(rs.k)*width+1e-3 && w.nowSec+span <= float64(rs.k+1)*width-1e-3
+		}
+		if rs.inside {
+			in := max(rates[rs.k], 0) * span
 			if boundAbove(1-(1-p)/(1+in), limit) {
 				return 0, false
 			}
@@ -133,10 +150,10 @@ func (w *world) leaveGivenBelow(j *Job, d int, given []int, plan *spanPlan, limi
 		q := 1 - (1 - p) // S = 1, as leaveGiven rounds it
 		return q, q <= limit
 	}
-	if plan.n != len(c.rates) || plan.len != span || plan.a != w.nowSec {
-		*plan = planSpan(len(c.rates), w.nowSec, span)
+	if rs.plan.n != len(c.rates) || rs.plan.len != span || rs.plan.a != w.nowSec {
+		rs.plan = planSpan(len(c.rates), w.nowSec, span)
 	}
-	in := c.integral(*plan)
+	in := c.integral(rs.plan)
 	if boundAbove(1-(1-p)/(1+in), limit) {
 		return 0, false
 	}
@@ -157,7 +174,7 @@ func (w *world) coLeave(d int, given []int) float64 {
 	}
 	p := w.follows(d)
 	for _, x := range given {
-		p = math.Max(p, w.together(x, d))
+		p = max(p, w.together(x, d))
 	}
 	return p
 }
@@ -290,19 +307,19 @@ type replicaOption struct {
 // source with the fastest path to it, leaving out those that cannot be the
 // choice. A target whose q is past the near-tie of the smallest q found
 // so far cannot be within it at the end, so its path is not looked at;
-// the restore window, and with it the survival's plan, is one per
-// building. The choice is the one safestReplica makes over every
+// the restore window, with its plan over the survival profiles, is one
+// per building. The choice is the one safestReplica makes over every
 // candidate (TestReplicaOptionsMatchFullScan).
 func (w *world) replicaOptions(j *Job, candidates, sources, given []int) []replicaOption {
 	c := float64(j.CheckpointBytes)
-	plans := make([]spanPlan, len(w.pairBW))
+	scans := make([]restoreScan, len(w.pairBW))
 	qMin := math.Inf(1)
 	var opts []replicaOption
 	for _, i := range candidates {
 		if w.leaving[i] || w.ending[i] || w.vertex[i] < 0 || slices.Contains(given, i) || slices.Contains(sources, i) {
 			continue
 		}
-		q, ok := w.leaveGivenBelow(j, i, given, &plans[w.bldg[i]], qMin*(1+replicaRiskTie))
+		q, ok := w.leaveGivenBelow(j, i, given, &scans[w.bldg[i]], qMin*(1+replicaRiskTie))
 		if !ok {
 			continue
 		}
@@ -316,7 +333,7 @@ func (w *world) replicaOptions(j *Job, candidates, sources, given []int) []repli
 		if src < 0 || rate <= 0 {
 			continue
 		}
-		qMin = math.Min(qMin, q)
+		qMin = min(qMin, q)
 		opts = append(opts, replicaOption{to: i, from: src, q: q, secs: c / rate})
 	}
 	return opts
@@ -331,7 +348,7 @@ func safestReplica(opts []replicaOption) (replicaOption, bool) {
 	}
 	qMin := opts[0].q
 	for _, o := range opts[1:] {
-		qMin = math.Min(qMin, o.q)
+		qMin = min(qMin, o.q)
 	}
 	best := -1
 	for k, o := range opts {

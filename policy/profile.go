@@ -61,11 +61,21 @@ func (p HazardProfile) Survival(from, to time.Time) float64 {
 
 // cumulative is a profile's prefix integral over one day: cum[k] is the
 // integral from midnight to the start of bucket k; cum[n] the daily total.
-// Tick builds one per node so P2's survival costs O(1) per candidate.
+// P2's survival costs O(1) per candidate with one per node: the hazard
+// estimator builds it with each departure profile, and Tick builds one for
+// a profile that comes without it.
 type cumulative struct {
 	cum   []float64
 	rates []float64
 	width float64
+}
+
+// withPrefix returns p with its prefix integral built into buf (which
+// needs room for len(p.Rates)+1 values), for profiles many periods read.
+func withPrefix(p HazardProfile, buf []float64) HazardProfile {
+	c, _ := cumulativeInto(HazardProfile{Rates: p.Rates}, buf[:0:len(p.Rates)+1])
+	p.prefix = c.cum
+	return p
 }
 
 func cumulativeOf(p HazardProfile) cumulative {
@@ -78,6 +88,9 @@ func cumulativeOf(p HazardProfile) cumulative {
 // allocations. It returns the arena to pass to the next call.
 func cumulativeInto(p HazardProfile, arena []float64) (cumulative, []float64) {
 	n := len(p.Rates)
+	if len(p.prefix) == n+1 && n > 0 {
+		return cumulative{cum: p.prefix, rates: p.Rates, width: p.bucketWidth()}, arena
+	}
 	if cap(arena)-len(arena) < n+1 {
 		arena = make([]float64, 0, max(4096, n+1))
 	}
@@ -90,7 +103,7 @@ func cumulativeInto(p HazardProfile, arena []float64) (cumulative, []float64) {
 	}
 	c.width = p.bucketWidth()
 	for k, r := range p.Rates {
-		c.cum[k+1] = c.cum[k] + math.Max(r, 0)*c.width
+		c.cum[k+1] = c.cum[k] + max(r, 0)*c.width
 	}
 	return c, arena
 }
@@ -99,7 +112,7 @@ func cumulativeInto(p HazardProfile, arena []float64) (cumulative, []float64) {
 func (c cumulative) upTo(sec float64) float64 {
 	n := len(c.rates)
 	k := max(0, min(int(sec*float64(n)/secondsPerDay), n-1))
-	return c.cum[k] + math.Max(c.rates[k], 0)*(sec-float64(k)*c.width)
+	return c.cum[k] + max(c.rates[k], 0)*(sec-float64(k)*c.width)
 }
 
 // between returns ∫_from^to of the profile.
@@ -164,8 +177,8 @@ func (c cumulative) integral(p spanPlan) float64 {
 	if n == 0 || p.len <= 0 {
 		return 0
 	}
-	ua := c.cum[p.ka] + math.Max(c.rates[p.ka], 0)*p.xa
-	ub := c.cum[p.kb] + math.Max(c.rates[p.kb], 0)*p.xb
+	ua := c.cum[p.ka] + max(c.rates[p.ka], 0)*p.xa
+	ub := c.cum[p.kb] + max(c.rates[p.kb], 0)*p.xb
 	total := p.days * c.cum[n]
 	if p.wrap {
 		return total + c.cum[n] - ua + ub

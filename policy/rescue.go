@@ -1,7 +1,6 @@
 package policy
 
 import (
-	"math"
 	"time"
 )
 
@@ -97,7 +96,7 @@ func (w *world) rescues(reqs []handoffReq) []rescue {
 func (w *world) rescueTo(j *Job, src, to int, bytes int64, left time.Duration) (rescue, bool) {
 	_, low, ok := w.pathRate(src, to)
 	if j.WriteCap > 0 {
-		low = math.Min(low, j.WriteCap)
+		low = min(low, j.WriteCap)
 	}
 	need := float64(bytes) / left.Seconds()
 	if !ok || need > low {
@@ -117,7 +116,7 @@ func (w *world) rescueTo(j *Job, src, to int, bytes int64, left time.Duration) (
 // links (as a hand-off is) and charged to the estimates with P3 on, merely
 // charged with P3 off. It reports false when P3 cannot admit even need.
 func (w *world) admitLastChance(links []int, low, need float64) (float64, bool) {
-	rate := math.Min(low, rescueMargin*need)
+	rate := min(low, rescueMargin*need)
 	if !w.p.Switches.P3 {
 		w.charge(links, rate)
 		return rate, true
@@ -128,7 +127,7 @@ func (w *world) admitLastChance(links []int, low, need float64) (float64, bool) 
 		}
 	}
 	for _, l := range links {
-		w.est[l] = math.Max(0, w.est[l]-rate*w.cf)
+		w.est[l] = max(0, w.est[l]-rate*w.cf)
 	}
 	return rate, true
 }

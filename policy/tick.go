@@ -2,7 +2,6 @@ package policy
 
 import (
 	"cmp"
-	"math"
 	"slices"
 	"strings"
 	"time"
@@ -320,7 +319,7 @@ func (w *world) share(ms []*migration) {
 		// What the flow gained is charged to the lower bounds too.
 		if gain := rates[i] - m.rate; gain > 0 {
 			for _, l := range m.links {
-				w.low[l] = math.Max(0, w.low[l]-gain*w.cf)
+				w.low[l] = max(0, w.low[l]-gain*w.cf)
 			}
 		}
 		m.rate = rates[i]

@@ -271,7 +271,7 @@ func (t *Topology) Bottleneck(from, to string) float64 {
 	}
 	bw := math.Inf(1)
 	for _, h := range hops {
-		bw = math.Min(bw, t.links[t.linkIndex[h.Link]].Available)
+		bw = min(bw, t.links[t.linkIndex[h.Link]].Available)
 	}
 	return bw
 }

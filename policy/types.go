@@ -53,6 +53,11 @@ func (c TrafficClass) String() string {
 // never zero; see HazardEstimator).
 type HazardProfile struct {
 	Rates []float64
+	// prefix is Rates' prefix integral (cumulative.cum), where the
+	// estimator built it with the profile, so that a control period need
+	// not rebuild it per node; nil otherwise. Rates must not change once
+	// it is set.
+	prefix []float64
 }
 
 // GPU describes one kind of GPU on a node.

@@ -146,7 +146,7 @@ func newWorld(s Snapshot, now time.Time, reclaimed map[NodeID]bool) *world {
 		w.freeGPUs[i] = nd.FreeGPUs
 		w.facts[i] = nodeFacts{vram: nd.GPU.VRAM, capability: nd.GPU.Capability, load: nd.Load}
 		// Read while the node is at hand; jobs look hosts up at random.
-		w.hazard[i] = math.Max(nd.Emergency.atSecond(w.nowSec), MinHazard)
+		w.hazard[i] = max(nd.Emergency.atSecond(w.nowSec), MinHazard)
 		if nd.Storage {
 			// Never lent nor reclaimed (docs/design.md P2.7): hazard ≈ 0.
 			w.storage[i], w.hazard[i] = true, MinHazard
@@ -195,9 +195,9 @@ func newWorld(s Snapshot, now time.Time, reclaimed map[NodeID]bool) *world {
 			e = MigrationShare(l.Capacity, l.Available, p.BetaP3, p.Bmin)
 			lo = MigrationShare(l.Capacity, l.AvailableLow, p.BetaP3, p.Bmin)
 		} else {
-			e, lo = math.Max(0, l.Available), math.Max(0, l.AvailableLow)
+			e, lo = max(0, l.Available), max(0, l.AvailableLow)
 		}
-		lo = math.Min(lo, e)
+		lo = min(lo, e)
 		w.est[2*i], w.est[2*i+1] = e, e
 		w.low[2*i], w.low[2*i+1] = lo, lo
 	}
@@ -224,7 +224,7 @@ func (w *world) buildPairs() {
 		}
 		b := w.bldg[i]
 		li := w.topo.parentLink[v]
-		access[b] += math.Min(w.est[2*li], w.est[2*li+1]) / w.cf
+		access[b] += min(w.est[2*li], w.est[2*li+1]) / w.cf
 		count[b]++
 		if sw[b] < 0 {
 			sw[b] = w.topo.parent[v]
@@ -243,11 +243,11 @@ func (w *world) buildPairs() {
 			if sw[a] < 0 || sw[b] < 0 {
 				continue // 0
 			}
-			bw := math.Min(access[a], access[b])
+			bw := min(access[a], access[b])
 			if est, ok := w.vertexPathMin(sw[a], sw[b]); !ok {
 				bw = 0
 			} else {
-				bw = math.Min(bw, est/w.cf)
+				bw = min(bw, est/w.cf)
 			}
 			w.pairBW[a][b] = bw
 		}
@@ -265,17 +265,17 @@ func (w *world) vertexPathMin(va, vb int) (float64, bool) {
 	}
 	est := math.Inf(1)
 	for t.depth[va] > t.depth[vb] {
-		est = math.Min(est, w.est[dirIndex(t.parentLink[va], t.upForward[va])])
+		est = min(est, w.est[dirIndex(t.parentLink[va], t.upForward[va])])
 		va = t.parent[va]
 	}
 	for t.depth[vb] > t.depth[va] {
-		est = math.Min(est, w.est[dirIndex(t.parentLink[vb], !t.upForward[vb])])
+		est = min(est, w.est[dirIndex(t.parentLink[vb], !t.upForward[vb])])
 		vb = t.parent[vb]
 	}
 	for va != vb {
-		est = math.Min(est, w.est[dirIndex(t.parentLink[va], t.upForward[va])])
+		est = min(est, w.est[dirIndex(t.parentLink[va], t.upForward[va])])
 		va = t.parent[va]
-		est = math.Min(est, w.est[dirIndex(t.parentLink[vb], !t.upForward[vb])])
+		est = min(est, w.est[dirIndex(t.parentLink[vb], !t.upForward[vb])])
 		vb = t.parent[vb]
 	}
 	return est, true
@@ -298,8 +298,8 @@ func (w *world) pathRate(a, b int) (est, low float64, ok bool) {
 	}
 	est, low = math.Inf(1), math.Inf(1)
 	visit := func(d int) {
-		est = math.Min(est, w.est[d])
-		low = math.Min(low, w.low[d])
+		est = min(est, w.est[d])
+		low = min(low, w.low[d])
 	}
 	for t.depth[va] > t.depth[vb] {
 		visit(dirIndex(t.parentLink[va], t.upForward[va]))
@@ -359,8 +359,8 @@ func (w *world) members(b int) []int { return w.byBldg[w.bldgStart[b]:w.bldgStar
 func (w *world) charge(dirs []int, rate float64) {
 	need := rate * w.cf
 	for _, d := range dirs {
-		w.est[d] = math.Max(0, w.est[d]-need)
-		w.low[d] = math.Max(0, w.low[d]-need)
+		w.est[d] = max(0, w.est[d]-need)
+		w.low[d] = max(0, w.low[d]-need)
 	}
 }
 

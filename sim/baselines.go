@@ -139,9 +139,9 @@ func (w *World) minPathAvail(a, b int, from, to float64, load map[int]int) float
 		lm := l.avail
 		samples := w.linkSamples(li)
 		for k := sort.Search(len(samples), func(k int) bool { return samples[k].T >= from }); k < len(samples) && samples[k].T <= to; k++ {
-			lm = math.Min(lm, math.Min(l.capacity, samples[k].AvailableMbs*1e6/8))
+			lm = min(lm, min(l.capacity, samples[k].AvailableMbs*1e6/8))
 		}
-		m = math.Min(m, lm/float64(1+load[li]))
+		m = min(m, lm/float64(1+load[li]))
 	}
 	return m
 }

@@ -148,12 +148,12 @@ func (e *Engine) applyCopies(flows []policy.FlowDecision, enforced bool, prefix 
 func (e *Engine) migrationRoom(links []int) float64 {
 	room := math.Inf(1)
 	for _, d := range links {
-		room = math.Min(room, e.linkRoom(d))
+		room = min(room, e.linkRoom(d))
 	}
 	if math.IsInf(room, 1) {
 		return 0 // no link: nothing to pace
 	}
-	return math.Max(room, 1)
+	return max(room, 1)
 }
 
 // linkRoom is what directed link d leaves to migration:
@@ -164,7 +164,7 @@ func (e *Engine) linkRoom(d int) float64 {
 		beta = tc.Params.BetaP3
 	}
 	l := e.w.links[d/2]
-	return math.Min(l.avail, l.capacity*(1-beta))
+	return min(l.avail, l.capacity*(1-beta))
 }
 
 // usable reports whether node ni can take job j now.
@@ -404,11 +404,11 @@ func (w *World) Snapshot(params policy.Params, profiles [][2]policy.HazardProfil
 // freshest version a live node other than the host holds or is
 // receiving; all of it when none does.
 func (j *simJob) exposure(w *World) float64 {
-	best := math.Max(0, j.heldOffHost(w))
+	best := max(0, j.heldOffHost(w))
 	if f := j.ckpt; f != nil && f.to != j.node && w.nodes[f.to].up {
-		best = math.Max(best, f.captured)
+		best = max(best, f.captured)
 	}
-	return math.Max(0, j.progressAt(w.now)-best) / j.speed
+	return max(0, j.progressAt(w.now)-best) / j.speed
 }
 
 // atRisk is the work the job loses if its host and every live holder of
@@ -428,7 +428,7 @@ func (j *simJob) atRisk(w *World) float64 {
 			next = p
 		}
 	}
-	return math.Max(0, j.progressAt(w.now)-math.Max(0, next)) / j.speed
+	return max(0, j.progressAt(w.now)-max(0, next)) / j.speed
 }
 
 // heldOffHost is the progress of the freshest version a live node other
@@ -437,7 +437,7 @@ func (j *simJob) heldOffHost(w *World) float64 {
 	best := -1.0
 	for n, p := range j.held {
 		if n != j.node && w.nodes[n].up {
-			best = math.Max(best, p)
+			best = max(best, p)
 		}
 	}
 	return best

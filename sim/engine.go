@@ -236,7 +236,7 @@ func (e *Engine) Run() Result {
 		if e.bwNext < len(w.Trace.Bandwidth) {
 			bwT = w.Trace.Bandwidth[e.bwNext].T
 		}
-		t = math.Min(t, bwT)
+		t = min(t, bwT)
 		var done *simFlow
 		for _, f := range w.flows {
 			if f.rate > 0 {
@@ -296,14 +296,11 @@ func (e *Engine) advance(t float64) {
 			e.m.ckptBytes += f.rate * dt // every copy of a checkpoint
 		}
 	}
-	for _, l := range w.links {
-		for d := range 2 {
-			if l.mig[d] > 0 {
-				l.researchDemand += (l.capacity - l.avail) * dt
-				l.researchGot += l.research[d] * dt
-				l.migBytes += l.mig[d] * dt
-			}
-		}
+	for _, k := range e.alloc.active { // the directions with migration traffic, in link order
+		l, d := w.links[k/2], k%2
+		l.researchDemand += (l.capacity - l.avail) * dt
+		l.researchGot += l.research[d] * dt
+		l.migBytes += l.mig[d] * dt
 	}
 	for _, j := range w.live {
 		if j.node >= 0 || j.handTo >= 0 {
@@ -329,14 +326,14 @@ func (e *Engine) applyBandwidth(t float64) {
 			li = w.linkIdx[b.Link]
 		}
 		l := w.links[li]
-		l.avail = math.Min(l.capacity, b.AvailableMbs*1e6/8)
+		l.avail = min(l.capacity, b.AvailableMbs*1e6/8)
 		if e.obs != nil {
 			// What the node's egress counters would show as non-migration
 			// traffic: the research traffic actually delivered.
 			research := l.capacity - l.avail
 			for d := range 2 {
 				if l.mig[d] > 0 {
-					research = math.Min(research, l.research[d])
+					research = min(research, l.research[d])
 				}
 			}
 			e.obs.ObserveBandwidth(li, w.timeAt(t), l.capacity, research)

@@ -3,6 +3,7 @@ package sim
 import (
 	"fmt"
 	"math"
+	"slices"
 
 	"github.com/reclaimnet/reclaimnet/policy"
 )
@@ -119,11 +120,17 @@ func (e *Engine) dropFlow(f *simFlow, completed bool) {
 // allocScratch is allocate's scratch space, kept from event to event.
 type allocScratch struct {
 	parts        []*fillFlow
-	demand       []float64   // per link direction
+	demand       []float64   // per link direction; 0 outside allocate
 	capacity     []float64   // per link direction, fixed
-	research     []*fillFlow // per link direction: its research aggregate when it competes, else nil
+	research     []*fillFlow // per link direction: its research aggregate when it competes, else nil; nil outside allocate
 	researchFill []fillFlow  // per link direction, what research points into
 	fill         filler
+	// touched lists the link directions the flows cross, ascending (the
+	// order of the links); active those with migration traffic after the
+	// last allocation: only they have a nonzero mig, and only their
+	// accounting accrues (a campus has thousands of links, a period's
+	// flows cross a few).
+	touched, active []int
 }
 
 // finishFlow handles a completed transfer.
@@ -182,8 +189,9 @@ func (e *Engine) finishFlow(f *simFlow) {
 	e.wantCtl = e.wantCtl || f.kind != flowCheckpoint && f.kind != flowReplica
 }
 
-// allocate recomputes every flow's rate and each link direction's
-// research rate.
+// allocate recomputes every flow's rate and, on the link directions the
+// flows cross, the migration and research rates (a direction no flow
+// crosses has no migration traffic; its research rate is not read).
 func (e *Engine) allocate() {
 	w := e.w
 	nd := 2 * len(w.links)
@@ -192,15 +200,18 @@ func (e *Engine) allocate() {
 		a.research = make([]*fillFlow, nd)
 		a.researchFill = make([]fillFlow, nd)
 		a.capacity = make([]float64, nd)
+		a.demand = make([]float64, nd)
 		for k := range a.researchFill {
 			a.researchFill[k].links = []int{k}
 			a.capacity[k] = w.links[k/2].capacity
 		}
 	}
-	parts := a.parts[:0]
-	a.demand = resetFloats(a.demand, nd) // of the flows on each link direction; +Inf with a greedy one
-	demand, research := a.demand, a.research
-	clear(research)
+	for _, k := range a.active {
+		w.links[k/2].mig[k%2] = 0
+	}
+	a.active = a.active[:0]
+	parts, touched := a.parts[:0], a.touched[:0]
+	demand, research := a.demand, a.research // of the flows on each link direction; +Inf with a greedy one
 	for _, f := range w.flows {
 		if math.IsInf(f.rate, 1) && f.remaining == 0 {
 			continue
@@ -211,22 +222,22 @@ func (e *Engine) allocate() {
 		}
 		parts = append(parts, &f.fill)
 		for _, d := range f.links {
+			if demand[d] == 0 {
+				touched = append(touched, d) // a flow's demand is > 0
+			}
 			demand[d] += f.fill.demand
 		}
 	}
-	for i, l := range w.links {
-		for d := range 2 {
-			k := 2*i + d
-			l.mig[d], l.research[d] = 0, l.capacity-l.avail
-			// Research competes where flows run and the link cannot
-			// carry every demand; elsewhere it gets its demand anyway
-			// (below), and leaving it out keeps the filling small.
-			if demand[k] > 0 && demand[k]+l.capacity-l.avail > l.capacity {
-				rf := &a.researchFill[k]
-				rf.weight, rf.demand = researchWeight, l.capacity-l.avail
-				research[k] = rf
-				parts = append(parts, rf)
-			}
+	slices.Sort(touched)
+	for _, k := range touched {
+		// Research competes where flows run and the link cannot carry
+		// every demand; elsewhere it gets its demand anyway (below), and
+		// leaving it out keeps the filling small.
+		if l := w.links[k/2]; demand[k]+l.capacity-l.avail > l.capacity {
+			rf := &a.researchFill[k]
+			rf.weight, rf.demand = researchWeight, l.capacity-l.avail
+			research[k] = rf
+			parts = append(parts, rf)
 		}
 	}
 	a.fill.fill(parts, a.capacity)
@@ -241,15 +252,19 @@ func (e *Engine) allocate() {
 			w.links[d/2].mig[d%2] += f.rate
 		}
 	}
-	for i, l := range w.links {
-		for d := range 2 {
-			if k := 2*i + d; research[k] != nil {
-				l.research[d] = research[k].rate
-			} else if l.mig[d] > 0 {
-				l.research[d] = math.Min(l.capacity-l.avail, math.Max(0, l.capacity-l.mig[d]))
-			}
+	for _, k := range touched {
+		l, d := w.links[k/2], k%2
+		if research[k] != nil {
+			l.research[d] = research[k].rate
+		} else if l.mig[d] > 0 {
+			l.research[d] = min(l.capacity-l.avail, max(0, l.capacity-l.mig[d]))
 		}
+		if l.mig[d] > 0 {
+			a.active = append(a.active, k)
+		}
+		demand[k], research[k] = 0, nil
 	}
+	a.touched = touched
 	// Zero-length transfers finish at once.
 	for _, f := range append([]*simFlow(nil), w.flows...) {
 		if f.remaining == 0 {

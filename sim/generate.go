@@ -140,7 +140,7 @@ func (c GenConfig) TrueHazard(t time.Duration) float64 {
 func (c GenConfig) emergencyBase() float64 {
 	perNode := c.Departures / float64(c.Nodes) / c.Duration.Seconds()
 	away := perNode * c.MeanAbsence.Seconds()
-	return c.EmergencyFraction * perNode / (1 - math.Min(away, 0.5)) / meanShape(c.PeakRatio)
+	return c.EmergencyFraction * perNode / (1 - min(away, 0.5)) / meanShape(c.PeakRatio)
 }
 
 // gpuKind is one row of the paper's GPU mix (§IV: 20 RTX 3090, 15 RTX 4090,
@@ -235,7 +235,7 @@ func scheduledShape(tod time.Duration) float64 {
 func genDepartures(c GenConfig, rng *rand.Rand, tr *trace.Trace, forced map[string][]forcedDeparture) {
 	dur := c.Duration.Seconds()
 	perNode := c.Departures / float64(c.Nodes) / dur
-	away := math.Min(perNode*c.MeanAbsence.Seconds(), 0.5)
+	away := min(perNode*c.MeanAbsence.Seconds(), 0.5)
 	schedBase := (1 - c.EmergencyFraction) * perNode / (1 - away) / ((12*3 + 12) / 24.0)
 	emMax := c.emergencyBase() * c.PeakRatio
 	if c.DriftFactor > 1 {
@@ -280,14 +280,14 @@ func genDepartures(c GenConfig, rng *rand.Rand, tr *trace.Trace, forced map[stri
 			if u >= em {
 				d.Type = trace.Scheduled
 				// Notice: log-normal, median 2 min, clipped to [10 s, 1 h].
-				d.NoticeS = math.Round(math.Min(3600, math.Max(10, 120*math.Exp(1.0*rng.NormFloat64()))))
+				d.NoticeS = math.Round(min(3600, max(10, 120*math.Exp(1.0*rng.NormFloat64()))))
 				if d.NoticeS > t {
 					continue
 				}
 			}
 			tr.Departures = append(tr.Departures, d)
 			// Away for an exponential time, at least 10 min.
-			back := t + math.Max(600, rng.ExpFloat64()*c.MeanAbsence.Seconds())
+			back := t + max(600, rng.ExpFloat64()*c.MeanAbsence.Seconds())
 			if back < dur {
 				tr.Returns = append(tr.Returns, trace.ReturnRec{T: back, Node: n.ID})
 			}
@@ -316,8 +316,8 @@ func genBandwidth(c GenConfig, rng *rand.Rand, tr *trace.Trace) {
 				m = c.CrossBuildingMbs
 			}
 			f := 1 - c.HazardBandwidthCoupling*0.25*z + 0.3*rng.NormFloat64()
-			f = math.Max(1-c.Fluctuation, math.Min(1+c.Fluctuation, f))
-			v := math.Min(l.CapacityMbs, m*f)
+			f = max(1-c.Fluctuation, min(1+c.Fluctuation, f))
+			v := min(l.CapacityMbs, m*f)
 			tr.Bandwidth = append(tr.Bandwidth, trace.BandwidthRec{T: t, Link: l.ID, AvailableMbs: math.Round(v*10) / 10})
 		}
 	}
@@ -350,7 +350,7 @@ func genJobs(c GenConfig, rng *rand.Rand, tr *trace.Trace, kinds []gpuKind) {
 			vram = 20
 		}
 		work := math.Exp(math.Log(8) + 0.9*rng.NormFloat64()) // hours at full speed, scaled below
-		ck := math.Min(48000, math.Max(120, 3200*math.Exp(1.1*rng.NormFloat64())))
+		ck := min(48000, max(120, 3200*math.Exp(1.1*rng.NormFloat64())))
 		jobs[i] = trace.JobRec{
 			T:  rng.Float64() * dur * 0.92,
 			ID: fmt.Sprintf("j%04d", i+1), GPUs: g, VRAMGB: vram, Capability: 7.0,

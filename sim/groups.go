@@ -2,7 +2,6 @@ package sim
 
 import (
 	"fmt"
-	"math"
 	"math/rand/v2"
 	"sort"
 	"time"
@@ -119,7 +118,7 @@ func (g GroupConfig) groupDepartures(c GenConfig, tr *trace.Trace) map[string][]
 	rng := rand.New(rand.NewPCG(c.Seed, 0x9a0c5))
 	dur := c.Duration.Seconds()
 	spread := g.Spread.Seconds()
-	away := func(mean float64) float64 { return math.Max(600, rng.ExpFloat64()*mean) }
+	away := func(mean float64) float64 { return max(600, rng.ExpFloat64()*mean) }
 	poisson := func(perDay float64, each func(t float64)) {
 		if perDay <= 0 {
 			return

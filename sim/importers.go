@@ -103,7 +103,7 @@ func Import(c ImportConfig) (*trace.Trace, error) {
 			units = append(units, iv.unit)
 		}
 		byUnit[iv.unit] = append(byUnit[iv.unit], iv)
-		dur = math.Max(dur, iv.end)
+		dur = max(dur, iv.end)
 	}
 	if c.Departures == DeparturesMicrosoft && c.Machines > 0 && c.Machines < len(units) {
 		rng.Shuffle(len(units), func(a, b int) { units[a], units[b] = units[b], units[a] })
@@ -137,7 +137,7 @@ func Import(c ImportConfig) (*trace.Trace, error) {
 			if !hourly || t == 0 {
 				return t
 			}
-			return math.Max(0, t-math.Floor(rng.Float64()*3600))
+			return max(0, t-math.Floor(rng.Float64()*3600))
 		}
 		last := -math.MaxFloat64
 		for _, iv := range runs {
@@ -145,18 +145,18 @@ func Import(c ImportConfig) (*trace.Trace, error) {
 				continue
 			}
 			if iv.start > 0 {
-				t := math.Max(shift(iv.start), last+60)
+				t := max(shift(iv.start), last+60)
 				tr.Returns = append(tr.Returns, trace.ReturnRec{T: t, Node: node})
 				last = t
 			}
 			if iv.transition && iv.end < dur {
-				t := math.Max(shift(iv.end), last+60)
+				t := max(shift(iv.end), last+60)
 				d := trace.DepartureRec{T: t, Node: node, Type: trace.Emergency}
 				if c.Departures == DeparturesMicrosoft && rng.Float64() < c.ScheduledFraction {
 					d.Type = trace.Scheduled
-					d.NoticeS = math.Round(math.Min(3600, math.Max(10, 120*math.Exp(rng.NormFloat64()))))
+					d.NoticeS = math.Round(min(3600, max(10, 120*math.Exp(rng.NormFloat64()))))
 					// The notice cannot start before the node came up.
-					d.NoticeS = math.Max(1, math.Min(d.NoticeS, math.Floor(t-math.Max(0, last))))
+					d.NoticeS = max(1, min(d.NoticeS, math.Floor(t-max(0, last))))
 				}
 				tr.Departures = append(tr.Departures, d)
 				last = t
@@ -199,7 +199,7 @@ func nodeKinds(tr *trace.Trace) []gpuKind {
 // checkpoint size (log-normal, median 3.2 GB, 120 MB..48 GB), restart time
 // and loss budget, as the generator does.
 func jobShape(rng *rand.Rand, j *trace.JobRec) {
-	j.CheckpointMB = math.Round(math.Min(48000, math.Max(120, 3200*math.Exp(1.1*rng.NormFloat64()))))
+	j.CheckpointMB = math.Round(min(48000, max(120, 3200*math.Exp(1.1*rng.NormFloat64()))))
 	j.RestartS = math.Round(30 + 90*rng.Float64())
 	j.LossBudgetS = math.Round(900 + 2700*rng.Float64())
 	j.Capability = 7.0
@@ -294,7 +294,7 @@ func alibabaJobs(files traceFiles, rng *rand.Rand, tr *trace.Trace, n int) error
 			t = (p.created - lo) / (hi - lo) * dur * 0.92
 		}
 		j := trace.JobRec{T: math.Round(t), ID: fmt.Sprintf("a%04d", i+1), GPUs: p.gpus}
-		run := math.Max(600, math.Min(p.runtime, dur))
+		run := max(600, min(p.runtime, dur))
 		j.WorkGPUh = math.Round(run/3600*float64(p.gpus)*1000) / 1000
 		jobShape(rng, &j)
 		tr.Jobs = append(tr.Jobs, j)
@@ -347,7 +347,7 @@ func phillyJobs(files traceFiles, rng *rand.Rand, tr *trace.Trace, n int) error 
 		case u < 0.45:
 			g = 2
 		}
-		run := math.Min(runtimes[rng.IntN(len(runtimes))], dur)
+		run := min(runtimes[rng.IntN(len(runtimes))], dur)
 		j := trace.JobRec{T: math.Round(rng.Float64() * dur * 0.92), GPUs: g, WorkGPUh: math.Round(run/3600*float64(g)*1000) / 1000}
 		jobShape(rng, &j)
 		tr.Jobs = append(tr.Jobs, j)

@@ -1,7 +1,6 @@
 package sim
 
 import (
-	"math"
 	"sort"
 
 	"github.com/reclaimnet/reclaimnet/policy"
@@ -75,9 +74,9 @@ const (
 // syncProgress brings a job's progress up to now.
 func (e *Engine) syncProgress(j *simJob) {
 	if j.computing {
-		elapsed := math.Min(e.w.now-j.since, (j.work-j.progress)/j.speed)
+		elapsed := min(e.w.now-j.since, (j.work-j.progress)/j.speed)
 		if elapsed > 0 {
-			j.progress = math.Min(j.work, j.progress+elapsed*j.speed)
+			j.progress = min(j.work, j.progress+elapsed*j.speed)
 			e.m.redundancy += (1 - j.speed) * elapsed * float64(j.rec.GPUs)
 		}
 	}
@@ -214,7 +213,7 @@ func (e *Engine) scheduleJob(j *simJob) {
 func (e *Engine) scheduleCheckpoint(j *simJob) {
 	j.ckptGen++
 	if j.state == policy.JobRunning && j.interval > 0 && j.ckpt == nil && j.handoff == nil {
-		e.push(math.Max(e.w.now, j.lastCkpt+j.interval), evCkptDue, e.w.jobIdx[j.id], j.ckptGen)
+		e.push(max(e.w.now, j.lastCkpt+j.interval), evCkptDue, e.w.jobIdx[j.id], j.ckptGen)
 	}
 }
 
@@ -306,7 +305,7 @@ func (j *simJob) hold(node int, progress float64) {
 func (j *simJob) refreshReplicas() {
 	j.committed = 0
 	for _, p := range j.held {
-		j.committed = math.Max(j.committed, p)
+		j.committed = max(j.committed, p)
 	}
 	j.replicas = j.replicas[:0]
 	var nodes []int

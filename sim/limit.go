@@ -99,12 +99,12 @@ func (e *Engine) handoffRoom(f *simFlow) float64 {
 				r -= g.need(e.w.now)
 			}
 		}
-		room = math.Min(room, r)
+		room = min(room, r)
 	}
 	if math.IsInf(room, 1) {
 		return 0 // no link: nothing to pace
 	}
-	return math.Max(room, 1)
+	return max(room, 1)
 }
 
 // need is the rate hand-off g needs from t to land by its deadline: its

@@ -73,7 +73,7 @@ func (e *Engine) result() Result {
 		got += l.researchGot
 	}
 	if dem > 0 {
-		r.DegradationPct = 100 * math.Max(0, 1-got/dem)
+		r.DegradationPct = 100 * max(0, 1-got/dem)
 	}
 	useful := 0.0
 	for _, j := range w.jobs {

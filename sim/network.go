@@ -55,14 +55,25 @@ type fillFlow struct {
 type filler struct {
 	used, wsum []float64 // per link direction
 	touched    []int     // the directions with a weight this round
+	crossed    []int     // the directions the flows cross (the first round's)
 }
 
 // fill sets every flow's rate.
 func (fl *filler) fill(flows []*fillFlow, capacity []float64) {
-	fl.used = resetFloats(fl.used, len(capacity))
-	fl.wsum = resetFloats(fl.wsum, len(capacity))
+	if len(fl.used) != len(capacity) {
+		fl.used = resetFloats(fl.used, len(capacity))
+		fl.wsum = resetFloats(fl.wsum, len(capacity))
+		fl.touched, fl.crossed = fl.touched[:0], fl.crossed[:0]
+	}
+	// Only the directions the previous call's flows crossed hold anything.
 	used, wsum := fl.used, fl.wsum
-	fl.touched = fl.touched[:0]
+	for _, l := range fl.crossed {
+		used[l] = 0
+	}
+	for _, l := range fl.touched {
+		wsum[l] = 0
+	}
+	fl.touched, fl.crossed = fl.touched[:0], fl.crossed[:0]
 	for _, f := range flows {
 		f.rate, f.frozen = 0, false
 	}
@@ -88,21 +99,24 @@ func (fl *filler) fill(flows []*fillFlow, capacity []float64) {
 		if active == 0 {
 			return
 		}
+		if iter == 0 {
+			fl.crossed = append(fl.crossed, fl.touched...) // every flow is active
+		}
 		step := math.Inf(1)
 		for _, l := range fl.touched {
 			if w := wsum[l]; w > 0 {
-				step = math.Min(step, (capacity[l]-used[l])/w)
+				step = min(step, (capacity[l]-used[l])/w)
 			}
 		}
 		for _, f := range flows {
 			if !f.frozen && f.weight > 0 {
-				step = math.Min(step, f.demand/f.weight-level)
+				step = min(step, f.demand/f.weight-level)
 			}
 		}
 		if math.IsInf(step, 1) {
 			return
 		}
-		step = math.Max(step, 0)
+		step = max(step, 0)
 		level += step
 		for _, f := range flows {
 			if f.frozen {

@@ -2,7 +2,6 @@ package sim
 
 import (
 	"fmt"
-	"math"
 	"sort"
 	"time"
 
@@ -153,9 +152,13 @@ func (c *TickController) Control(w *World, now time.Time) Plan {
 	}
 	// The co-departure table (rebuilt hourly, quadratic in the nodes) and
 	// the hazard profiles (one estimate per node) are independent: build
-	// them on two cores.
+	// them on two cores (only a rebuild is worth a goroutine).
 	co := make(chan *policy.CoDeparture, 1)
-	go func() { co <- c.co.Estimate(now) }()
+	if c.co.Rebuilds(now) {
+		go func() { co <- c.co.Estimate(now) }()
+	} else {
+		co <- c.co.Estimate(now)
+	}
 	refresh := c.profAt.IsZero() || now.Sub(c.profAt) >= time.Hour
 	sample := !now.Before(c.nextSample)
 	if refresh || sample {
@@ -341,7 +344,7 @@ func TimeVaryingInterval(tr *trace.Trace) func(policy.Job, time.Time) time.Durat
 	invB := (1/same + 1/cross) / 2
 	return func(j policy.Job, now time.Time) time.Duration {
 		h := int(timeOfDay(now).Hours())
-		lam := math.Max(events[h]/exposure[h], 1e-9)
+		lam := max(events[h]/exposure[h], 1e-9)
 		return policy.OptimalInterval(j.CheckpointBytes, lam, 1/invB)
 	}
 }

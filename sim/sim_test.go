@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"flag"
 	"math"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"sort"
@@ -352,6 +353,44 @@ func TestProgressiveFillIsMaxMinFair(t *testing.T) {
 	}{{"A", a.rate, 3}, {"B", b.rate, 7}, {"C", c.rate, 1}} {
 		if math.Abs(tc.got-tc.want) > 1e-9 {
 			t.Errorf("flow %s: got %g, want %g", tc.name, tc.got, tc.want)
+		}
+	}
+}
+
+// TestFillerReusedMatchesFresh: a filler that keeps its scratch space
+// from call to call gives every flow set the rates a fresh one gives.
+func TestFillerReusedMatchesFresh(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	capacity := []float64{10, 4, 7, 1, 12, 3, 9, 5}
+	flowSet := func() []*fillFlow {
+		var fs []*fillFlow
+		for range rng.IntN(6) {
+			f := &fillFlow{weight: float64(rng.IntN(3)), demand: math.Inf(1)}
+			if rng.IntN(2) == 0 {
+				f.demand = 6 * rng.Float64()
+			}
+			for l := range capacity {
+				if rng.IntN(3) == 0 {
+					f.links = append(f.links, l)
+				}
+			}
+			fs = append(fs, f)
+		}
+		return fs
+	}
+	var reused filler
+	for round := range 500 {
+		fs := flowSet()
+		reused.fill(fs, capacity)
+		got := make([]float64, len(fs))
+		for i, f := range fs {
+			got[i] = f.rate
+		}
+		new(filler).fill(fs, capacity)
+		for i, f := range fs {
+			if got[i] != f.rate {
+				t.Fatalf("round %d, flow %d (links %v, weight %g, demand %g): reused filler %g, fresh %g", round, i, f.links, f.weight, f.demand, got[i], f.rate)
+			}
 		}
 	}
 }

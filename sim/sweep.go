@@ -84,8 +84,8 @@ func WriteSweep(w io.Writer, points []SweepPoint) {
 		r := p.Result
 		fmt.Fprintf(w, "| %s | %g | %.2f | %+.1f | %.0f | %+.1f | %.1f | %+.1f |\n", p.Param, p.Value, r.WorkLossGPUh, p.LossChangePct,
 			r.MedianDowntimeS, p.DowntimeChangePct, r.DegradationPct, p.DegradationChangePP)
-		worstL = math.Max(worstL, math.Abs(p.LossChangePct))
-		worstD = math.Max(worstD, math.Abs(p.DowntimeChangePct))
+		worstL = max(worstL, math.Abs(p.LossChangePct))
+		worstD = max(worstD, math.Abs(p.DowntimeChangePct))
 	}
 	fmt.Fprintf(w, "\nlargest change: work loss ±%.1f %%, median downtime ±%.1f %% (paper: ≤ ±6.4 %%)\n", worstL, worstD)
 }

@@ -152,7 +152,7 @@ func (w *World) dpath(a, b int) []int {
 func (w *World) pathAvail(a, b int) float64 {
 	m := math.Inf(1)
 	for _, li := range w.path(a, b) {
-		m = math.Min(m, w.links[li].avail)
+		m = min(m, w.links[li].avail)
 	}
 	return m
 }

@@ -302,8 +302,11 @@ func (c *Campus) waitReachable(ctx context.Context) error {
 			if err == nil {
 				break
 			}
-			if ctx.Err() != nil {
+			// A refusal or an unreachable route comes back at once.
+			select {
+			case <-ctx.Done():
 				return fmt.Errorf("%s does not reach the core at %s: %w", n.Name, addr, err)
+			case <-time.After(10 * time.Millisecond):
 			}
 		}
 	}

@@ -221,6 +221,12 @@ type Reclaim struct {
 	// Deadline is when the node leaves; equal to Announced for an
 	// emergency (τ = 0).
 	Deadline time.Time
+	// Incarnation is the start of the node's membership the reclaim
+	// belongs to, as the replicated state knew it when it recorded the
+	// reclaim (zero: unknown). A membership that began after it is not
+	// leaving, even one that began within the announcement's whole
+	// second (gossip carries a node's start in whole seconds).
+	Incarnation time.Time `json:",omitzero"`
 }
 
 // Emergency reports whether the reclaim gave no notice.

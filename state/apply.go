@@ -46,11 +46,15 @@ func (s *State) Apply(cmd Command) (bool, error) {
 			}
 		}
 		// A new incarnation (its membership began after the reclaim was
-		// announced) is not leaving: the pending reclaim belonged to the
-		// one before, whose departure may never be logged when the node
-		// came back before the leader saw it gone.
+		// announced, or after the membership the reclaim was recorded
+		// for: gossip carries starts in whole seconds, so a restart
+		// within the announcement's second may read as older than it)
+		// is not leaving: the pending reclaim belonged to the one before,
+		// whose departure may never be logged when the node came back
+		// before the leader saw it gone.
 		r, reclaimed := s.Reclaims[n.ID]
-		endReclaim := reclaimed && n.State == NodeActive && n.Joined.After(r.Announced)
+		endReclaim := reclaimed && n.State == NodeActive &&
+			(n.Joined.After(r.Announced) || !r.Incarnation.IsZero() && n.Joined.After(r.Incarnation))
 		if ok && reflect.DeepEqual(old, n) && !endReclaim {
 			return false, nil
 		}
@@ -162,7 +166,12 @@ func (s *State) Apply(cmd Command) (bool, error) {
 			// (a late or repeated submission): it would stay pending forever.
 			return false, nil
 		}
-		s.Reclaims[c.Reclaim.Node] = c.Reclaim
+		r := c.Reclaim
+		r.Incarnation = time.Time{}
+		if n, ok := s.Nodes[r.Node]; ok && n.State == NodeActive {
+			r.Incarnation = n.Joined
+		}
+		s.Reclaims[r.Node] = r
 		return true, nil
 
 	case CancelReclaim:

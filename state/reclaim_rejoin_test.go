@@ -22,6 +22,12 @@ func TestReclaimEndsWithDepartureAndRejoin(t *testing.T) {
 	depart := RecordDeparture{Departure: Departure{Node: "a2", At: deadline, Kind: DepartureScheduled, Graceful: true}}
 	later := back.Add(time.Minute)
 	reannounce := AnnounceReclaim{Reclaim: policy.Reclaim{Node: "a2", Announced: later, Deadline: later.Add(time.Minute)}}
+	// An owner's --now at a moment inside a second, and the agent started
+	// again within that second: gossip carries its start as the whole
+	// second, which reads as before the announcement.
+	nowAt := t0.Add(40*time.Second + 300*time.Millisecond)
+	sameSecond := nowAt.Truncate(time.Second)
+	now := AnnounceReclaim{Reclaim: policy.Reclaim{Node: "a2", Announced: nowAt, Deadline: nowAt}}
 
 	cases := []struct {
 		name    string
@@ -39,6 +45,8 @@ func TestReclaimEndsWithDepartureAndRejoin(t *testing.T) {
 		{"announce only", []Command{node(joined), announce}, true, true},
 		{"rejoin, new reclaim, old departure logged late", []Command{node(joined), announce, node(back), reannounce, depart}, true, true},
 		{"depart, rejoin, new reclaim", []Command{node(joined), announce, depart, node(back), reannounce}, true, true},
+		{"emergency, rejoin within its second", []Command{node(joined), now, node(sameSecond)}, false, true},
+		{"emergency within the membership's first second, re-registered", []Command{node(sameSecond), now, node(sameSecond)}, true, true},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -56,10 +64,10 @@ func TestReclaimEndsWithDepartureAndRejoin(t *testing.T) {
 			if n := st.Nodes["a2"]; (n.State == NodeActive) != tc.active {
 				t.Fatalf("a2 state: got %v (joined %v, left %v), want active=%v", n.State, n.Joined, n.Left, tc.active)
 			}
-			want := announced
+			var want time.Time // the last announcement's
 			for _, cmd := range tc.cmds {
-				if a, ok := cmd.(AnnounceReclaim); ok && a.Reclaim.Announced.Equal(later) {
-					want = later
+				if a, ok := cmd.(AnnounceReclaim); ok {
+					want = a.Reclaim.Announced
 				}
 			}
 			if pending && !r.Announced.Equal(want) {

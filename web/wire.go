@@ -51,11 +51,15 @@ type Reclaim struct {
 	// Deadline is when the node leaves; equal to Announced for an
 	// emergency (no notice).
 	Deadline time.Time `json:"deadline"`
+	// Incarnation is the start of the node's membership the reclaim
+	// belongs to (absent when unknown): the node coming back with a later
+	// one ends it.
+	Incarnation time.Time `json:"incarnation,omitzero"`
 }
 
 // WebReclaim is r as /v1 shows it.
 func WebReclaim(r policy.Reclaim) Reclaim {
-	return Reclaim{Node: r.Node, Announced: r.Announced, Deadline: r.Deadline}
+	return Reclaim{Node: r.Node, Announced: r.Announced, Deadline: r.Deadline, Incarnation: r.Incarnation}
 }
 
 // Emergency reports whether the reclaim gave no notice.

@@ -274,7 +274,7 @@ func (e *CoDepartureEstimator) weight(t time.Time) float64 {
 func (e *CoDepartureEstimator) settle(now time.Time) {
 	n, st := len(e.ids), e.stride
 	k := 0
-	for ; k < len(e.pending) && !e.pending[k].At.After(now.Add(-e.cfg.Window)); k++ {
+	for ; k < len(e.pending) && e.settled(e.pending[k], now); k++ {
 		d := e.pending[k]
 		a := e.index[d.Node]
 		w := e.weight(d.At)
@@ -325,8 +325,19 @@ func (e *CoDepartureEstimator) leftWithin(b int, t time.Time) bool {
 // the part quadratic in the nodes (a caller runs only those estimates
 // beside its other work).
 func (e *CoDepartureEstimator) Rebuilds(now time.Time) bool {
-	settles := len(e.pending) > 0 && !e.pending[0].At.After(now.Add(-e.cfg.Window))
-	return e.table == nil || (e.tableChanged || settles) && now.Sub(e.tableAt) >= e.cfg.Refresh
+	return e.rebuildDue(now, e.tableChanged || len(e.pending) > 0 && e.settled(e.pending[0], now))
+}
+
+// settled reports whether pending departure d is counted at now (it is
+// Window old: its partners have had time to follow).
+func (e *CoDepartureEstimator) settled(d Departure, now time.Time) bool {
+	return !d.At.After(now.Add(-e.cfg.Window))
+}
+
+// rebuildDue reports whether the table is rebuilt at now, given whether
+// the log changed since it was built (at most once per Refresh).
+func (e *CoDepartureEstimator) rebuildDue(now time.Time, changed bool) bool {
+	return e.table == nil || changed && now.Sub(e.tableAt) >= e.cfg.Refresh
 }
 
 // Estimate returns the table at now: every pair's figure (the matrix is
@@ -334,7 +345,7 @@ func (e *CoDepartureEstimator) Rebuilds(now time.Time) bool {
 // departures of the last Window, whose partners may be leaving now.
 func (e *CoDepartureEstimator) Estimate(now time.Time) *CoDeparture {
 	e.settle(now)
-	if e.table == nil || e.tableChanged && now.Sub(e.tableAt) >= e.cfg.Refresh {
+	if e.rebuildDue(now, e.tableChanged) {
 		e.table = e.buildTable(now)
 		e.tableAt, e.tableChanged = now, false
 	}

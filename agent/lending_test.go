@@ -175,10 +175,9 @@ func TestLendAfterReclaim(t *testing.T) {
 		t.Fatalf("lend: %+v", lent)
 	}
 	a := s.incarnation(t, 60*time.Second)
-	// The peers still hold the last incarnation as left, at a higher
-	// memberlist incarnation number than the new one starts with: they see
-	// it alive once it refutes that, on a gossip exchange that takes
-	// 18–28 s with the test timings on a loaded two-core machine.
+	// The peers still hold the last incarnation as left: they see the new
+	// one alive after a gossip exchange, 18–28 s with the test timings on
+	// a loaded two-core machine.
 	wait.For(t, 60*time.Second, "owned back in the cluster", func() bool { return c.alive("owned") })
 	if st := s.lendState(t); st != owner.StateLent {
 		t.Errorf("state %q after lend, want lent", st)
